@@ -1,0 +1,97 @@
+//! Dev server configuration: the Consul agent settings that change behaviour a client can see.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
+/// the points that matter to clients, except that it listens on an OS-chosen port.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to listen on. Port 0 lets the OS pick a free port (see [`crate::DevServer::addr`]).
+    pub addr: SocketAddr,
+    /// Name of the agent's own node; sessions default to it. Consul's `node_name`.
+    pub node_name: String,
+    /// The datacenter this agent is in. Requests naming another one get `No path to datacenter`.
+    pub datacenter: String,
+    /// Consul's `session_ttl_min` (default 10 s): the smallest non-zero session TTL accepted.
+    /// Lower it in tests to use short TTLs while keeping Consul's semantics.
+    pub session_ttl_min: Duration,
+    /// Consul's `kv_max_value_size` (default 512 KiB).
+    pub kv_max_value_size: u64,
+    /// Consul's `txn_max_req_len` (default 512 KiB).
+    pub txn_max_req_len: u64,
+    /// Consul's `limits.http_max_conns_per_client` (default 200); 0 means no limit. Connections
+    /// beyond it from one IP are answered `429 Too Many Requests` and closed.
+    pub max_conns_per_client: usize,
+    /// When set, ACLs are enabled with default policy `deny` and this is the only token that is
+    /// allowed anything (a management token). Requests without a token act as the anonymous
+    /// token and are denied; unknown tokens get `ACL not found`.
+    pub acl_token: Option<String>,
+    /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
+    /// `?pretty` on a request has the same effect for that request.
+    pub pretty: bool,
+    /// Consul's `tombstone_ttl` (default 15 min): how long deleted keys keep contributing their
+    /// delete index to list queries.
+    pub tombstone_ttl: Duration,
+    /// Consul's `default_query_time` (300 s): the wait of a blocking query that names none.
+    pub default_query_time: Duration,
+    /// Consul's `max_query_time` (600 s): the longest wait a blocking query may ask for.
+    pub max_query_time: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            node_name: "baton-dev".to_string(),
+            datacenter: "dc1".to_string(),
+            session_ttl_min: Duration::from_secs(10),
+            kv_max_value_size: 512 * 1024,
+            txn_max_req_len: 512 * 1024,
+            max_conns_per_client: 200,
+            acl_token: None,
+            pretty: false,
+            tombstone_ttl: Duration::from_secs(15 * 60),
+            default_query_time: Duration::from_secs(300),
+            max_query_time: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A configuration value that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Checks the settings for values Consul itself would refuse to start with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.node_name.is_empty() {
+            return Err(ConfigError("node_name must not be empty".into()));
+        }
+        if self.datacenter.is_empty() {
+            return Err(ConfigError("datacenter must not be empty".into()));
+        }
+        if self.session_ttl_min.is_zero() {
+            return Err(ConfigError("session_ttl_min must be greater than 0".into()));
+        }
+        if self.session_ttl_min > Duration::from_secs(24 * 3600) {
+            return Err(ConfigError("session_ttl_min must be at most 24h".into()));
+        }
+        if matches!(&self.acl_token, Some(t) if t.is_empty()) {
+            return Err(ConfigError("acl_token must not be empty when set".into()));
+        }
+        if self.default_query_time.is_zero() || self.max_query_time.is_zero() {
+            return Err(ConfigError("query times must be greater than 0".into()));
+        }
+        Ok(())
+    }
+}
