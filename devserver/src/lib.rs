@@ -19,6 +19,7 @@
 //! Fault controls are available both on the handle ([`DevServer::pause`], ...) and over HTTP
 //! under `/_devserver/`, outside Consul's `/v1/` namespace, for clients in other processes.
 
+mod acl;
 mod config;
 mod control;
 mod godur;

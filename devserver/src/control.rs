@@ -1,0 +1,94 @@
+//! The fault-control path, `/_devserver/...`, outside Consul's `/v1/` namespace so no Consul
+//! client can hit it by accident. It keeps answering while the server is paused, so a test in
+//! another process (C, Python, Node) can pause and resume it.
+//!
+//! | request | effect |
+//! |---|---|
+//! | `PUT /_devserver/pause` / `resume` | stop answering `/v1/` (requests hang) / answer again |
+//! | `PUT /_devserver/latency?d=50ms` | fixed delay before each `/v1/` request (`d=0s` off) |
+//! | `PUT /_devserver/restart` | all state lost, open connections dropped |
+//! | `PUT /_devserver/leader?present=false` | "no cluster leader" mode (`true` ends it) |
+//! | `PUT /_devserver/session/invalidate/<id>` | invalidate as a failed TTL/check would |
+//! | `PUT /_devserver/node/fail` / `node/heal` | agent node's `serfHealth` critical / passing |
+//! | `GET /_devserver/requests` / `DELETE` | request counts per route / reset them |
+//! | `GET /_devserver/status` | paused, latency, leader, current index |
+
+use hyper::Method;
+use serde_json::json;
+
+use crate::godur::parse_go_duration;
+use crate::query::{Query, Reply};
+use crate::server::Shared;
+use crate::state::CheckStatus;
+
+/// Handles one control request.
+pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Query) -> Reply {
+    let action = *method == Method::PUT || *method == Method::POST;
+    let ok = || Reply::json(200, &json!(true), false);
+    let rest = path.trim_start_matches("/_devserver/");
+    match (rest, action) {
+        ("pause", true) => {
+            shared.set_paused(true);
+            ok()
+        }
+        ("resume", true) => {
+            shared.set_paused(false);
+            ok()
+        }
+        ("latency", true) => match parse_go_duration(q.get("d")) {
+            Ok(ns) if ns >= 0 => {
+                shared.set_latency(std::time::Duration::from_nanos(ns as u64));
+                ok()
+            }
+            Ok(_) => Reply::text(400, "latency must not be negative"),
+            Err(e) => Reply::text(400, format!("bad latency ?d=: {e}")),
+        },
+        ("restart", true) => {
+            shared.restart();
+            ok()
+        }
+        ("leader", true) => match q.get("present") {
+            "true" | "1" => {
+                shared.set_leader(true);
+                shared.write(|st| st.rearm_all_timers());
+                ok()
+            }
+            "false" | "0" => {
+                shared.set_leader(false);
+                shared.timer_kick.notify_one();
+                ok()
+            }
+            other => Reply::text(400, format!("?present= must be true or false, got {other:?}")),
+        },
+        ("node/fail", true) => {
+            shared.set_serf_health(CheckStatus::Critical);
+            ok()
+        }
+        ("node/heal", true) => {
+            shared.set_serf_health(CheckStatus::Passing);
+            ok()
+        }
+        ("requests", false) if *method == Method::GET => {
+            let c = shared.counts();
+            Reply::json(200, &json!({"total": c.total, "by_route": c.by_route}), false)
+        }
+        ("requests", false) if *method == Method::DELETE => {
+            shared.reset_counts();
+            ok()
+        }
+        ("status", false) if *method == Method::GET => {
+            let body = json!({
+                "paused": *shared.paused.borrow(),
+                "latency_ms": shared.latency().as_millis() as u64,
+                "leader": shared.has_leader(),
+                "index": shared.read(|st| st.current_index()),
+            });
+            Reply::json(200, &body, false)
+        }
+        (r, true) if r.starts_with("session/invalidate/") => {
+            let id = &r["session/invalidate/".len()..];
+            Reply::json(200, &json!(shared.invalidate_session(id)), false)
+        }
+        _ => Reply::text(404, format!("unknown control request: {method} {path}")),
+    }
+}

@@ -1,0 +1,324 @@
+//! HTTP plumbing: accepting connections (with Consul's per-client connection cap), Go
+//! `ServeMux` routing behaviour (path cleaning redirects, 405 with `Allow`, the index handler's
+//! 404), the printable-path check, the fault gates, and the headers every wrapped route gets.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use crate::query::{Query, Reply};
+use crate::server::Shared;
+
+/// Largest body read for any request (a chunked KV PUT bypasses `kv_max_value_size` in Consul;
+/// this bound only keeps a runaway client from exhausting memory).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The registered routes: pattern (a trailing `/` means "this prefix", as in Go's ServeMux)
+/// and the methods it accepts.
+const ROUTES: &[(&str, &[&str])] = &[
+    ("/v1/kv/", &["GET", "PUT", "DELETE"]),
+    ("/v1/session/create", &["PUT"]),
+    ("/v1/session/destroy/", &["PUT"]),
+    ("/v1/session/renew/", &["PUT"]),
+    ("/v1/session/info/", &["GET"]),
+    ("/v1/session/node/", &["GET"]),
+    ("/v1/session/list", &["GET"]),
+    ("/v1/txn", &["PUT"]),
+    ("/v1/status/leader", &["GET"]),
+    ("/v1/agent/self", &["GET"]),
+    ("/v1/catalog/register", &["PUT"]),
+    ("/v1/catalog/deregister", &["PUT"]),
+];
+
+/// Accepts connections until the task is dropped.
+pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                log::warn!("baton-devserver: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move { serve_conn(stream, peer, shared).await });
+    }
+}
+
+async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    let ip = peer.ip();
+    if !shared.conn_open(ip) {
+        // Consul's connection limiter answers 429 and closes.
+        let _ = stream
+            .write_all(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await;
+        return;
+    }
+    let mut generation = shared.generation.subscribe();
+    let s2 = shared.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let shared = s2.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        r = conn => {
+            if let Err(e) = r {
+                log::debug!("baton-devserver: connection from {peer}: {e}");
+            }
+        }
+        _ = generation.changed() => {}
+    }
+    shared.conn_closed(ip);
+}
+
+/// One request, start to end.
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let raw_path = req.uri().path().to_string();
+    if raw_path.starts_with("/_devserver/") || raw_path == "/_devserver" {
+        let method = req.method().clone();
+        let query = Query::parse(req.uri().query());
+        let reply = crate::control::handle(&shared, &method, &raw_path, &query).await;
+        return finish(reply, false);
+    }
+    shared.wait_unpaused().await;
+    let latency = shared.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let reply = route(&shared, req).await;
+    // A response that completes while paused is held back too.
+    shared.wait_unpaused().await;
+    let wrapped = reply.1;
+    let mut resp = finish(reply.0, wrapped);
+    if wrapped {
+        let policy = if shared.cfg.acl_token.is_some() { "deny" } else { "allow" };
+        let h = resp.headers_mut();
+        h.insert("x-consul-default-acl-policy", HeaderValue::from_static(policy));
+        h.insert("vary", HeaderValue::from_static("Accept-Encoding"));
+    }
+    resp
+}
+
+/// Turns a [`Reply`] into a response.
+fn finish(reply: Reply, _wrapped: bool) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(reply.body));
+    *resp.status_mut() = hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    for (name, value) in reply.headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.append(HeaderName::from_static(name), v);
+        }
+    }
+    resp
+}
+
+/// Percent-decodes a path as Go's `URL.Path` holds it. `None` for malformed escapes.
+fn decode_path(raw: &str) -> Option<String> {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Go's `path.Clean`, keeping a trailing slash as ServeMux's `cleanPath` does.
+fn clean_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    let mut out = format!("/{}", parts.join("/"));
+    if p.ends_with('/') && out != "/" {
+        out.push('/');
+    }
+    out
+}
+
+/// Escapes a path for a `Location` header (Go's `URL.EscapedPath` for ordinary paths).
+fn escape_path(p: &str) -> String {
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+        .add(b' ')
+        .add(b'"')
+        .add(b'#')
+        .add(b'%')
+        .add(b'<')
+        .add(b'>')
+        .add(b'?')
+        .add(b'`')
+        .add(b'{')
+        .add(b'}');
+    percent_encoding::utf8_percent_encode(p, SET).to_string()
+}
+
+/// Routes a `/v1/` (or unknown) request. The flag says whether the route is a wrapped Consul
+/// endpoint (which gets the ACL-policy and `Vary` headers).
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
+    let Some(path) = decode_path(req.uri().path()) else {
+        return (Reply::text(400, "400 Bad Request"), false);
+    };
+    // cleanhttp.PrintablePathCheckHandler runs before the mux.
+    if path.chars().any(|c| c.is_control()) {
+        return (Reply::text(400, ""), false);
+    }
+    let cleaned = clean_path(&path);
+    if cleaned != path {
+        return (redirect(&cleaned, req.uri().query(), req.method()), false);
+    }
+    let route = ROUTES.iter().find(|(pat, _)| {
+        if pat.ends_with('/') {
+            path.starts_with(pat)
+        } else {
+            path == *pat
+        }
+    });
+    let Some((pattern, methods)) = route else {
+        // ServeMux redirects "/v1/kv" to the registered "/v1/kv/".
+        let slash = format!("{path}/");
+        if ROUTES.iter().any(|(p, _)| *p == slash) {
+            return (redirect(&slash, req.uri().query(), req.method()), false);
+        }
+        if path == "/" {
+            return (Reply::text(200, "Consul Agent: UI disabled. To enable, set ui_config.enabled=true in the agent configuration and restart."), false);
+        }
+        return (Reply::text(404, "Invalid URL path: not a recognized HTTP API endpoint\n"), false);
+    };
+    let method = req.method().clone();
+    let allow = format!("OPTIONS,{}", methods.join(","));
+    if method == Method::OPTIONS {
+        return (Reply::text(200, "").with("allow", allow), true);
+    }
+    if !methods.contains(&method.as_str()) {
+        return (Reply::text(405, format!("method {method} not allowed")).with("allow", allow), true);
+    }
+    shared.count(format!("{} {}", method, pattern.trim_end_matches('/')));
+    let query = Query::parse(req.uri().query());
+    let headers = req.headers().clone();
+    let content_length = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let ctx = Ctx { shared: shared.clone(), query, headers, content_length };
+    let rest = path[pattern.len()..].to_string();
+    // Body-size checks that Consul makes on Content-Length before reading the body.
+    if let Some(early) = match *pattern {
+        "/v1/kv/" if method == Method::PUT => crate::kv_endpoint::precheck_put(&ctx, &rest),
+        "/v1/txn" => crate::txn_endpoint::precheck(&ctx),
+        _ => None,
+    } {
+        return (early, true);
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return (Reply::text(413, "Request body too large"), true),
+    };
+    let reply = match *pattern {
+        "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
+        "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
+        "/v1/status/leader" => {
+            let leader = if shared.has_leader() { "127.0.0.1:8300" } else { "" };
+            Reply::json(200, &serde_json::json!(leader), shared.cfg.pretty || ctx.query.has("pretty"))
+        }
+        "/v1/agent/self" => crate::session_endpoint::agent_self(&ctx),
+        "/v1/catalog/register" => crate::session_endpoint::catalog_register(&ctx, &body),
+        "/v1/catalog/deregister" => crate::session_endpoint::catalog_deregister(&ctx, &body),
+        p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,
+    };
+    (reply, true)
+}
+
+/// Go's `http.Redirect` with 301, as ServeMux issues for unclean paths.
+fn redirect(path: &str, query: Option<&str>, method: &Method) -> Reply {
+    let mut loc = escape_path(path);
+    if let Some(q) = query {
+        loc.push('?');
+        loc.push_str(q);
+    }
+    let body = if *method == Method::GET || *method == Method::HEAD {
+        format!("<a href=\"{loc}\">Moved Permanently</a>.\n\n")
+    } else {
+        String::new()
+    };
+    let mut r = Reply::text(301, body).with("location", loc);
+    if *method == Method::GET || *method == Method::HEAD {
+        r.headers.retain(|(n, _)| *n != "content-type");
+        r = r.with("content-type", "text/html; charset=utf-8");
+    }
+    r
+}
+
+/// What an endpoint handler gets.
+pub(crate) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub query: Query,
+    pub headers: hyper::HeaderMap,
+    pub content_length: Option<u64>,
+}
+
+impl Ctx {
+    /// Whether bodies are pretty-printed for this request.
+    pub fn pretty(&self) -> bool {
+        self.shared.cfg.pretty || self.query.has("pretty")
+    }
+
+    /// The RPC forwarding checks: a foreign `dc` has no path; without a leader nothing that
+    /// needs one is answered.
+    pub fn rpc_check(&self, dc: &str) -> Result<(), Reply> {
+        if !dc.is_empty() && dc != self.shared.cfg.datacenter {
+            return Err(Reply::text(500, "No path to datacenter"));
+        }
+        if !self.shared.has_leader() {
+            return Err(Reply::text(500, "No cluster leader"));
+        }
+        Ok(())
+    }
+
+    /// The configured management token, when ACLs are on.
+    pub fn acl(&self) -> Option<&str> {
+        self.shared.cfg.acl_token.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_path_matches_servemux() {
+        assert_eq!(clean_path("/v1/kv/a//b"), "/v1/kv/a/b");
+        assert_eq!(clean_path("/v1/kv/a/./b"), "/v1/kv/a/b");
+        assert_eq!(clean_path("/v1/kv/a/../b"), "/v1/kv/b");
+        assert_eq!(clean_path("/v1/kv/"), "/v1/kv/");
+        assert_eq!(clean_path("/v1/kv/a/"), "/v1/kv/a/");
+    }
+}

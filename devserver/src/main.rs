@@ -1,0 +1,155 @@
+//! `baton-devserver`: run the Consul-compatible dev server as a process.
+//!
+//! Prints exactly one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test
+//! fixtures in any language can start it with `--port 0` and read the address; everything
+//! else goes to stderr. Exits cleanly on SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use baton_devserver::{parse_go_duration, Config, DevServer};
+
+const USAGE: &str = "usage: baton-devserver [options]
+
+  --addr HOST:PORT           listen address (default 127.0.0.1:8500; port 0 picks a free port)
+  --port N                   shorthand for --addr 127.0.0.1:N
+  --node NAME                the agent's node name (default baton-dev)
+  --datacenter DC            the datacenter (default dc1)
+  --session-ttl-min DUR      Consul's session_ttl_min (default 10s), e.g. 100ms for tests
+  --acl-token TOKEN          enable ACLs (default deny); TOKEN is the management token
+  --max-conns-per-client N   Consul's limits.http_max_conns_per_client (default 200, 0 = none)
+  --kv-max-value-size N      Consul's kv_max_value_size in bytes (default 524288)
+  --pretty                   indent JSON as `consul agent -dev` does
+  -h, --help                 this text
+
+Fault controls: PUT /_devserver/{pause,resume,restart,node/fail,node/heal},
+PUT /_devserver/latency?d=50ms, PUT /_devserver/leader?present=false,
+PUT /_devserver/session/invalidate/<id>, GET /_devserver/requests, GET /_devserver/status.";
+
+fn parse_args(args: &[String]) -> Result<Config, String> {
+    let mut cfg = Config { addr: SocketAddr::from(([127, 0, 0, 1], 8500)), ..Config::default() };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Err(String::new()),
+            "--addr" => {
+                let v = value()?;
+                cfg.addr = v.parse().map_err(|e| format!("--addr {v:?}: {e} (want HOST:PORT)"))?;
+            }
+            "--port" => {
+                let v = value()?;
+                let p: u16 = v.parse().map_err(|_| format!("--port {v:?}: not a port number"))?;
+                cfg.addr = SocketAddr::from(([127, 0, 0, 1], p));
+            }
+            "--node" => cfg.node_name = value()?,
+            "--datacenter" => cfg.datacenter = value()?,
+            "--session-ttl-min" => {
+                let v = value()?;
+                let ns = parse_go_duration(&v).map_err(|e| format!("--session-ttl-min: {e}"))?;
+                if ns <= 0 {
+                    return Err("--session-ttl-min must be positive".into());
+                }
+                cfg.session_ttl_min = Duration::from_nanos(ns as u64);
+            }
+            "--acl-token" => cfg.acl_token = Some(value()?),
+            "--max-conns-per-client" => {
+                let v = value()?;
+                cfg.max_conns_per_client = v.parse().map_err(|_| format!("--max-conns-per-client {v:?}: not a number"))?;
+            }
+            "--kv-max-value-size" => {
+                let v = value()?;
+                cfg.kv_max_value_size = v.parse().map_err(|_| format!("--kv-max-value-size {v:?}: not a number"))?;
+            }
+            "--pretty" => cfg.pretty = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .target(env_logger::Target::Stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match parse_args(&args) {
+        Ok(c) => c,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("baton-devserver: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    // Block SIGINT/SIGTERM before any thread starts so every thread inherits the mask and the
+    // signal is only ever taken by the waiter below.
+    let signals = match Signals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baton-devserver: cannot set up signal handling: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = match DevServer::start(cfg.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baton-devserver: cannot listen on {}: {e}", cfg.addr);
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "BATON_DEVSERVER_ADDR={}", server.http_addr());
+    let _ = out.flush();
+    drop(out);
+    log::info!(
+        "baton-devserver listening on {} (node {}, dc {}, session_ttl_min {:?}, acl {})",
+        server.http_addr(),
+        cfg.node_name,
+        cfg.datacenter,
+        cfg.session_ttl_min,
+        if cfg.acl_token.is_some() { "on" } else { "off" }
+    );
+    let sig = signals.wait();
+    log::info!("baton-devserver: received {sig}, shutting down");
+    server.stop();
+    ExitCode::SUCCESS
+}
+
+/// SIGINT/SIGTERM handling without a handler function: the signals are blocked in every thread
+/// and taken synchronously with `sigwait`.
+struct Signals {
+    set: nix::sys::signal::SigSet,
+}
+
+impl Signals {
+    fn block() -> nix::Result<Signals> {
+        use nix::sys::signal::{SigSet, Signal};
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGINT);
+        set.add(Signal::SIGTERM);
+        set.thread_block()?;
+        Ok(Signals { set })
+    }
+
+    fn wait(&self) -> String {
+        match self.set.wait() {
+            Ok(s) => s.as_str().to_string(),
+            Err(e) => format!("error {e}"),
+        }
+    }
+}

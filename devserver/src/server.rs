@@ -1,0 +1,378 @@
+//! The server handle: the listener thread with its own Tokio runtime, the shared state, the
+//! TTL timer task, and the fault controls.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify};
+
+use crate::config::Config;
+use crate::state::{CheckStatus, State, SERF_CHECK_ID};
+use crate::watch::Hub;
+
+/// Requests the server has seen on `/v1/`, by route (e.g. `"PUT /v1/kv"`, `"PUT /v1/txn"`).
+/// Benchmarks use it to count the HTTP requests a client operation costs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// All `/v1/` requests.
+    pub total: u64,
+    /// Requests per `"<METHOD> <route>"`.
+    pub by_route: BTreeMap<String, u64>,
+}
+
+/// State shared by the listener, the connections and the handle.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    state: Mutex<State>,
+    pub hub: Hub,
+    /// True while the server "stops answering".
+    pub paused: watch::Sender<bool>,
+    /// Fixed delay added before each `/v1/` request, in nanoseconds.
+    pub latency_ns: AtomicU64,
+    /// False in "no cluster leader" mode.
+    pub leader: AtomicBool,
+    /// Bumped on restart: every open connection is dropped.
+    pub generation: watch::Sender<u64>,
+    /// Wakes the TTL timer task when a session timer may have moved earlier.
+    pub timer_kick: Notify,
+    counts: Mutex<RequestCounts>,
+    conns: Mutex<HashMap<IpAddr, usize>>,
+    /// The agent's NodeID (stable for the server's life).
+    pub node_id: String,
+}
+
+impl Shared {
+    fn new(cfg: Config) -> Shared {
+        let state = State::new(&cfg.node_name, cfg.tombstone_ttl);
+        Shared {
+            cfg,
+            state: Mutex::new(state),
+            hub: Hub::default(),
+            paused: watch::channel(false).0,
+            latency_ns: AtomicU64::new(0),
+            leader: AtomicBool::new(true),
+            generation: watch::channel(0).0,
+            timer_kick: Notify::new(),
+            counts: Mutex::new(RequestCounts::default()),
+            conns: Mutex::new(HashMap::new()),
+            node_id: crate::state::new_uuid(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a read against the state.
+    pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// Runs a write against the state, then wakes the blocking queries it affected (after the
+    /// lock is released) and the TTL timer task.
+    pub fn write<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let r = self.write_quiet(f);
+        self.timer_kick.notify_one();
+        r
+    }
+
+    /// [`Shared::write`] without waking the TTL timer task (which uses it itself).
+    fn write_quiet<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let (r, changed) = {
+            let mut st = self.lock();
+            let r = f(&mut st);
+            (r, st.take_changes())
+        };
+        self.hub.notify(changed);
+        r
+    }
+
+    /// Counts one `/v1/` request.
+    pub fn count(&self, route: String) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.total += 1;
+        *c.by_route.entry(route).or_default() += 1;
+    }
+
+    pub fn counts(&self) -> RequestCounts {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn reset_counts(&self) {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner()) = RequestCounts::default();
+    }
+
+    /// Registers a connection from `ip`; false when the per-client cap is reached.
+    pub fn conn_open(&self, ip: IpAddr) -> bool {
+        let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(ip).or_default();
+        if self.cfg.max_conns_per_client > 0 && *n >= self.cfg.max_conns_per_client {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    pub fn conn_closed(&self, ip: IpAddr) {
+        let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+
+    // ----- fault controls -----
+
+    pub fn set_paused(&self, p: bool) {
+        self.paused.send_replace(p);
+    }
+
+    pub fn set_latency(&self, d: Duration) {
+        self.latency_ns.store(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
+    }
+
+    pub fn latency(&self) -> Duration {
+        Duration::from_nanos(self.latency_ns.load(Ordering::SeqCst))
+    }
+
+    pub fn set_leader(&self, present: bool) {
+        self.leader.store(present, Ordering::SeqCst);
+    }
+
+    pub fn has_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+
+    /// Loses all state, as a dev agent restarted without a data dir would, and drops every
+    /// open connection.
+    pub fn restart(&self) {
+        {
+            let mut st = self.lock();
+            *st = State::new(&self.cfg.node_name, self.cfg.tombstone_ttl);
+        }
+        self.generation.send_modify(|g| *g += 1);
+        self.hub.notify_all();
+        self.timer_kick.notify_one();
+    }
+
+    pub fn invalidate_session(&self, id: &str) -> bool {
+        self.write(|st| st.session_invalidate(id))
+    }
+
+    pub fn set_serf_health(&self, status: CheckStatus) {
+        let node = self.cfg.node_name.clone();
+        self.write(|st| st.register_node(&node, "", &[(SERF_CHECK_ID.to_string(), status)]));
+    }
+
+    /// Waits while the server is paused.
+    pub async fn wait_unpaused(&self) {
+        let mut rx = self.paused.subscribe();
+        let _ = rx.wait_for(|p| !*p).await;
+    }
+}
+
+/// A running dev server. Stops (and joins its thread) on [`DevServer::stop`] or drop.
+pub struct DevServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for DevServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl DevServer {
+    /// Binds the listener and starts serving on a thread of its own (the caller needs no async
+    /// runtime). Returns once the server accepts connections.
+    pub fn start(config: Config) -> io::Result<DevServer> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let listener = StdListener::bind(config.addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("baton-devserver-worker")
+            .enable_all()
+            .build()?;
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("baton-devserver".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            log::error!("baton-devserver: cannot use listener: {e}");
+                            return;
+                        }
+                    };
+                    tokio::spawn(ttl_timers(s2.clone()));
+                    tokio::spawn(tombstone_reaper(s2.clone()));
+                    tokio::select! {
+                        _ = crate::http::accept_loop(listener, s2) => {}
+                        _ = rx => {}
+                    }
+                });
+                rt.shutdown_timeout(Duration::from_secs(2));
+            })?;
+        Ok(DevServer { shared, addr, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// The bound address (with the real port when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `host:port`, the form `CONSUL_HTTP_ADDR` takes.
+    pub fn http_addr(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The agent's node name (sessions default to it).
+    pub fn node_name(&self) -> String {
+        self.shared.cfg.node_name.clone()
+    }
+
+    /// Stops answering: new requests, and responses not yet written (including blocking queries
+    /// that complete meanwhile), hang until [`DevServer::resume`]. Connections stay open, as
+    /// with a server behind a silent network partition. The control path keeps answering.
+    pub fn pause(&self) {
+        self.shared.set_paused(true);
+    }
+
+    /// Answers again after [`DevServer::pause`].
+    pub fn resume(&self) {
+        self.shared.set_paused(false);
+    }
+
+    /// Delays every `/v1/` request by `d` before it is handled (`Duration::ZERO` turns it off).
+    pub fn set_latency(&self, d: Duration) {
+        self.shared.set_latency(d);
+    }
+
+    /// Restarts with all state lost: KV, sessions, lock-delays and the index start over, and
+    /// every open connection is dropped. The address stays the same.
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+
+    /// `false` enters "no cluster leader" mode: KV, session and txn endpoints answer
+    /// `500 No cluster leader` and `/v1/status/leader` answers `""`. Session TTL timers stop,
+    /// as they do on a cluster without a leader, and restart at a full 2×TTL when a leader
+    /// returns.
+    pub fn set_leader(&self, present: bool) {
+        self.shared.set_leader(present);
+        if present {
+            self.shared.write(|st| st.rearm_all_timers());
+        }
+        self.shared.timer_kick.notify_one();
+    }
+
+    /// Invalidates a session now, as a failed TTL or health check would: its keys are released
+    /// or deleted per its behaviour and its lock-delay applies. False when it does not exist.
+    pub fn invalidate_session(&self, id: &str) -> bool {
+        self.shared.invalidate_session(id)
+    }
+
+    /// Marks the agent node's `serfHealth` check critical, as when the node fails: every session
+    /// bound to it is invalidated, and new sessions are refused until [`DevServer::heal_node`].
+    pub fn fail_node(&self) {
+        self.shared.set_serf_health(CheckStatus::Critical);
+    }
+
+    /// Marks the agent node's `serfHealth` check passing again.
+    pub fn heal_node(&self) {
+        self.shared.set_serf_health(CheckStatus::Passing);
+    }
+
+    /// The `/v1/` requests seen since start or the last [`DevServer::reset_request_counts`].
+    pub fn request_counts(&self) -> RequestCounts {
+        self.shared.counts()
+    }
+
+    /// Zeroes the request counters.
+    pub fn reset_request_counts(&self) {
+        self.shared.reset_counts();
+    }
+
+    /// The last raft-equivalent index handed out.
+    pub fn current_index(&self) -> u64 {
+        self.shared.read(|st| st.current_index())
+    }
+
+    /// Stops the server and joins its thread.
+    pub fn stop(mut self) {
+        self.shutdown_now();
+    }
+
+    fn shutdown_now(&mut self) {
+        // Release paused requests so their tasks can finish with the runtime.
+        self.shared.set_paused(false);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        self.shutdown_now();
+    }
+}
+
+/// Fires session TTL timers (leader only).
+async fn ttl_timers(shared: Arc<Shared>) {
+    loop {
+        let kicked = shared.timer_kick.notified();
+        tokio::pin!(kicked);
+        kicked.as_mut().enable();
+        let next = if shared.has_leader() {
+            let now = Instant::now();
+            shared.write_quiet(|st| st.expire_sessions(now));
+            shared.read(|st| st.next_timer())
+        } else {
+            None
+        };
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    _ = kicked => {}
+                    _ = tokio::time::sleep_until(at.into()) => {}
+                }
+            }
+            None => kicked.await,
+        }
+    }
+}
+
+/// Reaps tombstones older than `tombstone_ttl`, every 30 s as Consul's granularity.
+async fn tombstone_reaper(shared: Arc<Shared>) {
+    let period = shared.cfg.tombstone_ttl.min(Duration::from_secs(30)).max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(period).await;
+        shared.write_quiet(|st| st.reap_tombstones());
+    }
+}

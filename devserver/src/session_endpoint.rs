@@ -1,0 +1,427 @@
+//! `/v1/session/*`, plus the small agent and catalog surface sessions depend on:
+//! `/v1/agent/self` and `/v1/catalog/{register,deregister}` (to fail a node or a check).
+
+use serde_json::{json, Map, Value};
+
+use crate::acl::{self, Access};
+use crate::godur::{format_go_duration, parse_go_duration};
+use crate::http::Ctx;
+use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
+use crate::state::{Behavior, CheckStatus, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX};
+
+/// Consul converts lock-delays below this many nanoseconds into seconds (`15` means 15 s).
+const LOCK_DELAY_MIN_THRESHOLD: i64 = 1000;
+
+/// A session as Consul's JSON has it (CE field order).
+pub(crate) fn session_json(s: &Session) -> Value {
+    let mut m = Map::new();
+    m.insert("ID".into(), json!(s.id));
+    m.insert("Name".into(), json!(s.name));
+    m.insert("Node".into(), json!(s.node));
+    m.insert("LockDelay".into(), json!(s.lock_delay_ns));
+    m.insert("Behavior".into(), json!(s.behavior.as_str()));
+    m.insert("TTL".into(), json!(s.ttl));
+    m.insert("NodeChecks".into(), json!(s.node_checks));
+    let svc = s.service_checks.as_ref().map(|v| {
+        v.iter().map(|c| json!({"ID": c.id, "Namespace": c.namespace})).collect::<Vec<_>>()
+    });
+    m.insert("ServiceChecks".into(), json!(svc));
+    if let Some(c) = s.checks.as_ref().filter(|c| !c.is_empty()) {
+        m.insert("Checks".into(), json!(c));
+    }
+    m.insert("CreateIndex".into(), json!(s.create_index));
+    m.insert("ModifyIndex".into(), json!(s.create_index));
+    Value::Object(m)
+}
+
+/// Routes the `/v1/session/` family. `pattern` is the matched route, `rest` the path after it.
+pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) -> Reply {
+    let r = match pattern {
+        "/v1/session/create" => create(ctx, body),
+        "/v1/session/destroy/" => destroy(ctx, rest),
+        "/v1/session/renew/" => renew(ctx, rest),
+        "/v1/session/info/" => read(ctx, Listing::Info(rest)).await,
+        "/v1/session/node/" => read(ctx, Listing::Node(rest)).await,
+        _ => read(ctx, Listing::All).await,
+    };
+    r.unwrap_or_else(|e| e)
+}
+
+/// Go's `json.Unmarshal` type name of a JSON value, for its error texts.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Finds a field the way Go's decoder does: exact name first, then case-insensitively.
+pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    obj.get(name)
+        .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+}
+
+fn type_error(v: &Value, field: &str, go_type: &str) -> String {
+    format!(
+        "json: cannot unmarshal {} into Go struct field Session.{field} of type {go_type}",
+        json_kind(v)
+    )
+}
+
+fn decode_string(obj: &Map<String, Value>, name: &str, out: &mut String) -> Result<(), String> {
+    match field(obj, name) {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) => {
+            *out = s.clone();
+            Ok(())
+        }
+        Some(v) => Err(type_error(v, name, "string")),
+    }
+}
+
+fn decode_strings(obj: &Map<String, Value>, name: &str) -> Result<Option<Vec<String>>, String> {
+    match field(obj, name) {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(Vec::new())),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s.clone()),
+                Value::Null => Ok(String::new()),
+                v => Err(type_error(v, name, "string")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(v) => Err(type_error(v, name, "[]string")),
+    }
+}
+
+/// The decoded create body, with Consul's defaults applied and before the check fix-up.
+struct CreateBody {
+    name: String,
+    node: String,
+    lock_delay_ns: i64,
+    behavior: String,
+    ttl: String,
+    node_checks: Vec<String>,
+    service_checks: Option<Vec<ServiceCheck>>,
+    checks: Vec<String>,
+}
+
+/// Decodes a session-create body as `structs.Session.UnmarshalJSON` does on top of the
+/// handler's defaults. Errors are the text after `Request decode failed: `.
+fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
+    let mut b = CreateBody {
+        name: String::new(),
+        node: node.to_string(),
+        lock_delay_ns: 15_000_000_000,
+        behavior: "release".into(),
+        ttl: String::new(),
+        node_checks: vec![SERF_CHECK_ID.into()],
+        service_checks: None,
+        checks: vec![SERF_CHECK_ID.into()],
+    };
+    if body.is_empty() {
+        return Ok(b);
+    }
+    let v: Value = serde_json::from_slice(body).map_err(|e| go_syntax_error(&e))?;
+    let Value::Object(obj) = v else {
+        return Err(format!("json: cannot unmarshal {} into Go value of type structs.Session", json_kind(&v)));
+    };
+    decode_string(&obj, "Name", &mut b.name)?;
+    decode_string(&obj, "Node", &mut b.node)?;
+    decode_string(&obj, "Behavior", &mut b.behavior)?;
+    decode_string(&obj, "TTL", &mut b.ttl)?;
+    if let Some(v) = decode_strings(&obj, "NodeChecks")? {
+        b.node_checks = v;
+    }
+    if let Some(v) = decode_strings(&obj, "Checks")? {
+        b.checks = v;
+    }
+    match field(&obj, "ServiceChecks") {
+        None => {}
+        Some(Value::Null) => b.service_checks = None,
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                let Value::Object(o) = item else {
+                    return Err(type_error(item, "ServiceChecks", "structs.ServiceCheck"));
+                };
+                let mut c = ServiceCheck { id: String::new(), namespace: String::new() };
+                decode_string(o, "ID", &mut c.id)?;
+                decode_string(o, "Namespace", &mut c.namespace)?;
+                out.push(c);
+            }
+            b.service_checks = Some(out);
+        }
+        Some(v) => return Err(type_error(v, "ServiceChecks", "[]structs.ServiceCheck")),
+    }
+    if let Some(v) = field(&obj, "LockDelay") {
+        if !v.is_null() {
+            let mut ns: i64 = match v {
+                Value::String(s) => parse_go_duration(s)?,
+                Value::Number(n) => n.as_f64().map(|f| f as i64).unwrap_or(0),
+                _ => 0,
+            };
+            if ns < LOCK_DELAY_MIN_THRESHOLD {
+                ns = ns.saturating_mul(1_000_000_000);
+            }
+            b.lock_delay_ns = ns;
+        }
+    }
+    Ok(b)
+}
+
+/// A Go-flavoured text for a JSON syntax error.
+fn go_syntax_error(e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        "unexpected EOF".to_string()
+    } else {
+        format!("invalid character in JSON at line {} column {}: {e}", e.line(), e.column())
+    }
+}
+
+fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
+    let dc = ctx.query.get("dc").to_string();
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    reject_enterprise(&ctx.query, &ctx.headers)?;
+    let pretty = ctx.pretty();
+    let decoded = if ctx.content_length.unwrap_or(body.len() as u64) > 0 {
+        decode_create(body, &ctx.shared.cfg.node_name)
+    } else {
+        decode_create(b"", &ctx.shared.cfg.node_name)
+    };
+    let b = decoded.map_err(|e| Reply::text(400, format!("Request decode failed: {e}")))?;
+    // fixupEmptySessionChecks
+    let mut node_checks = b.node_checks;
+    let mut checks = Some(b.checks);
+    let checks_len = checks.as_ref().map_or(0, Vec::len);
+    if checks_len == 0 {
+        node_checks = Vec::new();
+        checks = None;
+    } else if checks_len == 1 && checks.as_ref().is_some_and(|c| c[0] == SERF_CHECK_ID) {
+        checks = None;
+    } else if node_checks.is_empty() {
+        checks = None;
+    }
+    ctx.rpc_check(&dc)?;
+    if b.node.is_empty() {
+        return Err(Reply::text(500, "Must provide Node"));
+    }
+    acl::require(ctx.acl(), token.as_deref(), "session:write", &b.node)?;
+    let behavior = match b.behavior.as_str() {
+        "" | "release" => Behavior::Release,
+        "delete" => Behavior::Delete,
+        other => return Err(Reply::text(500, format!("Invalid Behavior setting '{other}'"))),
+    };
+    let mut ttl_dur = None;
+    if !b.ttl.is_empty() {
+        let ns = parse_go_duration(&b.ttl)
+            .map_err(|e| Reply::text(500, format!("Session TTL '{}' invalid: {e}", b.ttl)))?;
+        let min = ctx.shared.cfg.session_ttl_min.as_nanos() as i64;
+        let max = SESSION_TTL_MAX.as_nanos() as i64;
+        if ns != 0 && (ns < min || ns > max) {
+            return Err(Reply::text(
+                500,
+                format!(
+                    "Invalid Session TTL '{ns}', must be between [{}={}]",
+                    format_go_duration(min),
+                    format_go_duration(max)
+                ),
+            ));
+        }
+        if ns > 0 {
+            ttl_dur = Some(std::time::Duration::from_nanos(ns as u64));
+        }
+    }
+    let req = NewSession {
+        name: b.name,
+        node: b.node,
+        lock_delay_ns: b.lock_delay_ns,
+        behavior,
+        ttl: b.ttl,
+        ttl_dur,
+        node_checks,
+        service_checks: b.service_checks,
+        checks,
+    };
+    match ctx.shared.write(|st| st.session_create(req)) {
+        Ok(id) => Ok(Reply::json(200, &json!({ "ID": id }), pretty)),
+        Err(crate::state::ApplyError::Text(t)) => Err(Reply::text(500, t)),
+    }
+}
+
+fn destroy(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
+    let dc = ctx.query.get("dc").to_string();
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    reject_enterprise(&ctx.query, &ctx.headers)?;
+    if id.is_empty() {
+        return Err(Reply::text(400, "Missing session"));
+    }
+    ctx.rpc_check(&dc)?;
+    if let Some(node) = ctx.shared.read(|st| st.session(id).map(|s| s.node.clone())) {
+        acl::require(ctx.acl(), token.as_deref(), "session:write", &node)?;
+        ctx.shared.write(|st| st.session_invalidate(id));
+    }
+    Ok(Reply::json(200, &json!(true), ctx.pretty()))
+}
+
+fn renew(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
+    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
+    reject_enterprise(&ctx.query, &ctx.headers)?;
+    if id.is_empty() {
+        return Err(Reply::text(400, "Missing session"));
+    }
+    ctx.rpc_check(&opts.dc)?;
+    if let Some(node) = ctx.shared.read(|st| st.session(id).map(|s| s.node.clone())) {
+        acl::require(ctx.acl(), opts.token.as_deref(), "session:write", &node)?;
+    }
+    match ctx.shared.write(|st| st.session_renew(id)) {
+        Some(s) => Ok(Reply::json(200, &json!([session_json(&s)]), opts.pretty)),
+        None => Err(Reply::text(404, format!("Session id '{id}' not found"))),
+    }
+}
+
+enum Listing<'a> {
+    Info(&'a str),
+    Node(&'a str),
+    All,
+}
+
+async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
+    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
+    reject_enterprise(&ctx.query, &ctx.headers)?;
+    match which {
+        Listing::Info("") => return Err(Reply::text(400, "Missing session")),
+        Listing::Node("") => return Err(Reply::text(400, "Missing node name")),
+        _ => {}
+    }
+    let access = acl::resolve(ctx.acl(), opts.token.as_deref())?;
+    ctx.rpc_check(&opts.dc)?;
+    let run = blocking(&ctx.shared, &opts, Topic::Sessions, |st| {
+        let list = match which {
+            Listing::Info(id) => st.session(id).cloned().into_iter().collect(),
+            Listing::Node(n) => st.sessions_on_node(n),
+            Listing::All => st.sessions_sorted(),
+        };
+        let list = if access == Access::All { list } else { Vec::new() };
+        Run { index: st.sessions_index(), value: list, not_found: false }
+    })
+    .await;
+    let body: Vec<Value> = run.value.iter().map(session_json).collect();
+    Ok(Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index))
+}
+
+/// `/v1/agent/self`: the fields clients read (every top-level value an object or null, as the
+/// Go client requires).
+pub(crate) fn agent_self(ctx: &Ctx) -> Reply {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let cfg = &ctx.shared.cfg;
+    if let Err(r) = acl::require(ctx.acl(), token.as_deref(), "agent:read", &cfg.node_name) {
+        return r;
+    }
+    let body = json!({
+        "Config": {
+            "Datacenter": cfg.datacenter,
+            "PrimaryDatacenter": cfg.datacenter,
+            "NodeName": cfg.node_name,
+            "NodeID": ctx.shared.node_id,
+            "Revision": "baton-devserver",
+            "Server": true,
+            "Version": "1.15.0",
+            "BuildDate": "2023-01-27T00:00:00Z"
+        },
+        "DebugConfig": {
+            "SessionTTLMin": format_go_duration(cfg.session_ttl_min.as_nanos() as i64),
+            "KVMaxValueSize": cfg.kv_max_value_size,
+            "TxnMaxReqLen": cfg.txn_max_req_len
+        },
+        "Coord": null,
+        "Member": {"Name": cfg.node_name, "Addr": "127.0.0.1", "Port": 8301, "Tags": {}, "Status": 1},
+        "Stats": {},
+        "Meta": {}
+    });
+    Reply::json(200, &body, ctx.pretty())
+}
+
+fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Reply> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(v) => Err(Reply::text(400, format!("Request decode failed: json: cannot unmarshal {} into Go value of type structs.RegisterRequest", json_kind(&v)))),
+        Err(e) => Err(Reply::text(400, format!("Request decode failed: {}", go_syntax_error(&e)))),
+    }
+}
+
+fn str_field(obj: &Map<String, Value>, name: &str) -> String {
+    field(obj, name).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// `PUT /v1/catalog/register`: a node with `Check`/`Checks` (`CheckID`, `Status`). A check
+/// registered critical invalidates the sessions bound to it. A check without a Status starts
+/// critical, as Consul's checks do.
+pub(crate) fn catalog_register(ctx: &Ctx, body: &[u8]) -> Reply {
+    let r = (|| {
+        let token = crate::query::request_token(&ctx.query, &ctx.headers);
+        let obj = parse_object(body)?;
+        let node = str_field(&obj, "Node");
+        ctx.rpc_check(ctx.query.get("dc"))?;
+        if node.is_empty() {
+            return Err(Reply::text(500, "Must provide node"));
+        }
+        acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
+        let mut checks = Vec::new();
+        let mut raw: Vec<&Value> = Vec::new();
+        if let Some(c) = field(&obj, "Check").filter(|c| c.is_object()) {
+            raw.push(c);
+        }
+        if let Some(Value::Array(list)) = field(&obj, "Checks") {
+            raw.extend(list.iter());
+        }
+        for c in raw {
+            let Value::Object(c) = c else { continue };
+            let mut id = str_field(c, "CheckID");
+            if id.is_empty() {
+                id = str_field(c, "Name");
+            }
+            if id.is_empty() {
+                return Err(Reply::text(500, "Missing check ID"));
+            }
+            let status_text = str_field(c, "Status");
+            let status = if status_text.is_empty() {
+                CheckStatus::Critical
+            } else {
+                CheckStatus::parse(&status_text)
+                    .ok_or_else(|| Reply::text(400, format!("Invalid check status: \"{status_text}\"")))?
+            };
+            checks.push((id, status));
+        }
+        let address = str_field(&obj, "Address");
+        ctx.shared.write(|st| st.register_node(&node, &address, &checks));
+        Ok(Reply::json(200, &json!(true), ctx.pretty()))
+    })();
+    r.unwrap_or_else(|e| e)
+}
+
+/// `PUT /v1/catalog/deregister`: `{"Node":..}` removes the node (invalidating its sessions);
+/// with `CheckID`, only that check (invalidating the sessions bound to it).
+pub(crate) fn catalog_deregister(ctx: &Ctx, body: &[u8]) -> Reply {
+    let r = (|| {
+        let token = crate::query::request_token(&ctx.query, &ctx.headers);
+        let obj = parse_object(body)?;
+        let node = str_field(&obj, "Node");
+        ctx.rpc_check(ctx.query.get("dc"))?;
+        if node.is_empty() {
+            return Err(Reply::text(500, "Must provide node"));
+        }
+        acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
+        let check = str_field(&obj, "CheckID");
+        let check = (!check.is_empty()).then_some(check);
+        ctx.shared.write(|st| st.deregister(&node, check.as_deref()));
+        Ok(Reply::json(200, &json!(true), ctx.pretty()))
+    })();
+    r.unwrap_or_else(|e| e)
+}
