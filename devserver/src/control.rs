@@ -58,7 +58,10 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
                 shared.timer_kick.notify_one();
                 ok()
             }
-            other => Reply::text(400, format!("?present= must be true or false, got {other:?}")),
+            other => Reply::text(
+                400,
+                format!("?present= must be true or false, got {other:?}"),
+            ),
         },
         ("node/fail", true) => {
             shared.set_serf_health(CheckStatus::Critical);
@@ -70,7 +73,11 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
         }
         ("requests", false) if *method == Method::GET => {
             let c = shared.counts();
-            Reply::json(200, &json!({"total": c.total, "by_route": c.by_route}), false)
+            Reply::json(
+                200,
+                &json!({"total": c.total, "by_route": c.by_route}),
+                false,
+            )
         }
         ("requests", false) if *method == Method::DELETE => {
             shared.reset_counts();

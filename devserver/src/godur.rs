@@ -54,7 +54,10 @@ pub fn parse_go_duration(orig: &str) -> Result<i64, String> {
                 if overflow {
                     continue;
                 }
-                match frac.checked_mul(10).and_then(|f| f.checked_add(u64::from(d - b'0'))) {
+                match frac
+                    .checked_mul(10)
+                    .and_then(|f| f.checked_add(u64::from(d - b'0')))
+                {
                     Some(f) if f <= 1 << 63 => {
                         frac = f;
                         scale *= 10.0;
@@ -206,9 +209,18 @@ mod tests {
 
     #[test]
     fn error_texts_match_go() {
-        assert_eq!(parse_go_duration("abc").unwrap_err(), "time: invalid duration \"abc\"");
-        assert_eq!(parse_go_duration("").unwrap_err(), "time: invalid duration \"\"");
-        assert_eq!(parse_go_duration("5").unwrap_err(), "time: missing unit in duration \"5\"");
+        assert_eq!(
+            parse_go_duration("abc").unwrap_err(),
+            "time: invalid duration \"abc\""
+        );
+        assert_eq!(
+            parse_go_duration("").unwrap_err(),
+            "time: invalid duration \"\""
+        );
+        assert_eq!(
+            parse_go_duration("5").unwrap_err(),
+            "time: missing unit in duration \"5\""
+        );
         assert_eq!(
             parse_go_duration("5x").unwrap_err(),
             "time: unknown unit \"x\" in duration \"5x\""

@@ -62,7 +62,9 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
     if !shared.conn_open(ip) {
         // Consul's connection limiter answers 429 and closes.
         let _ = stream
-            .write_all(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .write_all(
+                b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            )
             .await;
         return;
     }
@@ -107,9 +109,16 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
     let wrapped = reply.1;
     let mut resp = finish(reply.0, wrapped);
     if wrapped {
-        let policy = if shared.cfg.acl_token.is_some() { "deny" } else { "allow" };
+        let policy = if shared.cfg.acl_token.is_some() {
+            "deny"
+        } else {
+            "allow"
+        };
         let h = resp.headers_mut();
-        h.insert("x-consul-default-acl-policy", HeaderValue::from_static(policy));
+        h.insert(
+            "x-consul-default-acl-policy",
+            HeaderValue::from_static(policy),
+        );
         h.insert("vary", HeaderValue::from_static("Accept-Encoding"));
     }
     resp
@@ -118,7 +127,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
 /// Turns a [`Reply`] into a response.
 fn finish(reply: Reply, _wrapped: bool) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(reply.body));
-    *resp.status_mut() = hyper::StatusCode::from_u16(reply.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    *resp.status_mut() = hyper::StatusCode::from_u16(reply.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     let h = resp.headers_mut();
     for (name, value) in reply.headers {
         if let Ok(v) = HeaderValue::from_str(&value) {
@@ -211,7 +221,13 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
         if path == "/" {
             return (Reply::text(200, "Consul Agent: UI disabled. To enable, set ui_config.enabled=true in the agent configuration and restart."), false);
         }
-        return (Reply::text(404, "Invalid URL path: not a recognized HTTP API endpoint\n"), false);
+        return (
+            Reply::text(
+                404,
+                "Invalid URL path: not a recognized HTTP API endpoint\n",
+            ),
+            false,
+        );
     };
     let method = req.method().clone();
     let allow = format!("OPTIONS,{}", methods.join(","));
@@ -219,7 +235,10 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
         return (Reply::text(200, "").with("allow", allow), true);
     }
     if !methods.contains(&method.as_str()) {
-        return (Reply::text(405, format!("method {method} not allowed")).with("allow", allow), true);
+        return (
+            Reply::text(405, format!("method {method} not allowed")).with("allow", allow),
+            true,
+        );
     }
     shared.count(format!("{} {}", method, pattern.trim_end_matches('/')));
     let query = Query::parse(req.uri().query());
@@ -228,7 +247,12 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let ctx = Ctx { shared: shared.clone(), query, headers, content_length };
+    let ctx = Ctx {
+        shared: shared.clone(),
+        query,
+        headers,
+        content_length,
+    };
     let rest = path[pattern.len()..].to_string();
     // Body-size checks that Consul makes on Content-Length before reading the body.
     if let Some(early) = match *pattern {
@@ -246,8 +270,16 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
         "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
         "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
         "/v1/status/leader" => {
-            let leader = if shared.has_leader() { "127.0.0.1:8300" } else { "" };
-            Reply::json(200, &serde_json::json!(leader), shared.cfg.pretty || ctx.query.has("pretty"))
+            let leader = if shared.has_leader() {
+                "127.0.0.1:8300"
+            } else {
+                ""
+            };
+            Reply::json(
+                200,
+                &serde_json::json!(leader),
+                shared.cfg.pretty || ctx.query.has("pretty"),
+            )
         }
         "/v1/agent/self" => crate::session_endpoint::agent_self(&ctx),
         "/v1/catalog/register" => crate::session_endpoint::catalog_register(&ctx, &body),

@@ -35,7 +35,10 @@ pub(crate) fn entry_json(e: &Entry, with_value: bool) -> Value {
 /// Consul's `conflictingFlags`: more than one of `flags` present → 400 with the re-encoded query.
 fn conflicting(ctx: &Ctx, flags: &[&str]) -> Result<(), Reply> {
     if flags.iter().filter(|f| ctx.query.has(f)).count() > 1 {
-        return Err(Reply::text(400, format!("Conflicting flags: {}", ctx.query.encode())));
+        return Err(Reply::text(
+            400,
+            format!("Conflicting flags: {}", ctx.query.encode()),
+        ));
     }
     Ok(())
 }
@@ -72,7 +75,11 @@ fn validate_put(ctx: &Ctx, key: &str) -> Result<PutReq, Reply> {
     missing_key(key)?;
     conflicting(ctx, &["cas", "acquire", "release"])?;
     let q = &ctx.query;
-    let flags = if q.has("flags") { parse_uint(q.get("flags")).map_err(|e| Reply::text(500, e))? } else { 0 };
+    let flags = if q.has("flags") {
+        parse_uint(q.get("flags")).map_err(|e| Reply::text(500, e))?
+    } else {
+        0
+    };
     let mut op = PutOp::Set;
     if q.has("cas") {
         op = PutOp::Cas(parse_uint(q.get("cas")).map_err(|e| Reply::text(500, e))?);
@@ -115,13 +122,25 @@ async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
     let q = &ctx.query;
     let pretty = opts.pretty;
     if q.has("keys") {
-        let sep = if q.has("separator") { q.get("separator") } else { q.get("seperator") };
+        let sep = if q.has("separator") {
+            q.get("separator")
+        } else {
+            q.get("seperator")
+        };
         let access = acl::resolve(ctx.acl(), opts.token.as_deref())?;
         ctx.rpc_check(&opts.dc)?;
         let run = blocking(&ctx.shared, &opts, Topic::KvTable, |st| {
             let (index, keys) = st.kv_keys(key, sep);
-            let keys = if access == Access::All { keys } else { Vec::new() };
-            Run { index, value: keys, not_found: false }
+            let keys = if access == Access::All {
+                keys
+            } else {
+                Vec::new()
+            };
+            Run {
+                index,
+                value: keys,
+                not_found: false,
+            }
         })
         .await;
         if run.value.is_empty() && !key.is_empty() {
@@ -134,8 +153,16 @@ async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
         ctx.rpc_check(&opts.dc)?;
         let run = blocking(&ctx.shared, &opts, Topic::KvTable, |st| {
             let (index, entries) = st.kv_list(key);
-            let entries = if access == Access::All { entries } else { Vec::new() };
-            Run { index, value: entries, not_found: false }
+            let entries = if access == Access::All {
+                entries
+            } else {
+                Vec::new()
+            };
+            Run {
+                index,
+                value: entries,
+                not_found: false,
+            }
         })
         .await;
         if run.value.is_empty() {
@@ -149,7 +176,11 @@ async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
     ctx.rpc_check(&opts.dc)?;
     let run = blocking(&ctx.shared, &opts, Topic::Key(key.to_string()), |st| {
         let (index, entry) = st.kv_get(key);
-        Run { index, not_found: entry.is_none(), value: entry }
+        Run {
+            index,
+            not_found: entry.is_none(),
+            value: entry,
+        }
     })
     .await;
     let Some(entry) = run.value else {

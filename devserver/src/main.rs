@@ -29,7 +29,10 @@ PUT /_devserver/latency?d=50ms, PUT /_devserver/leader?present=false,
 PUT /_devserver/session/invalidate/<id>, GET /_devserver/requests, GET /_devserver/status.";
 
 fn parse_args(args: &[String]) -> Result<Config, String> {
-    let mut cfg = Config { addr: SocketAddr::from(([127, 0, 0, 1], 8500)), ..Config::default() };
+    let mut cfg = Config {
+        addr: SocketAddr::from(([127, 0, 0, 1], 8500)),
+        ..Config::default()
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -46,11 +49,15 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             "-h" | "--help" => return Err(String::new()),
             "--addr" => {
                 let v = value()?;
-                cfg.addr = v.parse().map_err(|e| format!("--addr {v:?}: {e} (want HOST:PORT)"))?;
+                cfg.addr = v
+                    .parse()
+                    .map_err(|e| format!("--addr {v:?}: {e} (want HOST:PORT)"))?;
             }
             "--port" => {
                 let v = value()?;
-                let p: u16 = v.parse().map_err(|_| format!("--port {v:?}: not a port number"))?;
+                let p: u16 = v
+                    .parse()
+                    .map_err(|_| format!("--port {v:?}: not a port number"))?;
                 cfg.addr = SocketAddr::from(([127, 0, 0, 1], p));
             }
             "--node" => cfg.node_name = value()?,
@@ -66,11 +73,15 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             "--acl-token" => cfg.acl_token = Some(value()?),
             "--max-conns-per-client" => {
                 let v = value()?;
-                cfg.max_conns_per_client = v.parse().map_err(|_| format!("--max-conns-per-client {v:?}: not a number"))?;
+                cfg.max_conns_per_client = v
+                    .parse()
+                    .map_err(|_| format!("--max-conns-per-client {v:?}: not a number"))?;
             }
             "--kv-max-value-size" => {
                 let v = value()?;
-                cfg.kv_max_value_size = v.parse().map_err(|_| format!("--kv-max-value-size {v:?}: not a number"))?;
+                cfg.kv_max_value_size = v
+                    .parse()
+                    .map_err(|_| format!("--kv-max-value-size {v:?}: not a number"))?;
             }
             "--pretty" => cfg.pretty = true,
             other => return Err(format!("unknown argument {other:?}")),

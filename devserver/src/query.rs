@@ -85,7 +85,9 @@ fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -110,7 +112,11 @@ impl Reply {
         } else {
             vec![("content-type", "text/plain; charset=utf-8".to_string())]
         };
-        Reply { status, headers, body: Bytes::from(body) }
+        Reply {
+            status,
+            headers,
+            body: Bytes::from(body),
+        }
     }
 
     /// A JSON success body, compact or indented as `consul agent -dev` prints it.
@@ -189,26 +195,48 @@ pub(crate) fn request_token(q: &Query, headers: &HeaderMap) -> Option<String> {
 
 /// Consul CE rejects namespace and partition parameters and headers.
 pub(crate) fn reject_enterprise(q: &Query, headers: &HeaderMap) -> Result<(), Reply> {
-    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
     let ns = "Namespaces are a Consul Enterprise feature";
     let part = "Partitions are a Consul Enterprise feature";
     if !header("x-consul-namespace").is_empty() {
-        return Err(Reply::text(400, format!("Invalid header: \"X-Consul-Namespace\" - {ns}")));
+        return Err(Reply::text(
+            400,
+            format!("Invalid header: \"X-Consul-Namespace\" - {ns}"),
+        ));
     }
     if !q.get("ns").is_empty() {
-        return Err(Reply::text(400, format!("Invalid query parameter: \"ns\" - {ns}")));
+        return Err(Reply::text(
+            400,
+            format!("Invalid query parameter: \"ns\" - {ns}"),
+        ));
     }
     if !header("x-consul-partition").is_empty() {
-        return Err(Reply::text(400, format!("Invalid header: \"X-Consul-Partition\" - {part}")));
+        return Err(Reply::text(
+            400,
+            format!("Invalid header: \"X-Consul-Partition\" - {part}"),
+        ));
     }
     if !q.get("partition").is_empty() {
-        return Err(Reply::text(400, format!("Invalid query parameter: \"partition\" - {part}")));
+        return Err(Reply::text(
+            400,
+            format!("Invalid query parameter: \"partition\" - {part}"),
+        ));
     }
     Ok(())
 }
 
 /// Consul's `parse`: dc, token, consistency flags, then `wait` and `index`.
-pub(crate) fn parse_opts(q: &Query, headers: &HeaderMap, server_pretty: bool) -> Result<Opts, Reply> {
+pub(crate) fn parse_opts(
+    q: &Query,
+    headers: &HeaderMap,
+    server_pretty: bool,
+) -> Result<Opts, Reply> {
     let mut o = Opts {
         dc: q.get("dc").to_string(),
         token: request_token(q, headers),
@@ -221,11 +249,22 @@ pub(crate) fn parse_opts(q: &Query, headers: &HeaderMap, server_pretty: bool) ->
         match parse_go_duration(max_stale) {
             Ok(d) if d > 0 => stale = true,
             Ok(_) => {}
-            Err(_) => return Err(Reply::text(400, format!("Invalid max_stale value {}", crate::godur::go_quote(max_stale)))),
+            Err(_) => {
+                return Err(Reply::text(
+                    400,
+                    format!(
+                        "Invalid max_stale value {}",
+                        crate::godur::go_quote(max_stale)
+                    ),
+                ))
+            }
         }
     }
     if stale && q.has("consistent") {
-        return Err(Reply::text(400, "Cannot specify ?stale with ?consistent, conflicting semantics."));
+        return Err(Reply::text(
+            400,
+            "Cannot specify ?stale with ?consistent, conflicting semantics.",
+        ));
     }
     let wait = q.get("wait");
     if !wait.is_empty() {
@@ -236,7 +275,9 @@ pub(crate) fn parse_opts(q: &Query, headers: &HeaderMap, server_pretty: bool) ->
     }
     let index = q.get("index");
     if !index.is_empty() {
-        o.index = index.parse::<u64>().map_err(|_| Reply::text(400, "Invalid index"))?;
+        o.index = index
+            .parse::<u64>()
+            .map_err(|_| Reply::text(400, "Invalid index"))?;
     }
     Ok(o)
 }
@@ -244,10 +285,17 @@ pub(crate) fn parse_opts(q: &Query, headers: &HeaderMap, server_pretty: bool) ->
 /// Go's `strconv.ParseUint(s, 10, 64)` with its error text.
 pub(crate) fn parse_uint(s: &str) -> Result<u64, String> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse::<u64>()
-            .map_err(|_| format!("strconv.ParseUint: parsing {}: value out of range", crate::godur::go_quote(s)))
+        s.parse::<u64>().map_err(|_| {
+            format!(
+                "strconv.ParseUint: parsing {}: value out of range",
+                crate::godur::go_quote(s)
+            )
+        })
     } else {
-        Err(format!("strconv.ParseUint: parsing {}: invalid syntax", crate::godur::go_quote(s)))
+        Err(format!(
+            "strconv.ParseUint: parsing {}: invalid syntax",
+            crate::godur::go_quote(s)
+        ))
     }
 }
 
@@ -323,9 +371,17 @@ mod tests {
 
     #[test]
     fn parse_uint_errors_match_go() {
-        assert_eq!(parse_uint("x").unwrap_err(), "strconv.ParseUint: parsing \"x\": invalid syntax");
-        assert_eq!(parse_uint("").unwrap_err(), "strconv.ParseUint: parsing \"\": invalid syntax");
-        assert!(parse_uint("99999999999999999999").unwrap_err().ends_with("value out of range"));
+        assert_eq!(
+            parse_uint("x").unwrap_err(),
+            "strconv.ParseUint: parsing \"x\": invalid syntax"
+        );
+        assert_eq!(
+            parse_uint("").unwrap_err(),
+            "strconv.ParseUint: parsing \"\": invalid syntax"
+        );
+        assert!(parse_uint("99999999999999999999")
+            .unwrap_err()
+            .ends_with("value out of range"));
         assert_eq!(parse_uint("42"), Ok(42));
     }
 }

@@ -100,7 +100,10 @@ impl Shared {
     }
 
     pub fn counts(&self) -> RequestCounts {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn reset_counts(&self) {
@@ -135,7 +138,8 @@ impl Shared {
     }
 
     pub fn set_latency(&self, d: Duration) {
-        self.latency_ns.store(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
+        self.latency_ns
+            .store(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
     }
 
     pub fn latency(&self) -> Duration {
@@ -188,7 +192,9 @@ pub struct DevServer {
 
 impl std::fmt::Debug for DevServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DevServer").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("DevServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -230,7 +236,12 @@ impl DevServer {
                 });
                 rt.shutdown_timeout(Duration::from_secs(2));
             })?;
-        Ok(DevServer { shared, addr, shutdown: Some(tx), thread: Some(thread) })
+        Ok(DevServer {
+            shared,
+            addr,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     /// The bound address (with the real port when the config asked for port 0).
@@ -370,7 +381,11 @@ async fn ttl_timers(shared: Arc<Shared>) {
 
 /// Reaps tombstones older than `tombstone_ttl`, every 30 s as Consul's granularity.
 async fn tombstone_reaper(shared: Arc<Shared>) {
-    let period = shared.cfg.tombstone_ttl.min(Duration::from_secs(30)).max(Duration::from_millis(10));
+    let period = shared
+        .cfg
+        .tombstone_ttl
+        .min(Duration::from_secs(30))
+        .max(Duration::from_millis(10));
     loop {
         tokio::time::sleep(period).await;
         shared.write_quiet(|st| st.reap_tombstones());

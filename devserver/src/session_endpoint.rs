@@ -7,7 +7,9 @@ use crate::acl::{self, Access};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
-use crate::state::{Behavior, CheckStatus, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX};
+use crate::state::{
+    Behavior, CheckStatus, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX,
+};
 
 /// Consul converts lock-delays below this many nanoseconds into seconds (`15` means 15 s).
 const LOCK_DELAY_MIN_THRESHOLD: i64 = 1000;
@@ -23,7 +25,9 @@ pub(crate) fn session_json(s: &Session) -> Value {
     m.insert("TTL".into(), json!(s.ttl));
     m.insert("NodeChecks".into(), json!(s.node_checks));
     let svc = s.service_checks.as_ref().map(|v| {
-        v.iter().map(|c| json!({"ID": c.id, "Namespace": c.namespace})).collect::<Vec<_>>()
+        v.iter()
+            .map(|c| json!({"ID": c.id, "Namespace": c.namespace}))
+            .collect::<Vec<_>>()
     });
     m.insert("ServiceChecks".into(), json!(svc));
     if let Some(c) = s.checks.as_ref().filter(|c| !c.is_empty()) {
@@ -61,8 +65,11 @@ fn json_kind(v: &Value) -> &'static str {
 
 /// Finds a field the way Go's decoder does: exact name first, then case-insensitively.
 pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.get(name)
-        .or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+    obj.get(name).or_else(|| {
+        obj.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
 }
 
 fn type_error(v: &Value, field: &str, go_type: &str) -> String {
@@ -130,7 +137,10 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
     }
     let v: Value = serde_json::from_slice(body).map_err(|e| go_syntax_error(&e))?;
     let Value::Object(obj) = v else {
-        return Err(format!("json: cannot unmarshal {} into Go value of type structs.Session", json_kind(&v)));
+        return Err(format!(
+            "json: cannot unmarshal {} into Go value of type structs.Session",
+            json_kind(&v)
+        ));
     };
     decode_string(&obj, "Name", &mut b.name)?;
     decode_string(&obj, "Node", &mut b.node)?;
@@ -151,7 +161,10 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
                 let Value::Object(o) = item else {
                     return Err(type_error(item, "ServiceChecks", "structs.ServiceCheck"));
                 };
-                let mut c = ServiceCheck { id: String::new(), namespace: String::new() };
+                let mut c = ServiceCheck {
+                    id: String::new(),
+                    namespace: String::new(),
+                };
                 decode_string(o, "ID", &mut c.id)?;
                 decode_string(o, "Namespace", &mut c.namespace)?;
                 out.push(c);
@@ -181,7 +194,11 @@ fn go_syntax_error(e: &serde_json::Error) -> String {
     if e.is_eof() {
         "unexpected EOF".to_string()
     } else {
-        format!("invalid character in JSON at line {} column {}: {e}", e.line(), e.column())
+        format!(
+            "invalid character in JSON at line {} column {}: {e}",
+            e.line(),
+            e.column()
+        )
     }
 }
 
@@ -216,7 +233,12 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let behavior = match b.behavior.as_str() {
         "" | "release" => Behavior::Release,
         "delete" => Behavior::Delete,
-        other => return Err(Reply::text(500, format!("Invalid Behavior setting '{other}'"))),
+        other => {
+            return Err(Reply::text(
+                500,
+                format!("Invalid Behavior setting '{other}'"),
+            ))
+        }
     };
     let mut ttl_dur = None;
     if !b.ttl.is_empty() {
@@ -308,8 +330,16 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
             Listing::Node(n) => st.sessions_on_node(n),
             Listing::All => st.sessions_sorted(),
         };
-        let list = if access == Access::All { list } else { Vec::new() };
-        Run { index: st.sessions_index(), value: list, not_found: false }
+        let list = if access == Access::All {
+            list
+        } else {
+            Vec::new()
+        };
+        Run {
+            index: st.sessions_index(),
+            value: list,
+            not_found: false,
+        }
     })
     .await;
     let body: Vec<Value> = run.value.iter().map(session_json).collect();
@@ -357,7 +387,10 @@ fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Reply> {
 }
 
 fn str_field(obj: &Map<String, Value>, name: &str) -> String {
-    field(obj, name).and_then(Value::as_str).unwrap_or("").to_string()
+    field(obj, name)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// `PUT /v1/catalog/register`: a node with `Check`/`Checks` (`CheckID`, `Status`). A check
@@ -394,13 +427,15 @@ pub(crate) fn catalog_register(ctx: &Ctx, body: &[u8]) -> Reply {
             let status = if status_text.is_empty() {
                 CheckStatus::Critical
             } else {
-                CheckStatus::parse(&status_text)
-                    .ok_or_else(|| Reply::text(400, format!("Invalid check status: \"{status_text}\"")))?
+                CheckStatus::parse(&status_text).ok_or_else(|| {
+                    Reply::text(400, format!("Invalid check status: \"{status_text}\""))
+                })?
             };
             checks.push((id, status));
         }
         let address = str_field(&obj, "Address");
-        ctx.shared.write(|st| st.register_node(&node, &address, &checks));
+        ctx.shared
+            .write(|st| st.register_node(&node, &address, &checks));
         Ok(Reply::json(200, &json!(true), ctx.pretty()))
     })();
     r.unwrap_or_else(|e| e)
@@ -420,7 +455,8 @@ pub(crate) fn catalog_deregister(ctx: &Ctx, body: &[u8]) -> Reply {
         acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
         let check = str_field(&obj, "CheckID");
         let check = (!check.is_empty()).then_some(check);
-        ctx.shared.write(|st| st.deregister(&node, check.as_deref()));
+        ctx.shared
+            .write(|st| st.deregister(&node, check.as_deref()));
         Ok(Reply::json(200, &json!(true), ctx.pretty()))
     })();
     r.unwrap_or_else(|e| e)

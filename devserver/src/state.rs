@@ -226,7 +226,11 @@ impl State {
             changes: Vec::new(),
             journal: None,
         };
-        st.register_node(node_name, "127.0.0.1", &[(SERF_CHECK_ID.to_string(), CheckStatus::Passing)]);
+        st.register_node(
+            node_name,
+            "127.0.0.1",
+            &[(SERF_CHECK_ID.to_string(), CheckStatus::Passing)],
+        );
         st
     }
 
@@ -280,7 +284,13 @@ impl State {
     }
 
     fn put_tombstone(&mut self, key: &str, idx: u64) {
-        let old = self.tombstones.insert(key.to_string(), Tombstone { index: idx, at: Instant::now() });
+        let old = self.tombstones.insert(
+            key.to_string(),
+            Tombstone {
+                index: idx,
+                at: Instant::now(),
+            },
+        );
         if let Some(j) = &mut self.journal {
             j.tombstones.push((key.to_string(), old));
         }
@@ -334,7 +344,10 @@ impl State {
     /// Entries under `prefix` (plain string prefix) in key order, and the list index.
     pub fn kv_list(&self, prefix: &str) -> (u64, Vec<Entry>) {
         let entries: Vec<Entry> = self.range(prefix).cloned().collect();
-        let idx = self.list_index(prefix, entries.iter().map(|e| e.modify_index).max().unwrap_or(0));
+        let idx = self.list_index(
+            prefix,
+            entries.iter().map(|e| e.modify_index).max().unwrap_or(0),
+        );
         (idx, entries)
     }
 
@@ -444,12 +457,20 @@ impl State {
     }
 
     /// `kvsLockTxn` (after the lock-delay pre-check): `Ok(None)` when another session holds it.
-    pub fn kv_lock_at(&mut self, idx: u64, mut req: Entry, session: &str) -> Result<Option<Entry>, String> {
+    pub fn kv_lock_at(
+        &mut self,
+        idx: u64,
+        mut req: Entry,
+        session: &str,
+    ) -> Result<Option<Entry>, String> {
         if session.is_empty() {
             return Err("missing session".into());
         }
         if !self.sessions.contains_key(&session.to_ascii_lowercase()) {
-            return Err(format!("invalid session {}", crate::godur::go_quote(session)));
+            return Err(format!(
+                "invalid session {}",
+                crate::godur::go_quote(session)
+            ));
         }
         req.session = session.to_string();
         match self.kv.get(&req.key) {
@@ -465,11 +486,18 @@ impl State {
 
     /// `kvsUnlockTxn`: clears the holder and overwrites Value and Flags with the request's.
     /// `Ok(None)` when the key is missing or held by someone else.
-    pub fn kv_unlock_at(&mut self, idx: u64, mut req: Entry, session: &str) -> Result<Option<Entry>, String> {
+    pub fn kv_unlock_at(
+        &mut self,
+        idx: u64,
+        mut req: Entry,
+        session: &str,
+    ) -> Result<Option<Entry>, String> {
         if session.is_empty() {
             return Err("missing session".into());
         }
-        let Some(e) = self.kv.get(&req.key) else { return Ok(None) };
+        let Some(e) = self.kv.get(&req.key) else {
+            return Ok(None);
+        };
         if e.session != session {
             return Ok(None);
         }
@@ -626,7 +654,9 @@ impl State {
     /// no index is consumed).
     pub fn session_invalidate(&mut self, id: &str) -> bool {
         let lid = id.to_ascii_lowercase();
-        let Some(s) = self.sessions.remove(&lid) else { return false };
+        let Some(s) = self.sessions.remove(&lid) else {
+            return false;
+        };
         let idx = self.next_index();
         self.invalidate_at(idx, s);
         true
@@ -640,7 +670,11 @@ impl State {
         }
         self.sessions_index = idx;
         self.changes.push(Topic::Sessions);
-        let keys: Vec<String> = self.held.get(&lid).map(|k| k.iter().cloned().collect()).unwrap_or_default();
+        let keys: Vec<String> = self
+            .held
+            .get(&lid)
+            .map(|k| k.iter().cloned().collect())
+            .unwrap_or_default();
         let delay = if s.lock_delay_ns > 0 {
             Duration::from_nanos(s.lock_delay_ns as u64).min(MAX_LOCK_DELAY)
         } else {
@@ -706,11 +740,14 @@ impl State {
     /// invalidates the sessions bound to it, in the same write.
     pub fn register_node(&mut self, name: &str, address: &str, checks: &[(String, CheckStatus)]) {
         let idx = self.next_index();
-        let node = self.nodes.entry(name.to_ascii_lowercase()).or_insert_with(|| Node {
-            name: name.to_string(),
-            address: address.to_string(),
-            checks: BTreeMap::new(),
-        });
+        let node = self
+            .nodes
+            .entry(name.to_ascii_lowercase())
+            .or_insert_with(|| Node {
+                name: name.to_string(),
+                address: address.to_string(),
+                checks: BTreeMap::new(),
+            });
         if !address.is_empty() {
             node.address = address.to_string();
         }
@@ -724,7 +761,8 @@ impl State {
             .collect();
         if !critical.is_empty() {
             self.invalidate_where(idx, |s| {
-                s.node.eq_ignore_ascii_case(name) && s.all_check_ids().any(|c| critical.contains(&c))
+                s.node.eq_ignore_ascii_case(name)
+                    && s.all_check_ids().any(|c| critical.contains(&c))
             });
         }
     }
@@ -755,7 +793,12 @@ impl State {
     }
 
     fn invalidate_where(&mut self, idx: u64, pred: impl Fn(&Session) -> bool) {
-        let victims: Vec<Session> = self.sessions.values().filter(|s| pred(s)).cloned().collect();
+        let victims: Vec<Session> = self
+            .sessions
+            .values()
+            .filter(|s| pred(s))
+            .cloned()
+            .collect();
         for s in victims {
             self.invalidate_at(idx, s);
         }
@@ -766,7 +809,14 @@ impl State {
 pub(crate) fn new_uuid() -> String {
     let b: [u8; 16] = rand::random();
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 #[cfg(test)]
@@ -808,13 +858,21 @@ mod tests {
         let mut s = st();
         let id = sess(&mut s, Behavior::Release, 1_000_000_000);
         let i = s.next_index();
-        let e = s.kv_lock_at(i, Entry::new("k", b"v".to_vec(), 7), &id).unwrap().unwrap();
+        let e = s
+            .kv_lock_at(i, Entry::new("k", b"v".to_vec(), 7), &id)
+            .unwrap()
+            .unwrap();
         assert_eq!(e.lock_index, 1);
         let i = s.next_index();
-        let e = s.kv_unlock_at(i, Entry::new("k", vec![], 0), &id).unwrap().unwrap();
+        let e = s
+            .kv_unlock_at(i, Entry::new("k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
         assert!(e.value.is_empty() && e.flags == 0 && e.session.is_empty());
         let i = s.next_index();
-        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id).unwrap().unwrap();
+        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
         assert!(s.session_invalidate(&id));
         assert!(s.lock_delayed("k"));
         assert_eq!(s.kv_get("k").1.unwrap().lock_index, 2);
@@ -827,7 +885,9 @@ mod tests {
         let before = s.kv_get("k");
         s.begin();
         let i = s.next_index();
-        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id).unwrap().unwrap();
+        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
         s.rollback();
         assert_eq!(s.kv_get("k").1, before.1);
         assert!(s.held.is_empty());
@@ -840,6 +900,9 @@ mod tests {
             let i = s.next_index();
             s.kv_set_at(i, Entry::new(k, vec![], 0));
         }
-        assert_eq!(s.kv_keys("a/", "/").1, vec!["a/x".to_string(), "a/y/".to_string()]);
+        assert_eq!(
+            s.kv_keys("a/", "/").1,
+            vec!["a/x".to_string(), "a/y/".to_string()]
+        );
     }
 }

@@ -32,14 +32,20 @@ struct KvOp {
 
 /// The size limit of a txn body: the larger of `txn_max_req_len` and `kv_max_value_size`.
 fn max_len(ctx: &Ctx) -> u64 {
-    ctx.shared.cfg.txn_max_req_len.max(ctx.shared.cfg.kv_max_value_size)
+    ctx.shared
+        .cfg
+        .txn_max_req_len
+        .max(ctx.shared.cfg.kv_max_value_size)
 }
 
 /// Refuses a body whose declared length is over the limit, before reading it.
 pub(crate) fn precheck(ctx: &Ctx) -> Option<Reply> {
     let max = max_len(ctx);
     let n = ctx.content_length.filter(|n| *n > max)?;
-    Some(Reply::text(413, format!("Request body({n} bytes) too large, max size: {max} bytes. See {TXN_DOCS}.")))
+    Some(Reply::text(
+        413,
+        format!("Request body({n} bytes) too large, max size: {max} bytes. See {TXN_DOCS}."),
+    ))
 }
 
 fn unknown_field(name: &str) -> String {
@@ -58,12 +64,24 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn type_err(v: &Value, path: &str, go_type: &str) -> String {
-    format!("json: cannot unmarshal {} into Go struct field {path} of type {go_type}", kind(v))
+    format!(
+        "json: cannot unmarshal {} into Go struct field {path} of type {go_type}",
+        kind(v)
+    )
 }
 
 /// Decodes one `KV` object of an op.
 fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
-    const FIELDS: &[&str] = &["Verb", "Key", "Value", "Flags", "Index", "Session", "Namespace", "Partition"];
+    const FIELDS: &[&str] = &[
+        "Verb",
+        "Key",
+        "Value",
+        "Flags",
+        "Index",
+        "Session",
+        "Namespace",
+        "Partition",
+    ];
     for k in obj.keys() {
         if !FIELDS.iter().any(|f| f.eq_ignore_ascii_case(k)) {
             return Err(unknown_field(k));
@@ -90,7 +108,8 @@ fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
         Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
             .decode(s)
             .map_err(|e| match e {
-                base64::DecodeError::InvalidByte(i, _) | base64::DecodeError::InvalidLastSymbol(i, _) => {
+                base64::DecodeError::InvalidByte(i, _)
+                | base64::DecodeError::InvalidLastSymbol(i, _) => {
                     format!("illegal base64 data at input byte {i}")
                 }
                 _ => format!("illegal base64 data at input byte {}", s.len()),
@@ -115,21 +134,36 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
         if e.is_eof() {
             "unexpected EOF".to_string()
         } else {
-            format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())
+            format!(
+                "invalid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            )
         }
     })?;
     let Value::Array(items) = v else {
-        return Err(format!("json: cannot unmarshal {} into Go value of type api.TxnOps", kind(&v)));
+        return Err(format!(
+            "json: cannot unmarshal {} into Go value of type api.TxnOps",
+            kind(&v)
+        ));
     };
     let mut ops = Vec::with_capacity(items.len());
     for item in &items {
         let obj = match item {
             Value::Object(o) => o,
             Value::Null => continue,
-            v => return Err(format!("json: cannot unmarshal {} into Go value of type api.TxnOp", kind(v))),
+            v => {
+                return Err(format!(
+                    "json: cannot unmarshal {} into Go value of type api.TxnOp",
+                    kind(v)
+                ))
+            }
         };
         for k in obj.keys() {
-            if !["KV", "Node", "Service", "Check"].iter().any(|f| f.eq_ignore_ascii_case(k)) {
+            if !["KV", "Node", "Service", "Check"]
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case(k))
+            {
                 return Err(unknown_field(k));
             }
         }
@@ -153,7 +187,10 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
 
 /// Consul's `isWrite`.
 fn is_write(verb: &str) -> bool {
-    matches!(verb, "set" | "delete" | "delete-cas" | "delete-tree" | "cas" | "lock" | "unlock")
+    matches!(
+        verb,
+        "set" | "delete" | "delete-cas" | "delete-tree" | "cas" | "lock" | "unlock"
+    )
 }
 
 /// Handles `PUT /v1/txn`.
@@ -164,9 +201,13 @@ pub(crate) fn handle(ctx: &Ctx, body: Bytes) -> Reply {
 fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let max = max_len(ctx);
     if body.len() as u64 > max {
-        return Err(Reply::text(413, format!("Request body too large, max size: {max} bytes. See {TXN_DOCS}.")));
+        return Err(Reply::text(
+            413,
+            format!("Request body too large, max size: {max} bytes. See {TXN_DOCS}."),
+        ));
     }
-    let (ops, count) = decode(body).map_err(|e| Reply::text(400, format!("Failed to parse body: {e}")))?;
+    let (ops, count) =
+        decode(body).map_err(|e| Reply::text(400, format!("Failed to parse body: {e}")))?;
     if count > MAX_TXN_OPS {
         return Err(Reply::text(
             413,
@@ -178,14 +219,21 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         if op.value.len() as u64 > max_value {
             return Err(Reply::text(
                 413,
-                format!("Value for key {} is too large ({} > {max_value} bytes)", go_quote(&op.key), op.value.len()),
+                format!(
+                    "Value for key {} is too large ({} > {max_value} bytes)",
+                    go_quote(&op.key),
+                    op.value.len()
+                ),
             ));
         }
     }
     let writes = ops.iter().any(|o| is_write(&o.verb));
     let pretty = ctx.pretty();
     let (token, dc) = if writes {
-        (crate::query::request_token(&ctx.query, &ctx.headers), ctx.query.get("dc").to_string())
+        (
+            crate::query::request_token(&ctx.query, &ctx.headers),
+            ctx.query.get("dc").to_string(),
+        )
     } else {
         let o = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
         (o.token, o.dc)
@@ -214,12 +262,21 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let mut body = Map::new();
     body.insert(
         "Results".into(),
-        if conflict || results.is_empty() { Value::Null } else { Value::Array(results) },
+        if conflict || results.is_empty() {
+            Value::Null
+        } else {
+            Value::Array(results)
+        },
     );
     body.insert(
         "Errors".into(),
         if conflict {
-            Value::Array(errors.iter().map(|(i, w)| json!({"OpIndex": i, "What": w})).collect())
+            Value::Array(
+                errors
+                    .iter()
+                    .map(|(i, w)| json!({"OpIndex": i, "What": w}))
+                    .collect(),
+            )
         } else {
             Value::Null
         },
@@ -237,16 +294,27 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             body.insert(k.into(), v);
         }
     }
-    let mut reply = Reply::json(if conflict { 409 } else { 200 }, &Value::Object(body), pretty);
+    let mut reply = Reply::json(
+        if conflict { 409 } else { 200 },
+        &Value::Object(body),
+        pretty,
+    );
     if !writes {
-        reply = reply.with("x-consul-lastcontact", "0").with("x-consul-knownleader", "true");
+        reply = reply
+            .with("x-consul-lastcontact", "0")
+            .with("x-consul-knownleader", "true");
     }
     Ok(reply)
 }
 
 /// The leader's checks before anything is applied: keys present, ACLs, and (for writes) the
 /// lock-delay of `lock` ops.
-fn precheck_ops(st: &mut State, ops: &[KvOp], access: Access, writes: bool) -> Vec<(usize, String)> {
+fn precheck_ops(
+    st: &mut State,
+    ops: &[KvOp],
+    access: Access,
+    writes: bool,
+) -> Vec<(usize, String)> {
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         if op.key.is_empty() && op.verb != "delete-tree" {
@@ -263,7 +331,10 @@ fn precheck_ops(st: &mut State, ops: &[KvOp], access: Access, writes: bool) -> V
             continue;
         }
         if writes && op.verb == "lock" && st.lock_delayed(&op.key) {
-            errors.push((i, format!("failed to lock key {} due to lock delay", go_quote(&op.key))));
+            errors.push((
+                i,
+                format!("failed to lock key {} due to lock delay", go_quote(&op.key)),
+            ));
         }
     }
     errors
@@ -271,7 +342,12 @@ fn precheck_ops(st: &mut State, ops: &[KvOp], access: Access, writes: bool) -> V
 
 /// Runs the ops in order against the state (inside a journal for writes). Returns the results
 /// and the failing ops.
-fn run_ops(st: &mut State, ops: &[KvOp], idx: u64, access: Access) -> (Vec<Value>, Vec<(usize, String)>) {
+fn run_ops(
+    st: &mut State,
+    ops: &[KvOp],
+    idx: u64,
+    access: Access,
+) -> (Vec<Value>, Vec<(usize, String)>) {
     let mut results = Vec::new();
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -291,7 +367,9 @@ fn run_ops(st: &mut State, ops: &[KvOp], idx: u64, access: Access) -> (Vec<Value
             },
             "unlock" => match st.kv_unlock_at(idx, req, &op.session) {
                 Ok(Some(e)) => Ok(vec![(e, false)]),
-                Ok(None) => Err(format!("failed to unlock key {q}, lock isn't held, or is held by another session")),
+                Ok(None) => Err(format!(
+                    "failed to unlock key {q}, lock isn't held, or is held by another session"
+                )),
                 Err(e) => Err(e),
             },
             "get" => st
@@ -299,11 +377,14 @@ fn run_ops(st: &mut State, ops: &[KvOp], idx: u64, access: Access) -> (Vec<Value
                 .1
                 .map(|e| vec![(e, true)])
                 .ok_or(format!("key {q} doesn't exist")),
-            "get-or-empty" => Ok(vec![(st.kv_get(key).1.unwrap_or_else(|| {
-                let mut e = Entry::new(key, Vec::new(), op.flags);
-                e.session = op.session.clone();
-                e
-            }), true)]),
+            "get-or-empty" => Ok(vec![(
+                st.kv_get(key).1.unwrap_or_else(|| {
+                    let mut e = Entry::new(key, Vec::new(), op.flags);
+                    e.session = op.session.clone();
+                    e
+                }),
+                true,
+            )]),
             "get-tree" => Ok(st.kv_list(key).1.into_iter().map(|e| (e, true)).collect()),
             "check-session" => match st.kv_get(key).1 {
                 None => Err(format!("failed to check session, key {q} doesn't exist")),
