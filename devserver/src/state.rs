@@ -397,9 +397,12 @@ impl State {
 
     // ----- KV writes (each consumes an index unless noted) -----
 
-    /// `kvsSetTxn`: write `req`, keeping the existing Session and LockIndex unless
-    /// `update_session`. Identical data is a no-op that keeps ModifyIndex. Returns the
-    /// stored entry.
+    /// `kvsSetTxn`: write `req`, keeping the existing Session unless `update_session`.
+    /// Identical data is a no-op that keeps ModifyIndex. Returns the stored entry.
+    ///
+    /// Consul's source takes LockIndex from the request here, so a plain PUT or CAS (whose
+    /// request LockIndex is 0) resets it to 0 even on a locked key, while keeping the holder.
+    /// (`consul-semantics.md` §6.1 says LockIndex is preserved; the source disagrees.)
     fn set_at(&mut self, idx: u64, mut req: Entry, update_session: bool) -> Entry {
         let existing = self.kv.get(&req.key).cloned();
         match &existing {
@@ -407,7 +410,6 @@ impl State {
                 req.create_index = e.create_index;
                 if !update_session {
                     req.session = e.session.clone();
-                    req.lock_index = e.lock_index;
                 }
             }
             None => {

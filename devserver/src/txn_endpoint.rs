@@ -262,7 +262,8 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let mut body = Map::new();
     body.insert(
         "Results".into(),
-        if conflict || results.is_empty() {
+        // Consul's dispatcher starts from an empty (non-nil) list: `[]` on success.
+        if conflict {
             Value::Null
         } else {
             Value::Array(results)
@@ -381,6 +382,7 @@ fn run_ops(
                 st.kv_get(key).1.unwrap_or_else(|| {
                     let mut e = Entry::new(key, Vec::new(), op.flags);
                     e.session = op.session.clone();
+                    e.modify_index = op.index;
                     e
                 }),
                 true,
