@@ -213,18 +213,15 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         decode_create(b"", &ctx.shared.cfg.node_name)
     };
     let b = decoded.map_err(|e| Reply::text(400, format!("Request decode failed: {e}")))?;
-    // fixupEmptySessionChecks
+    // Consul's fixupEmptySessionChecks: an empty `Checks` empties NodeChecks too; a default
+    // `Checks` (just serfHealth) or an empty NodeChecks drops `Checks`; otherwise both apply.
     let mut node_checks = b.node_checks;
-    let mut checks = Some(b.checks);
-    let checks_len = checks.as_ref().map_or(0, Vec::len);
-    if checks_len == 0 {
+    let is_default = b.checks.len() == 1 && b.checks[0] == SERF_CHECK_ID;
+    if b.checks.is_empty() {
         node_checks = Vec::new();
-        checks = None;
-    } else if checks_len == 1 && checks.as_ref().is_some_and(|c| c[0] == SERF_CHECK_ID) {
-        checks = None;
-    } else if node_checks.is_empty() {
-        checks = None;
     }
+    let checks =
+        (!b.checks.is_empty() && !is_default && !node_checks.is_empty()).then_some(b.checks);
     ctx.rpc_check(&dc)?;
     if b.node.is_empty() {
         return Err(Reply::text(500, "Must provide Node"));

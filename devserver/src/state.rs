@@ -567,7 +567,7 @@ impl State {
     /// All sessions, ordered by ID.
     pub fn sessions_sorted(&self) -> Vec<Session> {
         let mut v: Vec<Session> = self.sessions.values().cloned().collect();
-        v.sort_by(|a, b| a.id.to_ascii_lowercase().cmp(&b.id.to_ascii_lowercase()));
+        v.sort_by_key(|s| s.id.to_ascii_lowercase());
         v
     }
 
