@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -69,35 +70,53 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
         return;
     }
     let mut generation = shared.generation.subscribe();
+    // A restart drops the connections Consul clients use; one that only ever carried control
+    // requests (such as the one asking for the restart) is left open to get its answer.
+    let consul_client = Arc::new(AtomicBool::new(false));
     let s2 = shared.clone();
+    let flag = consul_client.clone();
     let svc = hyper::service::service_fn(move |req| {
         let shared = s2.clone();
-        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+        let flag = flag.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req, &flag).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .title_case_headers(true)
         .keep_alive(true)
         .serve_connection(TokioIo::new(stream), svc);
-    tokio::select! {
-        r = conn => {
-            if let Err(e) = r {
-                log::debug!("baton-devserver: connection from {peer}: {e}");
+    tokio::pin!(conn);
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    log::debug!("baton-devserver: connection from {peer}: {e}");
+                }
+                break;
+            }
+            changed = generation.changed() => {
+                if changed.is_err() || consul_client.load(Ordering::SeqCst) {
+                    break;
+                }
             }
         }
-        _ = generation.changed() => {}
     }
     shared.conn_closed(ip);
 }
 
 /// One request, start to end.
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    consul_client: &AtomicBool,
+) -> Response<Full<Bytes>> {
     let raw_path = req.uri().path().to_string();
     if raw_path.starts_with("/_devserver/") || raw_path == "/_devserver" {
         let method = req.method().clone();
         let query = Query::parse(req.uri().query());
         let reply = crate::control::handle(&shared, &method, &raw_path, &query).await;
-        return finish(reply, false);
+        return finish(reply);
     }
+    consul_client.store(true, Ordering::SeqCst);
     shared.wait_unpaused().await;
     let latency = shared.latency();
     if !latency.is_zero() {
@@ -106,8 +125,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
     let reply = route(&shared, req).await;
     // A response that completes while paused is held back too.
     shared.wait_unpaused().await;
-    let wrapped = reply.1;
-    let mut resp = finish(reply.0, wrapped);
+    let (reply, wrapped) = reply;
+    let mut resp = finish(reply);
     if wrapped {
         let policy = if shared.cfg.acl_token.is_some() {
             "deny"
@@ -125,7 +144,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<By
 }
 
 /// Turns a [`Reply`] into a response.
-fn finish(reply: Reply, _wrapped: bool) -> Response<Full<Bytes>> {
+fn finish(reply: Reply) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(reply.body));
     *resp.status_mut() = hyper::StatusCode::from_u16(reply.status)
         .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
