@@ -896,6 +896,135 @@ mod tests {
     }
 
     #[test]
+    fn lock_delay_is_capped_at_sixty_seconds() {
+        let mut s = st();
+        let id = sess(&mut s, Behavior::Release, 3_600_000_000_000);
+        let i = s.next_index();
+        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
+        let before = Instant::now();
+        assert!(s.session_invalidate(&id));
+        let until = s.lock_delays["k"];
+        assert!(until <= before + MAX_LOCK_DELAY + Duration::from_secs(1));
+        assert!(until >= before + MAX_LOCK_DELAY - Duration::from_secs(1));
+    }
+
+    #[test]
+    fn delete_behaviour_removes_keys_and_leaves_tombstone_index() {
+        let mut s = st();
+        let id = sess(&mut s, Behavior::Delete, 0);
+        let i = s.next_index();
+        s.kv_lock_at(i, Entry::new("p/k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
+        assert!(s.session_invalidate(&id));
+        let inval = s.current_index();
+        assert_eq!(s.kv_get("p/k"), (inval, None));
+        assert_eq!(s.kv_list("p/").0, inval);
+        assert!(!s.lock_delayed("p/k"), "LockDelay 0 means no delay");
+    }
+
+    #[test]
+    fn list_index_uses_prefix_then_table() {
+        let mut s = st();
+        let i = s.next_index();
+        s.kv_set_at(i, Entry::new("a/1", vec![], 0));
+        let j = s.next_index();
+        s.kv_set_at(j, Entry::new("b/1", vec![], 0));
+        assert_eq!(s.kv_list("a/").0, i);
+        // No entries and no tombstones under the prefix: the whole-table index.
+        assert_eq!(s.kv_list("zzz").0, j);
+        assert_eq!(s.kv_list("").0, j);
+    }
+
+    #[test]
+    fn failed_cas_and_held_acquire_consume_index_without_change() {
+        let mut s = st();
+        let a = sess(&mut s, Behavior::Release, 0);
+        let b = sess(&mut s, Behavior::Release, 0);
+        let i = s.next_index();
+        let held = s
+            .kv_lock_at(i, Entry::new("k", vec![], 0), &a)
+            .unwrap()
+            .unwrap();
+        let i = s.next_index();
+        assert_eq!(s.kv_lock_at(i, Entry::new("k", vec![], 0), &b), Ok(None));
+        let i = s.next_index();
+        assert!(s.kv_cas_at(i, Entry::new("k", vec![], 0), 1).is_none());
+        assert_eq!(s.kv_get("k").1.unwrap().modify_index, held.modify_index);
+        assert_eq!(s.current_index(), held.modify_index + 2);
+    }
+
+    #[test]
+    fn plain_put_keeps_holder_but_resets_lock_index() {
+        let mut s = st();
+        let a = sess(&mut s, Behavior::Release, 0);
+        let i = s.next_index();
+        s.kv_lock_at(i, Entry::new("k", vec![], 0), &a)
+            .unwrap()
+            .unwrap();
+        let i = s.next_index();
+        let e = s.kv_set_at(i, Entry::new("k", b"x".to_vec(), 0));
+        assert_eq!(e.session, a);
+        assert_eq!(e.lock_index, 0);
+    }
+
+    #[test]
+    fn ttl_expiry_invalidates_due_sessions_only() {
+        let mut s = st();
+        let mut req = |ttl_ms: u64| NewSession {
+            name: String::new(),
+            node: "n1".into(),
+            lock_delay_ns: 0,
+            behavior: Behavior::Release,
+            ttl: format!("{ttl_ms}ms"),
+            ttl_dur: Some(Duration::from_millis(ttl_ms)),
+            node_checks: vec![],
+            service_checks: None,
+            checks: None,
+        };
+        let short = s.session_create(req(10)).unwrap();
+        let long = s.session_create(req(60_000)).unwrap();
+        let at = s.next_timer().unwrap();
+        assert!(
+            at <= Instant::now() + Duration::from_millis(20),
+            "2xTTL of the short one"
+        );
+        assert_eq!(
+            s.expire_sessions(Instant::now() + Duration::from_millis(25)),
+            1
+        );
+        assert!(s.session(&short).is_none());
+        assert!(s.session(&long).is_some());
+    }
+
+    #[test]
+    fn critical_check_invalidates_bound_sessions() {
+        let mut s = st();
+        let id = sess(&mut s, Behavior::Release, 0);
+        s.register_node("n1", "", &[(SERF_CHECK_ID.into(), CheckStatus::Critical)]);
+        assert!(s.session(&id).is_none());
+        let err = s.session_create(NewSession {
+            name: String::new(),
+            node: "n1".into(),
+            lock_delay_ns: 0,
+            behavior: Behavior::Release,
+            ttl: String::new(),
+            ttl_dur: None,
+            node_checks: vec![SERF_CHECK_ID.into()],
+            service_checks: None,
+            checks: None,
+        });
+        assert_eq!(
+            err,
+            Err(ApplyError::Text(
+                "apply failed: Check 'serfHealth' is in critical state".into()
+            ))
+        );
+    }
+
+    #[test]
     fn keys_fold_on_separator() {
         let mut s = st();
         for k in ["a/x", "a/y/z", "a/y/w", "b"] {
