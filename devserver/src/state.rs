@@ -973,7 +973,7 @@ mod tests {
     #[test]
     fn ttl_expiry_invalidates_due_sessions_only() {
         let mut s = st();
-        let mut req = |ttl_ms: u64| NewSession {
+        let req = |ttl_ms: u64| NewSession {
             name: String::new(),
             node: "n1".into(),
             lock_delay_ns: 0,
