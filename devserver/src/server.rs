@@ -3,17 +3,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use tokio::net::TcpSocket;
 use tokio::sync::{watch, Notify};
 
 use crate::config::Config;
 use crate::state::{CheckStatus, State, SERF_CHECK_ID};
 use crate::watch::Hub;
+
+/// Pending-connection queue length of the listener.
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// Requests the server has seen on `/v1/`, by route (e.g. `"PUT /v1/kv"`, `"PUT /v1/txn"`).
 /// Benchmarks use it to count the HTTP requests a client operation costs.
@@ -205,28 +209,32 @@ impl DevServer {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let listener = StdListener::bind(config.addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::new(config));
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("baton-devserver-worker")
             .enable_all()
             .build()?;
+        // A listen backlog like Go's (somaxconn) rather than std's 128, so thousands of clients
+        // connecting at once are not held back by SYN retries.
+        let listener = {
+            let _in_runtime = rt.enter();
+            let socket = if config.addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            socket.bind(config.addr)?;
+            socket.listen(LISTEN_BACKLOG)?
+        };
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config));
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name("baton-devserver".into())
             .spawn(move || {
                 rt.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            log::error!("baton-devserver: cannot use listener: {e}");
-                            return;
-                        }
-                    };
                     tokio::spawn(ttl_timers(s2.clone()));
                     tokio::spawn(tombstone_reaper(s2.clone()));
                     tokio::select! {
