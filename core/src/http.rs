@@ -302,7 +302,7 @@ impl Transport {
         );
         Ok(Transport {
             base,
-            agent: Agent::new_with_config(agent_config.clone()),
+            agent: new_agent(agent_config.clone()),
             agent_config,
             token,
             auth,
@@ -324,7 +324,7 @@ impl Transport {
     /// A fresh agent with its own connections, so that it can be shut down
     /// (interrupting its I/O) without touching others.
     pub(crate) fn fresh_agent(&self) -> Agent {
-        Agent::new_with_config(self.agent_config.clone())
+        new_agent(self.agent_config.clone())
     }
 
     /// Sends `req` on the shared agent, or on a private agent wired to its
@@ -456,6 +456,55 @@ impl Transport {
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         let resp = self.send(req)?;
         check(req, resp)
+    }
+}
+
+fn new_agent(config: ureq::config::Config) -> Agent {
+    Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        Resolver,
+    )
+}
+
+/// Resolves without helper threads: IP literals directly, names through the
+/// system resolver (ureq's default resolver spawns a thread per lookup when a
+/// timeout is set).
+#[derive(Debug)]
+struct Resolver;
+
+impl ureq::unversioned::resolver::Resolver for Resolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        _config: &ureq::config::Config,
+        _timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        use std::net::ToSocketAddrs;
+        let authority = uri.authority().ok_or(ureq::Error::HostNotFound)?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(match uri.scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        });
+        let mut out = self.empty();
+        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+            Err(_) => (host, port)
+                .to_socket_addrs()
+                .map_err(ureq::Error::Io)?
+                .collect(),
+        };
+        for a in addrs.into_iter().take(16) {
+            out.push(a);
+        }
+        if out.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(out)
     }
 }
 

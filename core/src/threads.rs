@@ -21,12 +21,16 @@ impl Worker {
         body: impl FnOnce() + Send + 'static,
     ) -> std::io::Result<Worker> {
         let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let (started_tx, started_rx) = crossbeam_channel::bounded::<()>(1);
         let handle = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
                 let _done = tx;
+                let _ = started_tx.send(());
                 body();
             })?;
+        // The thread has its name once it runs: callers can count on it.
+        let _ = started_rx.recv();
         Ok(Worker {
             name: name.to_string(),
             handle: Some(handle),

@@ -93,10 +93,21 @@ fn keys_with_special_characters_round_trip() {
     let f = Fixture::start();
     let c = f.client();
     let base = unique("enc");
-    for suffix in ["sp ace", "q?x=1", "hash#frag", "pct%2Fslash", "ünicode", "plus+and&amp"] {
+    for suffix in [
+        "sp ace",
+        "q?x=1",
+        "hash#frag",
+        "pct%2Fslash",
+        "ünicode",
+        "plus+and&amp",
+    ] {
         let k = format!("{base}/{suffix}");
         assert!(c.kv().put(&k, suffix.as_bytes()).unwrap(), "{k}");
-        let e = c.kv().get(&k).unwrap().unwrap_or_else(|| panic!("{k} missing"));
+        let e = c
+            .kv()
+            .get(&k)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{k} missing"));
         assert_eq!(e.key, k);
         assert_eq!(e.value.as_deref(), Some(suffix.as_bytes()));
     }
@@ -238,8 +249,11 @@ fn txn_applies_all_or_lists_every_failure() {
         .txn(&[KvOp::lock(&a, b"v", LOCK_FLAG, &s), KvOp::get(&a)])
         .unwrap();
     assert_eq!(r.last().unwrap().session.as_deref(), Some(s.as_str()));
-    c.txn(&[KvOp::check_session(&a, &s), KvOp::unlock(&a, b"v", LOCK_FLAG, &s)])
-        .unwrap();
+    c.txn(&[
+        KvOp::check_session(&a, &s),
+        KvOp::unlock(&a, b"v", LOCK_FLAG, &s),
+    ])
+    .unwrap();
     let eb = c.kv().get(&b).unwrap().unwrap();
     c.txn(&[
         KvOp::check_session(&a, ""),
@@ -335,13 +349,16 @@ fn connection_refused_is_a_connection_error() {
 fn env_address_with_scheme_and_prefix_reaches_the_server() {
     let f = Fixture::start();
     let addr = format!("http://{}", f.addr);
-    let c = baton::ClientBuilder::from_lookup(move |n| (n == "CONSUL_HTTP_ADDR").then(|| addr.clone()))
-        .build()
-        .unwrap();
+    let c =
+        baton::ClientBuilder::from_lookup(move |n| (n == "CONSUL_HTTP_ADDR").then(|| addr.clone()))
+            .build()
+            .unwrap();
     assert!(c.status_leader().is_ok());
-    let bad = baton::ClientBuilder::from_lookup(|n| (n == "CONSUL_HTTP_ADDR").then(|| "gopher://x:1".to_string()))
-        .build()
-        .unwrap_err();
+    let bad = baton::ClientBuilder::from_lookup(|n| {
+        (n == "CONSUL_HTTP_ADDR").then(|| "gopher://x:1".to_string())
+    })
+    .build()
+    .unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::InvalidArgument);
     assert!(bad.to_string().contains("Unknown protocol scheme: gopher"));
 }

@@ -106,7 +106,10 @@ fn destroy_by_another_client_is_signalled_promptly_once_on_the_dispatcher() {
     assert_eq!(thread, "baton-dispatch");
     // Exactly once: no further event before close; close drains nothing more.
     assert!(c.close(Duration::from_secs(5)));
-    assert_eq!(rx.try_recv().err(), Some(crossbeam_channel::TryRecvError::Empty));
+    assert_eq!(
+        rx.try_recv().err(),
+        Some(crossbeam_channel::TryRecvError::Empty)
+    );
 }
 
 #[test]
