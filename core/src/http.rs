@@ -219,6 +219,7 @@ pub(crate) struct Transport {
     base: String,
     agent: Agent,
     agent_config: ureq::config::Config,
+    resolver: Resolver,
     token: Option<Secret>,
     auth: Option<Secret>,
     common_query: Vec<(String, String)>,
@@ -260,11 +261,17 @@ impl Transport {
         };
         let token = b.resolve_token()?;
         let tls = tls_config(b)?;
-        if b.tls.server_name.is_some() {
-            log::warn!(
-                "CONSUL_TLS_SERVER_NAME / tls server_name is not supported yet; \
-                 the host of the address is verified instead"
-            );
+        // The TLS server name goes into the URL (so rustls sends and verifies
+        // it); the resolver maps it back to the configured host.
+        let mut resolver = Resolver::default();
+        let mut url_host_port = host_port.clone();
+        if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
+            let (real_host, port) = split_host_port(&host_port);
+            resolver.alias = Some((name.clone(), real_host.to_string()));
+            url_host_port = match port {
+                Some(p) => format!("{name}:{p}"),
+                None => name.clone(),
+            };
         }
         let agent_config = Agent::config_builder()
             .http_status_as_error(false)
@@ -297,12 +304,13 @@ impl Transport {
                 Scheme::Http => "http",
                 Scheme::Https => "https",
             },
-            host_port,
+            url_host_port,
             prefix.trim_end_matches('/')
         );
         Ok(Transport {
             base,
-            agent: new_agent(agent_config.clone()),
+            agent: new_agent(agent_config.clone(), resolver.clone()),
+            resolver,
             agent_config,
             token,
             auth,
@@ -324,7 +332,7 @@ impl Transport {
     /// A fresh agent with its own connections, so that it can be shut down
     /// (interrupting its I/O) without touching others.
     pub(crate) fn fresh_agent(&self) -> Agent {
-        new_agent(self.agent_config.clone())
+        new_agent(self.agent_config.clone(), self.resolver.clone())
     }
 
     /// Sends `req` on the shared agent, or on a private agent wired to its
@@ -459,19 +467,45 @@ impl Transport {
     }
 }
 
-fn new_agent(config: ureq::config::Config) -> Agent {
+fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Agent {
     Agent::with_parts(
         config,
         ureq::unversioned::transport::DefaultConnector::new(),
-        Resolver,
+        resolver,
     )
+}
+
+/// Splits `host:port` (IPv6 in brackets); the port is `None` when absent.
+fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        if let Some((h, tail)) = rest.split_once(']') {
+            return (h, tail.strip_prefix(':'));
+        }
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    }
 }
 
 /// Resolves without helper threads: IP literals directly, names through the
 /// system resolver (ureq's default resolver spawns a thread per lookup when a
 /// timeout is set).
-#[derive(Debug)]
-struct Resolver;
+#[derive(Debug, Clone, Default)]
+struct Resolver {
+    /// `(tls server name, real host)`: connect to the real host when the URL names the alias.
+    alias: Option<(String, String)>,
+}
+
+impl Resolver {
+    /// The host to connect to for a URL host.
+    fn target_host<'a>(&'a self, host: &'a str) -> &'a str {
+        match &self.alias {
+            Some((alias, real)) if host.eq_ignore_ascii_case(alias) => real,
+            _ => host,
+        }
+    }
+}
 
 impl ureq::unversioned::resolver::Resolver for Resolver {
     fn resolve(
@@ -482,10 +516,12 @@ impl ureq::unversioned::resolver::Resolver for Resolver {
     ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
         use std::net::ToSocketAddrs;
         let authority = uri.authority().ok_or(ureq::Error::HostNotFound)?;
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
+        let host = self.target_host(
+            authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']'),
+        );
         let port = authority.port_u16().unwrap_or(match uri.scheme_str() {
             Some("https") => 443,
             _ => 80,
@@ -701,5 +737,24 @@ mod tests {
         assert!(e
             .to_string()
             .contains("Error loading CA file /nonexistent/ca.pem"));
+    }
+
+    #[test]
+    fn tls_server_name_goes_into_the_url_and_resolves_to_the_address() {
+        let b = ClientBuilder::new().address("https://127.0.0.1:8501").tls(
+            crate::config::TlsSettings {
+                server_name: Some("consul.example".into()),
+                ..Default::default()
+            },
+        );
+        let t = Transport::new(&b).unwrap();
+        assert_eq!(t.base(), "https://consul.example:8501");
+        assert_eq!(t.resolver.target_host("consul.example"), "127.0.0.1");
+        assert_eq!(t.resolver.target_host("other"), "other");
+        // Plain http ignores the server name.
+        let t = Transport::new(&b.clone().address("127.0.0.1:8500")).unwrap();
+        assert_eq!(t.base(), "http://127.0.0.1:8500");
+        assert_eq!(split_host_port("[::1]:1"), ("::1", Some("1")));
+        assert_eq!(split_host_port("h"), ("h", None));
     }
 }
