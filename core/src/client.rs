@@ -167,6 +167,7 @@ impl Core {
         }
         if let Some(mut r) = rt.renewer {
             ok &= r.worker.join_until(deadline);
+            ok &= r.timer.join_until(deadline);
         }
         if let Some(mut m) = rt.monitor {
             ok &= m.join_until(deadline);
@@ -246,8 +247,8 @@ impl Drop for Handle {
 /// A Consul client. Cheap to clone (all clones share one connection pool and
 /// one set of background threads).
 ///
-/// Threads are started on demand, not at creation: a renewer, a session
-/// monitor and a callback dispatcher once a managed session exists, and one
+/// Threads are started on demand, not at creation: a renewer, a lease
+/// timer, a session monitor and a callback dispatcher once a managed session exists, and one
 /// thread per watched key. [`Client::close`] (or dropping the last clone)
 /// destroys the sessions it created and joins them all.
 #[derive(Clone)]

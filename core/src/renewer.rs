@@ -20,16 +20,9 @@ pub(crate) enum Command {
     Add(Arc<SessionShared>),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Due {
-    Renew,
-    Deadline,
-}
-
 struct Entry {
     at: Instant,
     seq: u64,
-    due: Due,
     session: Arc<SessionShared>,
 }
 
@@ -50,22 +43,88 @@ impl Ord for Entry {
     }
 }
 
-/// Handle to the renewer thread.
+/// Handle to the renewer thread and the lease-timer thread.
+///
+/// The lease timer only moves sessions to Lost when their local deadline
+/// passes, so that a renew blocked on a silent server never delays the loss
+/// signals of other sessions.
 #[derive(Debug)]
 pub(crate) struct Renewer {
     tx: Sender<Command>,
+    timer_tx: Sender<Arc<SessionShared>>,
     pub(crate) worker: Worker,
+    pub(crate) timer: Worker,
 }
 
 impl Renewer {
     pub(crate) fn start(core: Arc<Core>) -> std::io::Result<Renewer> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let worker = Worker::spawn("baton-renewer", move || run(core, rx))?;
-        Ok(Renewer { tx, worker })
+        let (timer_tx, timer_rx) = crossbeam_channel::unbounded();
+        let c = core.clone();
+        let worker = Worker::spawn("baton-renewer", move || run(c, rx))?;
+        let timer = Worker::spawn("baton-lease-timer", move || run_timer(core, timer_rx))?;
+        Ok(Renewer {
+            tx,
+            timer_tx,
+            worker,
+            timer,
+        })
     }
 
     pub(crate) fn add(&self, s: Arc<SessionShared>) {
+        let _ = self.timer_tx.send(s.clone());
         let _ = self.tx.send(Command::Add(s));
+    }
+}
+
+/// Fires each session's local deadline. One heap entry per session; when an
+/// entry comes due and the session was renewed meanwhile, it is re-queued at
+/// the new deadline.
+fn run_timer(core: Arc<Core>, rx: Receiver<Arc<SessionShared>>) {
+    let closing = core.closing.receiver();
+    let mut heap: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+    let mut sessions: std::collections::HashMap<u64, Arc<SessionShared>> = Default::default();
+    let mut seq = 0u64;
+    loop {
+        let timer = match heap.peek() {
+            Some(Reverse((at, _))) => crossbeam_channel::at(*at),
+            None => crossbeam_channel::never(),
+        };
+        select! {
+            recv(rx) -> s => match s {
+                Ok(s) => {
+                    if let Some(until) = s.valid_until() {
+                        seq += 1;
+                        heap.push(Reverse((until, seq)));
+                        sessions.insert(seq, s);
+                    }
+                }
+                Err(_) => return,
+            },
+            recv(closing) -> _ => return,
+            recv(timer) -> _ => {}
+        }
+        let now = Instant::now();
+        while let Some(Reverse((at, id))) = heap.peek().copied() {
+            if at > now {
+                break;
+            }
+            heap.pop();
+            let Some(s) = sessions.remove(&id) else {
+                continue;
+            };
+            if core.closing.is_cancelled() {
+                return;
+            }
+            if s.check_deadline() {
+                continue;
+            }
+            if let Some(until) = s.valid_until() {
+                seq += 1;
+                heap.push(Reverse((until.max(at), seq)));
+                sessions.insert(seq, s);
+            }
+        }
     }
 }
 
@@ -107,31 +166,23 @@ fn run(core: Arc<Core>, rx: Receiver<Command>) {
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut jitter = Jitter::new();
-    let mut push = |heap: &mut BinaryHeap<Reverse<Entry>>, at, due, session| {
+    let mut push = |heap: &mut BinaryHeap<Reverse<Entry>>, at, session| {
         seq += 1;
-        heap.push(Reverse(Entry {
-            at,
-            seq,
-            due,
-            session,
-        }));
+        heap.push(Reverse(Entry { at, seq, session }));
     };
     loop {
         if core.closing.is_cancelled() {
             return;
         }
-        let next = heap.peek().map(|Reverse(e)| e.at);
-        let timer = match next {
-            Some(at) => crossbeam_channel::at(at),
+        let timer = match heap.peek() {
+            Some(Reverse(e)) => crossbeam_channel::at(e.at),
             None => crossbeam_channel::never(),
         };
         select! {
             recv(rx) -> cmd => match cmd {
                 Ok(Command::Add(s)) => {
-                    if let (Some(ttl), Some(until)) = (s.ttl(), s.valid_until()) {
-                        let now = Instant::now();
-                        push(&mut heap, now + renew_interval(ttl, &mut jitter), Due::Renew, s.clone());
-                        push(&mut heap, until, Due::Deadline, s);
+                    if let Some(ttl) = s.ttl() {
+                        push(&mut heap, Instant::now() + renew_interval(ttl, &mut jitter), s);
                     }
                 }
                 Err(_) => return,
@@ -139,73 +190,49 @@ fn run(core: Arc<Core>, rx: Receiver<Command>) {
             recv(closing) -> _ => return,
             recv(timer) -> _ => {}
         }
-        // Handle everything due.
-        while let Some(Reverse(e)) = heap.peek() {
-            if e.at > Instant::now() {
-                break;
-            }
+        // Renew every session that is due.
+        while heap.peek().is_some_and(|Reverse(e)| e.at <= Instant::now()) {
             let Reverse(e) = heap.pop().expect("peeked");
             if core.closing.is_cancelled() {
                 return;
             }
             let s = e.session;
-            match e.due {
-                Due::Deadline => {
-                    s.check_deadline();
+            if !s.is_renewing() || s.check_deadline() {
+                continue;
+            }
+            let ttl = s.ttl().unwrap_or(Duration::from_secs(15));
+            let sent = Instant::now();
+            let until = s.valid_until().unwrap_or(sent + ttl);
+            // Never wait past a third of the TTL nor past the session's deadline.
+            let timeout = core
+                .request_timeout()
+                .min(ttl / 3)
+                .min(until.saturating_duration_since(sent))
+                .max(Duration::from_millis(50));
+            let mut req = Request::new(
+                "PUT",
+                format!("/v1/session/renew/{}", crate::http::encode_component(&s.id)),
+            );
+            req.timeout = Some(timeout);
+            let result = core
+                .transport
+                .send_on(&agent, &req, Some(&core.closing))
+                .and_then(|resp| crate::session_api::renew_answer(&req, resp));
+            match result {
+                Ok(entry) => {
+                    s.renewed(sent, entry.ttl());
+                    if let (Some(ttl), false) = (s.ttl(), s.is_lost()) {
+                        push(&mut heap, sent + renew_interval(ttl, &mut jitter), s);
+                    }
                 }
-                Due::Renew => {
-                    if !s.is_renewing() {
-                        continue;
-                    }
-                    if s.check_deadline() {
-                        continue;
-                    }
-                    let ttl = s.ttl().unwrap_or(Duration::from_secs(15));
-                    let sent = Instant::now();
-                    let until = s.valid_until().unwrap_or(sent + ttl);
-                    let timeout = core
-                        .request_timeout()
-                        .min(ttl / 3)
-                        .min(until.saturating_duration_since(sent))
-                        .max(Duration::from_millis(50));
-                    let mut req = Request::new(
-                        "PUT",
-                        format!("/v1/session/renew/{}", crate::http::encode_component(&s.id)),
-                    );
-                    req.timeout = Some(timeout);
-                    let result = core
-                        .transport
-                        .send_on(&agent, &req, Some(&core.closing))
-                        .and_then(|resp| crate::session_api::renew_answer(&req, resp));
-                    match result {
-                        Ok(entry) => {
-                            s.renewed(sent, entry.ttl());
-                            if let (Some(ttl), Some(until)) = (s.ttl(), s.valid_until()) {
-                                push(
-                                    &mut heap,
-                                    sent + renew_interval(ttl, &mut jitter),
-                                    Due::Renew,
-                                    s.clone(),
-                                );
-                                push(&mut heap, until, Due::Deadline, s);
-                            }
-                        }
-                        Err(err) if err.kind() == ErrorKind::Closed => return,
-                        Err(err) if err.kind() == ErrorKind::SessionInvalidated => {
-                            s.lose(crate::lease::LostReason::Invalidated);
-                        }
-                        Err(err) => {
-                            s.renew_failed(&err);
-                            if !s.is_lost() {
-                                push(
-                                    &mut heap,
-                                    Instant::now() + retry_interval(ttl),
-                                    Due::Renew,
-                                    s.clone(),
-                                );
-                                push(&mut heap, until, Due::Deadline, s);
-                            }
-                        }
+                Err(err) if err.kind() == ErrorKind::Closed => return,
+                Err(err) if err.kind() == ErrorKind::SessionInvalidated => {
+                    s.lose(crate::lease::LostReason::Invalidated);
+                }
+                Err(err) => {
+                    s.renew_failed(&err);
+                    if !s.is_lost() {
+                        push(&mut heap, Instant::now() + retry_interval(ttl), s);
                     }
                 }
             }
