@@ -256,3 +256,29 @@ fn calls_after_close_fail_clearly() {
         ErrorKind::Closed
     );
 }
+
+#[test]
+fn node_failure_is_signalled_as_invalidation() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("fail_node") else {
+        return;
+    };
+    let c = f.client();
+    let s = c
+        .create_session(&SessionOptions::new().ttl(Duration::from_secs(60)))
+        .unwrap();
+    let rx = events(&s);
+    dev.fail_node();
+    assert_eq!(
+        s.wait_lost(Some(PATIENCE), None).unwrap(),
+        LostReason::Invalidated
+    );
+    assert_eq!(
+        next_event(&rx).0,
+        SessionEvent::Lost(LostReason::Invalidated)
+    );
+    // New sessions fail while the node is critical, and work again once it heals.
+    assert!(c.default_session().is_err());
+    dev.heal_node();
+    assert!(c.default_session().unwrap().is_valid());
+}
