@@ -1,0 +1,391 @@
+//! `Client`: configuration, HTTP, and the background machinery (renewer,
+//! session monitor, watches, dispatcher) it starts on demand and joins on close.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::cancel::CancelToken;
+use crate::config::ClientBuilder;
+use crate::dispatcher::{Dispatcher, Job};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::{Request, Response, Transport};
+use crate::kv::Kv;
+use crate::lease::{LostReason, Session, SessionShared, SessionState};
+use crate::renewer::Renewer;
+use crate::session_api::{SessionApi, SessionEntry, SessionOptions};
+use crate::sync::lock;
+use crate::threads::Worker;
+use crate::watch::{WatchSlot, WatchTarget};
+
+/// How long `Drop` of the last `Client` clone waits for cleanup.
+pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Runtime {
+    renewer: Option<Renewer>,
+    monitor: Option<Worker>,
+    dispatcher: Option<Dispatcher>,
+}
+
+/// Everything a client and its threads share.
+pub(crate) struct Core {
+    pub(crate) transport: Transport,
+    /// Cancelled by `close`: interrupts background I/O and stops the threads.
+    pub(crate) closing: CancelToken,
+    closed: AtomicBool,
+    pid: u32,
+    default_options: SessionOptions,
+    request_timeout: Duration,
+    runtime: Mutex<Runtime>,
+    sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
+    default_session: Mutex<Option<Session>>,
+    pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
+}
+
+impl Core {
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        let now = std::process::id();
+        if now != self.pid {
+            return Err(Error::new(
+                ErrorKind::Closed,
+                format!(
+                    "this baton client was created in process {} and cannot be used in \
+                     forked process {now}; create a new client after fork()",
+                    self.pid
+                ),
+            ));
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Closed, "the baton client is closed"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// An agent for a background thread: its I/O is interrupted by `close`.
+    pub(crate) fn background_agent(&self) -> ureq::Agent {
+        let agent = self.transport.fresh_agent();
+        let a = agent.clone();
+        // The guard is leaked on purpose: the hook lives as long as the token.
+        std::mem::forget(self.closing.on_cancel(move || a.shutdown()));
+        agent
+    }
+
+    pub(crate) fn session_api(&self) -> SessionApiCore<'_> {
+        SessionApiCore { core: self }
+    }
+
+    pub(crate) fn session_info_on(
+        &self,
+        agent: &ureq::Agent,
+        id: &str,
+    ) -> Result<Option<SessionEntry>> {
+        let req = Request::new(
+            "GET",
+            format!("/v1/session/info/{}", crate::http::encode_component(id)),
+        );
+        let resp = self.transport.send_on(agent, &req, Some(&self.closing))?;
+        let resp = crate::http::check(&req, resp)?;
+        let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+        Ok(list.into_iter().next())
+    }
+
+    /// Queues a callback on the dispatcher (started on first use).
+    pub(crate) fn post(&self, job: Job) {
+        if self.closing.is_cancelled() {
+            return;
+        }
+        let mut rt = lock(&self.runtime);
+        if rt.dispatcher.is_none() {
+            match Dispatcher::start(self.closing.clone()) {
+                Ok(d) => rt.dispatcher = Some(d),
+                Err(e) => {
+                    log::error!("baton: cannot start the dispatcher thread: {e}");
+                    return;
+                }
+            }
+        }
+        if let Some(d) = &rt.dispatcher {
+            d.post(job);
+        }
+    }
+
+    /// Sessions that are still tracked and not lost.
+    pub(crate) fn live_sessions(&self) -> Vec<Arc<SessionShared>> {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| !s.is_lost())
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn unregister_session(&self, id: &str) {
+        lock(&self.sessions).remove(id);
+    }
+
+    fn register_session(self: &Arc<Self>, s: Arc<SessionShared>) -> Result<()> {
+        let mut rt = lock(&self.runtime);
+        self.check_usable()?;
+        let spawn_err = |e: std::io::Error| {
+            Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+        };
+        if rt.renewer.is_none() {
+            rt.renewer = Some(Renewer::start(self.clone()).map_err(spawn_err)?);
+        }
+        if rt.monitor.is_none() {
+            rt.monitor = Some(crate::monitor::start(self.clone()).map_err(spawn_err)?);
+        }
+        lock(&self.sessions).insert(s.id.clone(), s.clone());
+        if s.ttl().is_some() {
+            rt.renewer.as_ref().expect("started").add(s);
+        }
+        Ok(())
+    }
+
+    fn close(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        if std::process::id() != self.pid {
+            // The threads do not exist in a forked child: nothing to join.
+            return true;
+        }
+        self.closing.cancel();
+        let mut ok = true;
+        let rt = std::mem::take(&mut *lock(&self.runtime));
+        let watches: Vec<WatchSlot> = lock(&self.watches).drain().map(|(_, w)| w).collect();
+        for mut w in watches {
+            w.stop();
+            ok &= w.worker.join_until(deadline);
+        }
+        if let Some(mut r) = rt.renewer {
+            ok &= r.worker.join_until(deadline);
+            ok &= r.timer.join_until(deadline);
+        }
+        if let Some(mut m) = rt.monitor {
+            ok &= m.join_until(deadline);
+        }
+        if let Some(mut d) = rt.dispatcher {
+            ok &= d.worker.join_until(deadline);
+        }
+        *lock(&self.default_session) = None;
+        let sessions: Vec<Arc<SessionShared>> =
+            lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        for s in sessions {
+            let prior = s.state();
+            s.lose(LostReason::ClientClosed);
+            let needs_destroy = s.owned
+                && matches!(
+                    prior,
+                    SessionState::Held
+                        | SessionState::Suspect
+                        | SessionState::Lost(LostReason::DeadlineExceeded)
+                );
+            if !needs_destroy {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                ok = false;
+                continue;
+            }
+            let mut req = Request::new(
+                "PUT",
+                format!(
+                    "/v1/session/destroy/{}",
+                    crate::http::encode_component(&s.id)
+                ),
+            );
+            req.timeout = Some(left);
+            match self.transport.call(&req) {
+                Ok(_) => {}
+                Err(e) => {
+                    log::warn!("baton: could not destroy session {} on close: {e}", s.id);
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+/// Session calls made by the library itself (bypassing the closed check).
+pub(crate) struct SessionApiCore<'a> {
+    core: &'a Core,
+}
+
+impl SessionApiCore<'_> {
+    pub(crate) fn destroy(&self, id: &str) -> Result<()> {
+        let req = Request::new(
+            "PUT",
+            format!("/v1/session/destroy/{}", crate::http::encode_component(id)),
+        );
+        self.core.transport.call(&req)?;
+        Ok(())
+    }
+}
+
+struct Handle {
+    core: Arc<Core>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if std::process::id() == self.core.pid {
+            self.core.close(DROP_CLOSE_TIMEOUT);
+        }
+    }
+}
+
+/// A Consul client. Cheap to clone (all clones share one connection pool and
+/// one set of background threads).
+///
+/// Threads are started on demand, not at creation: a renewer, a lease
+/// timer, a session monitor and a callback dispatcher once a managed session exists, and one
+/// thread per watched key. [`Client::close`] (or dropping the last clone)
+/// destroys the sessions it created and joins them all.
+#[derive(Clone)]
+pub struct Client {
+    handle: Arc<Handle>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("address", &self.handle.core.transport.base())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A builder with Go's defaults (the environment is not read).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    /// A client configured from the `CONSUL_*` environment variables, like the
+    /// Go client's `api.DefaultConfig()`.
+    pub fn from_env() -> Result<Client> {
+        ClientBuilder::from_env().build()
+    }
+
+    pub(crate) fn from_builder(b: ClientBuilder) -> Result<Client> {
+        let transport = Transport::new(&b)?;
+        let core = Arc::new(Core {
+            transport,
+            closing: CancelToken::new(),
+            closed: AtomicBool::new(false),
+            pid: std::process::id(),
+            default_options: b.default_session.clone(),
+            request_timeout: b.request_timeout,
+            runtime: Mutex::new(Runtime::default()),
+            sessions: Mutex::new(HashMap::new()),
+            default_session: Mutex::new(None),
+            watches: Mutex::new(HashMap::new()),
+        });
+        Ok(Client {
+            handle: Arc::new(Handle { core }),
+        })
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
+    /// The base URL requests go to (no credentials), e.g. `http://127.0.0.1:8500`.
+    pub fn address(&self) -> &str {
+        self.core().transport.base()
+    }
+
+    pub(crate) fn send(&self, req: &Request) -> Result<Response> {
+        self.core().check_usable()?;
+        self.core().transport.send_on(
+            &self.core().transport_agent(),
+            req,
+            Some(&self.core().closing),
+        )
+    }
+
+    pub(crate) fn call(&self, req: &Request) -> Result<Response> {
+        let resp = self.send(req)?;
+        crate::http::check(req, resp)
+    }
+
+    /// The low-level KV API.
+    pub fn kv(&self) -> Kv<'_> {
+        Kv { client: self }
+    }
+
+    /// The low-level session API (unmanaged sessions).
+    pub fn sessions(&self) -> SessionApi<'_> {
+        SessionApi { client: self }
+    }
+
+    /// `GET /v1/status/leader`: the leader's raft address, `""` with no leader.
+    pub fn status_leader(&self) -> Result<String> {
+        let req = Request::new("GET", "/v1/status/leader");
+        let resp = self.call(&req)?;
+        resp.json(&req.endpoint())
+    }
+
+    /// Creates a managed session: renewed in the background at about TTL/3
+    /// (if it has a TTL), watched for invalidation, destroyed by [`Client::close`].
+    pub fn create_session(&self, options: &SessionOptions) -> Result<Session> {
+        self.core().check_usable()?;
+        let sent = Instant::now();
+        let id = self.sessions().create(options)?;
+        let shared = Arc::new(SessionShared::new(
+            self.core().clone(),
+            id.clone(),
+            options.ttl.filter(|t| !t.is_zero()),
+            sent,
+            true,
+        ));
+        if let Err(e) = self.core().register_session(shared.clone()) {
+            let _ = self.core().session_api().destroy(&id);
+            return Err(e);
+        }
+        Ok(Session { shared })
+    }
+
+    /// The client's shared default session, created on first use (options from
+    /// [`ClientBuilder::default_session`]) and replaced once it is lost.
+    pub fn default_session(&self) -> Result<Session> {
+        self.core().check_usable()?;
+        let mut slot = lock(&self.core().default_session);
+        if let Some(s) = &*slot {
+            if s.is_valid() {
+                return Ok(s.clone());
+            }
+        }
+        let s = self.create_session(&self.core().default_options.clone())?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Closes the client: stops and joins its threads (interrupting long polls),
+    /// destroys the sessions it created, and guarantees that no callback runs
+    /// after it returns. Returns whether everything finished within `timeout`.
+    /// Later calls on any clone fail with [`ErrorKind::Closed`]. Idempotent.
+    pub fn close(&self, timeout: Duration) -> bool {
+        self.core().close(timeout)
+    }
+
+    /// Whether [`Client::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.core().closed.load(Ordering::SeqCst)
+    }
+}
+
+impl Core {
+    fn transport_agent(&self) -> ureq::Agent {
+        self.transport.shared_agent()
+    }
+}

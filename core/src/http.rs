@@ -1,0 +1,760 @@
+//! HTTP plumbing: URL and query encoding, the ureq agents, timeouts,
+//! cancellation, and mapping answers into [`Error`].
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+use ureq::Agent;
+
+use crate::cancel::CancelToken;
+use crate::config::{parse_address, ClientBuilder, Endpoint, Scheme, Secret};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Extra time granted to a blocking query beyond `wait + wait/16`.
+pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
+
+/// Consul's default blocking wait when none is given.
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+
+/// Consul's maximum blocking wait.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// Meta data Consul sends with read answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryMeta {
+    /// `X-Consul-Index` (0 if absent).
+    pub index: u64,
+    /// `X-Consul-KnownLeader`.
+    pub known_leader: bool,
+    /// `X-Consul-LastContact` in milliseconds.
+    pub last_contact_ms: u64,
+}
+
+/// Read consistency mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Consistency {
+    /// Answered by the leader without a quorum check (Consul's default).
+    #[default]
+    Default,
+    /// `?consistent`: the leader verifies leadership first.
+    Consistent,
+    /// `?stale`: any server may answer.
+    Stale,
+}
+
+/// Options of a read: blocking index and wait, consistency, cancellation and deadline.
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    /// Block until the result's index is greater than this (0 = answer at once).
+    /// Values are used as given; see [`next_index`](crate::watch::next_index) for
+    /// the rules when feeding back indexes.
+    pub index: u64,
+    /// Longest time the server may hold a blocking query (server default 5 min,
+    /// max 10 min).
+    pub wait: Option<Duration>,
+    /// Consistency mode.
+    pub consistency: Consistency,
+    /// Cancels the call from another thread.
+    pub cancel: Option<CancelToken>,
+    /// Deadline of the whole call. A blocking query's own timeout is
+    /// `wait + wait/16 + 5 s`; this can only shorten it.
+    pub timeout: Option<Duration>,
+}
+
+impl QueryOptions {
+    /// Blocking query options: wait for an index above `index`, at most `wait`.
+    pub fn blocking(index: u64, wait: Duration) -> QueryOptions {
+        QueryOptions {
+            index,
+            wait: Some(wait),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the cancel token.
+    pub fn with_cancel(mut self, cancel: CancelToken) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Sets the deadline.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the consistency mode.
+    pub fn with_consistency(mut self, consistency: Consistency) -> Self {
+        self.consistency = consistency;
+        self
+    }
+
+    pub(crate) fn apply(&self, req: &mut Request) {
+        match self.consistency {
+            Consistency::Default => {}
+            Consistency::Consistent => req.flag("consistent"),
+            Consistency::Stale => req.flag("stale"),
+        }
+        if self.index > 0 {
+            req.param("index", self.index.to_string());
+            let wait = self.wait.unwrap_or(DEFAULT_WAIT).min(MAX_WAIT);
+            req.param("wait", format_wait(wait));
+            req.wait = Some(wait);
+        }
+        req.timeout = self.timeout;
+        req.cancel = self.cancel.clone();
+    }
+}
+
+/// Formats a wait the way the Go client does: integer milliseconds + `ms`,
+/// a positive sub-millisecond value becomes `1ms`.
+pub(crate) fn format_wait(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 && !d.is_zero() {
+        "1ms".to_string()
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// Percent-encodes a KV key for the URL path: everything but unreserved
+/// characters and `/` (so `?`, `#`, `%`, space and `%2F` survive, hashicorp/consul#1409).
+pub fn encode_key(key: &str) -> String {
+    encode(key, true)
+}
+
+/// Percent-encodes one query or path component.
+pub(crate) fn encode_component(s: &str) -> String {
+    encode(s, false)
+}
+
+fn encode(s: &str, keep_slash: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        let keep = b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~')
+            || (keep_slash && b == b'/');
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One request to Consul.
+pub(crate) struct Request {
+    pub(crate) method: &'static str,
+    /// Already encoded path under the API root, e.g. `/v1/kv/a%20b`.
+    pub(crate) path: String,
+    /// For messages: the path with the key part, but never a token.
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) body: Option<(Vec<u8>, &'static str)>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) cancel: Option<CancelToken>,
+}
+
+impl Request {
+    pub(crate) fn new(method: &'static str, path: impl Into<String>) -> Request {
+        Request {
+            method,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+            wait: None,
+            timeout: None,
+            cancel: None,
+        }
+    }
+
+    pub(crate) fn param(&mut self, k: &str, v: impl Into<String>) {
+        self.query.push((k.to_string(), v.into()));
+    }
+
+    /// A boolean parameter, sent as `key=` like the Go client.
+    pub(crate) fn flag(&mut self, k: &str) {
+        self.param(k, "");
+    }
+
+    pub(crate) fn json_body(&mut self, value: &serde_json::Value) {
+        let mut body = serde_json::to_vec(value).expect("serialising JSON cannot fail");
+        body.push(b'\n');
+        self.body = Some((body, "application/json"));
+    }
+
+    pub(crate) fn raw_body(&mut self, body: Vec<u8>) {
+        self.body = Some((body, "application/octet-stream"));
+    }
+
+    pub(crate) fn endpoint(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// An answer of any status.
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
+    pub(crate) meta: QueryMeta,
+}
+
+impl Response {
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<T> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::new(
+                ErrorKind::BadResponse,
+                format!("could not decode Consul's answer: {e}"),
+            )
+            .with_endpoint(endpoint.to_string())
+            .with_source(e)
+        })
+    }
+}
+
+/// The HTTP side of a client: base URL, credentials and agents.
+pub(crate) struct Transport {
+    base: String,
+    agent: Agent,
+    agent_config: ureq::config::Config,
+    resolver: Resolver,
+    token: Option<Secret>,
+    auth: Option<Secret>,
+    common_query: Vec<(String, String)>,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("base", &self.base)
+            .field("token", &self.token)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(b: &ClientBuilder) -> Result<Transport> {
+        let (host_port, forced, prefix) = match parse_address(&b.address)? {
+            Endpoint::Tcp {
+                host_port,
+                scheme,
+                path_prefix,
+            } => (host_port, scheme, path_prefix),
+            Endpoint::Unix(path) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "unix socket addresses are not supported by baton yet (unix://{})",
+                        path.display()
+                    ),
+                ))
+            }
+        };
+        let scheme = if b.ssl || forced == Some(Scheme::Https) {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        let token = b.resolve_token()?;
+        let tls = tls_config(b)?;
+        // The TLS server name goes into the URL (so rustls sends and verifies
+        // it); the resolver maps it back to the configured host.
+        let mut resolver = Resolver::default();
+        let mut url_host_port = host_port.clone();
+        if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
+            let (real_host, port) = split_host_port(&host_port);
+            resolver.alias = Some((name.clone(), real_host.to_string()));
+            url_host_port = match port {
+                Some(p) => format!("{name}:{p}"),
+                None => name.clone(),
+            };
+        }
+        let agent_config = Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_connect(Some(b.connect_timeout))
+            .timeout_global(Some(b.request_timeout))
+            .tls_config(tls)
+            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let auth = b.basic_auth.as_ref().map(|(u, p)| {
+            let raw = format!("{u}:{}", p.0);
+            Secret(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(raw)
+            ))
+        });
+        let mut common_query = Vec::new();
+        if let Some(dc) = &b.datacenter {
+            common_query.push(("dc".to_string(), dc.clone()));
+        }
+        if let Some(ns) = &b.namespace {
+            common_query.push(("ns".to_string(), ns.clone()));
+        }
+        if let Some(p) = &b.partition {
+            common_query.push(("partition".to_string(), p.clone()));
+        }
+        let base = format!(
+            "{}://{}{}",
+            match scheme {
+                Scheme::Http => "http",
+                Scheme::Https => "https",
+            },
+            url_host_port,
+            prefix.trim_end_matches('/')
+        );
+        Ok(Transport {
+            base,
+            agent: new_agent(agent_config.clone(), resolver.clone()),
+            resolver,
+            agent_config,
+            token,
+            auth,
+            common_query,
+            request_timeout: b.request_timeout,
+        })
+    }
+
+    /// The base URL (scheme, host, port, prefix).
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The shared agent of ordinary calls.
+    pub(crate) fn shared_agent(&self) -> Agent {
+        self.agent.clone()
+    }
+
+    /// A fresh agent with its own connections, so that it can be shut down
+    /// (interrupting its I/O) without touching others.
+    pub(crate) fn fresh_agent(&self) -> Agent {
+        new_agent(self.agent_config.clone(), self.resolver.clone())
+    }
+
+    /// Sends `req` on the shared agent, or on a private agent wired to its
+    /// cancel token. Returns answers of every status.
+    pub(crate) fn send(&self, req: &Request) -> Result<Response> {
+        self.send_on(&self.agent, req, None)
+    }
+
+    /// Like [`Transport::send`] on a given agent; `closing` also interrupts it.
+    pub(crate) fn send_on(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        closing: Option<&CancelToken>,
+    ) -> Result<Response> {
+        let endpoint = req.endpoint();
+        if let Some(c) = &req.cancel {
+            if c.is_cancelled() {
+                return Err(cancelled(endpoint));
+            }
+        }
+        let mut timeout = self.request_timeout;
+        let mut timeout_is_users = false;
+        if let Some(w) = req.wait {
+            timeout = w + w / 16 + BLOCKING_MARGIN;
+        }
+        if let Some(t) = req.timeout {
+            if t <= timeout {
+                timeout = t;
+                timeout_is_users = true;
+            }
+        }
+        // A cancellable call runs on a private agent that the token shuts down.
+        let private;
+        let mut guards = Vec::new();
+        let agent = if let Some(cancel) = &req.cancel {
+            private = self.fresh_agent();
+            let a = private.clone();
+            guards.push(cancel.on_cancel(move || a.shutdown()));
+            if let Some(c) = closing {
+                let a = private.clone();
+                guards.push(c.on_cancel(move || a.shutdown()));
+            }
+            &private
+        } else {
+            agent
+        };
+        let result = self.run(agent, req, timeout);
+        drop(guards);
+        if let Some(c) = &req.cancel {
+            if c.is_cancelled() {
+                return Err(cancelled(endpoint));
+            }
+        }
+        if let Some(c) = closing {
+            if c.is_cancelled() {
+                return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
+            }
+        }
+        result.map_err(|e| map_ureq_error(e, endpoint, timeout, timeout_is_users))
+    }
+
+    fn run(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        timeout: Duration,
+    ) -> std::result::Result<Response, ureq::Error> {
+        let mut url = format!("{}{}", self.base, req.path);
+        let mut first = true;
+        let mut query: Vec<&(String, String)> =
+            req.query.iter().chain(self.common_query.iter()).collect();
+        query.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in query {
+            url.push(if first { '?' } else { '&' });
+            first = false;
+            url.push_str(&encode_component(k));
+            url.push('=');
+            url.push_str(&encode_component(v));
+        }
+        let token = self.token.as_ref().map(|t| t.0.as_str());
+        let auth = self.auth.as_ref().map(|t| t.0.as_str());
+        macro_rules! prepare {
+            ($b:expr) => {{
+                let mut b = $b.config().timeout_global(Some(timeout)).build();
+                if let Some(t) = token {
+                    b = b.header("X-Consul-Token", t);
+                }
+                if let Some(a) = auth {
+                    b = b.header("Authorization", a);
+                }
+                b
+            }};
+        }
+        let mut resp = match (req.method, &req.body) {
+            ("GET", _) => prepare!(agent.get(&url)).call()?,
+            ("DELETE", _) => prepare!(agent.delete(&url)).call()?,
+            ("PUT", Some((body, ct))) => prepare!(agent.put(&url))
+                .header("Content-Type", *ct)
+                .send(&body[..])?,
+            ("PUT", None) => prepare!(agent.put(&url)).send_empty()?,
+            (m, _) => unreachable!("method {m} is not used"),
+        };
+        let status = resp.status().as_u16();
+        let h = resp.headers();
+        let get = |name: &str| {
+            h.get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let meta = QueryMeta {
+            index: get("x-consul-index")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            known_leader: get("x-consul-knownleader").as_deref() == Some("true"),
+            last_contact_ms: get("x-consul-lastcontact")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        };
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(256 * 1024 * 1024)
+            .read_to_vec()?;
+        Ok(Response { status, body, meta })
+    }
+
+    /// Sends `req` and turns a non-2xx answer into an error.
+    pub(crate) fn call(&self, req: &Request) -> Result<Response> {
+        let resp = self.send(req)?;
+        check(req, resp)
+    }
+}
+
+fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Agent {
+    Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        resolver,
+    )
+}
+
+/// Splits `host:port` (IPv6 in brackets); the port is `None` when absent.
+fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        if let Some((h, tail)) = rest.split_once(']') {
+            return (h, tail.strip_prefix(':'));
+        }
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    }
+}
+
+/// Resolves without helper threads: IP literals directly, names through the
+/// system resolver (ureq's default resolver spawns a thread per lookup when a
+/// timeout is set).
+#[derive(Debug, Clone, Default)]
+struct Resolver {
+    /// `(tls server name, real host)`: connect to the real host when the URL names the alias.
+    alias: Option<(String, String)>,
+}
+
+impl Resolver {
+    /// The host to connect to for a URL host.
+    fn target_host<'a>(&'a self, host: &'a str) -> &'a str {
+        match &self.alias {
+            Some((alias, real)) if host.eq_ignore_ascii_case(alias) => real,
+            _ => host,
+        }
+    }
+}
+
+impl ureq::unversioned::resolver::Resolver for Resolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        _config: &ureq::config::Config,
+        _timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        use std::net::ToSocketAddrs;
+        let authority = uri.authority().ok_or(ureq::Error::HostNotFound)?;
+        let host = self.target_host(
+            authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']'),
+        );
+        let port = authority.port_u16().unwrap_or(match uri.scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        });
+        let mut out = self.empty();
+        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+            Err(_) => (host, port)
+                .to_socket_addrs()
+                .map_err(ureq::Error::Io)?
+                .collect(),
+        };
+        for a in addrs.into_iter().take(16) {
+            out.push(a);
+        }
+        if out.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn check(req: &Request, resp: Response) -> Result<Response> {
+    if (200..300).contains(&resp.status) {
+        Ok(resp)
+    } else {
+        Err(Error::from_status(req.endpoint(), resp.status, &resp.body))
+    }
+}
+
+fn cancelled(endpoint: String) -> Error {
+    Error::new(ErrorKind::Cancelled, "cancelled").with_endpoint(endpoint)
+}
+
+fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bool) -> Error {
+    let (kind, msg) = match &e {
+        ureq::Error::Timeout(t) => (
+            ErrorKind::Timeout,
+            format!(
+                "no answer within {timeout:?} ({t}){}",
+                if users { "" } else { " (request timeout)" }
+            ),
+        ),
+        ureq::Error::HostNotFound => (ErrorKind::Connection, "host not found".to_string()),
+        ureq::Error::ConnectionFailed => (ErrorKind::Connection, "connection failed".to_string()),
+        ureq::Error::Io(io) => (ErrorKind::Connection, format!("I/O error: {io}")),
+        ureq::Error::Tls(_) | ureq::Error::Pem(_) | ureq::Error::Rustls(_) => {
+            (ErrorKind::Connection, format!("TLS error: {e}"))
+        }
+        ureq::Error::TooManyRedirects | ureq::Error::RedirectFailed => {
+            (ErrorKind::InvalidArgument, format!("redirected: {e}"))
+        }
+        ureq::Error::BodyExceedsLimit(_) => (ErrorKind::BadResponse, e.to_string()),
+        ureq::Error::Protocol(_) => (ErrorKind::BadResponse, format!("HTTP protocol error: {e}")),
+        _ => (ErrorKind::Connection, e.to_string()),
+    };
+    Error::new(kind, msg).with_endpoint(endpoint).with_source(e)
+}
+
+fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("Error loading {what} {}: {e}", path.display()),
+        )
+        .with_source(e)
+    })
+}
+
+fn pem_items(data: &[u8], path: &std::path::Path) -> Result<Vec<PemItem<'static>>> {
+    ureq::tls::parse_pem(data)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("could not parse PEM in {}: {e}", path.display()),
+            )
+        })
+}
+
+fn certs_in(data: &[u8], path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
+    let certs: Vec<_> = pem_items(data, path)?
+        .into_iter()
+        .filter_map(|i| match i {
+            PemItem::Certificate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("no PEM certificate found in {}", path.display()),
+        ));
+    }
+    Ok(certs)
+}
+
+fn tls_config(b: &ClientBuilder) -> Result<TlsConfig> {
+    let t = &b.tls;
+    let mut builder = TlsConfig::builder().disable_verification(t.insecure_skip_verify);
+    let mut roots = Vec::new();
+    if let Some(f) = &t.ca_file {
+        roots.extend(certs_in(&read_file(f, "CA file")?, f)?);
+    }
+    if let Some(dir) = &t.ca_path {
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("Error loading CA path {}: {e}", dir.display()),
+            )
+        })?;
+        let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for p in paths.into_iter().filter(|p| p.is_file()) {
+            roots.extend(certs_in(&read_file(&p, "CA file")?, &p)?);
+        }
+    }
+    if !roots.is_empty() {
+        builder = builder.root_certs(RootCerts::new_with_certs(&roots));
+    }
+    match (&t.cert_file, &t.key_file) {
+        (None, None) => {}
+        (Some(c), Some(k)) => {
+            let certs = certs_in(&read_file(c, "client cert")?, c)?;
+            let key: Option<PrivateKey<'static>> = pem_items(&read_file(k, "client key")?, k)?
+                .into_iter()
+                .find_map(|i| match i {
+                    PemItem::PrivateKey(k) => Some(k),
+                    _ => None,
+                });
+            let key = key.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("no PEM private key found in {}", k.display()),
+                )
+            })?;
+            builder = builder.client_cert(Some(ClientCert::new_with_certs(&certs, key)));
+        }
+        _ => {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "both client cert and client key must be provided",
+            ))
+        }
+    }
+    Ok(builder.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_percent_encoded() {
+        assert_eq!(encode_key("a/b c?d#e%f"), "a/b%20c%3Fd%23e%25f");
+        assert_eq!(encode_key("a%2Fb"), "a%252Fb");
+        assert_eq!(encode_key("ünï"), "%C3%BCn%C3%AF");
+        assert_eq!(encode_component("a/b"), "a%2Fb");
+    }
+
+    #[test]
+    fn waits_render_like_go() {
+        assert_eq!(format_wait(Duration::from_secs(15)), "15000ms");
+        assert_eq!(format_wait(Duration::from_micros(10)), "1ms");
+        assert_eq!(format_wait(Duration::ZERO), "0ms");
+    }
+
+    #[test]
+    fn blocking_options_set_index_and_wait() {
+        let mut r = Request::new("GET", "/v1/kv/a");
+        QueryOptions::blocking(7, Duration::from_secs(2))
+            .with_consistency(Consistency::Consistent)
+            .apply(&mut r);
+        assert_eq!(r.wait, Some(Duration::from_secs(2)));
+        assert!(r.query.contains(&("index".into(), "7".into())));
+        assert!(r.query.contains(&("wait".into(), "2000ms".into())));
+        assert!(r.query.contains(&("consistent".into(), "".into())));
+        let mut r = Request::new("GET", "/v1/kv/a");
+        QueryOptions::default().apply(&mut r);
+        assert!(r.query.is_empty() && r.wait.is_none());
+    }
+
+    #[test]
+    fn unix_and_half_tls_are_rejected() {
+        let e = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("unix socket"));
+        let mut b = ClientBuilder::new();
+        b.tls.cert_file = Some("/c.pem".into());
+        let e = Transport::new(&b).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "both client cert and client key must be provided"
+        );
+        let e = Transport::new(&ClientBuilder::new().address("tcp://x:1")).unwrap_err();
+        assert!(e.to_string().contains("Unknown protocol scheme: tcp"));
+    }
+
+    #[test]
+    fn https_and_prefix_shape_the_base_url() {
+        let t = Transport::new(&ClientBuilder::new().address("https://h:8501/consul/")).unwrap();
+        assert_eq!(t.base(), "https://h:8501/consul");
+        let t = Transport::new(&ClientBuilder::new().address("h:1").https(true)).unwrap();
+        assert_eq!(t.base(), "https://h:1");
+        // http:// never downgrades a requested TLS.
+        let t = Transport::new(&ClientBuilder::new().address("http://h:1").https(true)).unwrap();
+        assert_eq!(t.base(), "https://h:1");
+        let e = Transport::new(&ClientBuilder::new().tls(crate::config::TlsSettings {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..Default::default()
+        }))
+        .unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("Error loading CA file /nonexistent/ca.pem"));
+    }
+
+    #[test]
+    fn tls_server_name_goes_into_the_url_and_resolves_to_the_address() {
+        let b = ClientBuilder::new().address("https://127.0.0.1:8501").tls(
+            crate::config::TlsSettings {
+                server_name: Some("consul.example".into()),
+                ..Default::default()
+            },
+        );
+        let t = Transport::new(&b).unwrap();
+        assert_eq!(t.base(), "https://consul.example:8501");
+        assert_eq!(t.resolver.target_host("consul.example"), "127.0.0.1");
+        assert_eq!(t.resolver.target_host("other"), "other");
+        // Plain http ignores the server name.
+        let t = Transport::new(&b.clone().address("127.0.0.1:8500")).unwrap();
+        assert_eq!(t.base(), "http://127.0.0.1:8500");
+        assert_eq!(split_host_port("[::1]:1"), ("::1", Some("1")));
+        assert_eq!(split_host_port("h"), ("h", None));
+    }
+}

@@ -1,0 +1,381 @@
+//! Managed sessions: the local lease view (state, deadline) and loss signals.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+
+use crate::cancel::CancelToken;
+use crate::client::Core;
+use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
+
+/// Why a session was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LostReason {
+    /// Consul no longer has the session: destroyed by someone else, TTL expired,
+    /// a check failed, or a renew answered 404.
+    Invalidated,
+    /// The local lease deadline passed without a successful renew.
+    DeadlineExceeded,
+    /// This process destroyed it ([`Session::destroy`]).
+    Destroyed,
+    /// The client was closed.
+    ClientClosed,
+}
+
+/// The local view of a managed session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Renewals succeed and the deadline has not passed.
+    Held,
+    /// The last renew failed; the deadline has not passed yet.
+    Suspect,
+    /// The session is gone, or can no longer be trusted.
+    Lost(LostReason),
+}
+
+/// A change of a managed session's state, as given to callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// First failed renew after a success.
+    Suspect,
+    /// A renew succeeded again after [`SessionEvent::Suspect`].
+    Recovered,
+    /// The session is lost (delivered at most once).
+    Lost(LostReason),
+}
+
+type Callback = Arc<dyn Fn(&SessionEvent) + Send + Sync + 'static>;
+
+struct LeaseInner {
+    state: SessionState,
+    ttl: Option<Duration>,
+    valid_until: Option<Instant>,
+    renewing: bool,
+    callbacks: Vec<(u64, Callback)>,
+    next_callback: u64,
+}
+
+/// Shared state of one managed session.
+pub(crate) struct SessionShared {
+    pub(crate) id: String,
+    pub(crate) core: Arc<Core>,
+    inner: Mutex<LeaseInner>,
+    lost: CancelToken,
+    /// Created by this client (destroyed on close).
+    pub(crate) owned: bool,
+}
+
+/// Safety margin subtracted from the TTL for the local deadline.
+pub(crate) fn deadline_margin(ttl: Duration) -> Duration {
+    (ttl / 10).min(Duration::from_secs(2))
+}
+
+impl SessionShared {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        id: String,
+        ttl: Option<Duration>,
+        created_sent_at: Instant,
+        owned: bool,
+    ) -> SessionShared {
+        SessionShared {
+            id,
+            core,
+            inner: Mutex::new(LeaseInner {
+                state: SessionState::Held,
+                ttl,
+                valid_until: ttl.map(|t| created_sent_at + t - deadline_margin(t)),
+                renewing: ttl.is_some(),
+                callbacks: Vec::new(),
+                next_callback: 0,
+            }),
+            lost: CancelToken::new(),
+            owned,
+        }
+    }
+
+    pub(crate) fn ttl(&self) -> Option<Duration> {
+        lock(&self.inner).ttl
+    }
+
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        lock(&self.inner).valid_until
+    }
+
+    pub(crate) fn state(&self) -> SessionState {
+        lock(&self.inner).state
+    }
+
+    pub(crate) fn is_renewing(&self) -> bool {
+        let g = lock(&self.inner);
+        g.renewing && !matches!(g.state, SessionState::Lost(_))
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(self.state(), SessionState::Lost(_))
+    }
+
+    /// A renew sent at `sent` succeeded; Consul reports `ttl`.
+    pub(crate) fn renewed(&self, sent: Instant, ttl: Option<Duration>) {
+        let event = {
+            let mut g = lock(&self.inner);
+            if matches!(g.state, SessionState::Lost(_)) {
+                return;
+            }
+            if let Some(t) = ttl {
+                g.ttl = Some(t);
+            }
+            if let Some(t) = g.ttl {
+                let until = sent + t - deadline_margin(t);
+                if until <= Instant::now() {
+                    // Answer too late to extend anything useful.
+                    drop(g);
+                    self.check_deadline();
+                    return;
+                }
+                g.valid_until = Some(until);
+            }
+            let was = g.state;
+            g.state = SessionState::Held;
+            (was == SessionState::Suspect).then_some(SessionEvent::Recovered)
+        };
+        if let Some(e) = event {
+            log::info!("baton session {} recovered", self.id);
+            self.emit(e);
+        }
+    }
+
+    /// A renew failed for a reason other than the session being gone.
+    pub(crate) fn renew_failed(&self, err: &Error) {
+        if self.check_deadline() {
+            return;
+        }
+        let event = {
+            let mut g = lock(&self.inner);
+            if g.state == SessionState::Held {
+                g.state = SessionState::Suspect;
+                Some(SessionEvent::Suspect)
+            } else {
+                None
+            }
+        };
+        if let Some(e) = event {
+            log::warn!("baton session {} suspect: renew failed: {err}", self.id);
+            self.emit(e);
+        }
+    }
+
+    /// Moves to Lost if the deadline has passed; returns whether the session is lost.
+    pub(crate) fn check_deadline(&self) -> bool {
+        let expired = {
+            let g = lock(&self.inner);
+            match (g.state, g.valid_until) {
+                (SessionState::Lost(_), _) => return true,
+                (_, Some(until)) => until <= Instant::now(),
+                (_, None) => false,
+            }
+        };
+        if expired {
+            self.lose(LostReason::DeadlineExceeded);
+        }
+        expired
+    }
+
+    /// Marks the session lost (idempotent). Callbacks run unless the owner
+    /// itself ended it (destroy / close).
+    pub(crate) fn lose(&self, reason: LostReason) {
+        {
+            let mut g = lock(&self.inner);
+            if matches!(g.state, SessionState::Lost(_)) {
+                return;
+            }
+            g.state = SessionState::Lost(reason);
+            g.renewing = false;
+        }
+        match reason {
+            LostReason::Destroyed | LostReason::ClientClosed => {
+                log::debug!("baton session {} ended: {reason:?}", self.id)
+            }
+            _ => log::warn!("baton session {} lost: {reason:?}", self.id),
+        }
+        self.lost.cancel();
+        if !matches!(reason, LostReason::Destroyed | LostReason::ClientClosed) {
+            self.emit(SessionEvent::Lost(reason));
+        }
+    }
+
+    pub(crate) fn stop_renewing(&self) {
+        lock(&self.inner).renewing = false;
+    }
+
+    fn emit(&self, event: SessionEvent) {
+        let callbacks: Vec<Callback> = lock(&self.inner)
+            .callbacks
+            .iter()
+            .map(|(_, c)| c.clone())
+            .collect();
+        for cb in callbacks {
+            self.core.post(Box::new(move || cb(&event)));
+        }
+    }
+}
+
+/// A session managed by a [`Client`](crate::Client): renewed in the background,
+/// watched for invalidation, with loss signals. Cheap to clone.
+///
+/// Get one from [`Client::create_session`](crate::Client::create_session) or
+/// [`Client::default_session`](crate::Client::default_session).
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) shared: Arc<SessionShared>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.shared.id)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// Identifies a registered callback, for [`Session::remove_callback`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallbackId(u64);
+
+impl Session {
+    /// The session ID.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The current state. Turns to `Lost(DeadlineExceeded)` as soon as the local
+    /// deadline passes, even with no network.
+    pub fn state(&self) -> SessionState {
+        self.shared.check_deadline();
+        self.shared.state()
+    }
+
+    /// Whether the session can still be trusted: not lost and before its local
+    /// deadline (send time of the last successful renew + TTL − margin).
+    pub fn is_valid(&self) -> bool {
+        !matches!(self.state(), SessionState::Lost(_))
+    }
+
+    /// The TTL Consul last reported (None for a session without TTL).
+    pub fn ttl(&self) -> Option<Duration> {
+        self.shared.ttl()
+    }
+
+    /// The local lease deadline (None for a session without TTL).
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.shared.valid_until()
+    }
+
+    /// A token cancelled when the session is lost, for the holder's work to watch.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.shared.lost.clone()
+    }
+
+    /// Registers a callback for state changes (suspect, recovered, lost). It runs
+    /// on the client's dispatcher thread, never under a library lock, never after
+    /// the client is closed; a panic is caught and logged. If the session is
+    /// already lost, the callback gets that `Lost` event once.
+    pub fn on_event(&self, callback: impl Fn(&SessionEvent) + Send + Sync + 'static) -> CallbackId {
+        let cb: Callback = Arc::new(callback);
+        let (id, lost) = {
+            let mut g = lock(&self.shared.inner);
+            let id = g.next_callback;
+            g.next_callback += 1;
+            g.callbacks.push((id, cb.clone()));
+            (id, g.state)
+        };
+        if let SessionState::Lost(r) = lost {
+            if !matches!(r, LostReason::Destroyed | LostReason::ClientClosed) {
+                let event = SessionEvent::Lost(r);
+                self.shared.core.post(Box::new(move || cb(&event)));
+            }
+        }
+        CallbackId(id)
+    }
+
+    /// Registers a callback run once when the session is lost.
+    pub fn on_lost(&self, callback: impl Fn(LostReason) + Send + Sync + 'static) -> CallbackId {
+        self.on_event(move |e| {
+            if let SessionEvent::Lost(r) = e {
+                callback(*r)
+            }
+        })
+    }
+
+    /// Removes a callback. It may still run once if already queued.
+    pub fn remove_callback(&self, id: CallbackId) {
+        lock(&self.shared.inner)
+            .callbacks
+            .retain(|(i, _)| *i != id.0);
+    }
+
+    /// Blocks until the session is lost, `timeout` passes (error kind
+    /// `Timeout`), or `cancel` is cancelled (kind `Cancelled`). Returns the reason.
+    pub fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LostReason> {
+        let end = timeout.map(|t| Instant::now() + t);
+        let lost = self.shared.lost.receiver();
+        let never = crossbeam_channel::never();
+        let cancel_rx = cancel
+            .map(|c| c.receiver())
+            .unwrap_or_else(|| never.clone());
+        loop {
+            if let SessionState::Lost(r) = self.state() {
+                return Ok(r);
+            }
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "wait for session loss cancelled",
+                ));
+            }
+            let now = Instant::now();
+            if end.is_some_and(|e| e <= now) {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    "session still valid at timeout",
+                ));
+            }
+            let mut wake = end;
+            if let Some(until) = self.shared.valid_until() {
+                wake = Some(wake.map_or(until, |w| w.min(until)));
+            }
+            let tick = match wake {
+                Some(w) => crossbeam_channel::at(w),
+                None => crossbeam_channel::never(),
+            };
+            select! {
+                recv(lost) -> _ => {}
+                recv(cancel_rx) -> _ => {}
+                recv(tick) -> _ => {}
+            }
+        }
+    }
+
+    /// Stops renewing: the session then expires on its own (locally at its
+    /// deadline, at Consul after up to 2×TTL).
+    pub fn stop_renewal(&self) {
+        self.shared.stop_renewing();
+    }
+
+    /// Destroys the session at Consul (its locks are released, lock-delay
+    /// applies) and stops tracking it. Its callbacks are not called.
+    pub fn destroy(&self) -> Result<()> {
+        self.shared.core.check_usable()?;
+        self.shared.lose(LostReason::Destroyed);
+        self.shared.core.unregister_session(&self.shared.id);
+        self.shared.core.session_api().destroy(&self.shared.id)
+    }
+}

@@ -1,0 +1,66 @@
+//! # baton
+//!
+//! Consul sessions, locks, leader election and semaphores from one Rust core,
+//! without an async runtime and without `unsafe`.
+//!
+//! This crate holds the client layer everything else builds on:
+//!
+//! * [`Client`]: configuration from the standard `CONSUL_*` environment
+//!   variables ([`Client::from_env`]) or a [`ClientBuilder`]; every request has a
+//!   timeout; tokens never appear in logs, errors or `Debug` output.
+//! * A typed low-level API: [`Client::kv`], [`Client::sessions`], [`Client::txn`],
+//!   [`Client::status_leader`].
+//! * Managed sessions ([`Client::create_session`], [`Client::default_session`]):
+//!   renewed by one background thread per client, with a conservative local
+//!   lease deadline and loss signals (callbacks, [`Session::wait_lost`],
+//!   [`Session::is_valid`], [`Session::cancel_token`]).
+//! * Shared blocking-query watches ([`Client::watch_key`], [`Client::watch_prefix`]).
+//! * One error type with stable kinds and codes ([`Error`], [`ErrorKind`]).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), baton::Error> {
+//! let client = baton::Client::from_env()?;
+//! let session = client.default_session()?;
+//! session.on_lost(|reason| eprintln!("session lost: {reason:?}"));
+//! client.kv().put("greeting", b"hello")?;
+//! client.close(std::time::Duration::from_secs(5));
+//! # Ok(()) }
+//! ```
+//!
+//! Logging goes through the `log` crate; nothing is printed unless the
+//! application installs a logger.
+#![forbid(unsafe_code)]
+
+mod cancel;
+mod client;
+mod config;
+mod dispatcher;
+mod error;
+mod godur;
+mod http;
+mod kv;
+mod lease;
+mod monitor;
+mod renewer;
+mod session_api;
+mod sync;
+mod threads;
+mod txn;
+mod watch;
+
+pub use cancel::CancelToken;
+pub use client::{Client, DROP_CLOSE_TIMEOUT};
+pub use config::{
+    parse_address, parse_go_bool, ClientBuilder, Endpoint, Scheme, TlsSettings, DEFAULT_ADDRESS,
+    ENV_CACERT, ENV_CAPATH, ENV_CLIENT_CERT, ENV_CLIENT_KEY, ENV_HTTP_ADDR, ENV_HTTP_AUTH,
+    ENV_HTTP_SSL, ENV_HTTP_SSL_VERIFY, ENV_HTTP_TOKEN, ENV_HTTP_TOKEN_FILE, ENV_NAMESPACE,
+    ENV_PARTITION, ENV_TLS_SERVER_NAME,
+};
+pub use error::{Error, ErrorKind, Result, TxnOpError};
+pub use godur::{format_go_duration, parse_go_duration};
+pub use http::{encode_key, Consistency, QueryMeta, QueryOptions};
+pub use kv::{Kv, KvPair, WriteOptions};
+pub use lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
+pub use session_api::{Behavior, ServiceCheck, SessionApi, SessionEntry, SessionOptions};
+pub use txn::{KvOp, KvVerb, MAX_TXN_OPS};
+pub use watch::{next_index, Watch, WatchEvent, WatchTarget};

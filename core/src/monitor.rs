@@ -1,0 +1,71 @@
+//! The session monitor: one blocking query per client on `/v1/session/list`
+//! that notices within about a second when Consul drops one of our sessions
+//! (destroyed elsewhere, TTL expiry, failed check or node).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Core;
+use crate::error::ErrorKind;
+use crate::http::{QueryOptions, Request};
+use crate::lease::LostReason;
+use crate::session_api::SessionEntry;
+use crate::threads::Worker;
+use crate::watch::{next_index, Backoff};
+
+/// How long one blocking poll of the session list may wait.
+const MONITOR_WAIT: Duration = Duration::from_secs(60);
+
+pub(crate) fn start(core: Arc<Core>) -> std::io::Result<Worker> {
+    Worker::spawn("baton-session-monitor", move || run(core))
+}
+
+fn run(core: Arc<Core>) {
+    let agent = core.background_agent();
+    let mut index = 0u64;
+    let mut backoff = Backoff::new();
+    loop {
+        if core.closing.is_cancelled() {
+            return;
+        }
+        let mut req = Request::new("GET", "/v1/session/list");
+        let opts = if index == 0 {
+            QueryOptions::default()
+        } else {
+            QueryOptions::blocking(index, MONITOR_WAIT)
+        };
+        opts.apply(&mut req);
+        let result = core
+            .transport
+            .send_on(&agent, &req, Some(&core.closing))
+            .and_then(|r| crate::http::check(&req, r))
+            .and_then(|r| Ok((r.json::<Vec<SessionEntry>>(&req.endpoint())?, r.meta)));
+        match result {
+            Ok((list, meta)) => {
+                backoff.reset();
+                index = next_index(index, meta.index);
+                let alive: HashSet<&str> = list.iter().map(|e| e.id.as_str()).collect();
+                for s in core.live_sessions() {
+                    if alive.contains(s.id.as_str()) {
+                        continue;
+                    }
+                    // The list may predate the session's creation: confirm.
+                    match core.session_info_on(&agent, &s.id) {
+                        Ok(None) => s.lose(LostReason::Invalidated),
+                        Ok(Some(_)) => {}
+                        Err(e) => log::debug!("baton session monitor: info failed: {e}"),
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Closed => return,
+            Err(e) => {
+                log::debug!("baton session monitor: {e}");
+                index = 0;
+                if core.closing.wait_timeout(backoff.next()) {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! Blocking-query watches on a KV key or prefix. Every subscriber of the same
+//! target shares one watcher thread and one long poll.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use crate::cancel::CancelToken;
+use crate::client::{Client, Core};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::{encode_key, QueryOptions, Request};
+use crate::kv::KvPair;
+use crate::sync::lock;
+use crate::threads::Worker;
+
+/// How long one poll of a watch may block at the server.
+const WATCH_WAIT: Duration = Duration::from_secs(300);
+
+/// The index to send with the next blocking query, after a query sent with
+/// `prev` returned `got` (consul-semantics §6.5): if the index went backwards,
+/// start over with 0 (a non-blocking read); otherwise use it, but never below 1.
+pub fn next_index(prev: u64, got: u64) -> u64 {
+    if got < prev {
+        0
+    } else {
+        got.max(1)
+    }
+}
+
+/// Exponential backoff for retrying failed polls: 100 ms doubling to 5 s.
+#[derive(Debug)]
+pub(crate) struct Backoff(Duration);
+
+impl Backoff {
+    pub(crate) fn new() -> Backoff {
+        Backoff(Duration::ZERO)
+    }
+    pub(crate) fn reset(&mut self) {
+        self.0 = Duration::ZERO;
+    }
+    pub(crate) fn next(&mut self) -> Duration {
+        self.0 = if self.0.is_zero() {
+            Duration::from_millis(100)
+        } else {
+            (self.0 * 2).min(Duration::from_secs(5))
+        };
+        self.0
+    }
+}
+
+/// What a watch looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WatchTarget {
+    /// One key.
+    Key(String),
+    /// Every key starting with a prefix.
+    Prefix(String),
+}
+
+/// One observed state of a watched target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchEvent {
+    /// The `X-Consul-Index` of the answer.
+    pub index: u64,
+    /// The entries: zero or one for a key watch, all matches for a prefix watch.
+    pub entries: Vec<KvPair>,
+}
+
+struct Data {
+    version: u64,
+    current: Option<WatchEvent>,
+    last_error: Option<String>,
+    subscribers: Vec<(u64, Sender<()>)>,
+    next_sub: u64,
+}
+
+struct WatchShared {
+    target: WatchTarget,
+    data: Mutex<Data>,
+    stop: CancelToken,
+}
+
+/// The registry's entry for one target: the shared state, the subscriber
+/// count and the watcher thread.
+pub(crate) struct WatchSlot {
+    shared: Arc<WatchShared>,
+    subscribers: usize,
+    pub(crate) worker: Worker,
+}
+
+impl WatchSlot {
+    pub(crate) fn stop(&self) {
+        self.shared.stop.cancel();
+    }
+}
+
+/// A subscription to a watched key or prefix. Dropping the last subscription
+/// of a target stops its watcher thread.
+pub struct Watch {
+    core: Arc<Core>,
+    shared: Arc<WatchShared>,
+    sub: u64,
+    notify: Receiver<()>,
+    seen: u64,
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch")
+            .field("target", &self.shared.target)
+            .field("seen", &self.seen)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Watches one key. The first [`Watch::next`] returns the current state.
+    pub fn watch_key(&self, key: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Key(key.trim_start_matches('/').to_string()))
+    }
+
+    /// Watches every key starting with `prefix`.
+    pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Prefix(
+            prefix.trim_start_matches('/').to_string(),
+        ))
+    }
+
+    /// Watches a target; subscribers of the same target share one long poll.
+    pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
+        let core = self.core().clone();
+        core.check_usable()?;
+        let mut watches = lock(&core.watches);
+        core.check_usable()?;
+        let shared = match watches.get_mut(&target) {
+            Some(slot) => {
+                slot.subscribers += 1;
+                slot.shared.clone()
+            }
+            None => {
+                let shared = Arc::new(WatchShared {
+                    target: target.clone(),
+                    data: Mutex::new(Data {
+                        version: 0,
+                        current: None,
+                        last_error: None,
+                        subscribers: Vec::new(),
+                        next_sub: 0,
+                    }),
+                    stop: CancelToken::new(),
+                });
+                let (c, s) = (core.clone(), shared.clone());
+                let worker = Worker::spawn("baton-watch", move || run(c, s)).map_err(|e| {
+                    Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+                })?;
+                watches.insert(
+                    target,
+                    WatchSlot {
+                        shared: shared.clone(),
+                        subscribers: 1,
+                        worker,
+                    },
+                );
+                shared
+            }
+        };
+        drop(watches);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let sub = {
+            let mut d = lock(&shared.data);
+            let id = d.next_sub;
+            d.next_sub += 1;
+            d.subscribers.push((id, tx));
+            id
+        };
+        Ok(Watch {
+            core,
+            shared,
+            sub,
+            notify: rx,
+            seen: 0,
+        })
+    }
+}
+
+impl Watch {
+    /// The target of this watch.
+    pub fn target(&self) -> &WatchTarget {
+        &self.shared.target
+    }
+
+    /// Number of subscribers currently sharing this watch's long poll.
+    pub fn subscribers(&self) -> usize {
+        lock(&self.core.watches)
+            .get(&self.shared.target)
+            .map_or(0, |s| s.subscribers)
+    }
+
+    /// The latest state seen by the watcher, if any (does not block).
+    pub fn current(&self) -> Option<WatchEvent> {
+        lock(&self.shared.data).current.clone()
+    }
+
+    /// The last error of the watcher's polls (cleared by the next success).
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.shared.data).last_error.clone()
+    }
+
+    /// Blocks until the watched state differs from the one this subscriber saw
+    /// last (the first call returns the current state), `timeout` passes (error
+    /// kind `Timeout`), or `cancel` is cancelled (kind `Cancelled`). Returns
+    /// promptly on cancel even while the shared long poll is in flight. Errors
+    /// of the polls are retried with backoff, not returned.
+    pub fn next(
+        &mut self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<WatchEvent> {
+        let end = timeout.map(|t| Instant::now() + t);
+        let never = crossbeam_channel::never();
+        let cancel_rx = cancel
+            .map(|c| c.receiver())
+            .unwrap_or_else(|| never.clone());
+        let closing = self.core.closing.receiver();
+        loop {
+            self.core.check_usable()?;
+            {
+                let d = lock(&self.shared.data);
+                if d.version > self.seen {
+                    if let Some(ev) = &d.current {
+                        self.seen = d.version;
+                        return Ok(ev.clone());
+                    }
+                }
+            }
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(Error::new(ErrorKind::Cancelled, "watch cancelled"));
+            }
+            let tick = match end {
+                Some(e) if e <= Instant::now() => {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        "no change before the timeout",
+                    ))
+                }
+                Some(e) => crossbeam_channel::at(e),
+                None => crossbeam_channel::never(),
+            };
+            select! {
+                recv(self.notify) -> _ => {}
+                recv(cancel_rx) -> _ => {}
+                recv(closing) -> _ => {}
+                recv(tick) -> _ => {}
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        lock(&self.shared.data)
+            .subscribers
+            .retain(|(id, _)| *id != self.sub);
+        let slot = {
+            let mut watches = lock(&self.core.watches);
+            match watches.get_mut(&self.shared.target) {
+                Some(slot) if Arc::ptr_eq(&slot.shared, &self.shared) => {
+                    slot.subscribers -= 1;
+                    if slot.subscribers == 0 {
+                        watches.remove(&self.shared.target)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            }
+        };
+        if let Some(mut slot) = slot {
+            slot.stop();
+            slot.worker
+                .join_until(Instant::now() + Duration::from_secs(5));
+        }
+    }
+}
+
+fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
+    let agent = core.background_agent();
+    let a = agent.clone();
+    let _stop_hook = shared.stop.on_cancel(move || a.shutdown());
+    let mut index = 0u64;
+    let mut backoff = Backoff::new();
+    loop {
+        if shared.stop.is_cancelled() || core.closing.is_cancelled() {
+            return;
+        }
+        let (path, list) = match &shared.target {
+            WatchTarget::Key(k) => (format!("/v1/kv/{}", encode_key(k)), false),
+            WatchTarget::Prefix(p) => (format!("/v1/kv/{}", encode_key(p)), true),
+        };
+        let mut req = Request::new("GET", path);
+        if list {
+            req.flag("recurse");
+        }
+        let opts = if index == 0 {
+            QueryOptions::default()
+        } else {
+            QueryOptions::blocking(index, WATCH_WAIT)
+        };
+        opts.apply(&mut req);
+        let result = core
+            .transport
+            .send_on(&agent, &req, Some(&core.closing))
+            .and_then(|resp| {
+                if resp.status == 404 {
+                    return Ok((Vec::new(), resp.meta));
+                }
+                let resp = crate::http::check(&req, resp)?;
+                let entries: Vec<KvPair> = resp.json(&req.endpoint())?;
+                Ok((entries, resp.meta))
+            });
+        if shared.stop.is_cancelled() || core.closing.is_cancelled() {
+            return;
+        }
+        match result {
+            Ok((entries, meta)) => {
+                backoff.reset();
+                index = next_index(index, meta.index);
+                let mut d = lock(&shared.data);
+                d.last_error = None;
+                let changed = d.current.as_ref().map_or(true, |c| c.entries != entries);
+                if changed {
+                    d.version += 1;
+                    d.current = Some(WatchEvent {
+                        index: meta.index,
+                        entries,
+                    });
+                    for (_, tx) in &d.subscribers {
+                        let _ = tx.try_send(());
+                    }
+                } else if let Some(c) = &mut d.current {
+                    c.index = meta.index;
+                }
+            }
+            Err(e) => {
+                log::debug!("baton watch {:?}: {e}", shared.target);
+                lock(&shared.data).last_error = Some(e.to_string());
+                index = 0;
+                let wait = backoff.next();
+                let stop = shared.stop.receiver();
+                let closing = core.closing.receiver();
+                select! {
+                    recv(stop) -> _ => return,
+                    recv(closing) -> _ => return,
+                    default(wait) => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_rules() {
+        assert_eq!(next_index(0, 0), 1);
+        assert_eq!(next_index(0, 5), 5);
+        assert_eq!(next_index(5, 5), 5);
+        assert_eq!(next_index(5, 9), 9);
+        assert_eq!(next_index(9, 3), 0);
+        assert_eq!(next_index(1, 0), 0);
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_cap() {
+        let mut b = Backoff::new();
+        assert_eq!(b.next(), Duration::from_millis(100));
+        assert_eq!(b.next(), Duration::from_millis(200));
+        for _ in 0..10 {
+            b.next();
+        }
+        assert_eq!(b.next(), Duration::from_secs(5));
+        b.reset();
+        assert_eq!(b.next(), Duration::from_millis(100));
+    }
+}
