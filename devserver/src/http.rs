@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::query::{Query, Reply};
@@ -61,12 +61,17 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let ip = peer.ip();
     if !shared.conn_open(ip) {
-        // Consul's connection limiter answers 429 and closes.
+        // Consul's connection limiter answers 429 and closes. Take in the request first (briefly)
+        // so that closing does not reset the connection before the client reads the answer.
+        let mut buf = [0u8; 8192];
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.read(&mut buf))
+            .await;
         let _ = stream
             .write_all(
                 b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             )
             .await;
+        let _ = stream.shutdown().await;
         return;
     }
     let mut generation = shared.generation.subscribe();

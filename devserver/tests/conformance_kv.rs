@@ -15,7 +15,10 @@ fn index_starts_above_one_and_never_reports_zero() {
     let r = get(a, "/v1/kv/missing");
     assert_eq!(r.status, 404);
     assert_eq!(r.index(), 1, "an empty KV table reports 1, never 0");
-    assert!(s.current_index() > 1, "bootstrap writes put the global index above 1");
+    assert!(
+        s.current_index() > 1,
+        "bootstrap writes put the global index above 1"
+    );
     put(a, "/v1/kv/k", b"v");
     assert!(get(a, "/v1/kv/k").index() > 1);
 }
@@ -47,7 +50,10 @@ fn kv_entry_json_has_consul_field_order_base64_value_and_omits_empty_session() {
         )
     );
     put(a, "/v1/kv/empty", b"");
-    assert!(entry(a, "empty").unwrap()["Value"].is_null(), "an empty value is null, not \"\"");
+    assert!(
+        entry(a, "empty").unwrap()["Value"].is_null(),
+        "an empty value is null, not \"\""
+    );
 }
 
 #[test]
@@ -59,8 +65,16 @@ fn single_key_index_is_its_modify_index_and_missing_key_uses_table_index() {
     put(a, "/v1/kv/b", b"2");
     let ib = get(a, "/v1/kv/b").index();
     assert!(ib > ia);
-    assert_eq!(get(a, "/v1/kv/a").index(), ia, "present key: its own ModifyIndex");
-    assert_eq!(get(a, "/v1/kv/zzz").index(), ib, "missing key: max(kvs, tombstones)");
+    assert_eq!(
+        get(a, "/v1/kv/a").index(),
+        ia,
+        "present key: its own ModifyIndex"
+    );
+    assert_eq!(
+        get(a, "/v1/kv/zzz").index(),
+        ib,
+        "missing key: max(kvs, tombstones)"
+    );
     delete(a, "/v1/kv/b");
     let after = get(a, "/v1/kv/zzz").index();
     assert!(after > ib, "a delete moves the tombstone index");
@@ -76,10 +90,20 @@ fn recurse_lists_prefix_sorted_and_index_is_max_under_prefix() {
     put(a, "/v1/kv/q/other", b"later");
     let r = get(a, "/v1/kv/p?recurse");
     assert_eq!(r.status, 200);
-    let keys: Vec<String> = r.json().as_array().unwrap().iter().map(|e| e["Key"].as_str().unwrap().to_string()).collect();
+    let keys: Vec<String> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["Key"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(keys, ["p/a", "p/b", "px"]);
     let px = entry(a, "px").unwrap()["ModifyIndex"].as_u64().unwrap();
-    assert_eq!(r.index(), px, "max ModifyIndex under the prefix, not the table index");
+    assert_eq!(
+        r.index(),
+        px,
+        "max ModifyIndex under the prefix, not the table index"
+    );
     assert_eq!(get(a, "/v1/kv/nothing?recurse").status, 404);
     assert_eq!(get(a, "/v1/kv/?recurse").status, 200);
 }
@@ -100,8 +124,16 @@ fn keys_with_separator_fold_and_deduplicate() {
     let r = get(a, "/v1/kv/a/?keys&separator=/");
     assert_eq!(r.json(), serde_json::json!(["a/x", "a/y/"]));
     let r = get(a, "/v1/kv/a/?keys&seperator=/");
-    assert_eq!(r.json(), serde_json::json!(["a/x", "a/y/"]), "the historic misspelling works too");
-    assert_eq!(get(a, "/v1/kv/none/?keys").status, 404, "no keys under a non-empty prefix");
+    assert_eq!(
+        r.json(),
+        serde_json::json!(["a/x", "a/y/"]),
+        "the historic misspelling works too"
+    );
+    assert_eq!(
+        get(a, "/v1/kv/none/?keys").status,
+        404,
+        "no keys under a non-empty prefix"
+    );
 }
 
 #[test]
@@ -134,9 +166,16 @@ fn plain_put_always_returns_true_and_cas_zero_is_create_only() {
     assert_eq!(put(a, "/v1/kv/c?cas=0", b"1").text(), "true");
     assert_eq!(put(a, "/v1/kv/c?cas=0", b"2").text(), "false");
     let mi = entry(a, "c").unwrap()["ModifyIndex"].as_u64().unwrap();
-    assert_eq!(put(a, &format!("/v1/kv/c?cas={}", mi + 100), b"3").text(), "false");
+    assert_eq!(
+        put(a, &format!("/v1/kv/c?cas={}", mi + 100), b"3").text(),
+        "false"
+    );
     assert_eq!(put(a, &format!("/v1/kv/c?cas={mi}"), b"4").text(), "true");
-    assert_eq!(put(a, "/v1/kv/nocas?cas=5", b"x").text(), "false", "cas>0 on a missing key fails");
+    assert_eq!(
+        put(a, "/v1/kv/nocas?cas=5", b"x").text(),
+        "false",
+        "cas>0 on a missing key fails"
+    );
     assert_eq!(put(a, "/v1/kv/c", b"5").text(), "true");
 }
 
@@ -147,11 +186,20 @@ fn identical_put_keeps_modify_index_and_wakes_no_watcher() {
     put(a, "/v1/kv/same", b"v");
     let e1 = entry(a, "same").unwrap();
     let mi = e1["ModifyIndex"].as_u64().unwrap();
-    let watcher = spawn_req(a, "GET", format!("/v1/kv/same?index={mi}&wait=700ms"), Duration::from_secs(10));
+    let watcher = spawn_req(
+        a,
+        "GET",
+        format!("/v1/kv/same?index={mi}&wait=700ms"),
+        Duration::from_secs(10),
+    );
     std::thread::sleep(Duration::from_millis(150));
     assert_eq!(put(a, "/v1/kv/same", b"v").text(), "true");
     let r = watcher.join().unwrap().unwrap();
-    assert_eq!(r.index(), mi, "the watcher ran to its timeout: the no-op write woke nobody");
+    assert_eq!(
+        r.index(),
+        mi,
+        "the watcher ran to its timeout: the no-op write woke nobody"
+    );
     assert_eq!(entry(a, "same").unwrap()["ModifyIndex"], e1["ModifyIndex"]);
 }
 
@@ -160,11 +208,23 @@ fn acquire_creates_missing_key_with_lock_index_1() {
     let s = start();
     let a = s.addr();
     let sid = session(a, "{}");
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={sid}&flags={LOCK_FLAGS}"), b"me").text(), "true");
+    assert_eq!(
+        put(
+            a,
+            &format!("/v1/kv/lk?acquire={sid}&flags={LOCK_FLAGS}"),
+            b"me"
+        )
+        .text(),
+        "true"
+    );
     let e = entry(a, "lk").unwrap();
     assert_eq!(e["LockIndex"], 1);
     assert_eq!(e["Session"], sid.as_str());
-    assert_eq!(e["Flags"].as_u64().unwrap().to_string(), LOCK_FLAGS, "u64 flags above 2^53 survive");
+    assert_eq!(
+        e["Flags"].as_u64().unwrap().to_string(),
+        LOCK_FLAGS,
+        "u64 flags above 2^53 survive"
+    );
     assert_eq!(e["CreateIndex"], e["ModifyIndex"]);
 }
 
@@ -175,8 +235,15 @@ fn reacquire_by_holder_keeps_lock_index_and_is_noop_when_identical() {
     let sid = session(a, "{}");
     put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v");
     let e1 = entry(a, "lk").unwrap();
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v").text(), "true");
-    assert_eq!(entry(a, "lk").unwrap(), e1, "identical re-acquire changes nothing");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v").text(),
+        "true"
+    );
+    assert_eq!(
+        entry(a, "lk").unwrap(),
+        e1,
+        "identical re-acquire changes nothing"
+    );
     put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v2");
     let e2 = entry(a, "lk").unwrap();
     assert_eq!(e2["LockIndex"], 1);
@@ -190,9 +257,15 @@ fn acquire_of_key_held_by_another_session_is_false_and_lock_index_counts_new_hol
     let s1 = session(a, r#"{"LockDelay":"0s"}"#);
     let s2 = session(a, r#"{"LockDelay":"0s"}"#);
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(), "false");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
+        "false"
+    );
     put(a, &format!("/v1/kv/lk?release={s1}"), b"");
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(), "true");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
+        "true"
+    );
     assert_eq!(entry(a, "lk").unwrap()["LockIndex"], 2);
 }
 
@@ -201,10 +274,20 @@ fn release_overwrites_value_and_flags_and_keeps_lock_index() {
     let s = start();
     let a = s.addr();
     let sid = session(a, "{}");
-    put(a, &format!("/v1/kv/lk?acquire={sid}&flags={LOCK_FLAGS}"), b"value");
-    assert_eq!(put(a, &format!("/v1/kv/lk?release={sid}"), b"").text(), "true");
+    put(
+        a,
+        &format!("/v1/kv/lk?acquire={sid}&flags={LOCK_FLAGS}"),
+        b"value",
+    );
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?release={sid}"), b"").text(),
+        "true"
+    );
     let e = entry(a, "lk").unwrap();
-    assert!(e["Value"].is_null(), "release with an empty body wipes the value");
+    assert!(
+        e["Value"].is_null(),
+        "release with an empty body wipes the value"
+    );
     assert_eq!(e["Flags"], 0, "and resets the flags");
     assert_eq!(e["LockIndex"], 1);
     assert!(e.get("Session").is_none());
@@ -217,8 +300,14 @@ fn release_by_non_holder_or_of_missing_key_is_false() {
     let s1 = session(a, "{}");
     let s2 = session(a, "{}");
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
-    assert_eq!(put(a, &format!("/v1/kv/lk?release={s2}"), b"").text(), "false");
-    assert_eq!(put(a, &format!("/v1/kv/missing?release={s1}"), b"").text(), "false");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?release={s2}"), b"").text(),
+        "false"
+    );
+    assert_eq!(
+        put(a, &format!("/v1/kv/missing?release={s1}"), b"").text(),
+        "false"
+    );
     assert_eq!(entry(a, "lk").unwrap()["Session"], s1.as_str());
 }
 
@@ -243,7 +332,11 @@ fn delete_on_locked_key_removes_it_without_lock_delay() {
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
     assert_eq!(delete(a, "/v1/kv/lk").text(), "true");
     assert!(entry(a, "lk").is_none());
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(), "true", "no lock-delay after delete");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
+        "true",
+        "no lock-delay after delete"
+    );
 }
 
 #[test]
@@ -253,7 +346,10 @@ fn delete_cas_on_missing_key_is_true_and_stale_index_is_false() {
     assert_eq!(delete(a, "/v1/kv/missing?cas=7").text(), "true");
     put(a, "/v1/kv/d", b"x");
     let mi = entry(a, "d").unwrap()["ModifyIndex"].as_u64().unwrap();
-    assert_eq!(delete(a, &format!("/v1/kv/d?cas={}", mi + 1)).text(), "false");
+    assert_eq!(
+        delete(a, &format!("/v1/kv/d?cas={}", mi + 1)).text(),
+        "false"
+    );
     assert!(entry(a, "d").is_some());
     assert_eq!(delete(a, &format!("/v1/kv/d?cas={mi}")).text(), "true");
     assert!(entry(a, "d").is_none());
@@ -285,7 +381,11 @@ fn failed_cas_acquire_and_release_consume_an_index_without_changing_the_key() {
     put(a, "/v1/kv/k?cas=1", b"x"); // stale CAS
     put(a, &format!("/v1/kv/k?acquire={s2}"), b""); // held by s1
     put(a, &format!("/v1/kv/k?release={s2}"), b""); // not the holder
-    assert_eq!(s.current_index(), before + 3, "each raft-equivalent write takes an index");
+    assert_eq!(
+        s.current_index(),
+        before + 3,
+        "each raft-equivalent write takes an index"
+    );
     assert_eq!(entry(a, "k").unwrap(), e, "but the key did not change");
 }
 
@@ -296,7 +396,16 @@ fn session_id_case_matters_for_holder_check() {
     let sid = session(a, "{}");
     let upper = sid.to_uppercase();
     // Lookup is case-insensitive, the holder comparison is not.
-    assert_eq!(put(a, &format!("/v1/kv/k?acquire={upper}"), b"").text(), "true");
-    assert_eq!(put(a, &format!("/v1/kv/k?release={sid}"), b"").text(), "false");
-    assert_eq!(put(a, &format!("/v1/kv/k?release={upper}"), b"").text(), "true");
+    assert_eq!(
+        put(a, &format!("/v1/kv/k?acquire={upper}"), b"").text(),
+        "true"
+    );
+    assert_eq!(
+        put(a, &format!("/v1/kv/k?release={sid}"), b"").text(),
+        "false"
+    );
+    assert_eq!(
+        put(a, &format!("/v1/kv/k?release={upper}"), b"").text(),
+        "true"
+    );
 }

@@ -28,8 +28,16 @@ fn session_ids_are_lowercase_uuid_format() {
     for _ in 0..20 {
         let id = session(s.addr(), "{}");
         let parts: Vec<&str> = id.split('-').collect();
-        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), [8, 4, 4, 4, 12], "{id}");
-        assert!(id.chars().all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)), "{id}");
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12],
+            "{id}"
+        );
+        assert!(
+            id.chars()
+                .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c)),
+            "{id}"
+        );
     }
 }
 
@@ -40,10 +48,25 @@ fn lock_delay_zero_is_really_zero_and_small_numbers_are_seconds() {
     let info = |id: &str| get(a, &format!("/v1/session/info/{id}")).json()[0].clone();
     assert_eq!(info(&session(a, r#"{"LockDelay":"0s"}"#))["LockDelay"], 0);
     assert_eq!(info(&session(a, r#"{"LockDelay":0}"#))["LockDelay"], 0);
-    assert_eq!(info(&session(a, r#"{"LockDelay":15}"#))["LockDelay"], 15_000_000_000u64, "15 means 15 s");
-    assert_eq!(info(&session(a, r#"{"LockDelay":"500ns"}"#))["LockDelay"], 500_000_000_000u64, "<1000 ns are seconds");
-    assert_eq!(info(&session(a, r#"{"LockDelay":"2500ms"}"#))["LockDelay"], 2_500_000_000u64);
-    assert_eq!(info(&session(a, r#"{"lockdelay":"3s"}"#))["LockDelay"], 3_000_000_000u64, "field names match case-insensitively");
+    assert_eq!(
+        info(&session(a, r#"{"LockDelay":15}"#))["LockDelay"],
+        15_000_000_000u64,
+        "15 means 15 s"
+    );
+    assert_eq!(
+        info(&session(a, r#"{"LockDelay":"500ns"}"#))["LockDelay"],
+        500_000_000_000u64,
+        "<1000 ns are seconds"
+    );
+    assert_eq!(
+        info(&session(a, r#"{"LockDelay":"2500ms"}"#))["LockDelay"],
+        2_500_000_000u64
+    );
+    assert_eq!(
+        info(&session(a, r#"{"lockdelay":"3s"}"#))["LockDelay"],
+        3_000_000_000u64,
+        "field names match case-insensitively"
+    );
 }
 
 #[test]
@@ -51,7 +74,10 @@ fn lock_delay_over_60s_is_accepted_and_stored_as_given() {
     let s = start();
     let a = s.addr();
     let id = session(a, r#"{"LockDelay":"90s"}"#);
-    assert_eq!(get(a, &format!("/v1/session/info/{id}")).json()[0]["LockDelay"], 90_000_000_000u64);
+    assert_eq!(
+        get(a, &format!("/v1/session/info/{id}")).json()[0]["LockDelay"],
+        90_000_000_000u64
+    );
 }
 
 #[test]
@@ -60,9 +86,17 @@ fn check_fixup_follows_consul() {
     let a = s.addr();
     let info = |id: &str| get(a, &format!("/v1/session/info/{id}")).json()[0].clone();
     let none = info(&session(a, r#"{"NodeChecks":[]}"#));
-    assert_eq!(none["NodeChecks"], serde_json::json!([]), "Go's CreateNoChecks");
+    assert_eq!(
+        none["NodeChecks"],
+        serde_json::json!([]),
+        "Go's CreateNoChecks"
+    );
     let legacy = info(&session(a, r#"{"Checks":[]}"#));
-    assert_eq!(legacy["NodeChecks"], serde_json::json!([]), "pre-1.7 clients' empty Checks");
+    assert_eq!(
+        legacy["NodeChecks"],
+        serde_json::json!([]),
+        "pre-1.7 clients' empty Checks"
+    );
     assert!(legacy.get("Checks").is_none());
 }
 
@@ -70,7 +104,10 @@ fn check_fixup_follows_consul() {
 fn session_on_unknown_node_is_500_missing_node_registration() {
     let s = start();
     let r = put(s.addr(), "/v1/session/create", br#"{"Node":"ghost"}"#);
-    assert_eq!((r.status, r.text().as_str()), (500, "apply failed: Missing node registration"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (500, "apply failed: Missing node registration")
+    );
 }
 
 #[test]
@@ -78,11 +115,21 @@ fn session_with_unknown_or_critical_check_is_500() {
     let s = start();
     let a = s.addr();
     let r = put(a, "/v1/session/create", br#"{"NodeChecks":["nope"]}"#);
-    assert_eq!((r.status, r.text().as_str()), (500, "apply failed: Missing check 'nope' registration"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (500, "apply failed: Missing check 'nope' registration")
+    );
     let node = s.node_name();
-    put(a, "/v1/catalog/register", format!(r#"{{"Node":"{node}","Check":{{"CheckID":"db","Status":"critical"}}}}"#).as_bytes());
+    put(
+        a,
+        "/v1/catalog/register",
+        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"db","Status":"critical"}}}}"#).as_bytes(),
+    );
     let r = put(a, "/v1/session/create", br#"{"NodeChecks":["db"]}"#);
-    assert_eq!((r.status, r.text().as_str()), (500, "apply failed: Check 'db' is in critical state"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (500, "apply failed: Check 'db' is in critical state")
+    );
 }
 
 #[test]
@@ -90,22 +137,60 @@ fn session_create_error_texts() {
     let s = start();
     let a = s.addr();
     let cases: &[(&[u8], u16, &str)] = &[
-        (br#"{"Behavior":"explode"}"#, 500, "Invalid Behavior setting 'explode'"),
-        (br#"{"TTL":"5x"}"#, 500, "Session TTL '5x' invalid: time: unknown unit \"x\" in duration \"5x\""),
-        (br#"{"TTL":"50ms"}"#, 500, "Invalid Session TTL '50000000', must be between [100ms=24h0m0s]"),
-        (br#"{"TTL":"25h"}"#, 500, "Invalid Session TTL '90000000000000', must be between [100ms=24h0m0s]"),
+        (
+            br#"{"Behavior":"explode"}"#,
+            500,
+            "Invalid Behavior setting 'explode'",
+        ),
+        (
+            br#"{"TTL":"5x"}"#,
+            500,
+            "Session TTL '5x' invalid: time: unknown unit \"x\" in duration \"5x\"",
+        ),
+        (
+            br#"{"TTL":"50ms"}"#,
+            500,
+            "Invalid Session TTL '50000000', must be between [100ms=24h0m0s]",
+        ),
+        (
+            br#"{"TTL":"25h"}"#,
+            500,
+            "Invalid Session TTL '90000000000000', must be between [100ms=24h0m0s]",
+        ),
         (br#"{"Node":""}"#, 500, "Must provide Node"),
     ];
     for (body, status, text) in cases {
         let r = put(a, "/v1/session/create", body);
-        assert_eq!((r.status, r.text()), (*status, text.to_string()), "{}", String::from_utf8_lossy(body));
+        assert_eq!(
+            (r.status, r.text()),
+            (*status, text.to_string()),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
     }
     let r = put(a, "/v1/session/create", b"{not json");
     assert_eq!(r.status, 400);
-    assert!(r.text().starts_with("Request decode failed: "), "{}", r.text());
+    assert!(
+        r.text().starts_with("Request decode failed: "),
+        "{}",
+        r.text()
+    );
     let r = put(a, "/v1/session/create", br#"{"LockDelay":"soon"}"#);
-    assert_eq!((r.status, r.text().as_str()), (400, "Request decode failed: time: invalid duration \"soon\""));
-    assert!(get(a, "/v1/session/list").json().as_array().unwrap().is_empty(), "no half-made sessions");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (
+            400,
+            "Request decode failed: time: invalid duration \"soon\""
+        )
+    );
+    assert!(
+        get(a, "/v1/session/list")
+            .json()
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "no half-made sessions"
+    );
 }
 
 #[test]
@@ -113,7 +198,10 @@ fn ttl_of_zero_means_no_ttl_and_is_echoed() {
     let s = start();
     let a = s.addr();
     let id = session(a, r#"{"TTL":"0s"}"#);
-    assert_eq!(get(a, &format!("/v1/session/info/{id}")).json()[0]["TTL"], "0s");
+    assert_eq!(
+        get(a, &format!("/v1/session/info/{id}")).json()[0]["TTL"],
+        "0s"
+    );
 }
 
 #[test]
@@ -124,9 +212,18 @@ fn session_ttl_expires_at_about_twice_ttl() {
     let id = session(a, r#"{"TTL":"1s"}"#);
     // Consul only promises "not before TTL"; the timer is 2×TTL = 2 s.
     std::thread::sleep(Duration::from_millis(1300).saturating_sub(created.elapsed()));
-    assert!(session_exists(a, &id), "still alive after TTL (timer is 2×TTL)");
-    assert!(eventually(Duration::from_secs(8), || !session_exists(a, &id)), "gone after 2×TTL");
-    assert!(created.elapsed() >= Duration::from_secs(2), "not before 2×TTL");
+    assert!(
+        session_exists(a, &id),
+        "still alive after TTL (timer is 2×TTL)"
+    );
+    assert!(
+        eventually(Duration::from_secs(8), || !session_exists(a, &id)),
+        "gone after 2×TTL"
+    );
+    assert!(
+        created.elapsed() >= Duration::from_secs(2),
+        "not before 2×TTL"
+    );
 }
 
 #[test]
@@ -139,7 +236,10 @@ fn renew_rearms_the_ttl_timer_and_changes_no_index() {
     while start.elapsed() < Duration::from_millis(1500) {
         let r = put(a, &format!("/v1/session/renew/{id}"), b"");
         assert_eq!(r.status, 200);
-        assert!(r.header("X-Consul-Index").is_none(), "renew sets no meta headers");
+        assert!(
+            r.header("X-Consul-Index").is_none(),
+            "renew sets no meta headers"
+        );
         let body = r.json();
         assert_eq!(body.as_array().unwrap().len(), 1);
         assert_eq!(body[0]["TTL"], "300ms");
@@ -153,7 +253,10 @@ fn renew_rearms_the_ttl_timer_and_changes_no_index() {
 fn renew_unknown_session_is_404_with_consul_text() {
     let s = start();
     let r = put(s.addr(), "/v1/session/renew/abc", b"");
-    assert_eq!((r.status, r.text().as_str()), (404, "Session id 'abc' not found"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (404, "Session id 'abc' not found")
+    );
 }
 
 #[test]
@@ -190,18 +293,41 @@ fn session_endpoints_report_the_sessions_table_index() {
     let s1 = session(a, "{}");
     put(a, "/v1/kv/unrelated", b"x");
     let s2 = session(a, "{}");
-    let created2 = get(a, &format!("/v1/session/info/{s2}")).json()[0]["CreateIndex"].as_u64().unwrap();
-    for path in [format!("/v1/session/info/{s1}"), "/v1/session/list".into(), format!("/v1/session/node/{}", s.node_name())] {
+    let created2 = get(a, &format!("/v1/session/info/{s2}")).json()[0]["CreateIndex"]
+        .as_u64()
+        .unwrap();
+    for path in [
+        format!("/v1/session/info/{s1}"),
+        "/v1/session/list".into(),
+        format!("/v1/session/node/{}", s.node_name()),
+    ] {
         let r = get(a, &path);
-        assert_eq!(r.index(), created2, "{path}: last session create, not the session's own index");
+        assert_eq!(
+            r.index(),
+            created2,
+            "{path}: last session create, not the session's own index"
+        );
     }
     let list = get(a, "/v1/session/list").json();
-    let ids: Vec<&str> = list.as_array().unwrap().iter().map(|e| e["ID"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["ID"].as_str().unwrap())
+        .collect();
     let mut sorted = ids.clone();
     sorted.sort();
     assert_eq!(ids, sorted, "list is ordered by ID");
     let node_upper = s.node_name().to_uppercase();
-    assert_eq!(get(a, &format!("/v1/session/node/{node_upper}")).json().as_array().unwrap().len(), 2, "node match is case-insensitive");
+    assert_eq!(
+        get(a, &format!("/v1/session/node/{node_upper}"))
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "node match is case-insensitive"
+    );
 }
 
 #[test]
@@ -214,22 +340,51 @@ fn invalidation_releases_keys_applies_lock_delay_and_bumps_indexes() {
     let before = entry(a, "lk").unwrap();
     let sessions_idx = get(a, "/v1/session/list").index();
     let destroyed = Instant::now();
-    assert_eq!(put(a, &format!("/v1/session/destroy/{holder}"), b"").text(), "true");
+    assert_eq!(
+        put(a, &format!("/v1/session/destroy/{holder}"), b"").text(),
+        "true"
+    );
     let after = entry(a, "lk").unwrap();
     assert!(after.get("Session").is_none(), "released");
-    assert_eq!(after["Value"], before["Value"], "value kept on invalidation");
+    assert_eq!(
+        after["Value"], before["Value"],
+        "value kept on invalidation"
+    );
     assert_eq!(after["Flags"], 7);
     assert_eq!(after["LockIndex"], 1);
     assert!(after["ModifyIndex"].as_u64() > before["ModifyIndex"].as_u64());
     assert!(get(a, "/v1/session/list").index() > sessions_idx);
     // Lock-delay: every session is refused until it ends, with no index consumed.
     let idx = s.current_index();
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={other}"), b"").text(), "false");
-    assert_eq!(put(a, "/v1/kv/lk?acquire=", b"").text(), "false", "the delay check runs before session checks");
-    assert_eq!(s.current_index(), idx, "lock-delay rejections never reach raft");
-    assert!(destroyed.elapsed() < Duration::from_millis(1800), "the checks above ran inside the delay");
-    assert!(eventually(Duration::from_secs(8), || put(a, &format!("/v1/kv/lk?acquire={other}"), b"").text() == "true"));
-    assert!(destroyed.elapsed() >= Duration::from_secs(2), "not before the delay ended");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={other}"), b"").text(),
+        "false"
+    );
+    assert_eq!(
+        put(a, "/v1/kv/lk?acquire=", b"").text(),
+        "false",
+        "the delay check runs before session checks"
+    );
+    assert_eq!(
+        s.current_index(),
+        idx,
+        "lock-delay rejections never reach raft"
+    );
+    assert!(
+        destroyed.elapsed() < Duration::from_millis(1800),
+        "the checks above ran inside the delay"
+    );
+    assert!(eventually(Duration::from_secs(8), || put(
+        a,
+        &format!("/v1/kv/lk?acquire={other}"),
+        b""
+    )
+    .text()
+        == "true"));
+    assert!(
+        destroyed.elapsed() >= Duration::from_secs(2),
+        "not before the delay ended"
+    );
 }
 
 #[test]
@@ -241,7 +396,10 @@ fn explicit_release_sets_no_lock_delay() {
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
     put(a, &format!("/v1/kv/lk?release={s1}"), b"");
     put(a, &format!("/v1/session/destroy/{s1}"), b"");
-    assert_eq!(put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(), "true");
+    assert_eq!(
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
+        "true"
+    );
 }
 
 #[test]
@@ -254,7 +412,10 @@ fn delete_behavior_deletes_held_keys_on_invalidation_but_not_released_ones() {
     put(a, &format!("/v1/kv/released?release={id}"), b"");
     put(a, &format!("/v1/session/destroy/{id}"), b"");
     assert!(entry(a, "held").is_none());
-    assert!(entry(a, "released").is_some(), "a released key is no longer the session's (#968)");
+    assert!(
+        entry(a, "released").is_some(),
+        "a released key is no longer the session's (#968)"
+    );
 }
 
 #[test]
@@ -264,10 +425,17 @@ fn acquire_with_destroyed_or_unknown_session_is_500_and_empty_session_is_500() {
     let id = session(a, r#"{"LockDelay":"0s"}"#);
     put(a, &format!("/v1/session/destroy/{id}"), b"");
     let r = put(a, &format!("/v1/kv/k?acquire={id}"), b"");
-    assert_eq!((r.status, r.text()), (500, format!("raft apply failed: invalid session \"{id}\"")));
+    assert_eq!(
+        (r.status, r.text()),
+        (500, format!("raft apply failed: invalid session \"{id}\""))
+    );
     for q in ["acquire=", "release="] {
         let r = put(a, &format!("/v1/kv/k?{q}"), b"");
-        assert_eq!((r.status, r.text().as_str()), (500, "raft apply failed: missing session"), "{q}");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (500, "raft apply failed: missing session"),
+            "{q}"
+        );
     }
 }
 
@@ -278,11 +446,22 @@ fn node_deregistration_invalidates_its_sessions_and_new_ones_fail_until_reregist
     let id = session(a, r#"{"LockDelay":"0s"}"#);
     put(a, &format!("/v1/kv/lk?acquire={id}"), b"");
     let node = s.node_name();
-    assert_eq!(put(a, "/v1/catalog/deregister", format!(r#"{{"Node":"{node}"}}"#).as_bytes()).text(), "true");
+    assert_eq!(
+        put(
+            a,
+            "/v1/catalog/deregister",
+            format!(r#"{{"Node":"{node}"}}"#).as_bytes()
+        )
+        .text(),
+        "true"
+    );
     assert!(!session_exists(a, &id));
     assert!(entry(a, "lk").unwrap().get("Session").is_none());
     let r = put(a, "/v1/session/create", b"");
-    assert_eq!((r.status, r.text().as_str()), (500, "apply failed: Missing node registration"));
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (500, "apply failed: Missing node registration")
+    );
     s.heal_node();
     assert_eq!(put(a, "/v1/session/create", b"").status, 200);
 }
@@ -296,12 +475,27 @@ fn check_going_critical_or_deregistered_invalidates_bound_sessions() {
     let bound1 = session(a, r#"{"NodeChecks":["serfHealth","c1"]}"#);
     let bound2 = session(a, r#"{"NodeChecks":["c2"]}"#);
     let free = session(a, r#"{"NodeChecks":[]}"#);
-    put(a, "/v1/catalog/register", format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"warning"}}}}"#).as_bytes());
+    put(
+        a,
+        "/v1/catalog/register",
+        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"warning"}}}}"#).as_bytes(),
+    );
     assert!(session_exists(a, &bound1), "warning does not invalidate");
-    put(a, "/v1/catalog/register", format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"critical"}}}}"#).as_bytes());
+    put(
+        a,
+        "/v1/catalog/register",
+        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"critical"}}}}"#).as_bytes(),
+    );
     assert!(!session_exists(a, &bound1), "critical does");
-    put(a, "/v1/catalog/deregister", format!(r#"{{"Node":"{node}","CheckID":"c2"}}"#).as_bytes());
+    put(
+        a,
+        "/v1/catalog/deregister",
+        format!(r#"{{"Node":"{node}","CheckID":"c2"}}"#).as_bytes(),
+    );
     assert!(!session_exists(a, &bound2), "deregistering the check does");
     s.fail_node();
-    assert!(session_exists(a, &free), "a session with no checks survives serfHealth failing");
+    assert!(
+        session_exists(a, &free),
+        "a session with no checks survives serfHealth failing"
+    );
 }

@@ -16,7 +16,10 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A dev server with a low `session_ttl_min`, for short TTLs.
 pub fn start() -> DevServer {
-    start_with(Config { session_ttl_min: Duration::from_millis(100), ..Config::default() })
+    start_with(Config {
+        session_ttl_min: Duration::from_millis(100),
+        ..Config::default()
+    })
 }
 
 pub fn start_with(cfg: Config) -> DevServer {
@@ -35,7 +38,10 @@ pub struct Resp {
 impl Resp {
     /// A header value, name matched case-insensitively.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Whether a header with exactly this name (case-sensitive) was sent.
@@ -48,17 +54,27 @@ impl Resp {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
     }
 
     /// `X-Consul-Index` as a number (panics when absent).
     pub fn index(&self) -> u64 {
-        self.header("X-Consul-Index").expect("X-Consul-Index present").parse().expect("numeric index")
+        self.header("X-Consul-Index")
+            .expect("X-Consul-Index present")
+            .parse()
+            .expect("numeric index")
     }
 }
 
 /// Sends one request on a new connection with the default timeout.
-pub fn req(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+pub fn req(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
     req_timeout(addr, method, path, headers, body, READ_TIMEOUT).expect("request answered")
 }
 
@@ -78,7 +94,9 @@ pub fn req_timeout(
     for (k, v) in headers {
         msg.push_str(&format!("{k}: {v}\r\n"));
     }
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("transfer-encoding")) {
+    if !headers.iter().any(|(k, _)| {
+        k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("transfer-encoding")
+    }) {
         msg.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     msg.push_str("\r\n");
@@ -94,7 +112,12 @@ fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
         .split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad status line {line:?}")))?;
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("bad status line {line:?}"),
+            )
+        })?;
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -107,7 +130,12 @@ fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
             headers.push((k.to_string(), v.trim().to_string()));
         }
     }
-    let get = |n: &str| headers.iter().find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+    let get = |n: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
     let mut body = Vec::new();
     if let Some(len) = get("content-length") {
         let len: usize = len.parse().unwrap_or(0);
@@ -128,7 +156,11 @@ fn read_response(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
     } else {
         r.read_to_end(&mut body)?;
     }
-    Ok(Resp { status, headers, body })
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Resp {
@@ -160,7 +192,11 @@ pub fn session_exists(addr: SocketAddr, id: &str) -> bool {
 /// The global index as of now: a throwaway write's effect shows it (PUT does not report it,
 /// so read the key back).
 pub fn probe_index(addr: SocketAddr) -> u64 {
-    put(addr, "/v1/kv/_probe", format!("{:?}", Instant::now()).as_bytes());
+    put(
+        addr,
+        "/v1/kv/_probe",
+        format!("{:?}", Instant::now()).as_bytes(),
+    );
     get(addr, "/v1/kv/_probe").index()
 }
 
@@ -189,6 +225,11 @@ pub fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 /// Starts a request on another thread; the handle yields its response (or error).
-pub fn spawn_req(addr: SocketAddr, method: &'static str, path: String, timeout: Duration) -> std::thread::JoinHandle<std::io::Result<Resp>> {
+pub fn spawn_req(
+    addr: SocketAddr,
+    method: &'static str,
+    path: String,
+    timeout: Duration,
+) -> std::thread::JoinHandle<std::io::Result<Resp>> {
     std::thread::spawn(move || req_timeout(addr, method, &path, &[], b"", timeout))
 }
