@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Where `make devserver` listens (Consul's default port, like `consul agent -dev`).
 DEVSERVER_ADDR ?= 127.0.0.1:8500
 
-.PHONY: all build test test-rust lint fmt demo devserver bench bench-devserver clean
+.PHONY: all build test test-rust lint fmt demo devserver bench bench-devserver bench-sessions clean
 
 all: build
 
@@ -36,10 +36,13 @@ demo:
 devserver:
 	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
-bench: bench-devserver
+bench: bench-devserver bench-sessions
 
 bench-devserver:
 	$(CARGO) run --release -p bench-devserver
 
 clean:
 	$(CARGO) clean
+
+bench-sessions:
+	$(CARGO) run --release -p bench-sessions
