@@ -52,7 +52,7 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
 }
 
 /// Go's `json.Unmarshal` type name of a JSON value, for its error texts.
-fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",
@@ -390,19 +390,26 @@ fn str_field(obj: &Map<String, Value>, name: &str) -> String {
         .to_string()
 }
 
+/// What both catalog writes check first: a JSON object body naming a node, the RPC
+/// preconditions, and `node:write`. Returns the body and the node name.
+fn catalog_request(ctx: &Ctx, body: &[u8]) -> Result<(Map<String, Value>, String), Reply> {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let obj = parse_object(body)?;
+    let node = str_field(&obj, "Node");
+    ctx.rpc_check(ctx.query.get("dc"))?;
+    if node.is_empty() {
+        return Err(Reply::text(500, "Must provide node"));
+    }
+    acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
+    Ok((obj, node))
+}
+
 /// `PUT /v1/catalog/register`: a node with `Check`/`Checks` (`CheckID`, `Status`). A check
 /// registered critical invalidates the sessions bound to it. A check without a Status starts
 /// critical, as Consul's checks do.
 pub(crate) fn catalog_register(ctx: &Ctx, body: &[u8]) -> Reply {
     let r = (|| {
-        let token = crate::query::request_token(&ctx.query, &ctx.headers);
-        let obj = parse_object(body)?;
-        let node = str_field(&obj, "Node");
-        ctx.rpc_check(ctx.query.get("dc"))?;
-        if node.is_empty() {
-            return Err(Reply::text(500, "Must provide node"));
-        }
-        acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
+        let (obj, node) = catalog_request(ctx, body)?;
         let mut checks = Vec::new();
         let mut raw: Vec<&Value> = Vec::new();
         if let Some(c) = field(&obj, "Check").filter(|c| c.is_object()) {
@@ -442,14 +449,7 @@ pub(crate) fn catalog_register(ctx: &Ctx, body: &[u8]) -> Reply {
 /// with `CheckID`, only that check (invalidating the sessions bound to it).
 pub(crate) fn catalog_deregister(ctx: &Ctx, body: &[u8]) -> Reply {
     let r = (|| {
-        let token = crate::query::request_token(&ctx.query, &ctx.headers);
-        let obj = parse_object(body)?;
-        let node = str_field(&obj, "Node");
-        ctx.rpc_check(ctx.query.get("dc"))?;
-        if node.is_empty() {
-            return Err(Reply::text(500, "Must provide node"));
-        }
-        acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
+        let (obj, node) = catalog_request(ctx, body)?;
         let check = str_field(&obj, "CheckID");
         let check = (!check.is_empty()).then_some(check);
         ctx.shared

@@ -12,7 +12,7 @@ use crate::godur::go_quote;
 use crate::http::Ctx;
 use crate::kv_endpoint::entry_json;
 use crate::query::{parse_opts, Reply};
-use crate::session_endpoint::field;
+use crate::session_endpoint::{field, json_kind};
 use crate::state::{Entry, State};
 
 /// Consul's `maxTxnOps`.
@@ -52,21 +52,10 @@ fn unknown_field(name: &str) -> String {
     format!("json: unknown field {}", go_quote(name))
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn type_err(v: &Value, path: &str, go_type: &str) -> String {
     format!(
         "json: cannot unmarshal {} into Go struct field {path} of type {go_type}",
-        kind(v)
+        json_kind(v)
     )
 }
 
@@ -144,7 +133,7 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
     let Value::Array(items) = v else {
         return Err(format!(
             "json: cannot unmarshal {} into Go value of type api.TxnOps",
-            kind(&v)
+            json_kind(&v)
         ));
     };
     let mut ops = Vec::with_capacity(items.len());
@@ -155,7 +144,7 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
             v => {
                 return Err(format!(
                     "json: cannot unmarshal {} into Go value of type api.TxnOp",
-                    kind(v)
+                    json_kind(v)
                 ))
             }
         };
