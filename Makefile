@@ -5,7 +5,12 @@ CARGO ?= cargo
 # Where `make devserver` listens (Consul's default port, like `consul agent -dev`).
 DEVSERVER_ADDR ?= 127.0.0.1:8500
 
-.PHONY: all build test test-rust lint fmt demo devserver bench bench-devserver bench-sessions clean
+# The Python venv `make test` creates for the wheel and pytest.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PY_MANIFEST := bindings/python/Cargo.toml
+
+.PHONY: all build test test-rust test-python python-install lint fmt demo devserver bench bench-devserver bench-sessions clean
 
 all: build
 
@@ -13,11 +18,13 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust
+test: lint test-rust test-python
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) fmt --manifest-path $(PY_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --manifest-path $(PY_MANIFEST) -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-rust:
@@ -25,6 +32,20 @@ test-rust:
 
 fmt:
 	$(CARGO) fmt --all
+	$(CARGO) fmt --manifest-path $(PY_MANIFEST)
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r bindings/python/requirements-dev.txt
+
+## Builds the abi3 wheel (maturin) and installs it into the venv.
+python-install: $(PY)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps ./bindings/python
+
+## The pytest suite, against a baton-devserver process its fixture starts.
+test-python: python-install
+	$(CARGO) build -p baton-devserver
+	$(PY) -m pytest -q bindings/python/tests
 
 ## The main job. Until the language bindings land it walks through a lock hand-over on the
 ## dev server (or on the Consul at CONSUL_HTTP_ADDR).

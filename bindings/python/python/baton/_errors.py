@@ -1,0 +1,54 @@
+"""The exception hierarchy. Every baton exception derives from :class:`BatonError` and carries
+``code`` (the same name the C API and the Node addon use, e.g. ``"BATON_TIMEOUT"``), ``status``
+(Consul's HTTP status, when there was one) and ``server_text`` (Consul's own error text)."""
+
+import builtins
+from typing import Optional
+
+
+class BatonError(Exception):
+    """Base of every baton error."""
+
+    code: str = "BATON_ERROR"
+    status: Optional[int] = None
+    server_text: Optional[str] = None
+
+
+class ConnectionError(BatonError, builtins.ConnectionError):
+    """Consul could not be reached, or the connection broke."""
+
+
+class TimeoutError(BatonError, builtins.TimeoutError):
+    """The call's deadline passed before it finished."""
+
+
+class CancelledError(BatonError):
+    """The call was cancelled."""
+
+
+class PermissionDeniedError(BatonError, PermissionError):
+    """Consul answered 403 (ACL denial or unknown token)."""
+
+
+class NotFoundError(BatonError, LookupError):
+    """The thing asked for does not exist."""
+
+
+class InvalidArgumentError(BatonError, ValueError):
+    """Consul or baton rejected an argument or the configuration."""
+
+
+class ConflictError(BatonError):
+    """A transaction failed, or a key is used in an incompatible way."""
+
+
+class SessionLostError(BatonError):
+    """The session is gone: destroyed, expired, or invalidated by a failed check."""
+
+
+class ServerError(BatonError):
+    """Consul answered with an error status (see ``status`` and ``server_text``)."""
+
+
+class ClosedError(BatonError):
+    """The client was closed (or this is a forked child of the process that made it)."""

@@ -1,0 +1,353 @@
+//! `baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
+//! core object, every blocking call releases the GIL in short slices (so Ctrl-C interrupts it),
+//! callbacks from core threads attach to the interpreter safely and send their exceptions to
+//! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
+//! `baton.aio` and type stubs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+/// How long a blocking call stays detached from the interpreter before it re-attaches to
+/// check for signals (Ctrl-C).
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Turns a core error into the matching `baton` exception (see `python/baton/_errors.py`).
+fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
+    let class = match e.kind() {
+        baton::ErrorKind::Connection => "ConnectionError",
+        baton::ErrorKind::Timeout => "TimeoutError",
+        baton::ErrorKind::Cancelled => "CancelledError",
+        baton::ErrorKind::PermissionDenied => "PermissionDeniedError",
+        baton::ErrorKind::NotFound => "NotFoundError",
+        baton::ErrorKind::InvalidArgument => "InvalidArgumentError",
+        baton::ErrorKind::Conflict => "ConflictError",
+        baton::ErrorKind::SessionInvalidated => "SessionLostError",
+        baton::ErrorKind::Closed => "ClosedError",
+        _ => "ServerError",
+    };
+    let build = || -> PyResult<PyErr> {
+        let module = py.import("baton._errors")?;
+        let exc = module.getattr(class)?.call1((e.to_string(),))?;
+        exc.setattr("code", e.code())?;
+        exc.setattr("status", e.status())?;
+        exc.setattr("server_text", e.server_text())?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|err| err)
+}
+
+fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds, got {s}"
+        ))),
+    }
+}
+
+/// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
+/// variables, with keyword arguments taking precedence.
+#[pyclass(frozen, module = "baton._native")]
+struct Client {
+    inner: baton::Client,
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (address=None, *, token=None, token_file=None, datacenter=None, request_timeout=None))]
+    fn new(
+        py: Python<'_>,
+        address: Option<String>,
+        token: Option<String>,
+        token_file: Option<String>,
+        datacenter: Option<String>,
+        request_timeout: Option<f64>,
+    ) -> PyResult<Client> {
+        let mut b = baton::ClientBuilder::from_env();
+        if let Some(a) = address {
+            if a.is_empty() {
+                return Err(PyValueError::new_err("address must not be empty"));
+            }
+            b = b.address(a);
+        }
+        if let Some(t) = token {
+            b = b.token(t);
+        }
+        if let Some(f) = token_file {
+            b = b.token_file(f);
+        }
+        if let Some(dc) = datacenter {
+            b = b.datacenter(dc);
+        }
+        if let Some(t) = seconds("request_timeout", request_timeout)? {
+            b = b.request_timeout(t);
+        }
+        let inner = b.build().map_err(|e| to_py(py, e))?;
+        Ok(Client { inner })
+    }
+
+    /// The address requests go to (`http://host:port`).
+    #[getter]
+    fn address(&self) -> String {
+        self.inner.address().to_string()
+    }
+
+    /// The client's shared session, created on first use and replaced after it is lost.
+    fn default_session(&self, py: Python<'_>) -> PyResult<Session> {
+        let c = self.inner.clone();
+        let s = py
+            .detach(move || c.default_session())
+            .map_err(|e| to_py(py, e))?;
+        Ok(Session { inner: s })
+    }
+
+    /// Creates a session of its own, renewed in the background until destroyed.
+    #[pyo3(signature = (*, name=None, ttl=None, lock_delay=None, behavior="release"))]
+    fn create_session(
+        &self,
+        py: Python<'_>,
+        name: Option<String>,
+        ttl: Option<f64>,
+        lock_delay: Option<f64>,
+        behavior: &str,
+    ) -> PyResult<Session> {
+        let mut o = baton::SessionOptions::new();
+        if let Some(n) = name {
+            o = o.name(n);
+        }
+        if let Some(t) = seconds("ttl", ttl)? {
+            if t.is_zero() {
+                return Err(PyValueError::new_err(
+                    "ttl must be positive (omit it for no TTL)",
+                ));
+            }
+            o = o.ttl(t);
+        }
+        if let Some(d) = seconds("lock_delay", lock_delay)? {
+            o = o.lock_delay(d);
+        }
+        o = o.behavior(match behavior {
+            "release" => baton::Behavior::Release,
+            "delete" => baton::Behavior::Delete,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "behavior must be 'release' or 'delete', got {other:?}"
+                )))
+            }
+        });
+        let c = self.inner.clone();
+        let s = py
+            .detach(move || c.create_session(&o))
+            .map_err(|e| to_py(py, e))?;
+        Ok(Session { inner: s })
+    }
+
+    /// The value stored at `key`, or None when the key does not exist.
+    fn kv_get<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        check_key(key)?;
+        let (c, k) = (self.inner.clone(), key.to_string());
+        let got = py
+            .detach(move || c.kv().get(&k))
+            .map_err(|e| to_py(py, e))?;
+        Ok(got.map(|p| PyBytes::new(py, p.value.as_deref().unwrap_or_default())))
+    }
+
+    /// Writes `value` at `key` (a plain PUT). Returns True.
+    fn kv_put(&self, py: Python<'_>, key: &str, value: &[u8]) -> PyResult<bool> {
+        check_key(key)?;
+        let (c, k, v) = (self.inner.clone(), key.to_string(), value.to_vec());
+        py.detach(move || c.kv().put(&k, &v))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// Destroys the sessions this client created and stops its threads. Returns whether
+    /// everything finished within `timeout` seconds.
+    #[pyo3(signature = (timeout=5.0))]
+    fn close(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        let t = seconds("timeout", Some(timeout))?.unwrap_or_default();
+        let c = self.inner.clone();
+        Ok(py.detach(move || c.close(t)))
+    }
+
+    /// Whether `close()` has run.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py, 5.0)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("baton.Client(address={:?})", self.inner.address())
+    }
+}
+
+fn check_key(key: &str) -> PyResult<()> {
+    if key.is_empty() {
+        return Err(PyValueError::new_err("key must not be empty"));
+    }
+    if key.starts_with('/') {
+        return Err(PyValueError::new_err(format!(
+            "key must not start with '/': {key:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn reason_name(r: baton::LostReason) -> &'static str {
+    match r {
+        baton::LostReason::Invalidated => "invalidated",
+        baton::LostReason::DeadlineExceeded => "deadline_exceeded",
+        baton::LostReason::Destroyed => "destroyed",
+        baton::LostReason::ClientClosed => "client_closed",
+    }
+}
+
+/// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,
+/// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
+#[pyclass(frozen, module = "baton._native")]
+struct Session {
+    inner: baton::Session,
+}
+
+#[pymethods]
+impl Session {
+    /// The session ID.
+    #[getter]
+    fn id(&self) -> String {
+        self.inner.id().to_string()
+    }
+
+    /// True while the session is held (its local lease deadline has not passed and no loss
+    /// was seen).
+    fn is_valid(&self) -> bool {
+        self.inner.is_valid()
+    }
+
+    /// `"held"`, `"suspect"` (a renew failed; not lost yet) or `"lost:<reason>"`.
+    #[getter]
+    fn state(&self) -> String {
+        match self.inner.state() {
+            baton::SessionState::Held => "held".into(),
+            baton::SessionState::Suspect => "suspect".into(),
+            baton::SessionState::Lost(r) => format!("lost:{}", reason_name(r)),
+        }
+    }
+
+    /// Blocks until the session is lost and returns the reason (`"invalidated"`,
+    /// `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`). With a `timeout` in seconds,
+    /// raises `baton.TimeoutError` when it passes first. Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<&'static str> {
+        let end = seconds("timeout", timeout)?.map(|t| Instant::now() + t);
+        loop {
+            let slice = match end {
+                Some(e) => e.saturating_duration_since(Instant::now()).min(SLICE),
+                None => SLICE,
+            };
+            let s = self.inner.clone();
+            match py.detach(move || s.wait_lost(Some(slice), None)) {
+                Ok(r) => return Ok(reason_name(r)),
+                Err(e) if e.kind() == baton::ErrorKind::Timeout => {
+                    if end.is_some_and(|e| Instant::now() >= e) {
+                        return Err(to_py(py, e));
+                    }
+                    py.check_signals()?;
+                }
+                Err(e) => return Err(to_py(py, e)),
+            }
+        }
+    }
+
+    /// Calls `callback(reason)` once when the session is lost. It runs on baton's callback
+    /// thread; exceptions it raises go to `sys.unraisablehook`.
+    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
+        let ok = Python::attach(|py| callback.bind(py).is_callable());
+        if !ok {
+            return Err(PyTypeError::new_err("callback must be callable"));
+        }
+        let callback = Arc::new(callback);
+        self.inner.on_lost(move |reason| {
+            let cb = callback.clone();
+            // try_attach: never panic while the interpreter is shutting down.
+            let _ = Python::try_attach(|py| {
+                if let Err(err) = cb.call1(py, (reason_name(reason),)) {
+                    err.write_unraisable(py, Some(cb.bind(py)));
+                }
+            });
+        });
+        Ok(())
+    }
+
+    /// Destroys the session now (its keys are released or deleted; lock-delay applies).
+    fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.inner.clone();
+        py.detach(move || s.destroy()).map_err(|e| to_py(py, e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "baton.Session(id={:?}, state={:?})",
+            self.inner.id(),
+            self.state()
+        )
+    }
+}
+
+/// Forwards the core's `log` records to Python's `logging` under the `baton` logger.
+struct PyLogger;
+
+impl log::Log for PyLogger {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let level = match record.level() {
+            log::Level::Error => 40,
+            log::Level::Warn => 30,
+            log::Level::Info => 20,
+            log::Level::Debug => 10,
+            log::Level::Trace => 5,
+        };
+        let msg = record.args().to_string();
+        let _ = Python::try_attach(|py| -> PyResult<()> {
+            let logger = py
+                .import("logging")?
+                .call_method1("getLogger", ("baton",))?;
+            if logger.call_method1("isEnabledFor", (level,))?.is_truthy()? {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("stacklevel", 1)?;
+                logger.call_method("log", (level, "%s", msg), Some(&kwargs))?;
+            }
+            Ok(())
+        });
+    }
+
+    fn flush(&self) {}
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    if log::set_boxed_logger(Box::new(PyLogger)).is_ok() {
+        log::set_max_level(log::LevelFilter::Debug);
+    }
+    m.add_class::<Client>()?;
+    m.add_class::<Session>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,54 @@
+"""Fixtures: a real baton-devserver process per test session (never a mocked HTTP client)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _devserver_binary() -> str:
+    explicit = os.environ.get("BATON_DEVSERVER_BIN")
+    if explicit:
+        return explicit
+    for profile in ("debug", "release"):
+        p = ROOT / "target" / profile / "baton-devserver"
+        if p.exists():
+            return str(p)
+    pytest.exit("baton-devserver is not built: run `cargo build -p baton-devserver` first", returncode=2)
+
+
+@pytest.fixture(scope="session")
+def devserver():
+    """The address (host:port) of a dev server with session_ttl_min=100ms."""
+    if os.environ.get("BATON_TEST_CONSUL"):
+        yield os.environ["BATON_TEST_CONSUL"].removeprefix("http://")
+        return
+    proc = subprocess.Popen(
+        [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline().strip()
+        assert line.startswith("BATON_DEVSERVER_ADDR="), f"unexpected first line {line!r}"
+        yield line.split("=", 1)[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture
+def client(devserver):
+    import baton
+
+    c = baton.Client(devserver)
+    yield c
+    c.close()

@@ -1,0 +1,163 @@
+import _thread
+import builtins
+import logging
+import sys
+import threading
+import time
+
+import pytest
+
+import baton
+
+
+def test_client_from_env_and_kv_round_trip(devserver, monkeypatch):
+    monkeypatch.setenv("CONSUL_HTTP_ADDR", devserver)
+    with baton.Client() as c:
+        assert c.address.endswith(devserver)
+        assert c.kv_put("py/greeting", b"hello") is True
+        assert c.kv_get("py/greeting") == b"hello"
+        assert c.kv_get("py/missing") is None
+    assert c.closed
+
+
+def test_bad_arguments_raise_clear_errors(client):
+    with pytest.raises(ValueError, match="key must not be empty"):
+        client.kv_get("")
+    with pytest.raises(ValueError, match="must not start with '/'"):
+        client.kv_put("/abs", b"x")
+    with pytest.raises(ValueError, match="ttl must be a non-negative"):
+        client.create_session(ttl=-1)
+    with pytest.raises(ValueError, match="behavior must be"):
+        client.create_session(behavior="explode")
+    with pytest.raises(TypeError):
+        client.kv_put("k", "not bytes")
+    with pytest.raises(TypeError, match="callable"):
+        client.default_session().on_lost(42)
+
+
+def test_server_errors_map_to_the_hierarchy_with_codes(client):
+    with pytest.raises(baton.InvalidArgumentError) as e:
+        client.create_session(ttl=0.01)  # below session_ttl_min
+    assert e.value.code == "BATON_INVALID_ARGUMENT"
+    assert e.value.status == 500
+    assert "Invalid Session TTL" in e.value.server_text
+    assert isinstance(e.value, baton.BatonError) and isinstance(e.value, ValueError)
+
+
+def test_unreachable_server_is_a_connection_error():
+    c = baton.Client("127.0.0.1:1", request_timeout=2)
+    with pytest.raises(baton.ConnectionError) as e:
+        c.kv_get("x")
+    assert isinstance(e.value, builtins.ConnectionError)
+    assert e.value.code == "BATON_CONNECTION"
+    c.close()
+
+
+def test_default_session_is_shared_and_valid(client):
+    s1 = client.default_session()
+    s2 = client.default_session()
+    assert s1.id == s2.id
+    assert s1.is_valid() and s1.state == "held"
+
+
+def test_wait_lost_times_out_with_a_timeout_error(client):
+    s = client.create_session(ttl=1)
+    t = time.monotonic()
+    with pytest.raises(baton.TimeoutError) as e:
+        s.wait_lost(timeout=0.3)
+    assert time.monotonic() - t >= 0.3
+    assert isinstance(e.value, builtins.TimeoutError)
+    assert e.value.code == "BATON_TIMEOUT"
+
+
+def test_loss_by_another_client_fires_callback_and_wait(devserver, client):
+    s = client.create_session(ttl=2, lock_delay=0)
+    called = []
+    done = threading.Event()
+
+    def on_lost(reason):
+        called.append((reason, threading.current_thread().name))
+        done.set()
+
+    s.on_lost(on_lost)
+    with baton.Client(devserver) as other:
+        # Destroy it from outside through the KV-free session API of a second client.
+        other_session = other.create_session(ttl=2)
+        assert other_session.id != s.id
+        _destroy_foreign_session(devserver, s.id)
+    assert s.wait_lost(timeout=5) == "invalidated"
+    assert done.wait(5)
+    assert called[0][0] == "invalidated"
+    assert called[0][1] != threading.main_thread().name
+    assert not s.is_valid()
+    assert s.state == "lost:invalidated"
+
+
+def _destroy_foreign_session(addr, sid):
+    import urllib.request
+
+    req = urllib.request.Request(f"http://{addr}/v1/session/destroy/{sid}", method="PUT", data=b"")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.read() == b"true"
+
+
+def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkeypatch):
+    seen = []
+    got = threading.Event()
+
+    def hook(unraisable):
+        seen.append(unraisable.exc_value)
+        got.set()
+
+    monkeypatch.setattr(sys, "unraisablehook", hook)
+    s = client.create_session(ttl=2, lock_delay=0)
+
+    def boom(reason):
+        raise RuntimeError("from the callback: " + reason)
+
+    s.on_lost(boom)
+    _destroy_foreign_session(devserver, s.id)
+    assert got.wait(5)
+    assert "from the callback" in str(seen[0])
+
+
+def test_other_python_threads_run_while_one_blocks(client):
+    s = client.create_session(ttl=2)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    with pytest.raises(baton.TimeoutError):
+        s.wait_lost(timeout=0.5)
+    stop.set()
+    t.join()
+    assert len(ticks) >= 10, "the GIL was released during the blocking wait"
+
+
+def test_keyboard_interrupt_interrupts_a_blocking_wait(client):
+    s = client.create_session(ttl=2)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        s.wait_lost(timeout=30)
+    waited = time.monotonic() - t
+    print(f"KeyboardInterrupt raised {waited - 0.2:.3f}s after the signal")
+    assert waited < 10, "interrupted long before the timeout"
+    assert s.is_valid(), "nothing was lost or leaked by the interrupt"
+
+
+def test_core_log_records_go_to_the_baton_logger(devserver, caplog):
+    caplog.set_level(logging.DEBUG, logger="baton")
+    c = baton.Client(devserver)
+    s = c.create_session(ttl=2, lock_delay=0)
+    _destroy_foreign_session(devserver, s.id)
+    s.wait_lost(timeout=5)
+    c.close()
+    assert any(r.name == "baton" for r in caplog.records), "no record reached logging"
