@@ -9,8 +9,9 @@ DEVSERVER_ADDR ?= 127.0.0.1:8500
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
+NODE_DIR := bindings/node
 
-.PHONY: all build test test-rust test-python python-install lint fmt demo devserver bench bench-devserver bench-sessions clean
+.PHONY: all build test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions clean
 
 all: build
 
@@ -18,13 +19,15 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-python
+test: lint test-rust test-python test-node
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --manifest-path $(PY_MANIFEST) -- -D warnings
+	$(CARGO) fmt --manifest-path $(NODE_DIR)/Cargo.toml -- --check
+	$(CARGO) clippy --manifest-path $(NODE_DIR)/Cargo.toml -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-rust:
@@ -33,6 +36,7 @@ test-rust:
 fmt:
 	$(CARGO) fmt --all
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST)
+	$(CARGO) fmt --manifest-path $(NODE_DIR)/Cargo.toml
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -56,6 +60,17 @@ demo:
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).
 devserver:
 	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
+
+## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
+node-build:
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
+
+## node --test against a baton-devserver process; fails when the generated typings drifted.
+test-node: node-build
+	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts
+	$(CARGO) build -p baton-devserver
+	cd $(NODE_DIR) && node --test __test__/
 
 bench: bench-devserver bench-sessions
 

@@ -1,0 +1,123 @@
+'use strict'
+// Runs against a real baton-devserver process (never a mocked HTTP client).
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const fs = require('node:fs')
+const readline = require('node:readline')
+const http = require('node:http')
+const { Client, BatonError } = require('..')
+
+const root = path.resolve(__dirname, '../../..')
+let server
+let addr
+
+before(async () => {
+  if (process.env.BATON_TEST_CONSUL) {
+    addr = process.env.BATON_TEST_CONSUL.replace(/^http:\/\//, '')
+    return
+  }
+  const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
+  assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
+  server = spawn(bin, ['--port', '0', '--session-ttl-min', '100ms'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const line = await new Promise((resolve, reject) => {
+    readline.createInterface({ input: server.stdout }).once('line', resolve)
+    server.once('exit', (code) => reject(new Error(`devserver exited ${code}`)))
+  })
+  assert.match(line, /^BATON_DEVSERVER_ADDR=/)
+  addr = line.split('=')[1]
+})
+
+after(() => server?.kill('SIGTERM'))
+
+function destroyFromOutside(id) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`http://${addr}/v1/session/destroy/${id}`, { method: 'PUT' }, (res) => {
+      res.resume()
+      res.on('end', resolve)
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test('kv round trip, missing key is null; Symbol.asyncDispose closes', async () => {
+  // `await using` needs a newer V8 than Node 20's; the protocol it calls is tested directly.
+  const c = new Client({ address: addr })
+  try {
+    assert.equal(await c.kvPut('node/greeting', 'hello'), true)
+    assert.deepEqual(await c.kvGet('node/greeting'), Buffer.from('hello'))
+    assert.equal(await c.kvGet('node/missing'), null)
+  } finally {
+    await c[Symbol.asyncDispose]()
+  }
+  await assert.rejects(c.kvGet('node/greeting'), { code: 'BATON_CLOSED' })
+})
+
+test('client from CONSUL_HTTP_ADDR', async () => {
+  process.env.CONSUL_HTTP_ADDR = addr
+  const c = new Client()
+  assert.ok(c.address.endsWith(addr))
+  assert.equal(await c.close(), true)
+  delete process.env.CONSUL_HTTP_ADDR
+})
+
+test('bad arguments are TypeError / RangeError with clear messages', async () => {
+  const c = new Client({ address: addr })
+  assert.throws(() => c.kvGet(''), { name: 'TypeError', message: /key must not be empty/ })
+  assert.throws(() => c.kvGet(42), { name: 'TypeError', message: /key must be a string/ })
+  assert.throws(() => c.kvPut('k', 42), { name: 'TypeError', message: /Buffer or a string/ })
+  await assert.rejects(c.createSession({ ttlMs: -5 }), { name: 'RangeError', message: /ttlMs must be a positive/ })
+  await assert.rejects(c.createSession({ lockDelayMs: 'soon' }), { name: 'TypeError' })
+  await assert.rejects(c.createSession({ behavior: 'explode' }), { name: 'TypeError', message: /behavior must be/ })
+  assert.throws(() => new Client(5), { name: 'TypeError' })
+  await c.close()
+})
+
+test('server errors carry code and Consul text', async () => {
+  const c = new Client({ address: addr })
+  await assert.rejects(c.createSession({ ttlMs: 10 }), (e) => {
+    assert.ok(e instanceof BatonError)
+    assert.equal(e.code, 'BATON_INVALID_ARGUMENT')
+    assert.match(e.message, /Invalid Session TTL/)
+    return true
+  })
+  await c.close()
+})
+
+test('unreachable server is BATON_CONNECTION', async () => {
+  const c = new Client({ address: '127.0.0.1:1', requestTimeoutMs: 2000 })
+  await assert.rejects(c.kvGet('x'), { code: 'BATON_CONNECTION' })
+  await c.close()
+})
+
+test('waitLost: timeout, abort, and loss by another client', async () => {
+  const c = new Client({ address: addr })
+  const s = await c.createSession({ ttlMs: 2000, lockDelayMs: 0 })
+  assert.equal(s.isValid(), true)
+  await assert.rejects(s.waitLost({ timeoutMs: 200 }), { code: 'BATON_TIMEOUT' })
+  const ac = new AbortController()
+  const waiting = s.waitLost({ signal: ac.signal })
+  setTimeout(() => ac.abort(new Error('stop')), 100)
+  await assert.rejects(waiting, { name: 'AbortError' })
+  const lost = s.waitLost({ timeoutMs: 5000 })
+  await destroyFromOutside(s.id)
+  assert.equal(await lost, 'invalidated')
+  assert.equal(s.isValid(), false)
+  await c.close()
+})
+
+test('pending waits do not starve libuv: fs work completes while 64 waits are parked', async () => {
+  const c = new Client({ address: addr })
+  const s = await c.createSession({ ttlMs: 2000 })
+  const ac = new AbortController()
+  const waits = Array.from({ length: 64 }, () => s.waitLost({ signal: ac.signal }).catch((e) => e))
+  const t = process.hrtime.bigint()
+  await fs.promises.readFile(__filename)
+  const ms = Number(process.hrtime.bigint() - t) / 1e6
+  console.log(`readFile with 64 parked waits took ${ms.toFixed(1)} ms`)
+  ac.abort()
+  for (const e of await Promise.all(waits)) assert.equal(e.name, 'AbortError')
+  await c.close()
+})
