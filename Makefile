@@ -63,7 +63,9 @@ devserver:
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
 node-build:
-	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	# `npm ci` refuses this lock file (npm 11 leaves the other platforms' optional packages of
+	# @napi-rs/cli out of it), so install from the lock with `npm install`.
+	cd $(NODE_DIR) && npm install --no-audit --no-fund
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
 ## node --test against a baton-devserver process; fails when the generated typings drifted.
