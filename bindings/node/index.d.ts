@@ -1,23 +1,9 @@
+import type { ClientOptions, SessionOptions } from './native'
+export type { ClientOptions, SessionOptions }
+
 /** Base of every error baton raises; `code` is stable across languages ('BATON_TIMEOUT', ...). */
 export declare class BatonError extends Error {
   readonly code: string
-}
-
-export interface ClientOptions {
-  /** `host:port` or `http(s)://host:port`; default from CONSUL_HTTP_ADDR. */
-  address?: string
-  token?: string
-  datacenter?: string
-  requestTimeoutMs?: number
-}
-
-export interface SessionOptions {
-  name?: string
-  /** TTL in milliseconds (omit for no TTL). */
-  ttlMs?: number
-  /** Lock-delay in milliseconds; 0 really means none. */
-  lockDelayMs?: number
-  behavior?: 'release' | 'delete'
 }
 
 export interface WaitOptions {

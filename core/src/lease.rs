@@ -25,6 +25,19 @@ pub enum LostReason {
     ClientClosed,
 }
 
+impl LostReason {
+    /// A stable lowercase name (`"invalidated"`, `"deadline_exceeded"`, `"destroyed"`,
+    /// `"client_closed"`), the one the Python and Node bindings report.
+    pub fn name(self) -> &'static str {
+        match self {
+            LostReason::Invalidated => "invalidated",
+            LostReason::DeadlineExceeded => "deadline_exceeded",
+            LostReason::Destroyed => "destroyed",
+            LostReason::ClientClosed => "client_closed",
+        }
+    }
+}
+
 /// The local view of a managed session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionState {

@@ -194,15 +194,6 @@ pub struct NativeSession {
     inner: baton::Session,
 }
 
-fn reason_name(r: baton::LostReason) -> &'static str {
-    match r {
-        baton::LostReason::Invalidated => "invalidated",
-        baton::LostReason::DeadlineExceeded => "deadline_exceeded",
-        baton::LostReason::Destroyed => "destroyed",
-        baton::LostReason::ClientClosed => "client_closed",
-    }
-}
-
 #[napi]
 impl NativeSession {
     /// The session ID.
@@ -230,7 +221,7 @@ impl NativeSession {
         let s = self.inner.clone();
         let token = cancel.map(|c| c.inner.clone());
         on_thread(env, "wait", move || {
-            s.wait_lost(t, token.as_ref()).map(reason_name)
+            s.wait_lost(t, token.as_ref()).map(baton::LostReason::name)
         })
     }
 

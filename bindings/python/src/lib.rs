@@ -208,15 +208,6 @@ fn check_key(key: &str) -> PyResult<()> {
     Ok(())
 }
 
-fn reason_name(r: baton::LostReason) -> &'static str {
-    match r {
-        baton::LostReason::Invalidated => "invalidated",
-        baton::LostReason::DeadlineExceeded => "deadline_exceeded",
-        baton::LostReason::Destroyed => "destroyed",
-        baton::LostReason::ClientClosed => "client_closed",
-    }
-}
-
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,
 /// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
 #[pyclass(frozen, module = "baton._native")]
@@ -244,7 +235,7 @@ impl Session {
         match self.inner.state() {
             baton::SessionState::Held => "held".into(),
             baton::SessionState::Suspect => "suspect".into(),
-            baton::SessionState::Lost(r) => format!("lost:{}", reason_name(r)),
+            baton::SessionState::Lost(r) => format!("lost:{}", r.name()),
         }
     }
 
@@ -261,7 +252,7 @@ impl Session {
             };
             let s = self.inner.clone();
             match py.detach(move || s.wait_lost(Some(slice), None)) {
-                Ok(r) => return Ok(reason_name(r)),
+                Ok(r) => return Ok(r.name()),
                 Err(e) if e.kind() == baton::ErrorKind::Timeout => {
                     if end.is_some_and(|e| Instant::now() >= e) {
                         return Err(to_py(py, e));
@@ -285,7 +276,7 @@ impl Session {
             let cb = callback.clone();
             // try_attach: never panic while the interpreter is shutting down.
             let _ = Python::try_attach(|py| {
-                if let Err(err) = cb.call1(py, (reason_name(reason),)) {
+                if let Err(err) = cb.call1(py, (reason.name(),)) {
                     err.write_unraisable(py, Some(cb.bind(py)));
                 }
             });
