@@ -248,9 +248,7 @@ mod tests {
         let s = unsafe { CStr::from_ptr(buf.as_ptr()) };
         assert_eq!(s.to_str().unwrap(), "hello w");
         // SAFETY: NULL with len 0 is allowed.
-        assert_eq!(
-            unsafe { baton_last_error_message(std::ptr::null_mut(), 0) },
-            n
-        );
+        let n2 = unsafe { baton_last_error_message(std::ptr::null_mut(), 0) };
+        assert_eq!(n2, n);
     }
 }
