@@ -1,0 +1,62 @@
+//! `baton_cancel`: cancel blocking calls from another thread.
+
+use baton::CancelToken;
+
+use crate::error::baton_result;
+use crate::util::{boundary, boundary_value, handle, null};
+
+/// A cancellation signal: pass it to blocking calls, and call `baton_cancel_cancel`
+/// from any thread to make them return `BATON_CANCELLED` promptly. Thread-safe.
+/// Once cancelled it stays cancelled; make a new one for the next call.
+pub struct baton_cancel {
+    pub(crate) token: CancelToken,
+}
+
+/// Creates a cancellation signal. Writes `*cancel_out` on success; free it with
+/// `baton_cancel_free` (after every call that uses it has returned).
+#[no_mangle]
+pub unsafe extern "C" fn baton_cancel_new(cancel_out: *mut *mut baton_cancel) -> baton_result {
+    boundary(|| {
+        if cancel_out.is_null() {
+            return Err(null("cancel_out"));
+        }
+        let b = Box::new(baton_cancel {
+            token: CancelToken::new(),
+        });
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { cancel_out.write(Box::into_raw(b)) };
+        Ok(())
+    })
+}
+
+/// Cancels: every blocking call using `cancel`, now or later, returns
+/// `BATON_CANCELLED`. Idempotent; callable from any thread.
+#[no_mangle]
+pub unsafe extern "C" fn baton_cancel_cancel(cancel: *const baton_cancel) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(cancel, "cancel") }?;
+        c.token.cancel();
+        Ok(())
+    })
+}
+
+/// Whether `baton_cancel_cancel` was called; false for NULL.
+#[no_mangle]
+pub unsafe extern "C" fn baton_cancel_is_cancelled(cancel: *const baton_cancel) -> bool {
+    boundary_value(false, || {
+        // SAFETY: the caller passes NULL or a live handle.
+        unsafe { cancel.as_ref() }.is_some_and(|c| c.token.is_cancelled())
+    })
+}
+
+/// Frees a cancellation signal. NULL is a no-op. No call may still be using it.
+#[no_mangle]
+pub unsafe extern "C" fn baton_cancel_free(cancel: *mut baton_cancel) {
+    boundary_value((), || {
+        if !cancel.is_null() {
+            // SAFETY: the caller passes a pointer from baton_cancel_new, freed once.
+            drop(unsafe { Box::from_raw(cancel) });
+        }
+    })
+}

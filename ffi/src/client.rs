@@ -1,0 +1,244 @@
+//! `baton_client`: configuration, close and free.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use baton::{Client, ClientBuilder, TlsSettings};
+
+use crate::error::{baton_result, Failure};
+use crate::util::{boundary, check_pid, handle, null, opt_str_arg, str_arg};
+
+/// A Consul client: one connection pool and the background threads of its
+/// sessions (renewer, monitor, callback dispatcher). Thread-safe: any function
+/// may be called on one client from several threads at once.
+pub struct baton_client {
+    pub(crate) client: Client,
+    pub(crate) pid: u32,
+}
+
+impl baton_client {
+    /// The client, if this process created it.
+    pub(crate) fn get(&self) -> Result<&Client, Failure> {
+        check_pid(self.pid)?;
+        Ok(&self.client)
+    }
+}
+
+/// Options for `baton_client_new`. Start from `baton_client_options_default()`
+/// and set what you need; NULL strings and 0 numbers mean "not set".
+/// Strings are NUL-terminated UTF-8 and only read during the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct baton_client_options {
+    /// `host:port`, `http://host:port`, `https://host:port` or `unix:///path`
+    /// (default `127.0.0.1:8500`).
+    pub address: *const c_char,
+    /// The ACL token sent as `X-Consul-Token`.
+    pub token: *const c_char,
+    /// A file holding the ACL token (used when `token` is NULL).
+    pub token_file: *const c_char,
+    /// A PEM file of CA certificates to verify the server with.
+    pub ca_file: *const c_char,
+    /// A PEM client certificate, for mutual TLS (with `client_key_file`).
+    pub client_cert_file: *const c_char,
+    /// The PEM private key of `client_cert_file`.
+    pub client_key_file: *const c_char,
+    /// The datacenter to send requests to (default: the agent's).
+    pub datacenter: *const c_char,
+    /// The timeout of each HTTP request in milliseconds (0: the library default).
+    pub request_timeout_ms: u64,
+}
+
+/// The options with nothing set: every field NULL or 0.
+#[no_mangle]
+pub extern "C" fn baton_client_options_default() -> baton_client_options {
+    baton_client_options {
+        address: std::ptr::null(),
+        token: std::ptr::null(),
+        token_file: std::ptr::null(),
+        ca_file: std::ptr::null(),
+        client_cert_file: std::ptr::null(),
+        client_key_file: std::ptr::null(),
+        datacenter: std::ptr::null(),
+        request_timeout_ms: 0,
+    }
+}
+
+fn finish(b: ClientBuilder, client_out: *mut *mut baton_client) -> Result<(), Failure> {
+    let client = b.build()?;
+    let h = Box::new(baton_client {
+        client,
+        pid: std::process::id(),
+    });
+    // SAFETY: the callers checked `client_out` for NULL; the C caller guarantees it is writable.
+    unsafe { client_out.write(Box::into_raw(h)) };
+    Ok(())
+}
+
+/// Creates a client configured from the standard `CONSUL_*` environment
+/// variables (`CONSUL_HTTP_ADDR`, `CONSUL_HTTP_TOKEN`, `CONSUL_CACERT`, ...),
+/// like the Go client's `api.DefaultConfig()`. No request is made. Writes
+/// `*client_out` on success; free it with `baton_client_free`.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_new_from_env(
+    client_out: *mut *mut baton_client,
+) -> baton_result {
+    boundary(|| {
+        if client_out.is_null() {
+            return Err(null("client_out"));
+        }
+        finish(ClientBuilder::from_env(), client_out)
+    })
+}
+
+/// Creates a client from `options` (NULL: all defaults); the environment is not
+/// read. No request is made. Writes `*client_out` on success; free it with
+/// `baton_client_free`. `BATON_INVALID_ARGUMENT` for a bad address or TLS file.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_new(
+    options: *const baton_client_options,
+    client_out: *mut *mut baton_client,
+) -> baton_result {
+    boundary(|| {
+        if client_out.is_null() {
+            return Err(null("client_out"));
+        }
+        let mut b = ClientBuilder::new();
+        // SAFETY: the caller passes NULL or a valid options struct.
+        if let Some(o) = unsafe { options.as_ref() } {
+            // SAFETY: each string field is NULL or a NUL-terminated string the
+            // caller keeps alive during the call (same for the calls below).
+            if let Some(a) = unsafe { opt_str_arg(o.address, "options.address") }? {
+                b = b.address(a);
+            }
+            // SAFETY: as above.
+            if let Some(t) = unsafe { opt_str_arg(o.token, "options.token") }? {
+                b = b.token(t);
+            }
+            // SAFETY: as above.
+            if let Some(f) = unsafe { opt_str_arg(o.token_file, "options.token_file") }? {
+                b = b.token_file(f);
+            }
+            let mut tls = TlsSettings::default();
+            let mut any_tls = false;
+            // SAFETY: as above.
+            if let Some(f) = unsafe { opt_str_arg(o.ca_file, "options.ca_file") }? {
+                tls.ca_file = Some(f.into());
+                any_tls = true;
+            }
+            // SAFETY: as above.
+            if let Some(f) = unsafe { opt_str_arg(o.client_cert_file, "options.client_cert_file") }?
+            {
+                tls.cert_file = Some(f.into());
+                any_tls = true;
+            }
+            // SAFETY: as above.
+            if let Some(f) = unsafe { opt_str_arg(o.client_key_file, "options.client_key_file") }? {
+                tls.key_file = Some(f.into());
+                any_tls = true;
+            }
+            if any_tls {
+                b = b.tls(tls);
+            }
+            // SAFETY: as above.
+            if let Some(dc) = unsafe { opt_str_arg(o.datacenter, "options.datacenter") }? {
+                b = b.datacenter(dc);
+            }
+            if o.request_timeout_ms != 0 {
+                let t = crate::util::timeout_ms(o.request_timeout_ms).ok_or_else(|| {
+                    Failure::new(
+                        baton_result::BATON_INVALID_ARGUMENT,
+                        "options.request_timeout_ms must be less than ten years",
+                    )
+                })?;
+                b = b.request_timeout(t);
+            }
+        }
+        finish(b, client_out)
+    })
+}
+
+/// Copies the base URL requests go to (no credentials), e.g.
+/// `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
+/// `*len_out` (if not NULL) gets the length without the NUL, also when the
+/// result is `BATON_BUFFER_TOO_SMALL`.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_address(
+    client: *const baton_client,
+    buf: *mut c_char,
+    len: usize,
+    len_out: *mut usize,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        // SAFETY: the caller guarantees `buf`/`len` and `len_out`.
+        unsafe { crate::util::copy_str_out(c.address().as_bytes(), buf, len, len_out) }
+    })
+}
+
+/// Closes the client: stops and joins its threads (interrupting long polls),
+/// destroys the sessions it created, and guarantees that no callback runs after
+/// it returns. `BATON_TIMEOUT` if that took longer than `timeout_ms` (the rest
+/// finishes in the background). Every later call on the client or its sessions
+/// returns `BATON_CLOSED`. Idempotent. Do not call it from a callback.
+/// The handle must still be freed with `baton_client_free`.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_close(
+    client: *const baton_client,
+    timeout_ms: u64,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        // Cap "forever" at a day: close itself never waits without limit.
+        let t = crate::util::timeout_ms(timeout_ms)
+            .unwrap_or(Duration::from_secs(86_400))
+            .min(Duration::from_secs(86_400));
+        if c.close(t) {
+            Ok(())
+        } else {
+            Err(Failure::new(
+                baton_result::BATON_TIMEOUT,
+                format!("client close did not finish within {timeout_ms} ms"),
+            ))
+        }
+    })
+}
+
+/// Frees a client handle, closing the client first (like `baton_client_close`
+/// with a few seconds' timeout) if that has not been done. Sessions created from
+/// it then return `BATON_CLOSED` but must still be freed. NULL is a no-op.
+/// Do not call it from a callback. In a forked child the memory is
+/// deliberately leaked: the threads it refers to do not exist there.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_free(client: *mut baton_client) {
+    crate::util::boundary_value((), || {
+        if client.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes a pointer from a baton_client constructor, freed once.
+        let b = unsafe { Box::from_raw(client) };
+        if b.pid != std::process::id() {
+            std::mem::forget(b);
+        }
+    })
+}
+
+/// Destroys a session by ID at Consul (`PUT /v1/session/destroy/<id>`): the low
+/// level call, for any session, including ones of other clients or processes.
+/// Locks it holds are released and its holders see it invalidated.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_destroy_session_id(
+    client: *const baton_client,
+    session_id: *const c_char,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        // SAFETY: NULL or a NUL-terminated string alive during the call.
+        let id = unsafe { str_arg(session_id, "session_id") }?;
+        c.sessions().destroy(id)?;
+        Ok(())
+    })
+}

@@ -1,0 +1,52 @@
+//! # baton-ffi
+//!
+//! The C ABI of baton: `libbaton.so` / `libbaton.a` and the generated header
+//! `include/baton.h`. Every item here is an `extern "C"` function, a `#[repr(C)]`
+//! type or a constant of that header; the doc comments become the header's docs.
+//!
+//! Conventions (see `ffi/README.md`):
+//!
+//! * Opaque handles (`baton_client`, `baton_session`, `baton_cancel`); constructors
+//!   return a `baton_result` and write their out-parameter only on success;
+//!   `_free(NULL)` is a no-op.
+//! * Every entry point checks for NULL, validates UTF-8 and catches panics
+//!   (`BATON_PANIC`); every non-OK result sets the calling thread's last error
+//!   message (`baton_last_error_message`).
+//! * Durations are milliseconds; `BATON_WAIT_FOREVER` waits without limit.
+//! * Callbacks run on the library's dispatcher thread, may call back into the
+//!   library, and never run after the handle's `_free` returns.
+// This crate is the C ABI: every unsafe block says why it is sound.
+#![allow(unsafe_code)]
+// C type names.
+#![allow(non_camel_case_types)]
+// The pointer rules are the same for every function; the header and README state them once.
+#![allow(clippy::missing_safety_doc)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod cancel;
+mod client;
+mod error;
+mod kv;
+mod session;
+mod util;
+
+pub use cancel::*;
+pub use client::*;
+pub use error::*;
+pub use kv::*;
+pub use session::*;
+
+use std::ffi::c_char;
+
+/// Pass as a timeout to wait without limit. Any timeout of ten years or more is
+/// treated the same way.
+pub const BATON_WAIT_FOREVER: u64 = u64::MAX;
+
+/// The library version, e.g. `"0.1.0"`: a static NUL-terminated string, never freed.
+/// Equal to `BATON_VERSION_STRING` of the header the program was compiled with
+/// when header and library match.
+#[no_mangle]
+pub extern "C" fn baton_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}

@@ -1,0 +1,439 @@
+//! `baton_session`: managed sessions, their invalidation callbacks and `wait_lost`.
+
+use std::ffi::{c_char, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
+
+use baton::{Behavior, CallbackId, LostReason, Session, SessionEvent, SessionOptions};
+
+use crate::cancel::baton_cancel;
+use crate::client::baton_client;
+use crate::error::{baton_result, Failure};
+use crate::util::{
+    boundary, boundary_value, check_pid, copy_str_out, handle, null, opt_str_arg, panic_message,
+    timeout_ms, write_opt, UserData,
+};
+
+/// A managed session: renewed in the background, watched for invalidation.
+/// Thread-safe. Freeing it does not destroy the session at Consul (the client
+/// does that on close); `baton_session_destroy` does.
+pub struct baton_session {
+    session: Session,
+    pid: u32,
+    regs: Mutex<Vec<(CallbackId, Arc<Registration>)>>,
+}
+
+impl baton_session {
+    fn get(&self) -> Result<&Session, Failure> {
+        check_pid(self.pid)?;
+        Ok(&self.session)
+    }
+}
+
+/// Session behavior when it is invalidated: release its locks (Consul's default).
+pub const BATON_BEHAVIOR_RELEASE: u32 = 0;
+/// Session behavior when it is invalidated: delete the keys it holds.
+pub const BATON_BEHAVIOR_DELETE: u32 = 1;
+
+/// Options for `baton_session_create`. Start from `baton_session_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct baton_session_options {
+    /// The session name (NULL: none). NUL-terminated UTF-8, read during the call.
+    pub name: *const c_char,
+    /// The TTL in milliseconds; 0 means no TTL (the session lives until destroyed
+    /// or its node fails). Consul accepts 10 s to 24 h. Default 15000.
+    pub ttl_ms: u64,
+    /// The lock delay in milliseconds; 0 means no delay. Default 15000 (Consul's).
+    pub lock_delay_ms: u64,
+    /// `BATON_BEHAVIOR_RELEASE` (default) or `BATON_BEHAVIOR_DELETE`.
+    pub behavior: u32,
+}
+
+/// The default session options: no name, TTL 15 s, lock delay 15 s, release.
+#[no_mangle]
+pub extern "C" fn baton_session_options_default() -> baton_session_options {
+    baton_session_options {
+        name: std::ptr::null(),
+        ttl_ms: 15_000,
+        lock_delay_ms: 15_000,
+        behavior: BATON_BEHAVIOR_RELEASE,
+    }
+}
+
+/// What happened to a session.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum baton_event_kind {
+    /// A renew failed; the session may still be valid until its deadline.
+    BATON_EVENT_SUSPECT = 1,
+    /// A renew succeeded again after `BATON_EVENT_SUSPECT`.
+    BATON_EVENT_RECOVERED = 2,
+    /// The session is lost (delivered at most once); see `reason`.
+    BATON_EVENT_LOST = 3,
+}
+
+/// Why a session was lost.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum baton_lost_reason {
+    /// Not lost (events other than `BATON_EVENT_LOST`).
+    BATON_LOST_NONE = 0,
+    /// Consul no longer has it: destroyed elsewhere, TTL expired, check failed.
+    BATON_LOST_INVALIDATED = 1,
+    /// The local lease deadline passed without a successful renew.
+    BATON_LOST_DEADLINE_EXCEEDED = 2,
+    /// This process destroyed it (`baton_session_destroy`).
+    BATON_LOST_DESTROYED = 3,
+    /// The client was closed.
+    BATON_LOST_CLIENT_CLOSED = 4,
+}
+
+impl From<LostReason> for baton_lost_reason {
+    fn from(r: LostReason) -> Self {
+        match r {
+            LostReason::Invalidated => baton_lost_reason::BATON_LOST_INVALIDATED,
+            LostReason::DeadlineExceeded => baton_lost_reason::BATON_LOST_DEADLINE_EXCEEDED,
+            LostReason::Destroyed => baton_lost_reason::BATON_LOST_DESTROYED,
+            LostReason::ClientClosed => baton_lost_reason::BATON_LOST_CLIENT_CLOSED,
+        }
+    }
+}
+
+/// An event given to a `baton_session_callback`; valid only during the call.
+#[repr(C)]
+#[derive(Debug)]
+pub struct baton_event {
+    /// What happened.
+    pub kind: baton_event_kind,
+    /// Why the session was lost (`BATON_LOST_NONE` unless `kind` is `BATON_EVENT_LOST`).
+    pub reason: baton_lost_reason,
+    /// The session ID, NUL-terminated; valid only during the call.
+    pub session_id: *const c_char,
+}
+
+/// A session event callback. Contract:
+///
+/// * it runs on the library's dispatcher thread (one per client), never on the
+///   caller's thread and never while the library holds an internal lock;
+/// * it may call back into the library, including `baton_session_free` of the
+///   session it is called for (the handle is then torn down, and `userdata_free`
+///   called, once the callback returns); it must not close or free the client;
+/// * it should return quickly: it delays the client's other callbacks;
+/// * once `baton_session_free` (or `baton_client_close`) has returned it is not
+///   running and never runs again, and `userdata_free` has been called exactly once
+///   (`baton_session_free` from inside the callback: right after it returns).
+///
+/// A panic cannot cross it: it is C.
+pub type baton_session_callback =
+    Option<unsafe extern "C" fn(userdata: *mut c_void, event: *const baton_event)>;
+
+/// Frees a callback's `userdata`; called exactly once, after the callback's last run.
+pub type baton_userdata_free = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
+
+/// One registered callback, shared by the handle and the dispatcher's closure.
+struct Registration {
+    state: Mutex<RegState>,
+    idle: Condvar,
+}
+
+struct RegState {
+    active: bool,
+    running_on: Option<ThreadId>,
+    callback: unsafe extern "C" fn(*mut c_void, *const baton_event),
+    userdata: UserData,
+    userdata_free: baton_userdata_free,
+}
+
+fn lock_state(r: &Registration) -> MutexGuard<'_, RegState> {
+    r.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Registration {
+    /// Runs the callback unless the registration was removed.
+    fn invoke(&self, event: &SessionEvent, session_id: &str) {
+        let (cb, ud) = {
+            let mut st = lock_state(self);
+            if !st.active {
+                return;
+            }
+            st.running_on = Some(std::thread::current().id());
+            (st.callback, st.userdata)
+        };
+        let (kind, reason) = match event {
+            SessionEvent::Suspect => (
+                baton_event_kind::BATON_EVENT_SUSPECT,
+                baton_lost_reason::BATON_LOST_NONE,
+            ),
+            SessionEvent::Recovered => (
+                baton_event_kind::BATON_EVENT_RECOVERED,
+                baton_lost_reason::BATON_LOST_NONE,
+            ),
+            SessionEvent::Lost(r) => (baton_event_kind::BATON_EVENT_LOST, (*r).into()),
+        };
+        let id = CString::new(session_id).unwrap_or_default();
+        let ev = baton_event {
+            kind,
+            reason,
+            session_id: id.as_ptr(),
+        };
+        // SAFETY: `cb` is the caller's function with the documented signature; `ev`
+        // and `id` outlive the call. The C function cannot unwind into Rust.
+        unsafe { cb(ud.0, &ev) };
+        let free_now = {
+            let mut st = lock_state(self);
+            st.running_on = None;
+            self.idle.notify_all();
+            // Freed from inside the callback: finish the teardown here.
+            if st.active {
+                None
+            } else {
+                st.userdata_free.take()
+            }
+        };
+        if let Some(f) = free_now {
+            // SAFETY: the caller's userdata_free, called once (taken out of the state).
+            unsafe { f(ud.0) };
+        }
+    }
+
+    /// Stops further runs; waits for a running one unless that is this thread's
+    /// (then `invoke` frees the userdata when the callback returns).
+    fn deactivate(&self) {
+        let mut st = lock_state(self);
+        st.active = false;
+        let me = std::thread::current().id();
+        if st.running_on == Some(me) {
+            return;
+        }
+        while st.running_on.is_some() {
+            st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let f = st.userdata_free.take();
+        let ud = st.userdata;
+        drop(st);
+        if let Some(f) = f {
+            // SAFETY: the caller's userdata_free, called once (taken out of the state).
+            unsafe { f(ud.0) };
+        }
+    }
+}
+
+fn new_handle(session: Session, out: *mut *mut baton_session) {
+    let h = Box::new(baton_session {
+        session,
+        pid: std::process::id(),
+        regs: Mutex::new(Vec::new()),
+    });
+    // SAFETY: callers checked `out` for NULL; the C caller guarantees it is writable.
+    unsafe { out.write(Box::into_raw(h)) };
+}
+
+/// Creates a managed session with `options` (NULL: `baton_session_options_default()`):
+/// renewed in the background at about TTL/3, watched for invalidation, destroyed
+/// when the client is closed. Writes `*session_out` on success; free it with
+/// `baton_session_free`. `BATON_INVALID_ARGUMENT` for an unknown behavior or a
+/// TTL Consul rejects (with Consul's text in the last error message).
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_create(
+    client: *const baton_client,
+    options: *const baton_session_options,
+    session_out: *mut *mut baton_session,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        if session_out.is_null() {
+            return Err(null("session_out"));
+        }
+        // SAFETY: the caller passes NULL or a valid options struct.
+        let o = match unsafe { options.as_ref() } {
+            Some(o) => *o,
+            None => baton_session_options_default(),
+        };
+        let mut so = SessionOptions::new();
+        // SAFETY: NULL or a NUL-terminated string alive during the call.
+        if let Some(n) = unsafe { opt_str_arg(o.name, "options.name") }? {
+            so = so.name(n);
+        }
+        let too_long = |what: &str| {
+            Failure::new(
+                baton_result::BATON_INVALID_ARGUMENT,
+                format!("options.{what} is too large"),
+            )
+        };
+        if o.ttl_ms != 0 {
+            so = so.ttl(timeout_ms(o.ttl_ms).ok_or_else(|| too_long("ttl_ms"))?);
+        }
+        so = so.lock_delay(timeout_ms(o.lock_delay_ms).ok_or_else(|| too_long("lock_delay_ms"))?);
+        so = so.behavior(match o.behavior {
+            BATON_BEHAVIOR_RELEASE => Behavior::Release,
+            BATON_BEHAVIOR_DELETE => Behavior::Delete,
+            other => {
+                return Err(Failure::new(
+                    baton_result::BATON_INVALID_ARGUMENT,
+                    format!("options.behavior {other} is not a BATON_BEHAVIOR_* value"),
+                ))
+            }
+        });
+        let s = c.create_session(&so)?;
+        new_handle(s, session_out);
+        Ok(())
+    })
+}
+
+/// Gets the client's shared default session (name "baton", TTL 15 s), creating
+/// it on first use and replacing it once lost. Each call gives a new handle to
+/// free with `baton_session_free`; handles to the same session share its state.
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_default_session(
+    client: *const baton_client,
+    session_out: *mut *mut baton_session,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        if session_out.is_null() {
+            return Err(null("session_out"));
+        }
+        let s = c.default_session()?;
+        new_handle(s, session_out);
+        Ok(())
+    })
+}
+
+/// Copies the session ID (36 characters) NUL-terminated into `buf` of `len`
+/// bytes (37 or more). `*len_out` (if not NULL) gets the length without the NUL,
+/// also when the result is `BATON_BUFFER_TOO_SMALL`.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_id(
+    session: *const baton_session,
+    buf: *mut c_char,
+    len: usize,
+    len_out: *mut usize,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let s = unsafe { handle(session, "session") }?.get()?;
+        // SAFETY: the caller guarantees `buf`/`len` and `len_out`.
+        unsafe { copy_str_out(s.id().as_bytes(), buf, len, len_out) }
+    })
+}
+
+/// Whether the session can still be trusted: not lost and before its local
+/// deadline. False for NULL and in a forked child.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_is_valid(session: *const baton_session) -> bool {
+    boundary_value(false, || {
+        // SAFETY: the caller passes NULL or a live handle.
+        match unsafe { session.as_ref() } {
+            Some(s) => s.get().is_ok_and(|s| s.is_valid()),
+            None => false,
+        }
+    })
+}
+
+/// Blocks until the session is lost (`BATON_OK`, reason in `*reason_out` if not
+/// NULL), `timeout_ms` passes (`BATON_TIMEOUT`; 0 checks once,
+/// `BATON_WAIT_FOREVER` has no limit) or `cancel` (may be NULL) is cancelled
+/// (`BATON_CANCELLED`).
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_wait_lost(
+    session: *const baton_session,
+    timeout_ms_: u64,
+    cancel: *const baton_cancel,
+    reason_out: *mut baton_lost_reason,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let s = unsafe { handle(session, "session") }?.get()?;
+        // SAFETY: the caller passes NULL or a live cancel handle.
+        let cancel = unsafe { cancel.as_ref() }.map(|c| &c.token);
+        let r = s.wait_lost(timeout_ms(timeout_ms_), cancel)?;
+        // SAFETY: NULL or writable, per the caller.
+        unsafe { write_opt(reason_out, r.into()) };
+        Ok(())
+    })
+}
+
+/// Destroys the session at Consul (its locks are released, lock-delay applies)
+/// and stops renewing it. Its callbacks are not called for this. The handle
+/// must still be freed.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_destroy(session: *const baton_session) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let s = unsafe { handle(session, "session") }?.get()?;
+        s.destroy()?;
+        Ok(())
+    })
+}
+
+/// Registers `callback` for the session's events (suspect, recovered, lost);
+/// see `baton_session_callback` for the contract. If the session is already
+/// lost (other than by `baton_session_destroy` or client close), the callback gets
+/// that event once. `userdata_free` (may be NULL) is called with `userdata`
+/// exactly once, after the callback's last run; also when this function fails
+/// after checking its arguments. Several callbacks may be registered on one handle.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_on_event(
+    session: *const baton_session,
+    callback: baton_session_callback,
+    userdata: *mut c_void,
+    userdata_free: baton_userdata_free,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let h = unsafe { handle(session, "session") }?;
+        let Some(cb) = callback else {
+            return Err(null("callback"));
+        };
+        let s = h.get()?;
+        let reg = Arc::new(Registration {
+            state: Mutex::new(RegState {
+                active: true,
+                running_on: None,
+                callback: cb,
+                userdata: UserData(userdata),
+                userdata_free,
+            }),
+            idle: Condvar::new(),
+        });
+        let r2 = reg.clone();
+        let id = s.id().to_string();
+        let mut regs = h.regs.lock().unwrap_or_else(|p| p.into_inner());
+        let cid = s.on_event(move |e| {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| r2.invoke(e, &id))) {
+                // Only Rust code of ours can panic here; never unwind into the dispatcher.
+                let _ = panic_message(&*p);
+            }
+        });
+        regs.push((cid, reg));
+        Ok(())
+    })
+}
+
+/// Frees a session handle: removes its callbacks, waiting for one that is
+/// running on another thread, and calls their `userdata_free`. May be called from
+/// inside one of its own callbacks. Does not destroy the session at Consul.
+/// NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_free(session: *mut baton_session) {
+    boundary_value((), || {
+        if session.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes a pointer from a session constructor, freed once.
+        let b = unsafe { Box::from_raw(session) };
+        if b.pid != std::process::id() {
+            std::mem::forget(b);
+            return;
+        }
+        let regs = std::mem::take(&mut *b.regs.lock().unwrap_or_else(|p| p.into_inner()));
+        for (cid, reg) in regs {
+            b.session.remove_callback(cid);
+            reg.deactivate();
+        }
+    })
+}

@@ -1,0 +1,172 @@
+//! The panic boundary and argument helpers shared by every entry point.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use crate::error::{baton_result, set_last_error, Failure};
+
+/// Runs `body` as an entry point: a failure sets the thread's last error and
+/// returns its code; a panic becomes `BATON_PANIC`.
+pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> baton_result {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => baton_result::BATON_OK,
+        Ok(Err(f)) => {
+            set_last_error(&f.message);
+            f.code
+        }
+        Err(panic) => {
+            set_last_error(&format!("panic in baton: {}", panic_message(&*panic)));
+            baton_result::BATON_PANIC
+        }
+    }
+}
+
+/// Runs `body` where only a plain value can be returned; a panic gives `default`.
+pub(crate) fn boundary_value<T>(default: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(panic) => {
+            set_last_error(&format!("panic in baton: {}", panic_message(&*panic)));
+            default
+        }
+    }
+}
+
+/// The text of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".to_string())
+}
+
+/// A NULL-checked reference to a handle.
+///
+/// # Safety
+/// `p` is NULL or points to a live `T` for `'a`.
+pub(crate) unsafe fn handle<'a, T>(p: *const T, name: &str) -> Result<&'a T, Failure> {
+    // SAFETY: the caller guarantees `p` is NULL or valid for 'a.
+    unsafe { p.as_ref() }.ok_or_else(|| null(name))
+}
+
+/// The failure for a NULL argument.
+pub(crate) fn null(name: &str) -> Failure {
+    Failure::new(
+        baton_result::BATON_NULL_ARGUMENT,
+        format!("argument `{name}` is NULL"),
+    )
+}
+
+/// A required NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string valid for `'a`.
+pub(crate) unsafe fn str_arg<'a>(p: *const c_char, name: &str) -> Result<&'a str, Failure> {
+    if p.is_null() {
+        return Err(null(name));
+    }
+    // SAFETY: non-NULL, and the caller guarantees NUL termination and lifetime.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map_err(|e| {
+        Failure::new(
+            baton_result::BATON_INVALID_UTF8,
+            format!("argument `{name}` is not valid UTF-8: {e}"),
+        )
+    })
+}
+
+/// An optional string argument: NULL gives `None`.
+///
+/// # Safety
+/// As [`str_arg`].
+pub(crate) unsafe fn opt_str_arg<'a>(
+    p: *const c_char,
+    name: &str,
+) -> Result<Option<&'a str>, Failure> {
+    if p.is_null() {
+        Ok(None)
+    } else {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { str_arg(p, name) }.map(Some)
+    }
+}
+
+/// Timeouts of this length or more mean "no limit" (`Instant + Duration` must not overflow).
+const FOREVER_FROM: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A millisecond timeout: `None` for `BATON_WAIT_FOREVER` and anything at least ten years.
+pub(crate) fn timeout_ms(ms: u64) -> Option<Duration> {
+    let d = Duration::from_millis(ms);
+    (d < FOREVER_FROM).then_some(d)
+}
+
+/// Writes `value` to an out-parameter if it is not NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+pub(crate) unsafe fn write_opt<T>(out: *mut T, value: T) {
+    if !out.is_null() {
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { out.write(value) };
+    }
+}
+
+/// Copies `bytes` plus a NUL into `buf` of `len` bytes, reporting the string's
+/// length (without NUL) through `len_out`; `BATON_BUFFER_TOO_SMALL` if it does not fit.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` writable bytes; `len_out` NULL or writable.
+pub(crate) unsafe fn copy_str_out(
+    bytes: &[u8],
+    buf: *mut c_char,
+    len: usize,
+    len_out: *mut usize,
+) -> Result<(), Failure> {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { write_opt(len_out, bytes.len()) };
+    if buf.is_null() {
+        return Err(null("buf"));
+    }
+    if len < bytes.len() + 1 {
+        return Err(Failure::new(
+            baton_result::BATON_BUFFER_TOO_SMALL,
+            format!("buffer of {len} bytes, {} needed", bytes.len() + 1),
+        ));
+    }
+    // SAFETY: buf has len >= bytes.len() + 1 writable bytes, distinct from `bytes`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
+        *buf.add(bytes.len()) = 0;
+    }
+    Ok(())
+}
+
+/// The process the library's handles belong to; a handle used in another
+/// process (after `fork()`) gives `BATON_FORKED`.
+pub(crate) fn check_pid(pid: u32) -> Result<(), Failure> {
+    let now = std::process::id();
+    if now == pid {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            baton_result::BATON_FORKED,
+            format!(
+                "this handle was created in process {pid} and cannot be used in forked \
+                 process {now}; create new handles after fork()"
+            ),
+        ))
+    }
+}
+
+/// A caller's `void *userdata`, moved to the dispatcher thread.
+#[derive(Clone, Copy)]
+pub(crate) struct UserData(pub(crate) *mut c_void);
+
+// SAFETY: the pointer is only handed back to the caller's own callbacks; the
+// header documents that they run on another thread, so making the data safe to
+// use from there is the caller's side of the contract.
+unsafe impl Send for UserData {}
+// SAFETY: as above; the library never dereferences it.
+unsafe impl Sync for UserData {}

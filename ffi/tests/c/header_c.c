@@ -1,0 +1,3 @@
+/* Compiles the header alone as C11 (`make test-c` uses -Wall -Wextra -Werror). */
+#include "baton.h"
+int main(void) { return baton_result_name(BATON_OK)[0] == 'B' ? 0 : 1; }

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Usage: with-devserver.sh DEVSERVER_BIN CMD...
+# Starts a dev server on a free port, exports CONSUL_HTTP_ADDR, runs CMD, stops the server.
+set -euo pipefail
+bin=$1; shift
+out=$(mktemp)
+"$bin" --port 0 --session-ttl-min 100ms >"$out" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$out"' EXIT
+for _ in $(seq 1 200); do
+    addr=$(sed -n 's/^BATON_DEVSERVER_ADDR=//p' "$out")
+    [ -n "$addr" ] && break
+    sleep 0.05
+done
+[ -n "${addr:-}" ] || { echo "dev server did not start" >&2; exit 1; }
+export CONSUL_HTTP_ADDR=$addr
+"$@"
