@@ -12,6 +12,7 @@ use crate::config::ClientBuilder;
 use crate::dispatcher::{Dispatcher, Job};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Request, Response, Transport};
+use crate::keyhub::KeyHub;
 use crate::kv::Kv;
 use crate::lease::{LostReason, Session, SessionShared, SessionState};
 use crate::renewer::Renewer;
@@ -43,6 +44,8 @@ pub(crate) struct Core {
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
     default_session: Mutex<Option<Session>>,
     pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
+    /// Single-key interests (locks, elections) multiplexed over a few long polls.
+    pub(crate) keyhub: KeyHub,
 }
 
 impl Core {
@@ -165,6 +168,7 @@ impl Core {
             w.stop();
             ok &= w.worker.join_until(deadline);
         }
+        ok &= self.keyhub.stop(deadline);
         if let Some(mut r) = rt.renewer {
             ok &= r.worker.join_until(deadline);
             ok &= r.timer.join_until(deadline);
@@ -289,6 +293,7 @@ impl Client {
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),
+            keyhub: KeyHub::default(),
         });
         Ok(Client {
             handle: Arc::new(Handle { core }),
@@ -376,6 +381,12 @@ impl Client {
     /// Later calls on any clone fail with [`ErrorKind::Closed`]. Idempotent.
     pub fn close(&self, timeout: Duration) -> bool {
         self.core().close(timeout)
+    }
+
+    /// Number of threads the client runs to watch lock and election keys (one per
+    /// group of keys sharing a first path segment). For tests and benches.
+    pub fn key_watch_threads(&self) -> usize {
+        self.core().keyhub.threads()
     }
 
     /// Whether [`Client::close`] was called.

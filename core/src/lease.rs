@@ -259,6 +259,16 @@ impl fmt::Debug for Session {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallbackId(u64);
 
+impl CallbackId {
+    pub(crate) fn new(id: u64) -> CallbackId {
+        CallbackId(id)
+    }
+
+    pub(crate) fn get(self) -> u64 {
+        self.0
+    }
+}
+
 impl Session {
     /// The session ID.
     pub fn id(&self) -> &str {

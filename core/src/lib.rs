@@ -35,11 +35,15 @@ mod cancel;
 mod client;
 mod config;
 mod dispatcher;
+mod election;
 mod error;
+mod fence;
 mod godur;
 mod http;
+mod keyhub;
 mod kv;
 mod lease;
+mod lock;
 mod monitor;
 mod renewer;
 mod session_api;
@@ -56,10 +60,13 @@ pub use config::{
     ENV_HTTP_SSL, ENV_HTTP_SSL_VERIFY, ENV_HTTP_TOKEN, ENV_HTTP_TOKEN_FILE, ENV_NAMESPACE,
     ENV_PARTITION, ENV_TLS_SERVER_NAME,
 };
+pub use election::{Election, ElectionOptions, Leader, LeaderEvent, Observer};
 pub use error::{Error, ErrorKind, Result, TxnOpError};
+pub use fence::Sequencer;
 pub use godur::{format_go_duration, parse_go_duration};
 pub use http::{encode_key, Consistency, QueryMeta, QueryOptions};
 pub use kv::{Kv, KvPair, WriteOptions};
+pub use lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
 pub use lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
 pub use session_api::{Behavior, ServiceCheck, SessionApi, SessionEntry, SessionOptions};
 pub use txn::{KvOp, KvVerb, MAX_TXN_OPS};

@@ -1,0 +1,479 @@
+//! The key hub: many single-key interests (held locks, lock waiters, election
+//! observers) multiplexed over a few long polls.
+//!
+//! Go's `api.Lock` runs one blocking query (and one goroutine) per lock. Here the
+//! keys a client cares about are grouped by their first path segment (`svc/` in
+//! `svc/a/leader`); each group has one named thread that long-polls either the
+//! key itself (a group of one) or the group's longest common prefix with
+//! `?recurse`, and hands each subscriber the state of its key. A thousand locks
+//! under one prefix cost one thread and one poll, not a thousand.
+//!
+//! Knowledge is ordered by raft index: a subscriber may seed its key with the
+//! state it just read or wrote, and a poll's answer only replaces a key's state
+//! when the answer is at least as new (`X-Consul-Index` ≥ the state's index), so
+//! a subscriber never goes back to an older view (no stale leader after a
+//! reconnect or a restarted poll).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender};
+
+use crate::cancel::CancelToken;
+use crate::client::Core;
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::{encode_key, QueryOptions, Request};
+use crate::kv::KvPair;
+use crate::sync::lock;
+use crate::threads::Worker;
+use crate::watch::{next_index, Backoff};
+
+/// How long one poll may block at the server.
+const HUB_WAIT: Duration = Duration::from_secs(300);
+
+/// Called on the hub thread with a key's new state. Must be quick and must not
+/// run user code (post that to the dispatcher).
+pub(crate) type Hook = Arc<dyn Fn(Option<&KvPair>) + Send + Sync + 'static>;
+
+/// The state of one key as known to the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KeyView {
+    /// The entry, `None` when the key does not exist.
+    pub(crate) entry: Option<KvPair>,
+    /// The raft index this view is current as of.
+    pub(crate) as_of: u64,
+    /// When this view was learnt.
+    pub(crate) seen_at: Instant,
+}
+
+struct Sub {
+    id: u64,
+    notify: Sender<()>,
+    hook: Option<Hook>,
+}
+
+#[derive(Default)]
+struct KeyState {
+    view: Option<KeyView>,
+    version: u64,
+    subs: Vec<Sub>,
+}
+
+#[derive(Default)]
+struct GroupState {
+    keys: BTreeMap<String, KeyState>,
+    /// The target the in-flight poll covers (`None` when idle).
+    polling: Option<Target>,
+    next_sub: u64,
+    last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Key(String),
+    Prefix(String),
+}
+
+impl Target {
+    fn covers(&self, key: &str) -> bool {
+        match self {
+            Target::Key(k) => k == key,
+            Target::Prefix(p) => key.starts_with(p.as_str()),
+        }
+    }
+}
+
+struct Group {
+    name: String,
+    state: Mutex<GroupState>,
+    /// Wakes an idle thread, or tells a polling one that its target is too narrow.
+    wake: Sender<()>,
+    /// Cancelled to interrupt the in-flight poll (replaced after each use).
+    round: Mutex<CancelToken>,
+}
+
+/// The registry of groups; one per client.
+#[derive(Default)]
+pub(crate) struct KeyHub {
+    groups: Mutex<HashMap<String, (Arc<Group>, Option<Worker>)>>,
+}
+
+impl KeyHub {
+    /// Stops every group thread and joins it before `deadline` (the caller has
+    /// cancelled the client's `closing` token already).
+    pub(crate) fn stop(&self, deadline: Instant) -> bool {
+        let groups: Vec<(Arc<Group>, Option<Worker>)> =
+            lock(&self.groups).drain().map(|(_, g)| g).collect();
+        let mut ok = true;
+        for (g, worker) in groups {
+            lock(&g.round).cancel();
+            let _ = g.wake.try_send(());
+            if let Some(mut w) = worker {
+                ok &= w.join_until(deadline);
+            }
+        }
+        ok
+    }
+
+    /// Number of group threads (for tests and benches).
+    pub(crate) fn threads(&self) -> usize {
+        lock(&self.groups).len()
+    }
+}
+
+/// The group a key belongs to: its first path segment.
+fn group_of(key: &str) -> &str {
+    match key.find('/') {
+        Some(i) => &key[..=i],
+        None => key,
+    }
+}
+
+fn common_prefix<'a>(mut keys: impl Iterator<Item = &'a String>) -> String {
+    let Some(first) = keys.next() else {
+        return String::new();
+    };
+    let mut len = first.len();
+    for k in keys {
+        len = first
+            .bytes()
+            .zip(k.bytes())
+            .take(len)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    while !first.is_char_boundary(len) {
+        len -= 1;
+    }
+    first[..len].to_string()
+}
+
+/// A subscription to one key. Dropping it unsubscribes.
+pub(crate) struct KeySub {
+    group: Arc<Group>,
+    key: String,
+    id: u64,
+    rx: Receiver<()>,
+    seen: u64,
+}
+
+impl KeySub {
+    /// Subscribes to `key`, optionally seeding the hub with a state the caller
+    /// just learnt (`entry` current as of raft index `as_of`).
+    pub(crate) fn new(
+        core: &Arc<Core>,
+        key: &str,
+        seed: Option<(Option<KvPair>, u64)>,
+        hook: Option<Hook>,
+    ) -> Result<KeySub> {
+        core.check_usable()?;
+        let name = group_of(key).to_string();
+        let group = {
+            let mut groups = lock(&core.keyhub.groups);
+            core.check_usable()?;
+            match groups.get(&name) {
+                Some((g, _)) => g.clone(),
+                None => {
+                    let (wake, wake_rx) = crossbeam_channel::bounded(1);
+                    let g = Arc::new(Group {
+                        name: name.clone(),
+                        state: Mutex::new(GroupState::default()),
+                        wake,
+                        round: Mutex::new(CancelToken::new()),
+                    });
+                    let weak = Arc::downgrade(core);
+                    let g2 = g.clone();
+                    let worker = Worker::spawn("baton-keys", move || run(weak, g2, wake_rx))
+                        .map_err(|e| {
+                            Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+                        })?;
+                    groups.insert(name, (g.clone(), Some(worker)));
+                    g
+                }
+            }
+        };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (id, interrupt) = {
+            let mut st = lock(&group.state);
+            let id = st.next_sub;
+            st.next_sub += 1;
+            let ks = st.keys.entry(key.to_string()).or_default();
+            ks.subs.push(Sub {
+                id,
+                notify: tx,
+                hook,
+            });
+            if let Some((entry, as_of)) = seed {
+                let newer = ks.view.as_ref().map_or(true, |v| as_of > v.as_of);
+                if newer {
+                    ks.view = Some(KeyView {
+                        entry,
+                        as_of,
+                        seen_at: Instant::now(),
+                    });
+                    ks.version += 1;
+                }
+            }
+            let unknown = ks.view.is_none();
+            let interrupt = unknown
+                || match &st.polling {
+                    Some(t) => !t.covers(key),
+                    None => true,
+                };
+            (id, interrupt)
+        };
+        if interrupt {
+            let _ = group.wake.try_send(());
+            lock(&group.round).cancel();
+        }
+        Ok(KeySub {
+            group,
+            key: key.to_string(),
+            id,
+            rx,
+            seen: 0,
+        })
+    }
+
+    /// The latest view of the key, if the hub has one.
+    pub(crate) fn view(&self) -> Option<KeyView> {
+        lock(&self.group.state)
+            .keys
+            .get(&self.key)
+            .and_then(|k| k.view.clone())
+    }
+
+    /// The latest view if it is newer than the last one this subscriber took.
+    pub(crate) fn take_new(&mut self) -> Option<KeyView> {
+        let st = lock(&self.group.state);
+        let ks = st.keys.get(&self.key)?;
+        if ks.version > self.seen {
+            self.seen = ks.version;
+            ks.view.clone()
+        } else {
+            None
+        }
+    }
+
+    /// A receiver that gets a message when the key's view changes.
+    pub(crate) fn changes(&self) -> &Receiver<()> {
+        &self.rx
+    }
+
+    /// The last poll error of this key's group (cleared by the next success).
+    pub(crate) fn last_error(&self) -> Option<String> {
+        lock(&self.group.state).last_error.clone()
+    }
+
+    /// Records a state the owner learnt itself (e.g. from its own write), so
+    /// that other subscribers of the key see it at once.
+    pub(crate) fn learn(&self, entry: Option<KvPair>, as_of: u64) {
+        deliver(&self.group, &[(self.key.clone(), entry)], as_of);
+    }
+}
+
+impl Drop for KeySub {
+    fn drop(&mut self) {
+        let mut st = lock(&self.group.state);
+        if let Some(ks) = st.keys.get_mut(&self.key) {
+            ks.subs.retain(|s| s.id != self.id);
+            if ks.subs.is_empty() {
+                st.keys.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Applies new views (only where `as_of` is not older than the known one), then
+/// notifies outside the lock: internal hooks first, then waiters.
+fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64) {
+    let mut notify: Vec<(Sender<()>, Option<Hook>, Option<KvPair>)> = Vec::new();
+    {
+        let mut st = lock(&group.state);
+        let now = Instant::now();
+        for (key, entry) in found {
+            let Some(ks) = st.keys.get_mut(key) else {
+                continue;
+            };
+            if ks.view.as_ref().is_some_and(|v| v.as_of > as_of) {
+                continue;
+            }
+            let changed = ks.view.as_ref().map_or(true, |v| v.entry != *entry);
+            ks.view = Some(KeyView {
+                entry: entry.clone(),
+                as_of,
+                seen_at: if changed {
+                    now
+                } else {
+                    ks.view.as_ref().map_or(now, |v| v.seen_at)
+                },
+            });
+            if changed {
+                ks.version += 1;
+                for s in &ks.subs {
+                    notify.push((s.notify.clone(), s.hook.clone(), entry.clone()));
+                }
+            }
+        }
+    }
+    for (tx, hook, entry) in notify {
+        if let Some(h) = hook {
+            h(entry.as_ref());
+        }
+        let _ = tx.try_send(());
+    }
+}
+
+fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
+    let Some(strong) = core.upgrade() else { return };
+    let closing = strong.closing.clone();
+    drop(strong);
+    let closing_rx = closing.receiver();
+    let mut agent: Option<ureq::Agent> = None;
+    let mut index = 0u64;
+    let mut target: Option<Target> = None;
+    let mut backoff = Backoff::new();
+    loop {
+        if closing.is_cancelled() {
+            return;
+        }
+        // Decide what to poll.
+        let want = {
+            let mut st = lock(&group.state);
+            let t = match st.keys.len() {
+                0 => None,
+                1 => st.keys.keys().next().map(|k| Target::Key(k.clone())),
+                _ => Some(Target::Prefix(common_prefix(st.keys.keys()))),
+            };
+            st.polling = t.clone();
+            t
+        };
+        let Some(want) = want else {
+            target = None;
+            select! {
+                recv(wake) -> _ => {}
+                recv(closing_rx) -> _ => return,
+            }
+            continue;
+        };
+        if target.as_ref() != Some(&want) {
+            index = 0;
+            target = Some(want.clone());
+        }
+        // Drain a stale wake-up: the target above already includes every key.
+        let _ = wake.try_recv();
+        let (round, restart) = {
+            let mut r = lock(&group.round);
+            let restart = r.is_cancelled();
+            if restart {
+                // A new key may lie outside `want`: fresh token, fresh agent, new target.
+                *r = CancelToken::new();
+                agent = None;
+            }
+            (r.clone(), restart)
+        };
+        if restart {
+            index = 0;
+            continue;
+        }
+        let Some(core) = core.upgrade() else { return };
+        let a = agent
+            .get_or_insert_with(|| core.transport.fresh_agent())
+            .clone();
+        let a2 = a.clone();
+        let _interrupt = round.on_cancel(move || a2.shutdown());
+        let (path, recurse) = match &want {
+            Target::Key(k) => (format!("/v1/kv/{}", encode_key(k)), false),
+            Target::Prefix(p) => (format!("/v1/kv/{}", encode_key(p)), true),
+        };
+        let mut req = Request::new("GET", path);
+        if recurse {
+            req.flag("recurse");
+        }
+        let opts = if index == 0 {
+            QueryOptions::default()
+        } else {
+            QueryOptions::blocking(index, HUB_WAIT)
+        };
+        opts.apply(&mut req);
+        let result = core
+            .transport
+            .send_on(&a, &req, Some(&core.closing))
+            .and_then(|resp| {
+                if resp.status == 404 {
+                    return Ok((Vec::new(), resp.meta));
+                }
+                let resp = crate::http::check(&req, resp)?;
+                let entries: Vec<KvPair> = resp.json(&req.endpoint())?;
+                Ok((entries, resp.meta))
+            });
+        drop(core);
+        if closing.is_cancelled() {
+            return;
+        }
+        if round.is_cancelled() {
+            // Interrupted to widen the target: start over at once.
+            index = 0;
+            continue;
+        }
+        match result {
+            Ok((entries, meta)) => {
+                backoff.reset();
+                lock(&group.state).last_error = None;
+                let keys: Vec<String> = lock(&group.state)
+                    .keys
+                    .keys()
+                    .filter(|k| want.covers(k))
+                    .cloned()
+                    .collect();
+                // Consul lists entries in key order.
+                let found: Vec<(String, Option<KvPair>)> = keys
+                    .into_iter()
+                    .map(|k| {
+                        let e = entries
+                            .binary_search_by(|e| e.key.as_str().cmp(k.as_str()))
+                            .ok()
+                            .map(|i| entries[i].clone());
+                        (k, e)
+                    })
+                    .collect();
+                deliver(&group, &found, meta.index);
+                index = next_index(index, meta.index);
+            }
+            Err(e) => {
+                log::debug!("baton key hub {:?}: {e}", group.name);
+                lock(&group.state).last_error = Some(e.to_string());
+                index = 0;
+                agent = None;
+                let pause = backoff.next();
+                select! {
+                    recv(closing_rx) -> _ => return,
+                    default(pause) => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_first_segments() {
+        assert_eq!(group_of("svc/a/leader"), "svc/");
+        assert_eq!(group_of("plain"), "plain");
+        assert_eq!(group_of("/x"), "/");
+    }
+
+    #[test]
+    fn common_prefix_of_keys() {
+        let keys = ["svc/a/1".to_string(), "svc/a/2".into(), "svc/ab".into()];
+        assert_eq!(common_prefix(keys.iter()), "svc/a");
+        let one = ["k".to_string()];
+        assert_eq!(common_prefix(one.iter()), "k");
+        let utf = ["a/é1".to_string(), "a/é2".into(), "a/è".into()];
+        assert_eq!(common_prefix(utf.iter()), "a/");
+    }
+}
