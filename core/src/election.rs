@@ -270,7 +270,9 @@ impl Observer {
             }
             if end.is_some_and(|e| e <= Instant::now()) {
                 let why = match self.sub.last_error() {
-                    Some(e) => format!("no leader change before the timeout (last poll error: {e})"),
+                    Some(e) => {
+                        format!("no leader change before the timeout (last poll error: {e})")
+                    }
                     None => "no leader change before the timeout".to_string(),
                 };
                 return Err(Error::new(ErrorKind::Timeout, why));

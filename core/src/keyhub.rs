@@ -93,18 +93,20 @@ struct Group {
     round: Mutex<CancelToken>,
 }
 
+/// A group and the thread polling for it.
+type GroupSlot = (Arc<Group>, Option<Worker>);
+
 /// The registry of groups; one per client.
 #[derive(Default)]
 pub(crate) struct KeyHub {
-    groups: Mutex<HashMap<String, (Arc<Group>, Option<Worker>)>>,
+    groups: Mutex<HashMap<String, GroupSlot>>,
 }
 
 impl KeyHub {
     /// Stops every group thread and joins it before `deadline` (the caller has
     /// cancelled the client's `closing` token already).
     pub(crate) fn stop(&self, deadline: Instant) -> bool {
-        let groups: Vec<(Arc<Group>, Option<Worker>)> =
-            lock(&self.groups).drain().map(|(_, g)| g).collect();
+        let groups: Vec<GroupSlot> = lock(&self.groups).drain().map(|(_, g)| g).collect();
         let mut ok = true;
         for (g, worker) in groups {
             lock(&g.round).cancel();

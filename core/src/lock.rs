@@ -1,28 +1,6 @@
 //! `Lock`: a distributed mutex on one KV key, wire-compatible with Go's `api.Lock`.
 //!
-//! On the wire it follows Go's contract exactly (consul-semantics §7): the key is
-//! acquired with flags [`LOCK_FLAG_VALUE`] and the lock's value, the value is sent
-//! again on release, a key with other flags is a conflict, and "held" means the key
-//! has a non-empty `Session`. A Go service using `api.Lock` and a baton process on
-//! the same key therefore exclude each other.
-//!
-//! Where it differs from Go, it is in cost and in what the holder learns:
-//!
-//! * A warm acquire (the key's state is known from a previous read, release or
-//!   watch) is one `/v1/txn` request: `check-index` (or `check-not-exists`) then
-//!   `lock`. The check makes the flags test atomic, so a foreign key is never
-//!   overwritten. Waiters park on the client's key hub (one long poll per group of
-//!   keys), not on a thread per lock.
-//! * When the key is free but Consul refuses it (lock-delay after the previous
-//!   holder's session was invalidated, which the server does not announce), the
-//!   retry happens when that session's LockDelay ends, measured from when the key
-//!   was seen free — learnt while the holder held the key — not after a fixed 5 s.
-//! * Locks share the client's session by default; several `Lock`s of one process on
-//!   the same key and session queue locally, so only one of them talks to Consul.
-//! * Loss (key taken or cleared by someone else, session invalidated, local lease
-//!   deadline passed) ends the holding: [`Lock::is_held`] turns false, callbacks run
-//!   once on the dispatcher, waiters and the holding's cancel token wake. The lock
-//!   can be acquired again afterwards.
+//! See [`Lock`] for the protocol.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -153,7 +131,31 @@ pub(crate) struct LockShared {
     acquiring: Mutex<()>,
 }
 
-/// A distributed lock on one key. See the [module docs](self) for the protocol.
+/// A distributed lock on one key.
+///
+/// On the wire it follows Go's contract exactly (consul-semantics §7): the key is
+/// acquired with flags [`LOCK_FLAG_VALUE`] and the lock's value, the value is sent
+/// again on release, a key with other flags is a conflict, and "held" means the key
+/// has a non-empty `Session`. A Go service using `api.Lock` and a baton process on
+/// the same key therefore exclude each other.
+///
+/// Where it differs from Go, it is in cost and in what the holder learns:
+///
+/// * A warm acquire (the key's state is known from a previous read, release or
+///   watch) is one `/v1/txn` request: `check-index` (or `check-not-exists`) then
+///   `lock`. The check makes the flags test atomic, so a foreign key is never
+///   overwritten. Waiters park on the client's key hub (one long poll per group of
+///   keys), not on a thread per lock.
+/// * When the key is free but Consul refuses it (lock-delay after the previous
+///   holder's session was invalidated, which the server does not announce), the
+///   retry happens when that session's LockDelay ends, measured from when the key
+///   was seen free — learnt while the holder held the key — not after a fixed 5 s.
+/// * Locks share the client's session by default; several `Lock`s of one process on
+///   the same key and session queue locally, so only one of them talks to Consul.
+/// * Loss (key taken or cleared by someone else, session invalidated, local lease
+///   deadline passed) ends the holding: [`Lock::is_held`] turns false, callbacks run
+///   once on the dispatcher, waiters and the holding's cancel token wake. The lock
+///   can be acquired again afterwards.
 ///
 /// Dropping a held `Lock` releases it.
 pub struct Lock {
@@ -396,12 +398,9 @@ impl Lock {
         drop(sub);
         drop(_session_hook);
         token.cancel();
-        let result = sh.client.txn(&[KvOp::unlock(
-            &sh.key,
-            &value,
-            LOCK_FLAG_VALUE,
-            session.id(),
-        )]);
+        let result = sh
+            .client
+            .txn(&[KvOp::unlock(&sh.key, &value, LOCK_FLAG_VALUE, session.id())]);
         unclaim(session.id(), &sh.key, sh.id);
         match result {
             Ok(entries) => {
@@ -509,7 +508,10 @@ impl Lock {
                 continue;
             }
             if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(Error::new(ErrorKind::Cancelled, "wait for lock loss cancelled"));
+                return Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "wait for lock loss cancelled",
+                ));
             }
             let now = Instant::now();
             if end.is_some_and(|e| e <= now) {
@@ -536,7 +538,13 @@ impl Lock {
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
         }
-        destroy_key(&self.shared.client, &self.shared.key, LOCK_FLAG_VALUE, LOCK_CONFLICT, "Lock in use")
+        destroy_key(
+            &self.shared.client,
+            &self.shared.key,
+            LOCK_FLAG_VALUE,
+            LOCK_CONFLICT,
+            "Lock in use",
+        )
     }
 
     /// Replaces the value of the held key, keeping its LockIndex (a `lock` by the
@@ -560,7 +568,9 @@ impl Lock {
                     .into_iter()
                     .rev()
                     .find(|p| p.key == sh.key)
-                    .ok_or_else(|| Error::new(ErrorKind::BadResponse, "txn answer without the key"))?;
+                    .ok_or_else(|| {
+                        Error::new(ErrorKind::BadResponse, "txn answer without the key")
+                    })?;
                 let mut g = lock(&sh.inner);
                 g.value = value.to_vec();
                 // Observers in this process see the new value without waiting for a poll.
@@ -609,7 +619,10 @@ impl Drop for Lock {
     fn drop(&mut self) {
         if lock(&self.shared.inner).holding.is_some() && !self.shared.client.is_closed() {
             if let Err(e) = self.release() {
-                log::warn!("baton lock {}: release on drop failed: {e}", self.shared.key);
+                log::warn!(
+                    "baton lock {}: release on drop failed: {e}",
+                    self.shared.key
+                );
             }
         }
     }
@@ -646,7 +659,9 @@ impl LockShared {
             .client
             .kv()
             .get_with(&self.key, &QueryOptions::default())?;
-        let as_of = entry.as_ref().map_or(meta.index, |p| p.modify_index.max(meta.index));
+        let as_of = entry
+            .as_ref()
+            .map_or(meta.index, |p| p.modify_index.max(meta.index));
         Ok(Known {
             entry,
             as_of,
@@ -668,7 +683,10 @@ impl LockShared {
                 Some(p) if p.session.as_deref() == Some(session.id()) => Ok(Attempt::Acquired(p)),
                 _ => Err(Error::new(
                     ErrorKind::BadResponse,
-                    format!("lock txn on {:?} succeeded without returning our session", self.key),
+                    format!(
+                        "lock txn on {:?} succeeded without returning our session",
+                        self.key
+                    ),
                 )),
             },
             Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {

@@ -32,7 +32,7 @@ fn acquire_release_reacquire_and_state() {
         .lock_with(&key, LockOptions::new().value(b"me".to_vec()))
         .unwrap();
     assert!(!lock.is_held());
-    assert_eq!(lock.release().unwrap(), false, "release when not held");
+    assert!(!lock.release().unwrap(), "release when not held");
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
     assert!(lock.is_held());
     let e = lock.acquire(Some(Duration::ZERO), None).unwrap_err();
@@ -53,10 +53,14 @@ fn acquire_release_reacquire_and_state() {
     assert!(!lock.is_held());
     assert!(lock.sequencer().is_none());
     assert!(lock.cancel_token().is_cancelled());
-    assert_eq!(lock.release().unwrap(), false, "double release");
+    assert!(!lock.release().unwrap(), "double release");
     let pair = c.kv().get(&key).unwrap().unwrap();
     assert_eq!(pair.session, None, "released");
-    assert_eq!(pair.value.as_deref(), Some(&b"me"[..]), "value resent on release");
+    assert_eq!(
+        pair.value.as_deref(),
+        Some(&b"me"[..]),
+        "value resent on release"
+    );
     assert_eq!(pair.flags, LOCK_FLAG_VALUE);
 
     assert!(lock.try_acquire().unwrap());
@@ -260,7 +264,9 @@ fn go_api_lock_and_baton_exclude_each_other_and_see_each_others_holder() {
     // Go holds: baton cannot take it and sees Go's session and value.
     assert_eq!(go.try_lock(), GoOutcome::Held);
     assert!(!lock.try_acquire().unwrap());
-    assert!(!lock.acquire(Some(Duration::from_millis(300)), None).unwrap());
+    assert!(!lock
+        .acquire(Some(Duration::from_millis(300)), None)
+        .unwrap());
     let leader = c.leader(&key).unwrap().expect("a holder");
     assert_eq!(leader.session, go.session);
     assert_eq!(leader.value, b"go-holder");
@@ -292,10 +298,13 @@ fn a_key_with_foreign_flags_is_a_conflict_for_both() {
     let c = f.client();
     c.kv().put(&key, b"plain value").unwrap();
     let lock = c.lock(&key).unwrap();
-    let e = lock.acquire(Some(Duration::from_secs(1)), None).unwrap_err();
+    let e = lock
+        .acquire(Some(Duration::from_secs(1)), None)
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict);
     assert!(
-        e.to_string().contains("Existing key does not match lock use"),
+        e.to_string()
+            .contains("Existing key does not match lock use"),
         "{e}"
     );
     assert_eq!(
@@ -334,7 +343,11 @@ fn lock_delay_is_waited_out_not_slept_through() {
     let delay = Duration::from_secs(2);
     let holder_client = f.client();
     let holder_session = holder_client
-        .create_session(&SessionOptions::new().lock_delay(delay).ttl(Duration::from_secs(10)))
+        .create_session(
+            &SessionOptions::new()
+                .lock_delay(delay)
+                .ttl(Duration::from_secs(10)),
+        )
         .unwrap();
     let holder = holder_client
         .lock_with(&key, LockOptions::new().session(holder_session.clone()))
@@ -375,7 +388,11 @@ fn clean_release_hands_over_without_lock_delay() {
     let delay = Duration::from_secs(15);
     let holder_client = f.client();
     let s = holder_client
-        .create_session(&SessionOptions::new().lock_delay(delay).ttl(Duration::from_secs(10)))
+        .create_session(
+            &SessionOptions::new()
+                .lock_delay(delay)
+                .ttl(Duration::from_secs(10)),
+        )
         .unwrap();
     let holder = holder_client
         .lock_with(&key, LockOptions::new().session(s))
@@ -397,7 +414,10 @@ fn clean_release_hands_over_without_lock_delay() {
     assert!(waiter.join().unwrap());
     let after = acquired - released;
     println!("handover took {after:?}");
-    assert!(after < delay, "a clean release must not cost the lock-delay");
+    assert!(
+        after < delay,
+        "a clean release must not cost the lock-delay"
+    );
 }
 
 #[test]
@@ -413,18 +433,31 @@ fn loss_when_the_key_is_force_released_or_deleted_then_reacquire() {
         let token = lock.cancel_token();
         let sid = lock.sequencer().unwrap().session;
         match how {
-            "release" => assert!(other.kv().release(&key, b"", &sid, LOCK_FLAG_VALUE).unwrap()),
+            "release" => assert!(other
+                .kv()
+                .release(&key, b"", &sid, LOCK_FLAG_VALUE)
+                .unwrap()),
             _ => assert!(other.kv().delete(&key).unwrap()),
         }
-        assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged, "{how}");
+        assert_eq!(
+            events.recv_timeout(PATIENCE).unwrap(),
+            LockLost::KeyChanged,
+            "{how}"
+        );
         assert!(!lock.is_held());
         assert!(token.is_cancelled());
-        assert_eq!(lock.wait_lost(Some(Duration::ZERO), None).unwrap(), LockLost::KeyChanged);
+        assert_eq!(
+            lock.wait_lost(Some(Duration::ZERO), None).unwrap(),
+            LockLost::KeyChanged
+        );
         assert!(
             events.recv_timeout(Duration::from_millis(300)).is_err(),
             "the callback fires once"
         );
-        assert!(lock.acquire(Some(PATIENCE), None).unwrap(), "acquire again after loss ({how})");
+        assert!(
+            lock.acquire(Some(PATIENCE), None).unwrap(),
+            "acquire again after loss ({how})"
+        );
         assert!(lock.release().unwrap());
     }
 }
@@ -432,7 +465,11 @@ fn loss_when_the_key_is_force_released_or_deleted_then_reacquire() {
 #[test]
 fn loss_when_the_session_is_destroyed_elsewhere_then_reacquire_with_a_new_session() {
     let f = Fixture::start();
-    let c = f.client();
+    let c = f
+        .builder()
+        .default_session(SessionOptions::default_for_client().lock_delay(Duration::from_secs(1)))
+        .build()
+        .unwrap();
     let key = unique("session-destroyed");
     let lock = c.lock(&key).unwrap();
     let events = lost_events(&lock);
@@ -459,7 +496,11 @@ fn loss_when_the_server_is_unreachable_past_the_deadline() {
     let Some(dev) = f.dev("pause") else { return };
     let c = f
         .builder()
-        .default_session(SessionOptions::default_for_client().ttl(Duration::from_secs(1)))
+        .default_session(
+            SessionOptions::default_for_client()
+                .ttl(Duration::from_secs(1))
+                .lock_delay(Duration::from_millis(500)),
+        )
         .request_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
@@ -473,7 +514,10 @@ fn loss_when_the_server_is_unreachable_past_the_deadline() {
     assert!(!lock.is_held());
     assert_eq!(events.recv_timeout(PATIENCE).unwrap(), reason);
     dev.resume();
-    assert!(lock.acquire(Some(Duration::from_secs(60)), None).unwrap(), "acquire again");
+    assert!(
+        lock.acquire(Some(Duration::from_secs(60)), None).unwrap(),
+        "acquire again"
+    );
 }
 
 #[test]
@@ -485,7 +529,9 @@ fn waiting_acquire_is_cancellable_and_times_out() {
     let c = f.client();
     let lock = c.lock(&key).unwrap();
     assert!(!lock.try_acquire().unwrap());
-    assert!(!lock.acquire(Some(Duration::from_millis(200)), None).unwrap());
+    assert!(!lock
+        .acquire(Some(Duration::from_millis(200)), None)
+        .unwrap());
     let cancel = baton::CancelToken::new();
     let t = cancel.clone();
     let canceller = std::thread::spawn(move || {
@@ -516,7 +562,10 @@ fn many_held_locks_share_one_watch_thread_and_each_notices_loss() {
     f.client().kv().delete(&format!("{base}/42")).unwrap();
     assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged);
     assert!(!locks[42].is_held());
-    assert!(locks.iter().enumerate().all(|(i, l)| i == 42 || l.is_held()));
+    assert!(locks
+        .iter()
+        .enumerate()
+        .all(|(i, l)| i == 42 || l.is_held()));
 }
 
 #[test]

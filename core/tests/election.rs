@@ -1,0 +1,221 @@
+//! Leader election and fencing against the dev server.
+
+mod common;
+
+use std::time::Duration;
+
+use baton::{ErrorKind, KvOp, LeaderEvent, LockLost, Sequencer, SessionOptions};
+use common::{unique, Fixture};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn leader_session(ev: &LeaderEvent) -> Option<&str> {
+    match ev {
+        LeaderEvent::Leader(l) => Some(&l.session),
+        LeaderEvent::NoLeader => None,
+    }
+}
+
+#[test]
+fn observe_sees_a_then_no_leader_then_b_and_proclaim_keeps_the_lock_index() {
+    let f = Fixture::start();
+    let key = unique("election");
+    let (ca, cb, co) = (f.client(), f.client(), f.client());
+    let a = ca.election(&key).unwrap();
+    let b = cb.election(&key).unwrap();
+    let mut obs = co.observe_leader(&key).unwrap();
+
+    assert_eq!(
+        obs.next(Some(PATIENCE), None).unwrap(),
+        LeaderEvent::NoLeader
+    );
+    assert!(a.campaign(b"node-a", Some(PATIENCE), None).unwrap());
+    assert!(a.is_leader());
+    let sid_a = ca.default_session().unwrap().id().to_string();
+    let ev = obs.next(Some(PATIENCE), None).unwrap();
+    let LeaderEvent::Leader(la) = ev else {
+        panic!("expected leader A, got {ev:?}")
+    };
+    assert_eq!(la.session, sid_a);
+    assert_eq!(la.value, b"node-a");
+    // B cannot win while A leads.
+    assert!(!b
+        .campaign(b"node-b", Some(Duration::from_millis(200)), None)
+        .unwrap());
+
+    // Proclaim: new value, same LockIndex, same sequencer still valid.
+    let seq_a = a.sequencer().unwrap();
+    a.proclaim(b"node-a v2").unwrap();
+    let LeaderEvent::Leader(la2) = obs.next(Some(PATIENCE), None).unwrap() else {
+        panic!("expected leader A with a new value")
+    };
+    assert_eq!(la2.value, b"node-a v2");
+    assert_eq!(la2.lock_index, la.lock_index);
+    assert_eq!(la2.session, sid_a);
+    assert!(ca.check_sequencer(&seq_a).unwrap());
+    assert_eq!(ca.leader(&key).unwrap().unwrap().value, b"node-a v2");
+
+    assert!(a.resign().unwrap());
+    assert_eq!(
+        obs.next(Some(PATIENCE), None).unwrap(),
+        LeaderEvent::NoLeader
+    );
+    // The value proclaimed last is what the release wrote back.
+    assert_eq!(
+        co.kv().get(&key).unwrap().unwrap().value.as_deref(),
+        Some(&b"node-a v2"[..])
+    );
+
+    assert!(b.campaign(b"node-b", Some(PATIENCE), None).unwrap());
+    let ev = obs.next(Some(PATIENCE), None).unwrap();
+    let sid_b = cb.default_session().unwrap().id().to_string();
+    assert_eq!(leader_session(&ev), Some(sid_b.as_str()), "{ev:?}");
+    let LeaderEvent::Leader(lb) = ev else {
+        unreachable!()
+    };
+    assert_eq!(lb.lock_index, la.lock_index + 1);
+
+    // Nothing else changed: no event.
+    let e = obs
+        .next(Some(Duration::from_millis(300)), None)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+
+    // Proclaim by a non-leader is refused.
+    let e = a.proclaim(b"usurper").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+}
+
+#[test]
+fn a_stale_sequencer_is_rejected_and_a_stale_guarded_write_fails() {
+    let f = Fixture::start();
+    let key = unique("fence");
+    let data = format!("{key}-data");
+    let (ca, cb) = (f.client(), f.client());
+    let sa = ca
+        .create_session(&SessionOptions::new().lock_delay(Duration::ZERO))
+        .unwrap();
+    let a = ca
+        .election_with(&key, baton::ElectionOptions::new().session(sa.clone()))
+        .unwrap();
+    let b = cb.election(&key).unwrap();
+    assert!(a.campaign(b"a", Some(PATIENCE), None).unwrap());
+    let seq_a = a.sequencer().unwrap();
+    assert_eq!(Sequencer::parse(&seq_a.to_string()).unwrap(), seq_a);
+    assert!(ca.check_sequencer(&seq_a).unwrap());
+    ca.guarded_txn(&seq_a, &[KvOp::set(&data, b"from a", 0)])
+        .unwrap();
+
+    // A is paused past its session's death; B takes over.
+    let lost = {
+        let a_ref = &a;
+        std::thread::scope(|s| {
+            let h = s.spawn(move || a_ref.wait_lost(Some(PATIENCE), None));
+            cb.sessions().destroy(sa.id()).unwrap();
+            h.join().unwrap().unwrap()
+        })
+    };
+    assert!(matches!(lost, LockLost::SessionLost(_)), "{lost:?}");
+    assert!(b.campaign(b"b", Some(PATIENCE), None).unwrap());
+    let seq_b = b.sequencer().unwrap();
+    assert!(seq_b.token > seq_a.token);
+
+    assert!(
+        !cb.check_sequencer(&seq_a).unwrap(),
+        "A's sequencer is stale"
+    );
+    assert!(cb.check_sequencer(&seq_b).unwrap());
+    let e = ca
+        .guarded_txn(&seq_a, &[KvOp::set(&data, b"late write from a", 0)])
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(e.to_string().contains("stale sequencer"), "{e}");
+    assert_eq!(
+        cb.kv().get(&data).unwrap().unwrap().value.as_deref(),
+        Some(&b"from a"[..]),
+        "the stale write was not applied"
+    );
+    cb.guarded_txn(&seq_b, &[KvOp::set(&data, b"from b", 0)])
+        .unwrap();
+    assert_eq!(
+        cb.kv().get(&data).unwrap().unwrap().value.as_deref(),
+        Some(&b"from b"[..])
+    );
+}
+
+#[test]
+fn the_token_keeps_growing_when_the_key_is_deleted_and_lock_index_restarts() {
+    let f = Fixture::start();
+    let key = unique("token");
+    let c = f.client();
+    let e = c.election(&key).unwrap();
+    assert!(e.campaign(b"1", Some(PATIENCE), None).unwrap());
+    assert!(e.resign().unwrap());
+    assert!(e.campaign(b"1", Some(PATIENCE), None).unwrap());
+    let before = e.sequencer().unwrap();
+    assert_eq!(before.lock_index, 2);
+    assert!(e.resign().unwrap());
+    assert!(c.kv().delete(&key).unwrap());
+    assert!(e.campaign(b"1", Some(PATIENCE), None).unwrap());
+    let after = e.sequencer().unwrap();
+    assert_eq!(after.lock_index, 1, "LockIndex restarts with the key");
+    assert!(after.token > before.token, "{after:?} vs {before:?}");
+}
+
+#[test]
+fn observers_report_failover_when_the_leader_dies() {
+    let f = Fixture::start();
+    let key = unique("failover");
+    let ca = f
+        .builder()
+        .default_session(
+            SessionOptions::default_for_client().lock_delay(Duration::from_millis(500)),
+        )
+        .build()
+        .unwrap();
+    let cb = f.client();
+    let a = ca.election(&key).unwrap();
+    let b = cb.election(&key).unwrap();
+    let mut obs = f.client().observe_leader(&key).unwrap();
+    assert!(a.campaign(b"a", Some(PATIENCE), None).unwrap());
+    let sid_a = ca.default_session().unwrap().id().to_string();
+    // Skip to A's leadership.
+    loop {
+        let ev = obs.next(Some(PATIENCE), None).unwrap();
+        if leader_session(&ev) == Some(sid_a.as_str()) {
+            break;
+        }
+    }
+    let b_thread = std::thread::spawn(move || {
+        let won = b.campaign(b"b", Some(PATIENCE), None).unwrap();
+        (won, b)
+    });
+    // A crashes: its session is destroyed without a release.
+    f.client().sessions().destroy(&sid_a).unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let ev = obs.next(Some(PATIENCE), None).unwrap();
+        let done = matches!(&ev, LeaderEvent::Leader(l) if l.value == b"b");
+        seen.push(ev);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(seen.first(), Some(&LeaderEvent::NoLeader), "{seen:?}");
+    let (won, b) = b_thread.join().unwrap();
+    assert!(won && b.is_leader());
+}
+
+#[test]
+fn leader_of_a_foreign_key_is_a_conflict() {
+    let f = Fixture::start();
+    let key = unique("foreign-election");
+    let c = f.client();
+    c.kv().put(&key, b"not a lock").unwrap();
+    assert_eq!(c.leader(&key).unwrap_err().kind(), ErrorKind::Conflict);
+    let mut obs = c.observe_leader(&key).unwrap();
+    assert_eq!(
+        obs.next(Some(PATIENCE), None).unwrap_err().kind(),
+        ErrorKind::Conflict
+    );
+}
