@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions clean
+.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks clean
 
 all: build
 
@@ -74,7 +74,7 @@ test-node: node-build
 	$(CARGO) build -p baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
 
-bench: bench-devserver bench-sessions
+bench: bench-devserver bench-sessions bench-locks
 
 bench-devserver:
 	$(CARGO) run --release -p bench-devserver
@@ -84,6 +84,10 @@ clean:
 
 bench-sessions:
 	$(CARGO) run --release -p bench-sessions
+
+bench-locks:
+	$(CARGO) build --release -p baton-devserver -p bench-locks
+	./target/release/bench-locks
 
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's

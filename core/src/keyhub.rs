@@ -363,6 +363,20 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
             index = 0;
             target = Some(want.clone());
         }
+        if index == 0 {
+            // A single key's index is its ModifyIndex (or the table index when it is
+            // missing): a view seeded by the subscriber lets us block right away
+            // instead of reading first.
+            if let Target::Key(k) = &want {
+                if let Some(v) = lock(&group.state)
+                    .keys
+                    .get(k)
+                    .and_then(|ks| ks.view.as_ref())
+                {
+                    index = v.as_of;
+                }
+            }
+        }
         // Drain a stale wake-up: the target above already includes every key.
         let _ = wake.try_recv();
         let (round, restart) = {

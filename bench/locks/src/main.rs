@@ -1,0 +1,303 @@
+//! Bench: baton locks against a dev server running in its own process (so the
+//! threads and memory printed are the client's alone).
+//!
+//! Prints:
+//! * HTTP requests per uncontended (warm) acquire+release, counted by the server;
+//! * acquire+release cycles per second on one key, one thread;
+//! * graceful handoff latency (holder releases → waiter holds), p50/p99;
+//! * crash failover (holder's session destroyed → waiter holds) minus the lock-delay;
+//! * OS threads and RSS growth of this process with 1,000 and 10,000 held locks.
+//!
+//! Usage: `make bench-locks`, or build `baton-devserver` and run
+//! `bench-locks [--devserver PATH] [--held 1000,10000] [--cycles N] [--handoffs N] [--failovers N]`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton::{Client, LockOptions, SessionOptions};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn num(name: &str, default: usize) -> usize {
+    arg(name).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn threads() -> (usize, usize) {
+    let mut all = 0;
+    let mut baton = 0;
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for e in dir.flatten() {
+            all += 1;
+            let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if name.trim().starts_with("baton-") {
+                baton += 1;
+            }
+        }
+    }
+    (all, baton)
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server() -> Server {
+    let path = arg("--devserver").unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("own path");
+        exe.with_file_name("baton-devserver")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let mut child = Command::new(&path)
+        .args(["--port", "0", "--max-conns-per-client", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start {path}: {e} (build it: cargo build --release -p baton-devserver)")
+        });
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("address line");
+    let addr = line
+        .trim()
+        .strip_prefix("BATON_DEVSERVER_ADDR=")
+        .unwrap_or_else(|| panic!("unexpected first line from the dev server: {line:?}"))
+        .to_string();
+    Server { child, addr }
+}
+
+fn counts(addr: &str) -> serde_json::Value {
+    let mut resp = ureq::get(&format!("http://{addr}/_devserver/requests"))
+        .call()
+        .expect("request counts");
+    serde_json::from_reader(resp.body_mut().as_reader()).expect("json counts")
+}
+
+fn reset_counts(addr: &str) {
+    ureq::delete(&format!("http://{addr}/_devserver/requests"))
+        .call()
+        .expect("reset counts");
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn client(addr: &str, lock_delay: Duration) -> Client {
+    Client::builder()
+        .address(addr)
+        .default_session(SessionOptions::default_for_client().lock_delay(lock_delay))
+        .build()
+        .expect("client")
+}
+
+fn requests_per_cycle(addr: &str) {
+    let c = client(addr, Duration::from_secs(15));
+    let lock = c.lock("bench/cost").unwrap();
+    // Cold acquire (reads the key first) and a release that makes the next one warm.
+    assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+    lock.release().unwrap();
+    let n = 100;
+    reset_counts(addr);
+    for _ in 0..n {
+        assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        lock.release().unwrap();
+    }
+    let v = counts(addr);
+    let total = v["total"].as_u64().unwrap_or(0);
+    let txn = v["by_route"]["PUT /v1/txn"].as_u64().unwrap_or(0);
+    println!(
+        "requests per warm acquire+release: {:.2} (txn {:.2}, all routes over {n} cycles: {})",
+        total as f64 / n as f64,
+        txn as f64 / n as f64,
+        v["by_route"]
+    );
+    // With a hold time, the key hub watches the held key: count that too.
+    let n = 20;
+    reset_counts(addr);
+    for _ in 0..n {
+        assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        lock.release().unwrap();
+    }
+    let v = counts(addr);
+    let total = v["total"].as_u64().unwrap_or(0);
+    println!(
+        "  with a 20 ms hold (loss watch included): {:.2} requests per cycle ({})",
+        total as f64 / n as f64,
+        v["by_route"]
+    );
+    println!("  (Go api.Lock: GET + PUT ?acquire per acquire, a monitor GET, PUT ?release per release, plus a session create/destroy per lock)");
+}
+
+fn cycles_per_sec(addr: &str, cycles: usize) {
+    let c = client(addr, Duration::from_secs(15));
+    let lock = c.lock("bench/cycles").unwrap();
+    assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+    lock.release().unwrap();
+    let t = Instant::now();
+    for _ in 0..cycles {
+        assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        lock.release().unwrap();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "acquire+release cycles/s (one key, one thread): {:.0} ({cycles} cycles in {secs:.2} s)",
+        cycles as f64 / secs
+    );
+}
+
+fn handoff(addr: &str, rounds: usize) {
+    let a = client(addr, Duration::from_secs(15));
+    let b = client(addr, Duration::from_secs(15));
+    let mut lat = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let (holder, waiter) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let hl = holder.lock("bench/handoff").unwrap();
+        assert!(hl.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w = waiter.clone();
+        let t = std::thread::spawn(move || {
+            let wl = w.lock("bench/handoff").unwrap();
+            tx.send(()).unwrap();
+            assert!(wl.acquire(Some(Duration::from_secs(20)), None).unwrap());
+            let at = Instant::now();
+            wl.release().unwrap();
+            at
+        });
+        rx.recv().unwrap();
+        // Let the waiter park on the key (its first read sees the holder).
+        std::thread::sleep(Duration::from_millis(20));
+        let released = Instant::now();
+        hl.release().unwrap();
+        let acquired = t.join().unwrap();
+        lat.push(acquired.saturating_duration_since(released));
+    }
+    lat.sort();
+    println!(
+        "graceful handoff latency over {rounds}: p50 {:?}, p99 {:?}, max {:?}",
+        pct(&lat, 0.5),
+        pct(&lat, 0.99),
+        lat.last().copied().unwrap_or_default()
+    );
+}
+
+fn failover(addr: &str, rounds: usize) {
+    let delay = Duration::from_secs(1);
+    let mut extra = Vec::with_capacity(rounds);
+    let admin = client(addr, delay);
+    for i in 0..rounds {
+        let key = format!("bench/failover/{i}");
+        let holder = client(addr, delay);
+        let hl = holder.lock(&key).unwrap();
+        assert!(hl.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        let sid = hl.sequencer().unwrap().session;
+        let w = client(addr, delay);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let k2 = key.clone();
+        let t = std::thread::spawn(move || {
+            let wl = w.lock(&k2).unwrap();
+            tx.send(()).unwrap();
+            assert!(wl.acquire(Some(Duration::from_secs(30)), None).unwrap());
+            Instant::now()
+        });
+        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let killed = Instant::now();
+        admin.sessions().destroy(&sid).unwrap();
+        let acquired = t.join().unwrap();
+        extra.push(
+            acquired
+                .saturating_duration_since(killed)
+                .saturating_sub(delay),
+        );
+        holder.close(Duration::from_secs(5));
+    }
+    extra.sort();
+    println!(
+        "crash failover minus lock-delay ({delay:?}) over {rounds}: p50 {:?}, max {:?}  (Go api.Lock: up to +5 s)",
+        pct(&extra, 0.5),
+        extra.last().copied().unwrap_or_default()
+    );
+}
+
+fn held(addr: &str, n: usize) {
+    let (t0, _) = threads();
+    let rss0 = rss_kib();
+    let c = client(addr, Duration::from_secs(15));
+    let start = Instant::now();
+    let locks: Vec<_> = (0..n)
+        .map(|i| {
+            let l = c
+                .lock_with(&format!("bench/held{n}/{i}"), LockOptions::new())
+                .unwrap();
+            assert!(l.acquire(Some(Duration::from_secs(30)), None).unwrap());
+            l
+        })
+        .collect();
+    let took = start.elapsed();
+    // Let the key hub settle on the whole set.
+    std::thread::sleep(Duration::from_secs(1));
+    let (t1, baton) = threads();
+    let rss1 = rss_kib();
+    assert!(locks.iter().all(|l| l.is_held()));
+    println!(
+        "{n:>6} held locks: os threads {t1} (+{}), baton threads {baton}, key-watch threads {}, rss +{} KiB ({:.0} B/lock), acquired in {:.2} s",
+        t1 - t0,
+        c.key_watch_threads(),
+        rss1.saturating_sub(rss0),
+        (rss1.saturating_sub(rss0) * 1024) as f64 / n as f64,
+        took.as_secs_f64()
+    );
+    drop(locks);
+    c.close(Duration::from_secs(10));
+}
+
+fn main() {
+    let server = start_server();
+    let addr = server.addr.clone();
+    println!("bench-locks: dev server (own process) at {addr}");
+    requests_per_cycle(&addr);
+    cycles_per_sec(&addr, num("--cycles", 2000));
+    handoff(&addr, num("--handoffs", 200));
+    failover(&addr, num("--failovers", 5));
+    for n in arg("--held")
+        .unwrap_or_else(|| "1000,10000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+    {
+        held(&addr, n);
+    }
+}
