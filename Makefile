@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks clean
+.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
 
 all: build
 
@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-c test-python test-node
+test: lint test-rust examples-rust test-c test-python test-node
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -32,6 +32,12 @@ lint:
 
 test-rust:
 	$(CARGO) test --workspace
+
+## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
+RUST_EXAMPLES := leader_election fenced_write
+examples-rust:
+	$(CARGO) build -p baton-examples --bins
+	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done
 
 fmt:
 	$(CARGO) fmt --all
