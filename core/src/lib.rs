@@ -71,3 +71,8 @@ pub use lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
 pub use session_api::{Behavior, ServiceCheck, SessionApi, SessionEntry, SessionOptions};
 pub use txn::{KvOp, KvVerb, MAX_TXN_OPS};
 pub use watch::{next_index, Watch, WatchEvent, WatchTarget};
+
+/// The README's Rust snippets, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
