@@ -37,7 +37,10 @@ fn close_joins_every_thread_even_with_long_polls_in_flight() {
     let s = c
         .create_session(&SessionOptions::new().ttl(Duration::from_secs(30)))
         .unwrap();
-    s.on_lost(|_| {});
+    let (tx, ran) = crossbeam_channel::bounded(1);
+    s.on_lost(move |_| {
+        let _ = tx.send(());
+    });
     let _d = c.default_session().unwrap();
     let mut w1 = c.watch_key("close/a").unwrap();
     let mut w2 = c.watch_prefix("close/").unwrap();
@@ -46,6 +49,9 @@ fn close_joins_every_thread_even_with_long_polls_in_flight() {
     // Make the dispatcher start too.
     f.client().sessions().destroy(s.id()).unwrap();
     s.wait_lost(Some(Duration::from_secs(20)), None).unwrap();
+    // The callback ran, so the dispatcher thread exists (it starts when the loss is posted).
+    ran.recv_timeout(Duration::from_secs(20))
+        .expect("the loss callback runs");
     let during = baton_threads();
     eprintln!("threads: before {before_total} total; baton threads while running: {during}");
     // renewer, lease timer, session monitor, dispatcher, two watches
