@@ -43,6 +43,8 @@ pub(crate) struct Core {
     runtime: Mutex<Runtime>,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
     default_session: Mutex<Option<Session>>,
+    /// The shared session of semaphores (behaviour `delete`).
+    pub(crate) semaphore_session: Mutex<Option<Session>>,
     pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
@@ -180,6 +182,7 @@ impl Core {
             ok &= d.worker.join_until(deadline);
         }
         *lock(&self.default_session) = None;
+        *lock(&self.semaphore_session) = None;
         let sessions: Vec<Arc<SessionShared>> =
             lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for s in sessions {
@@ -292,6 +295,7 @@ impl Client {
             runtime: Mutex::new(Runtime::default()),
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
+            semaphore_session: Mutex::new(None),
             watches: Mutex::new(HashMap::new()),
             keyhub: KeyHub::default(),
         });

@@ -254,6 +254,34 @@ fn try_claim(session: &str, key: &str, owner: u64) -> std::result::Result<(), Re
     }
 }
 
+/// Waits until `owner` is the process's one contender for (session, key).
+/// Returns `Ok(false)` at the deadline.
+pub(crate) fn take_claim(
+    session: &Session,
+    key: &str,
+    owner: u64,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    client: &Client,
+) -> Result<bool> {
+    loop {
+        let rx = match try_claim(session.id(), key, owner) {
+            Ok(()) => return Ok(true),
+            Err(rx) => rx,
+        };
+        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, &client.core().closing)? {
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Gives up `owner`'s claim on (session, key), waking the next local contender.
+pub(crate) fn release_claim(session: &Session, key: &str, owner: u64) {
+    unclaim(session.id(), key, owner)
+}
+
 fn unclaim(session: &str, key: &str, owner: u64) {
     let waiters = {
         let mut map = lock(&LOCAL);
@@ -637,21 +665,7 @@ impl LockShared {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        let core = self.client.core();
-        loop {
-            let rx = match try_claim(session.id(), &self.key, self.id) {
-                Ok(()) => return Ok(true),
-                Err(rx) => rx,
-            };
-            match wait_signals(&rx, deadline, cancel, session, &core.closing)? {
-                Woke::Changed => continue,
-                Woke::Tick => {
-                    if deadline.is_some_and(|d| d <= Instant::now()) {
-                        return Ok(false);
-                    }
-                }
-            }
-        }
+        take_claim(session, &self.key, self.id, deadline, cancel, &self.client)
     }
 
     fn read(&self) -> Result<Known> {

@@ -1,0 +1,801 @@
+//! `Semaphore`: up to `limit` holders at once, wire-compatible with Go's `api.Semaphore`.
+//!
+//! See [`Semaphore`] for the protocol.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+use serde_json::Value;
+
+use crate::cancel::{CancelToken, HookGuard};
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::keyhub::{Hook, KeySub};
+use crate::kv::{KvPair, WriteOptions};
+use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::lock::{release_claim, take_claim};
+use crate::session_api::{Behavior, SessionOptions};
+use crate::sync::lock;
+
+/// The `Flags` value Go's `api.Semaphore` writes on its keys (`0xe0f69a2baa414de0`).
+pub const SEMAPHORE_FLAG_VALUE: u64 = 0xe0f6_9a2b_aa41_4de0;
+
+const SEMAPHORE_CONFLICT: &str = "Existing key does not match semaphore use";
+
+/// Options of a [`Semaphore`].
+#[derive(Debug, Clone, Default)]
+pub struct SemaphoreOptions {
+    value: Vec<u8>,
+    session: Option<Session>,
+}
+
+impl SemaphoreOptions {
+    /// Default options: empty value, the client's shared semaphore session.
+    pub fn new() -> SemaphoreOptions {
+        SemaphoreOptions::default()
+    }
+
+    /// The value of this holder's contender key.
+    pub fn value(mut self, value: impl Into<Vec<u8>>) -> Self {
+        self.value = value.into();
+        self
+    }
+
+    /// Contend with this session. A session holds at most one slot of a given
+    /// semaphore (its contender key is `<prefix>/<session>`).
+    pub fn session(mut self, session: Session) -> Self {
+        self.session = Some(session);
+        self
+    }
+}
+
+/// Why a semaphore holding ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SemaphoreLost {
+    /// Released by this process.
+    Released,
+    /// Our contender key is gone or unlocked, or `.lock` no longer lists us.
+    Removed,
+    /// The session was lost.
+    SessionLost(LostReason),
+    /// The client was closed.
+    ClientClosed,
+}
+
+impl SemaphoreLost {
+    /// A stable lowercase name: `"released"`, `"removed"`, `"session_lost"`, `"client_closed"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SemaphoreLost::Released => "released",
+            SemaphoreLost::Removed => "removed",
+            SemaphoreLost::SessionLost(_) => "session_lost",
+            SemaphoreLost::ClientClosed => "client_closed",
+        }
+    }
+}
+
+/// Go's `path.Join(a, b)`: join with `/`, then clean (collapse slashes, resolve
+/// `.` and `..`, no trailing slash).
+pub(crate) fn path_join(a: &str, b: &str) -> String {
+    let joined = format!("{a}/{b}");
+    let rooted = joined.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|p| *p != "..") {
+                    out.pop();
+                } else if !rooted {
+                    out.push("..");
+                }
+            }
+            p => out.push(p),
+        }
+    }
+    let body = out.join("/");
+    match (rooted, body.is_empty()) {
+        (true, _) => format!("/{body}"),
+        (false, true) => ".".to_string(),
+        (false, false) => body,
+    }
+}
+
+/// The decoded `.lock` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockDoc {
+    pub(crate) limit: u64,
+    pub(crate) holders: BTreeMap<String, bool>,
+}
+
+impl LockDoc {
+    /// Decodes like Go's `json.Unmarshal` into `{Limit int; Holders map[string]bool}`
+    /// (field names match case-insensitively); a missing value gives `local_limit`.
+    pub(crate) fn decode(value: Option<&[u8]>, local_limit: u64) -> Result<LockDoc> {
+        let Some(bytes) = value else {
+            return Ok(LockDoc {
+                limit: local_limit,
+                holders: BTreeMap::new(),
+            });
+        };
+        let bad = |why: String| {
+            Error::new(
+                ErrorKind::BadResponse,
+                format!("lock decoding failed: {why}"),
+            )
+        };
+        let v: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
+        let Value::Object(map) = v else {
+            return Err(bad("not a JSON object".into()));
+        };
+        let field = |name: &str| {
+            map.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        };
+        let limit = match field("Limit") {
+            None | Some(Value::Null) => 0,
+            Some(Value::Number(n)) => n.as_u64().ok_or_else(|| bad(format!("bad Limit {n}")))?,
+            Some(other) => return Err(bad(format!("bad Limit {other}"))),
+        };
+        let mut holders = BTreeMap::new();
+        match field("Holders") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(h)) => {
+                for (k, v) in h {
+                    let b = v
+                        .as_bool()
+                        .ok_or_else(|| bad(format!("bad holder value {v}")))?;
+                    holders.insert(k.clone(), b);
+                }
+            }
+            Some(other) => return Err(bad(format!("bad Holders {other}"))),
+        }
+        Ok(LockDoc { limit, holders })
+    }
+
+    /// Encodes as Go does: compact, `Limit` first, holders sorted.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let holders: serde_json::Map<String, Value> = self
+            .holders
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::Bool(*v)))
+            .collect();
+        let mut out = format!("{{\"Limit\":{},\"Holders\":", self.limit).into_bytes();
+        out.extend_from_slice(
+            serde_json::to_string(&Value::Object(holders))
+                .expect("a map of bools encodes")
+                .as_bytes(),
+        );
+        out.push(b'}');
+        out
+    }
+}
+
+type LostCallback = Arc<dyn Fn(SemaphoreLost) + Send + Sync + 'static>;
+
+struct Holding {
+    session: Session,
+    generation: u64,
+    token: CancelToken,
+    _subs: Vec<KeySub>,
+    _session_hook: Option<HookGuard>,
+}
+
+struct Inner {
+    value: Vec<u8>,
+    holding: Option<Holding>,
+    generation: u64,
+    callbacks: Vec<(u64, LostCallback)>,
+    next_callback: u64,
+    last_lost: Option<SemaphoreLost>,
+}
+
+struct Shared {
+    client: Client,
+    prefix: String,
+    limit: u64,
+    explicit_session: Option<Session>,
+    id: u64,
+    inner: Mutex<Inner>,
+    acquiring: Mutex<()>,
+}
+
+/// A counting semaphore on a KV prefix: at most `limit` holders at once.
+///
+/// On the wire it is Go's `api.Semaphore` (consul-semantics §8): each contender
+/// acquires a key `<prefix>/<session>` (flags [`SEMAPHORE_FLAG_VALUE`]) with its
+/// session, and the holders are listed in `<prefix>/.lock` as
+/// `{"Limit":N,"Holders":{"<session>":true}}`, written only by check-and-set.
+/// Holders whose session no longer appears on any key under the prefix are
+/// pruned. Go services using `api.Semaphore` on the same prefix share the slots.
+///
+/// Waiters share one blocking query per prefix and write to Consul only when
+/// the listing shows a free slot, so a change that frees no slot costs nothing.
+/// By default all semaphores of a client share one session with behaviour
+/// `delete` (Go creates one such session per semaphore), so dead contenders'
+/// keys disappear; several `Semaphore`s of one process on the same prefix and
+/// session queue locally. Dropping a held `Semaphore` releases it.
+pub struct Semaphore {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("prefix", &self.shared.prefix)
+            .field("limit", &self.shared.limit)
+            .field("held", &lock(&self.shared.inner).holding.is_some())
+            .finish()
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1 << 62);
+
+impl Client {
+    /// A semaphore with `limit` slots on `prefix`.
+    pub fn semaphore(&self, prefix: &str, limit: u64) -> Result<Semaphore> {
+        self.semaphore_with(prefix, limit, SemaphoreOptions::new())
+    }
+
+    /// A semaphore with options.
+    pub fn semaphore_with(
+        &self,
+        prefix: &str,
+        limit: u64,
+        options: SemaphoreOptions,
+    ) -> Result<Semaphore> {
+        self.core().check_usable()?;
+        let p = prefix.trim_start_matches('/');
+        if p.is_empty() {
+            return Err(Error::new(ErrorKind::InvalidArgument, "missing prefix"));
+        }
+        if limit == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "semaphore limit must be positive",
+            ));
+        }
+        Ok(Semaphore {
+            shared: Arc::new(Shared {
+                client: self.clone(),
+                prefix: p.to_string(),
+                limit,
+                explicit_session: options.session,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                inner: Mutex::new(Inner {
+                    value: options.value,
+                    holding: None,
+                    generation: 0,
+                    callbacks: Vec::new(),
+                    next_callback: 0,
+                    last_lost: None,
+                }),
+                acquiring: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The client's shared semaphore session (behaviour `delete`), created on first
+    /// use and replaced once lost.
+    pub fn semaphore_session(&self) -> Result<Session> {
+        let mut slot = lock(&self.core().semaphore_session);
+        if let Some(s) = &*slot {
+            if s.is_valid() {
+                return Ok(s.clone());
+            }
+        }
+        let s = self.create_session(
+            &SessionOptions::default_for_client()
+                .name("baton semaphore")
+                .behavior(Behavior::Delete),
+        )?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+}
+
+impl Semaphore {
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
+    /// The number of slots.
+    pub fn limit(&self) -> u64 {
+        self.shared.limit
+    }
+
+    fn contender_key(&self, session: &Session) -> String {
+        path_join(&self.shared.prefix, session.id())
+    }
+
+    fn lock_key(&self) -> String {
+        path_join(&self.shared.prefix, ".lock")
+    }
+
+    /// Takes a slot, waiting up to `timeout` (`None` forever, `Some(ZERO)` try
+    /// once): `Ok(true)` when held, `Ok(false)` at the timeout (the contender key
+    /// is removed again). Errors: kind `Conflict` for foreign flags or a limit that
+    /// differs from the one stored (`semaphore limit conflict (lock: N, local: M)`)
+    /// or when already held; `Cancelled`, `Closed`, `SessionInvalidated`.
+    pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        let sh = &self.shared;
+        sh.client.core().check_usable()?;
+        let _serial = lock(&sh.acquiring);
+        if self.is_held() {
+            return Err(Error::new(ErrorKind::Conflict, "Semaphore already held"));
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let session = match &sh.explicit_session {
+            Some(s) => s.clone(),
+            None => sh.client.semaphore_session()?,
+        };
+        let contender = self.contender_key(&session);
+        if !take_claim(&session, &contender, sh.id, deadline, cancel, &sh.client)? {
+            return Ok(false);
+        }
+        let result = self.acquire_claimed(&session, &contender, deadline, cancel);
+        if !matches!(result, Ok(true)) {
+            // Give up our contender entry (best effort) and our local place.
+            let _ = sh.client.kv().delete(&contender);
+            release_claim(&session, &contender, sh.id);
+        }
+        result
+    }
+
+    /// Tries once: `acquire(Some(Duration::ZERO), None)`.
+    pub fn try_acquire(&self) -> Result<bool> {
+        self.acquire(Some(Duration::ZERO), None)
+    }
+
+    fn acquire_claimed(
+        &self,
+        session: &Session,
+        contender: &str,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        let sh = &self.shared;
+        let value = lock(&sh.inner).value.clone();
+        let made = sh.client.kv().put_with(
+            contender,
+            &value,
+            &WriteOptions {
+                flags: SEMAPHORE_FLAG_VALUE,
+                acquire: Some(session.id().to_string()),
+                ..Default::default()
+            },
+        )?;
+        if !made {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                "failed to make contender entry: <nil>",
+            ));
+        }
+        let lock_key = self.lock_key();
+        let mut watch = sh.client.watch_prefix(&sh.prefix)?;
+        let closing = sh.client.core().closing.clone();
+        let mut fresh: Option<Vec<KvPair>> = None;
+        loop {
+            let entries = match fresh.take() {
+                Some(e) => e,
+                None => {
+                    let wake = deadline;
+                    match watch_next(&mut watch, wake, cancel, session, &closing)? {
+                        Some(ev) => ev,
+                        None => return Ok(false),
+                    }
+                }
+            };
+            let lock_entry = entries.iter().find(|p| p.key == lock_key);
+            let (flags, modify_index, raw) = match lock_entry {
+                Some(p) => (p.flags, p.modify_index, p.value.as_deref()),
+                None => (SEMAPHORE_FLAG_VALUE, 0, None),
+            };
+            if flags != SEMAPHORE_FLAG_VALUE {
+                return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
+            }
+            let mut doc = LockDoc::decode(raw, sh.limit)?;
+            if doc.limit != sh.limit {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "semaphore limit conflict (lock: {}, local: {})",
+                        doc.limit, sh.limit
+                    ),
+                ));
+            }
+            let alive: Vec<&str> = entries
+                .iter()
+                .filter_map(|p| p.session.as_deref())
+                .collect();
+            doc.holders.retain(|h, _| alive.contains(&h.as_str()));
+            let ours = doc.holders.contains_key(session.id());
+            if !ours && doc.holders.len() as u64 >= sh.limit {
+                if deadline.is_some_and(|d| d <= Instant::now()) {
+                    return Ok(false);
+                }
+                continue; // wait for the next change under the prefix
+            }
+            doc.holders.insert(session.id().to_string(), true);
+            let swapped = sh.client.kv().put_with(
+                &lock_key,
+                &doc.encode(),
+                &WriteOptions {
+                    flags: SEMAPHORE_FLAG_VALUE,
+                    cas: Some(modify_index),
+                    ..Default::default()
+                },
+            )?;
+            if swapped {
+                self.hold(session, contender, &lock_key)?;
+                return Ok(true);
+            }
+            // Lost the race for the slot: re-read now.
+            fresh = Some(sh.client.kv().list(&sh.prefix)?);
+        }
+    }
+
+    fn hold(&self, session: &Session, contender: &str, lock_key: &str) -> Result<()> {
+        let sh = &self.shared;
+        let core = sh.client.core().clone();
+        let generation = {
+            let mut g = lock(&sh.inner);
+            g.generation += 1;
+            g.generation
+        };
+        let sid = session.id().to_string();
+        let on_contender: Hook = {
+            let weak = Arc::downgrade(sh);
+            let sid = sid.clone();
+            Arc::new(move |e: Option<&KvPair>| {
+                if !e.is_some_and(|p| p.session.as_deref() == Some(sid.as_str())) {
+                    if let Some(s) = weak.upgrade() {
+                        s.lose(generation, SemaphoreLost::Removed);
+                    }
+                }
+            })
+        };
+        let on_lock: Hook = {
+            let weak: Weak<Shared> = Arc::downgrade(sh);
+            let sid = sid.clone();
+            let limit = sh.limit;
+            Arc::new(move |e: Option<&KvPair>| {
+                let listed = e.is_some_and(|p| {
+                    LockDoc::decode(p.value.as_deref(), limit)
+                        .map(|d| d.holders.contains_key(&sid))
+                        .unwrap_or(false)
+                });
+                if !listed {
+                    if let Some(s) = weak.upgrade() {
+                        s.lose(generation, SemaphoreLost::Removed);
+                    }
+                }
+            })
+        };
+        let subs = vec![
+            KeySub::new(&core, contender, None, Some(on_contender))?,
+            KeySub::new(&core, lock_key, None, Some(on_lock))?,
+        ];
+        let weak = Arc::downgrade(sh);
+        let s_weak = Arc::downgrade(&session.shared);
+        let session_hook = session.cancel_token().on_cancel(move || {
+            let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
+                return;
+            };
+            let reason = match s.state() {
+                SessionState::Lost(LostReason::ClientClosed) => SemaphoreLost::ClientClosed,
+                SessionState::Lost(r) => SemaphoreLost::SessionLost(r),
+                _ => SemaphoreLost::SessionLost(LostReason::Invalidated),
+            };
+            sh.lose(generation, reason);
+        });
+        {
+            let mut g = lock(&sh.inner);
+            g.holding = Some(Holding {
+                session: session.clone(),
+                generation,
+                token: CancelToken::new(),
+                _subs: subs,
+                _session_hook: Some(session_hook),
+            });
+            g.last_lost = None;
+        }
+        if !session.is_valid() {
+            sh.lose(
+                generation,
+                SemaphoreLost::SessionLost(LostReason::Invalidated),
+            );
+        }
+        Ok(())
+    }
+
+    /// Releases the slot (Go's `Release`: remove us from `.lock` by CAS, then
+    /// delete our contender key). `Ok(false)` if not held. No callbacks run.
+    pub fn release(&self) -> Result<bool> {
+        let sh = &self.shared;
+        let holding = {
+            let mut g = lock(&sh.inner);
+            let Some(h) = g.holding.take() else {
+                return Ok(false);
+            };
+            g.last_lost = Some(SemaphoreLost::Released);
+            h
+        };
+        let session = holding.session.clone();
+        holding.token.cancel();
+        drop(holding);
+        let contender = self.contender_key(&session);
+        let lock_key = self.lock_key();
+        let result = (|| -> Result<()> {
+            loop {
+                let current = sh.client.kv().get(&lock_key)?;
+                let (raw, index) = match &current {
+                    Some(p) => (p.value.as_deref(), p.modify_index),
+                    None => (None, 0),
+                };
+                let mut doc = LockDoc::decode(raw, sh.limit)?;
+                if doc.holders.remove(session.id()).is_none() {
+                    break;
+                }
+                let ok = sh.client.kv().put_with(
+                    &lock_key,
+                    &doc.encode(),
+                    &WriteOptions {
+                        flags: SEMAPHORE_FLAG_VALUE,
+                        cas: Some(index),
+                        ..Default::default()
+                    },
+                )?;
+                if ok {
+                    break;
+                }
+            }
+            sh.client.kv().delete(&contender)?;
+            Ok(())
+        })();
+        release_claim(&session, &contender, sh.id);
+        result.map(|()| true)
+    }
+
+    /// Whether a slot is held (false once lost or past the session's deadline).
+    pub fn is_held(&self) -> bool {
+        let session = lock(&self.shared.inner)
+            .holding
+            .as_ref()
+            .map(|h| h.session.clone());
+        match session {
+            None => false,
+            Some(s) => {
+                let _ = s.is_valid();
+                lock(&self.shared.inner).holding.is_some()
+            }
+        }
+    }
+
+    /// A token cancelled when the current holding ends (cancelled when not held).
+    pub fn cancel_token(&self) -> CancelToken {
+        let _ = self.is_held();
+        match &lock(&self.shared.inner).holding {
+            Some(h) => h.token.clone(),
+            None => {
+                let t = CancelToken::new();
+                t.cancel();
+                t
+            }
+        }
+    }
+
+    /// Registers a callback run once per lost holding (not for a release), on the
+    /// dispatcher thread.
+    pub fn on_lost(&self, callback: impl Fn(SemaphoreLost) + Send + Sync + 'static) -> CallbackId {
+        let mut g = lock(&self.shared.inner);
+        let id = g.next_callback;
+        g.next_callback += 1;
+        g.callbacks.push((id, Arc::new(callback)));
+        CallbackId::new(id)
+    }
+
+    /// Removes a callback.
+    pub fn remove_callback(&self, id: CallbackId) {
+        lock(&self.shared.inner)
+            .callbacks
+            .retain(|(i, _)| *i != id.get());
+    }
+
+    /// Blocks until the holding ends; returns at once when not held. Errors:
+    /// `Timeout`, `Cancelled`.
+    pub fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<SemaphoreLost> {
+        let end = timeout.map(|t| Instant::now() + t);
+        let never = crossbeam_channel::never();
+        let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
+        loop {
+            let (token, session) = {
+                let g = lock(&self.shared.inner);
+                match &g.holding {
+                    None => return Ok(g.last_lost.unwrap_or(SemaphoreLost::Released)),
+                    Some(h) => (h.token.clone(), h.session.clone()),
+                }
+            };
+            if !session.is_valid() {
+                continue;
+            }
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(Error::new(ErrorKind::Cancelled, "wait cancelled"));
+            }
+            if end.is_some_and(|e| e <= Instant::now()) {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    "semaphore still held at timeout",
+                ));
+            }
+            let mut wake = end;
+            if let Some(u) = session.valid_until() {
+                wake = Some(wake.map_or(u, |w| w.min(u)));
+            }
+            let tick = wake.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+            let lost = token.receiver();
+            select! {
+                recv(lost) -> _ => {}
+                recv(cancel_rx) -> _ => {}
+                recv(tick) -> _ => {}
+            }
+        }
+    }
+
+    /// Deletes `.lock` when no live holder remains (Go's `Destroy`). Errors: kind
+    /// `Conflict` with `Semaphore already held`, `Semaphore in use`, or the flags conflict.
+    pub fn destroy(&self) -> Result<()> {
+        let sh = &self.shared;
+        if self.is_held() {
+            return Err(Error::new(ErrorKind::Conflict, "Semaphore already held"));
+        }
+        let entries = sh.client.kv().list(&sh.prefix)?;
+        let lock_key = self.lock_key();
+        let Some(lp) = entries.iter().find(|p| p.key == lock_key) else {
+            return Ok(());
+        };
+        if lp.flags != SEMAPHORE_FLAG_VALUE {
+            return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
+        }
+        let mut doc = LockDoc::decode(lp.value.as_deref(), sh.limit)?;
+        let alive: Vec<&str> = entries
+            .iter()
+            .filter_map(|p| p.session.as_deref())
+            .collect();
+        doc.holders.retain(|h, _| alive.contains(&h.as_str()));
+        if !doc.holders.is_empty() || !sh.client.kv().delete_cas(&lock_key, lp.modify_index)? {
+            return Err(Error::new(ErrorKind::Conflict, "Semaphore in use"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Semaphore {
+    fn drop(&mut self) {
+        if lock(&self.shared.inner).holding.is_some() && !self.shared.client.is_closed() {
+            if let Err(e) = self.release() {
+                log::warn!(
+                    "baton semaphore {}: release on drop failed: {e}",
+                    self.shared.prefix
+                );
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn lose(&self, generation: u64, reason: SemaphoreLost) {
+        let (holding, callbacks) = {
+            let mut g = lock(&self.inner);
+            match &g.holding {
+                Some(h) if h.generation == generation => {}
+                _ => return,
+            }
+            let h = g.holding.take();
+            g.last_lost = Some(reason);
+            let cbs: Vec<LostCallback> = g.callbacks.iter().map(|(_, c)| c.clone()).collect();
+            (h, cbs)
+        };
+        let Some(h) = holding else { return };
+        log::warn!("baton semaphore {} lost: {reason:?}", self.prefix);
+        h.token.cancel();
+        let contender = path_join(&self.prefix, h.session.id());
+        release_claim(&h.session, &contender, self.id);
+        drop(h);
+        if reason != SemaphoreLost::ClientClosed {
+            let core = self.client.core();
+            for cb in callbacks {
+                core.post(Box::new(move || cb(reason)));
+            }
+        }
+    }
+}
+
+/// The next listing from the prefix watch, or `None` at the deadline.
+fn watch_next(
+    watch: &mut crate::watch::Watch,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    session: &Session,
+    closing: &CancelToken,
+) -> Result<Option<Vec<KvPair>>> {
+    // Cancel the wait when the session dies or the client closes, too.
+    let stop = CancelToken::new();
+    let s1 = stop.clone();
+    let _g1 = session.cancel_token().on_cancel(move || s1.cancel());
+    let s2 = stop.clone();
+    let _g2 = closing.on_cancel(move || s2.cancel());
+    let _g3 = cancel.map(|c| {
+        let s3 = stop.clone();
+        c.on_cancel(move || s3.cancel())
+    });
+    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    match watch.next(timeout, Some(&stop)) {
+        Ok(ev) => Ok(Some(ev.entries)),
+        Err(e) if e.kind() == ErrorKind::Timeout => Ok(None),
+        Err(e) if e.kind() == ErrorKind::Cancelled => {
+            if closing.is_cancelled() {
+                Err(Error::new(ErrorKind::Closed, "the baton client is closed"))
+            } else if !session.is_valid() {
+                Err(Error::new(
+                    ErrorKind::SessionInvalidated,
+                    format!(
+                        "session {} was lost while acquiring the semaphore",
+                        session.id()
+                    ),
+                ))
+            } else {
+                Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "semaphore acquire cancelled",
+                ))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_join_cleans_like_go() {
+        assert_eq!(path_join("service/x", "abc"), "service/x/abc");
+        assert_eq!(path_join("service//x/", ".lock"), "service/x/.lock");
+        assert_eq!(path_join("a/./b/../c", "d"), "a/c/d");
+        assert_eq!(path_join("/a", "b"), "/a/b");
+        assert_eq!(path_join("..", "x"), "../x");
+    }
+
+    #[test]
+    fn lock_doc_encodes_like_go_and_decodes_leniently() {
+        let mut d = LockDoc {
+            limit: 3,
+            holders: BTreeMap::new(),
+        };
+        assert_eq!(d.encode(), br#"{"Limit":3,"Holders":{}}"#);
+        d.holders.insert("b".into(), true);
+        d.holders.insert("a".into(), true);
+        assert_eq!(d.encode(), br#"{"Limit":3,"Holders":{"a":true,"b":true}}"#);
+        assert_eq!(LockDoc::decode(Some(&d.encode()), 9).unwrap(), d);
+        let lower =
+            LockDoc::decode(Some(br#"{"limit":3,"holders":{"a":true,"b":true}}"#), 9).unwrap();
+        assert_eq!(lower, d);
+        let empty = LockDoc::decode(None, 4).unwrap();
+        assert_eq!(empty.limit, 4);
+        assert!(empty.holders.is_empty());
+        let e = LockDoc::decode(Some(b"{not json"), 1).unwrap_err();
+        assert!(e.to_string().contains("lock decoding failed"), "{e}");
+    }
+}

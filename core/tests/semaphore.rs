@@ -1,0 +1,401 @@
+//! Semaphores against the dev server: limit, Go interop, pruning, herd, cleanup.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::{
+    Behavior, Client, ErrorKind, SemaphoreLost, SessionOptions, WriteOptions, SEMAPHORE_FLAG_VALUE,
+};
+use common::{unique, Fixture};
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+#[test]
+fn at_most_limit_holders_among_eight_contenders() {
+    let f = Fixture::start();
+    let prefix = unique("sem-limit");
+    let holders = Arc::new(AtomicUsize::new(0));
+    let max = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let c = f.client();
+            let (prefix, holders, max) = (prefix.clone(), holders.clone(), max.clone());
+            std::thread::spawn(move || {
+                let s = c.semaphore(&prefix, 3).unwrap();
+                for _ in 0..200 {
+                    assert!(s.acquire(Some(Duration::from_secs(60)), None).unwrap());
+                    let n = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                    max.fetch_max(n, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_micros(200));
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    assert!(s.release().unwrap());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("contender");
+    }
+    let max = max.load(Ordering::SeqCst);
+    println!("most holders at once: {max}");
+    assert!(max <= 3, "more than 3 holders at once: {max}");
+    assert!(max > 1, "the semaphore never let two in at once");
+}
+
+/// Go's `api.Semaphore` replayed request by request (consul-semantics §8), try-once.
+struct GoSem {
+    client: Client,
+    prefix: String,
+    limit: u64,
+    session: String,
+}
+
+impl GoSem {
+    fn new(client: Client, prefix: &str, limit: u64) -> GoSem {
+        let session = client
+            .sessions()
+            .create(
+                &SessionOptions::new()
+                    .name("Consul API Semaphore")
+                    .ttl(Duration::from_secs(15))
+                    .behavior(Behavior::Delete),
+            )
+            .unwrap();
+        GoSem {
+            client,
+            prefix: prefix.to_string(),
+            limit,
+            session,
+        }
+    }
+
+    fn lock_key(&self) -> String {
+        format!("{}/.lock", self.prefix)
+    }
+
+    /// Ok(true) held, Ok(false) would wait, Err(text) for Go's errors.
+    fn try_acquire(&self) -> Result<bool, String> {
+        let kv = self.client.kv();
+        let contender = format!("{}/{}", self.prefix, self.session);
+        let made = kv
+            .put_with(
+                &contender,
+                b"go",
+                &WriteOptions {
+                    flags: SEMAPHORE_FLAG_VALUE,
+                    acquire: Some(self.session.clone()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(made);
+        let pairs = kv.list(&self.prefix).unwrap();
+        let lock = pairs.iter().find(|p| p.key == self.lock_key());
+        let (flags, index, value) = match lock {
+            Some(p) => (p.flags, p.modify_index, p.value.clone()),
+            None => (SEMAPHORE_FLAG_VALUE, 0, None),
+        };
+        if flags != SEMAPHORE_FLAG_VALUE {
+            return Err("Existing key does not match semaphore use".into());
+        }
+        let mut doc: serde_json::Value = match value {
+            Some(v) => serde_json::from_slice(&v).unwrap(),
+            None => serde_json::json!({"Limit": self.limit, "Holders": {}}),
+        };
+        if doc["Limit"].as_u64() != Some(self.limit) {
+            return Err(format!(
+                "semaphore limit conflict (lock: {}, local: {})",
+                doc["Limit"], self.limit
+            ));
+        }
+        let alive: Vec<String> = pairs.iter().filter_map(|p| p.session.clone()).collect();
+        let holders = doc["Holders"].as_object_mut().unwrap();
+        holders.retain(|k, _| alive.contains(k));
+        if holders.len() as u64 >= self.limit {
+            return Ok(false);
+        }
+        holders.insert(self.session.clone(), serde_json::json!(true));
+        let body = serde_json::to_vec(&doc).unwrap();
+        Ok(kv
+            .put_with(
+                &self.lock_key(),
+                &body,
+                &WriteOptions {
+                    flags: SEMAPHORE_FLAG_VALUE,
+                    cas: Some(index),
+                    ..Default::default()
+                },
+            )
+            .unwrap())
+    }
+
+    fn holders(&self) -> Vec<String> {
+        let Some(p) = self.client.kv().get(&self.lock_key()).unwrap() else {
+            return Vec::new();
+        };
+        let doc: serde_json::Value = serde_json::from_slice(&p.value.unwrap()).unwrap();
+        doc["Holders"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn release(&self) {
+        let kv = self.client.kv();
+        loop {
+            let p = kv.get(&self.lock_key()).unwrap().unwrap();
+            let mut doc: serde_json::Value = serde_json::from_slice(&p.value.unwrap()).unwrap();
+            doc["Holders"]
+                .as_object_mut()
+                .unwrap()
+                .remove(&self.session);
+            let ok = kv
+                .put_with(
+                    &self.lock_key(),
+                    &serde_json::to_vec(&doc).unwrap(),
+                    &WriteOptions {
+                        flags: SEMAPHORE_FLAG_VALUE,
+                        cas: Some(p.modify_index),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            if ok {
+                break;
+            }
+        }
+        kv.delete(&format!("{}/{}", self.prefix, self.session))
+            .unwrap();
+    }
+}
+
+#[test]
+fn go_api_semaphore_and_baton_share_the_slots() {
+    let f = Fixture::start();
+    let prefix = unique("sem-go");
+    let c = f.client();
+    let go = GoSem::new(f.client(), &prefix, 1);
+    let s = c.semaphore(&prefix, 1).unwrap();
+
+    assert!(s.acquire(Some(PATIENCE), None).unwrap());
+    let baton_sid = c.semaphore_session().unwrap().id().to_string();
+    assert_eq!(go.try_acquire(), Ok(false), "Go waits while baton holds");
+    assert_eq!(
+        go.holders(),
+        vec![baton_sid.clone()],
+        "Go sees baton's holder"
+    );
+    assert!(s.release().unwrap());
+
+    assert_eq!(go.try_acquire(), Ok(true));
+    assert!(!s.try_acquire().unwrap(), "baton waits while Go holds");
+    let listed = c.kv().list(&prefix).unwrap();
+    assert!(
+        !listed.iter().any(|p| p.key.ends_with(&baton_sid)),
+        "a timed-out baton contender removes its key: {listed:?}"
+    );
+    go.release();
+    assert!(s.acquire(Some(PATIENCE), None).unwrap());
+    assert_eq!(go.holders(), vec![baton_sid]);
+
+    // Go's encoding of .lock is what baton writes (compact, Limit first).
+    let raw = c.kv().get(&format!("{prefix}/.lock")).unwrap().unwrap();
+    assert_eq!(raw.flags, SEMAPHORE_FLAG_VALUE);
+    assert!(raw
+        .value
+        .unwrap()
+        .starts_with(b"{\"Limit\":1,\"Holders\":{"));
+}
+
+#[test]
+fn foreign_flags_and_a_limit_mismatch_are_conflicts() {
+    let f = Fixture::start();
+    let c = f.client();
+    let prefix = unique("sem-conflict");
+    let go = GoSem::new(f.client(), &prefix, 2);
+    assert_eq!(go.try_acquire(), Ok(true));
+    let s = c.semaphore(&prefix, 3).unwrap();
+    let e = s.acquire(Some(PATIENCE), None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    assert!(
+        e.to_string()
+            .contains("semaphore limit conflict (lock: 2, local: 3)"),
+        "{e}"
+    );
+    let other = unique("sem-foreign");
+    c.kv().put(&format!("{other}/.lock"), b"{}").unwrap();
+    let e = c
+        .semaphore(&other, 1)
+        .unwrap()
+        .acquire(Some(PATIENCE), None)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Existing key does not match semaphore use"),
+        "{e}"
+    );
+    assert_eq!(
+        GoSem::new(f.client(), &other, 1).try_acquire(),
+        Err("Existing key does not match semaphore use".into())
+    );
+    // Bad arguments.
+    assert_eq!(
+        c.semaphore("x", 0).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        c.semaphore("", 1).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
+
+#[test]
+fn a_dead_holder_is_pruned_loses_once_and_can_acquire_again() {
+    let f = Fixture::start();
+    let prefix = unique("sem-prune");
+    let ca = f.client();
+    let a = ca.semaphore(&prefix, 1).unwrap();
+    let (tx, lost) = crossbeam_channel::unbounded();
+    a.on_lost(move |r| {
+        let _ = tx.send(r);
+    });
+    assert!(a.acquire(Some(PATIENCE), None).unwrap());
+    let b_client = f.client();
+    let b = b_client.semaphore(&prefix, 1).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let got = b.acquire(Some(PATIENCE), None).unwrap();
+        (got, b)
+    });
+    let sid = ca.semaphore_session().unwrap().id().to_string();
+    f.client().sessions().destroy(&sid).unwrap();
+    let reason = lost.recv_timeout(PATIENCE).expect("A is told");
+    assert!(
+        matches!(
+            reason,
+            SemaphoreLost::SessionLost(_) | SemaphoreLost::Removed
+        ),
+        "{reason:?}"
+    );
+    assert!(
+        lost.recv_timeout(Duration::from_millis(300)).is_err(),
+        "once"
+    );
+    assert!(!a.is_held());
+    let (got, b) = waiter.join().unwrap();
+    assert!(got, "B took the dead holder's slot");
+    assert!(b.release().unwrap());
+    assert!(
+        a.acquire(Some(PATIENCE), None).unwrap(),
+        "A again, with a new session"
+    );
+}
+
+#[test]
+fn a_change_that_frees_no_slot_makes_no_waiter_write() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("request counts") else {
+        return;
+    };
+    let prefix = unique("sem-herd");
+    let holder_client = f.client();
+    let holder = holder_client.semaphore(&prefix, 1).unwrap();
+    assert!(holder.acquire(Some(PATIENCE), None).unwrap());
+    let got = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let c = f.client();
+            let (prefix, got) = (prefix.clone(), got.clone());
+            std::thread::spawn(move || {
+                let s = c.semaphore(&prefix, 1).unwrap();
+                if s.acquire(Some(Duration::from_secs(5)), None).unwrap() {
+                    got.fetch_add(1, Ordering::SeqCst);
+                    // Hold until the end of the wait window of the others.
+                    std::thread::sleep(Duration::from_secs(6));
+                    s.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    // Wait until all five contender keys exist (they are waiting then).
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while f.client().kv().list(&prefix).unwrap().len() < 7 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waiters did not show up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    dev.reset_request_counts();
+    // An unrelated change under the prefix: no slot is freed.
+    f.client()
+        .kv()
+        .put(&format!("{prefix}/unrelated"), b"x")
+        .unwrap();
+    // A window for a herd to show (a negative can only be observed over time).
+    std::thread::sleep(Duration::from_millis(500));
+    let counts = dev.request_counts();
+    let writes: u64 = counts
+        .by_route
+        .iter()
+        .filter(|(r, _)| r.starts_with("PUT "))
+        .map(|(_, n)| *n)
+        .sum();
+    assert_eq!(writes, 1, "only our own PUT: {:?}", counts.by_route);
+    assert!(holder.release().unwrap());
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(
+        got.load(Ordering::SeqCst),
+        1,
+        "exactly one waiter got the freed slot"
+    );
+}
+
+#[test]
+fn destroy_refuses_while_in_use_and_removes_the_lock_key_when_free() {
+    let f = Fixture::start();
+    let prefix = unique("sem-destroy");
+    let c = f.client();
+    let s = c.semaphore(&prefix, 2).unwrap();
+    s.destroy().unwrap(); // nothing there yet
+    assert!(s.acquire(Some(PATIENCE), None).unwrap());
+    assert!(s
+        .destroy()
+        .unwrap_err()
+        .to_string()
+        .contains("Semaphore already held"));
+    let other = f.client().semaphore(&prefix, 2).unwrap();
+    assert!(other
+        .destroy()
+        .unwrap_err()
+        .to_string()
+        .contains("Semaphore in use"));
+    assert!(s.release().unwrap());
+    assert!(
+        c.kv().get(&format!("{prefix}/.lock")).unwrap().is_some(),
+        "release keeps .lock"
+    );
+    other.destroy().unwrap();
+    assert!(c.kv().get(&format!("{prefix}/.lock")).unwrap().is_none());
+}
+
+#[test]
+fn two_semaphores_of_one_client_on_one_prefix_queue_locally() {
+    let f = Fixture::start();
+    let prefix = unique("sem-local");
+    let c = f.client();
+    let a = c.semaphore(&prefix, 5).unwrap();
+    let b = c.semaphore(&prefix, 5).unwrap();
+    assert!(a.acquire(Some(PATIENCE), None).unwrap());
+    // Same session, same contender key: b waits for a even though slots are free.
+    assert!(!b.acquire(Some(Duration::from_millis(200)), None).unwrap());
+    assert!(a.is_held(), "b's timeout did not disturb a");
+    assert!(a.release().unwrap());
+    assert!(b.acquire(Some(PATIENCE), None).unwrap());
+}
