@@ -34,7 +34,7 @@ test-rust:
 	$(CARGO) test --workspace
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
-RUST_EXAMPLES := leader_election fenced_write
+RUST_EXAMPLES := leader_election semaphore_workers fenced_write
 examples-rust:
 	$(CARGO) build -p baton-examples --bins
 	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done
