@@ -24,6 +24,9 @@ use crate::watch::{WatchSlot, WatchTarget};
 /// How long `Drop` of the last `Client` clone waits for cleanup.
 pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A key held by a lock: (key, session ID, value to resend on release).
+pub(crate) type HeldKey = (String, String, Vec<u8>);
+
 #[derive(Default)]
 struct Runtime {
     renewer: Option<Renewer>,
@@ -43,6 +46,10 @@ pub(crate) struct Core {
     runtime: Mutex<Runtime>,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
     default_session: Mutex<Option<Session>>,
+    /// Keys held by this client's locks (holding id → key, session, value), released
+    /// by `close` before their sessions are destroyed, so a clean exit costs the
+    /// next holder no lock-delay.
+    pub(crate) held_keys: Mutex<HashMap<u64, HeldKey>>,
     /// The shared session of semaphores (behaviour `delete`).
     pub(crate) semaphore_session: Mutex<Option<Session>>,
     pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
@@ -183,6 +190,22 @@ impl Core {
         }
         *lock(&self.default_session) = None;
         *lock(&self.semaphore_session) = None;
+        // Release held locks first: destroying their sessions would impose lock-delay.
+        let held: Vec<HeldKey> = lock(&self.held_keys).drain().map(|(_, h)| h).collect();
+        for (key, sid, value) in held {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                ok = false;
+                break;
+            }
+            let op = crate::txn::KvOp::unlock(&key, &value, crate::lock::LOCK_FLAG_VALUE, &sid);
+            let mut req = Request::new("PUT", "/v1/txn");
+            req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
+            req.timeout = Some(left);
+            if let Err(e) = self.transport.call(&req) {
+                log::warn!("baton: could not release lock {key} on close: {e}");
+            }
+        }
         let sessions: Vec<Arc<SessionShared>> =
             lock(&self.sessions).drain().map(|(_, s)| s).collect();
         for s in sessions {
@@ -296,6 +319,7 @@ impl Client {
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
             semaphore_session: Mutex::new(None),
+            held_keys: Mutex::new(HashMap::new()),
             watches: Mutex::new(HashMap::new()),
             keyhub: KeyHub::default(),
         });

@@ -101,6 +101,8 @@ struct Known {
 }
 
 struct Holding {
+    /// Process-unique id of this holding (key of `Core::held_keys`).
+    held_id: u64,
     session: Session,
     sequencer: Sequencer,
     generation: u64,
@@ -416,6 +418,7 @@ impl Lock {
             g.known = None;
             (h, g.value.clone())
         };
+        lock(&sh.client.core().held_keys).remove(&holding.held_id);
         let Holding {
             session,
             token,
@@ -579,10 +582,10 @@ impl Lock {
     /// same session, behind a `check-session` so a lost lock is never re-taken).
     pub(crate) fn update_value(&self, value: &[u8]) -> Result<KvPair> {
         let sh = &self.shared;
-        let (session, generation) = {
+        let (session, generation, held_id) = {
             let g = lock(&sh.inner);
             match &g.holding {
-                Some(h) => (h.session.clone(), h.generation),
+                Some(h) => (h.session.clone(), h.generation, h.held_id),
                 None => return Err(Error::new(ErrorKind::Conflict, "Lock not held")),
             }
         };
@@ -599,6 +602,9 @@ impl Lock {
                     .ok_or_else(|| {
                         Error::new(ErrorKind::BadResponse, "txn answer without the key")
                     })?;
+                if let Some(h) = lock(&sh.client.core().held_keys).get_mut(&held_id) {
+                    h.2 = value.to_vec();
+                }
                 let mut g = lock(&sh.inner);
                 g.value = value.to_vec();
                 // Observers in this process see the new value without waiting for a poll.
@@ -910,9 +916,19 @@ impl LockShared {
             sh.lose(generation, reason);
         });
         let current = key_sub.view();
+        let held_id = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
+        lock(&core.held_keys).insert(
+            held_id,
+            (
+                self.key.clone(),
+                session.id().to_string(),
+                lock(&self.inner).value.clone(),
+            ),
+        );
         {
             let mut g = lock(&self.inner);
             g.holding = Some(Holding {
+                held_id,
                 session: session.clone(),
                 sequencer,
                 generation,
@@ -958,6 +974,7 @@ impl LockShared {
             (h, cbs, g.value.clone())
         };
         let Some(h) = holding else { return };
+        lock(&self.client.core().held_keys).remove(&h.held_id);
         log::warn!("baton lock {} lost: {reason:?}", self.key);
         h.token.cancel();
         unclaim(h.session.id(), &self.key, self.id);

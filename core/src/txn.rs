@@ -186,7 +186,7 @@ impl KvOp {
         KvOp::new(KvVerb::DeleteTree, prefix)
     }
 
-    fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut kv = json!({
             "Verb": self.verb.as_str(),
             "Key": self.key,

@@ -590,3 +590,20 @@ fn dropping_a_held_lock_releases_it() {
     }
     assert_eq!(c.kv().get(&key).unwrap().unwrap().session, None);
 }
+
+#[test]
+fn closing_a_client_releases_its_locks_before_destroying_the_session() {
+    let f = Fixture::start();
+    let key = unique("close-release");
+    let holder = f.client(); // default session: lock-delay 15 s
+    let lock = holder.lock(&key).unwrap();
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    assert!(holder.close(Duration::from_secs(10)));
+    // Had the session been destroyed with the key held, lock-delay would refuse this for 15 s.
+    let other = f.client();
+    let l2 = other.lock(&key).unwrap();
+    assert!(
+        l2.acquire(Some(Duration::from_secs(5)), None).unwrap(),
+        "the next holder paid lock-delay"
+    );
+}
