@@ -15,6 +15,10 @@
 //!   lease deadline and loss signals (callbacks, [`Session::wait_lost`],
 //!   [`Session::is_valid`], [`Session::cancel_token`]).
 //! * Shared blocking-query watches ([`Client::watch_key`], [`Client::watch_prefix`]).
+//! * Consul's recipes, wire-compatible with Go's `api` package: [`Lock`]
+//!   ([`Client::lock`]), [`Election`] ([`Client::election`], [`Client::observe_leader`]),
+//!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
+//!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
 //! * One error type with stable kinds and codes ([`Error`], [`ErrorKind`]).
 //!
 //! ```no_run
