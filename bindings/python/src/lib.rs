@@ -4,6 +4,8 @@
 //! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
 //! `baton.aio` and type stubs.
 
+mod recipes;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -339,6 +341,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_class::<Client>()?;
     m.add_class::<Session>()?;
+    m.add_class::<recipes::Lock>()?;
+    m.add_class::<recipes::Semaphore>()?;
+    m.add_class::<recipes::Election>()?;
+    m.add_class::<recipes::Observer>()?;
+    m.add_class::<recipes::Leader>()?;
+    m.add_class::<recipes::Sequencer>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -4,6 +4,8 @@
 >>> client = baton.Client()                 # CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...
 >>> session = client.default_session()      # renewed in the background
 >>> session.on_lost(lambda why: print("lost:", why))
+>>> with client.lock("jobs/report"):          # Go api.Lock compatible
+...     pass                                  # work while holding it
 >>> client.close()
 
 Records of the Rust core go to the ``logging`` module under the ``baton`` logger.
@@ -22,7 +24,7 @@ from ._errors import (
     SessionLostError,
     TimeoutError,
 )
-from ._native import Client, Session, __version__
+from ._native import Client, Election, Leader, Lock, Observer, Semaphore, Sequencer, Session, __version__
 
 __all__ = [
     "BatonError",
@@ -38,5 +40,11 @@ __all__ = [
     "TimeoutError",
     "Client",
     "Session",
+    "Lock",
+    "Semaphore",
+    "Election",
+    "Observer",
+    "Leader",
+    "Sequencer",
     "__version__",
 ]

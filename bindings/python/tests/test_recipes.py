@@ -1,0 +1,190 @@
+"""Locks, semaphores, elections and fencing from Python, against a dev server."""
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+import baton
+
+
+def key(name: str) -> str:
+    return f"py-test/{name}/{uuid.uuid4()}"
+
+
+def test_lock_is_threading_shaped_and_releases_on_exceptions(client, devserver):
+    k = key("lock")
+    lock = client.lock(k, value=b"me")
+    assert not lock.locked()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    assert lock.acquire() is True
+    assert lock.locked()
+    seq = lock.sequencer
+    assert seq.key == k and seq.lock_index >= 1 and seq.token > 0
+    assert baton.Sequencer.parse(str(seq)) == seq
+    lock.release()
+    assert not lock.locked()
+
+    other = baton.Client(devserver)
+    try:
+        with pytest.raises(ZeroDivisionError):
+            with client.lock(k) as held:
+                assert held is True
+                # Someone else cannot take it meanwhile.
+                rival = other.lock(k)
+                assert rival.acquire(blocking=False) is False
+                1 / 0
+        assert other.lock(k).acquire(timeout=5) is True, "released on the exception"
+    finally:
+        other.close()
+
+
+def test_bad_arguments_raise_clear_errors(client):
+    with pytest.raises(ValueError, match="key must not be empty"):
+        client.lock("")
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        client.semaphore("p", 0)
+    with pytest.raises(TypeError):
+        client.lock(42)
+    lock = client.lock(key("args"))
+    with pytest.raises(ValueError, match="non-blocking"):
+        lock.acquire(blocking=False, timeout=3)
+    with pytest.raises(ValueError, match="non-negative"):
+        lock.acquire(timeout=-5)
+    with pytest.raises(TypeError, match="callable"):
+        lock.on_lost(3)
+
+
+def test_a_second_thread_runs_while_one_blocks_in_acquire(client, devserver):
+    k = key("gil")
+    holder = baton.Client(devserver)
+    try:
+        held = holder.lock(k)  # keep a reference: a dropped Lock releases itself
+        assert held.acquire()
+        ticks = []
+        stop = threading.Event()
+
+        def ticker():
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                time.sleep(0.01)
+
+        t = threading.Thread(target=ticker)
+        t.start()
+        assert client.lock(k).acquire(timeout=0.5) is False
+        stop.set()
+        t.join()
+        assert len(ticks) >= 10, f"the other thread starved: {len(ticks)} ticks"
+    finally:
+        holder.close()
+
+
+def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, devserver):
+    k = key("sigint")
+    holder = baton.Client(devserver)
+    try:
+        held = holder.lock(k)
+        assert held.acquire()
+        lock = client.lock(k)
+        timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            lock.acquire()
+        took = time.monotonic() - start - 0.3
+        print(f"KeyboardInterrupt raised {took * 1000:.0f} ms after SIGINT")
+        assert not lock.locked()
+        holder.close()
+        # Nothing of ours is left: a third client gets the lock at once.
+        third = baton.Client(devserver)
+        try:
+            assert third.lock(k).acquire(timeout=5)
+        finally:
+            third.close()
+    finally:
+        holder.close()
+
+
+def test_loss_is_signalled_and_callback_errors_go_to_the_unraisable_hook(client, devserver, monkeypatch):
+    k = key("loss")
+    lock = client.lock(k)
+    reasons = []
+    seen = threading.Event()
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(u))
+
+    def on_lost(why):
+        reasons.append(why)
+        seen.set()
+        raise RuntimeError("boom in callback")
+
+    lock.on_lost(on_lost)
+    assert lock.acquire()
+    other = baton.Client(devserver)
+    try:
+        other.kv_put(k + "-unrelated", b"x")
+        # Force-release: delete the key from another client.
+        import urllib.request
+
+        req = urllib.request.Request(f"http://{devserver}/v1/kv/{k}", method="DELETE")
+        urllib.request.urlopen(req, timeout=5).read()
+        assert seen.wait(20)
+        assert reasons == ["key_changed"]
+        assert lock.wait_lost(timeout=5) == "key_changed"
+        assert not lock.locked()
+        deadline = time.monotonic() + 5
+        while not unraisable and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert unraisable and "boom in callback" in str(unraisable[0].exc_value)
+        assert lock.acquire(timeout=5), "acquire again after loss"
+    finally:
+        other.close()
+
+
+def test_semaphore_limits_holders(client, devserver):
+    p = key("sem")
+    clients = [baton.Client(devserver) for _ in range(3)]
+    try:
+        sems = [c.semaphore(p, 2) for c in clients]
+        assert sems[0].acquire(timeout=5)
+        assert sems[1].acquire(timeout=5)
+        assert sems[2].acquire(blocking=False) is False
+        sems[0].release()
+        with sems[2] as held:
+            assert held and sems[2].locked()
+        assert not sems[2].locked()
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_election_observe_failover_and_fencing(client, devserver):
+    k = key("election")
+    a_client, b_client = baton.Client(devserver), baton.Client(devserver)
+    try:
+        a, b = a_client.election(k), b_client.election(k)
+        obs = client.election(k).observe()
+        assert obs.next(timeout=10) is None
+        assert a.campaign(b"node-a", timeout=10)
+        leader = obs.next(timeout=10)
+        assert leader.value == b"node-a"
+        seq_a = a.sequencer
+        a.proclaim(b"node-a v2")
+        assert obs.next(timeout=10).lock_index == leader.lock_index
+        client.guarded_put(seq_a, k + "-data", b"from a")
+
+        assert a.resign()
+        assert obs.next(timeout=10) is None
+        assert b.campaign(b"node-b", timeout=10)
+        assert next(iter(obs)).value == b"node-b"
+        assert not client.check_sequencer(seq_a)
+        with pytest.raises(baton.ConflictError, match="stale sequencer"):
+            client.guarded_put(seq_a, k + "-data", b"late write from a")
+        assert client.kv_get(k + "-data") == b"from a"
+    finally:
+        a_client.close()
+        b_client.close()
