@@ -380,7 +380,26 @@ impl Transport {
         } else {
             agent
         };
-        let result = self.run(agent, req, timeout);
+        let started = std::time::Instant::now();
+        let mut result = self.run(agent, req, timeout);
+        if result.as_ref().is_err_and(stale_connection)
+            && !req.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+            && !closing.is_some_and(|c| c.is_cancelled())
+        {
+            // A pooled keep-alive connection the server had closed (idle timeout, restart,
+            // leader change): the request never reached a live server. Retry once on a new
+            // connection. Every request baton sends is safe to repeat (reads, renews,
+            // releases, CAS and check-guarded transactions), except that a repeated session
+            // create may leave a spare session to expire by its TTL.
+            let left = timeout.saturating_sub(started.elapsed());
+            if !left.is_zero() {
+                log::debug!(
+                    "baton: {} on a stale connection, retrying once",
+                    req.endpoint()
+                );
+                result = self.run(agent, req, left);
+            }
+        }
         drop(guards);
         if let Some(c) = &req.cancel {
             if c.is_cancelled() {
@@ -554,6 +573,19 @@ pub(crate) fn check(req: &Request, resp: Response) -> Result<Response> {
 
 fn cancelled(endpoint: String) -> Error {
     Error::new(ErrorKind::Cancelled, "cancelled").with_endpoint(endpoint)
+}
+
+/// Whether an error means the connection died under the request (reset, closed,
+/// broken pipe) rather than that the server refused or timed out.
+fn stale_connection(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
+        ),
+        _ => false,
+    }
 }
 
 fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bool) -> Error {

@@ -271,7 +271,7 @@ impl KeySub {
     /// Records a state the owner learnt itself (e.g. from its own write), so
     /// that other subscribers of the key see it at once.
     pub(crate) fn learn(&self, entry: Option<KvPair>, as_of: u64) {
-        deliver(&self.group, &[(self.key.clone(), entry)], as_of);
+        deliver(&self.group, &[(self.key.clone(), entry)], as_of, false);
     }
 }
 
@@ -289,7 +289,7 @@ impl Drop for KeySub {
 
 /// Applies new views (only where `as_of` is not older than the known one), then
 /// notifies outside the lock: internal hooks first, then waiters.
-fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64) {
+fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64, reset: bool) {
     let mut notify: Vec<(Sender<()>, Option<Hook>, Option<KvPair>)> = Vec::new();
     {
         let mut st = lock(&group.state);
@@ -298,7 +298,7 @@ fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64) {
             let Some(ks) = st.keys.get_mut(key) else {
                 continue;
             };
-            if ks.view.as_ref().is_some_and(|v| v.as_of > as_of) {
+            if !reset && ks.view.as_ref().is_some_and(|v| v.as_of > as_of) {
                 continue;
             }
             let changed = ks.view.as_ref().map_or(true, |v| v.entry != *entry);
@@ -334,6 +334,8 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
     let closing_rx = closing.receiver();
     let mut agent: Option<ureq::Agent> = None;
     let mut index = 0u64;
+    // The highest index any answer reported (survives errors, unlike `index`).
+    let mut high = 0u64;
     let mut target: Option<Target> = None;
     let mut backoff = Backoff::new();
     loop {
@@ -360,7 +362,9 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
             continue;
         };
         if target.as_ref() != Some(&want) {
+            // Indexes of different targets are not comparable.
             index = 0;
+            high = 0;
             target = Some(want.clone());
         }
         if index == 0 {
@@ -454,7 +458,16 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                         (k, e)
                     })
                     .collect();
-                deliver(&group, &found, meta.index);
+                // An index that went backwards means the server's state was reset
+                // (snapshot restore, a dev agent restarted): its answer is the truth now,
+                // whatever we knew at higher indexes.
+                let reset = meta.index < high;
+                high = if reset {
+                    meta.index
+                } else {
+                    high.max(meta.index)
+                };
+                deliver(&group, &found, meta.index, reset);
                 index = next_index(index, meta.index);
             }
             Err(e) => {

@@ -219,3 +219,50 @@ fn leader_of_a_foreign_key_is_a_conflict() {
         ErrorKind::Conflict
     );
 }
+
+#[test]
+fn an_observer_never_steps_back_to_an_old_leader_after_a_reconnect() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("restart") else { return };
+    let key = unique("reconnect");
+    let (ca, cb) = (f.client(), f.client());
+    let a = ca.election(&key).unwrap();
+    let b = cb.election(&key).unwrap();
+    let mut obs = f.client().observe_leader(&key).unwrap();
+    assert!(a.campaign(b"a", Some(PATIENCE), None).unwrap());
+    let mut last = obs.next(Some(PATIENCE), None).unwrap();
+    while !matches!(&last, LeaderEvent::Leader(l) if l.value == b"a") {
+        last = obs.next(Some(PATIENCE), None).unwrap();
+    }
+    // The server restarts without its data (all sessions and keys gone, indexes start
+    // over): the observer's long poll is cut and its old index is now in the future.
+    dev.restart();
+    let _ = a.resign(); // false: the key is gone with the restart
+    assert_eq!(
+        a.wait_lost(Some(Duration::ZERO), None).unwrap(),
+        baton::LockLost::Released
+    );
+    assert!(b.campaign(b"b", Some(PATIENCE), None).unwrap());
+    let mut seen = Vec::new();
+    loop {
+        let ev = obs.next(Some(PATIENCE), None).unwrap();
+        let done = matches!(&ev, LeaderEvent::Leader(l) if l.value == b"b");
+        seen.push(ev);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, LeaderEvent::Leader(l) if l.value == b"a")),
+        "stale leader reported after the reconnect: {seen:?}"
+    );
+    // And nothing more: B still leads.
+    assert_eq!(
+        obs.next(Some(Duration::from_millis(300)), None)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Timeout
+    );
+}
