@@ -29,6 +29,9 @@
 // treated the same way.
 #define BATON_WAIT_FOREVER UINT64_MAX
 
+// The size of `baton_leader.session`: a session ID (36 characters) and its NUL.
+#define BATON_SESSION_ID_SIZE 37
+
 // Session behavior when it is invalidated: release its locks (Consul's default).
 #define BATON_BEHAVIOR_RELEASE 0
 
@@ -91,6 +94,33 @@ typedef uint32_t baton_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Why a lock, semaphore slot or leadership ended.
+enum baton_hold_lost
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Released by this process (`baton_*_release`, `baton_election_resign`).
+  // Lost callbacks are not called for it; `wait_lost` reports it.
+  BATON_HOLD_RELEASED = 1,
+  // Lock or election: the key no longer carries our session (released,
+  // deleted or taken by someone else).
+  BATON_HOLD_KEY_CHANGED = 2,
+  // Semaphore: our contender key is gone, or the `.lock` key no longer lists us.
+  BATON_HOLD_REMOVED = 3,
+  // The session holding it was lost; the session reason says why.
+  BATON_HOLD_SESSION_LOST = 4,
+  // The client was closed.
+  BATON_HOLD_CLIENT_CLOSED = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum baton_hold_lost baton_hold_lost;
+#else
+typedef uint32_t baton_hold_lost;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // Why a session was lost.
 enum baton_lost_reason
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -147,6 +177,23 @@ typedef struct baton_cancel baton_cancel;
 // may be called on one client from several threads at once.
 typedef struct baton_client baton_client;
 
+// A participant in the leader election on one key (a lock whose value names
+// the leader). Thread-safe. Freeing it while leading resigns.
+typedef struct baton_election baton_election;
+
+// A lock on one key. On the wire it is Go's `api.Lock` (flags
+// `0x2ddccbc058a50c18`), so Go services and baton processes exclude each other.
+// Thread-safe. Freeing a held lock releases it first.
+typedef struct baton_lock baton_lock;
+
+// Follows the leader of one election key.
+typedef struct baton_observer baton_observer;
+
+// A counting semaphore: contender keys `<prefix>/<session>` plus a `<prefix>/.lock`
+// key holding `{"Limit","Holders"}`, updated by check-and-set, exactly as Go's
+// `api.Semaphore` does. Thread-safe. Freeing a held semaphore releases its slot.
+typedef struct baton_semaphore baton_semaphore;
+
 // A managed session: renewed in the background, watched for invalidation.
 // Thread-safe. Freeing it does not destroy the session at Consul (the client
 // does that on close); `baton_session_destroy` does.
@@ -174,6 +221,74 @@ typedef struct baton_client_options {
   // The timeout of each HTTP request in milliseconds (0: the library default).
   uint64_t request_timeout_ms;
 } baton_client_options;
+
+// A lost callback of a lock, semaphore or election: `reason` says why;
+// `session_reason` is the session's reason when `reason` is
+// `BATON_HOLD_SESSION_LOST`, else `BATON_LOST_NONE`. It is called at most once
+// per holding and never for a release by this process. The contract of
+// `baton_session_callback` applies: the library's dispatcher thread, no library
+// lock held, may call back into the library (including `_free` of the same
+// handle), never runs after the handle's `_free` returns.
+typedef void (*baton_lost_callback)(void *userdata,
+                                    baton_hold_lost reason,
+                                    baton_lost_reason session_reason);
+
+// Frees a callback's `userdata`; called exactly once, after the callback's last run.
+typedef void (*baton_userdata_free)(void *userdata);
+
+// The leader of an election as read from its key.
+typedef struct baton_leader {
+  // Whether someone leads; when false the other fields are zero / empty.
+  bool has_leader;
+  // The leader's session ID, NUL-terminated.
+  char session[BATON_SESSION_ID_SIZE];
+  // The key's LockIndex: changes with every new leader, not with a proclaim.
+  uint64_t lock_index;
+  // The key's ModifyIndex: a raft index that only grows (a fencing token).
+  uint64_t token;
+  // The leader's value: in an observer callback, valid during the call; from
+  // `baton_election_leader`, the caller's buffer. NULL when empty.
+  const uint8_t *value;
+  // The length of the value (also when it did not fit the caller's buffer).
+  size_t value_len;
+} baton_leader;
+
+// An observer callback: `leader` describes the new state (`has_leader` false
+// when nobody leads) and `error` is `BATON_OK`; or `leader` is NULL and
+// `error` says what went wrong: `BATON_CONFLICT` (the key is not an
+// election's; observing goes on and reports the next good state) or
+// `BATON_CLOSED` (the client was closed; the last call). `leader` and its
+// value are valid only during the call. It runs on the observer's own library
+// thread; the rest of the `baton_session_callback` contract applies (it may
+// call `baton_observer_free` on its own observer).
+typedef void (*baton_observe_callback)(void *userdata,
+                                       const struct baton_leader *leader,
+                                       baton_result error);
+
+// Options for `baton_lock_new`. Start from `baton_lock_options_default()`.
+typedef struct baton_lock_options {
+  // The session to hold the lock with; NULL: the client's default session
+  // (shared, replaced when lost). Read during the call: the lock keeps its own
+  // reference, so the session handle may be freed afterwards.
+  const struct baton_session *session;
+  // The value stored in the key while held (`value_len` bytes; NULL when 0).
+  // Copied during the call.
+  const uint8_t *value;
+  // The length of `value`.
+  size_t value_len;
+} baton_lock_options;
+
+// Options for `baton_semaphore_new`. Start from `baton_semaphore_options_default()`.
+typedef struct baton_semaphore_options {
+  // The session to contend with; NULL: the client's shared semaphore session
+  // (behavior delete, so a dead holder's contender key disappears). A session
+  // holds at most one slot of a given semaphore. Read during the call.
+  const struct baton_session *session;
+  // The value of this holder's contender key (`value_len` bytes; NULL when 0).
+  const uint8_t *value;
+  // The length of `value`.
+  size_t value_len;
+} baton_semaphore_options;
 
 // Options for `baton_session_create`. Start from `baton_session_options_default()`.
 typedef struct baton_session_options {
@@ -212,9 +327,6 @@ typedef struct baton_event {
 //
 // A panic cannot cross it: it is C.
 typedef void (*baton_session_callback)(void *userdata, const struct baton_event *event);
-
-// Frees a callback's `userdata`; called exactly once, after the callback's last run.
-typedef void (*baton_userdata_free)(void *userdata);
 
 #ifdef __cplusplus
 extern "C" {
@@ -284,6 +396,93 @@ void baton_client_free(struct baton_client *client);
 baton_result baton_client_destroy_session_id(const struct baton_client *client,
                                              const char *session_id);
 
+// Creates a participant in the election on `key` (no request is made);
+// `session` NULL campaigns with the client's default session. Writes
+// `*election_out`; free it with `baton_election_free`.
+baton_result baton_election_new(const struct baton_client *client,
+                                const char *key,
+                                const struct baton_session *session,
+                                struct baton_election **election_out);
+
+// Campaigns with `value` (what followers read as the leader's identity, e.g.
+// its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
+// 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
+// (`BATON_CANCELLED`). `BATON_ALREADY_HELD` when already leading.
+baton_result baton_election_campaign(const struct baton_election *election,
+                                     const uint8_t *value,
+                                     size_t value_len,
+                                     uint64_t timeout_ms,
+                                     const struct baton_cancel *cancel);
+
+// Steps down (releases the key with no lock-delay, so another participant
+// takes over at once). `BATON_NOT_HELD` when not leading.
+baton_result baton_election_resign(const struct baton_election *election);
+
+// Replaces the leader's value while leading, keeping the LockIndex (so
+// sequencers stay valid). `BATON_NOT_HELD` when not leading; `BATON_CONFLICT`
+// if the key turned out to be no longer ours (leadership is then lost).
+baton_result baton_election_proclaim(const struct baton_election *election,
+                                     const uint8_t *value,
+                                     size_t value_len);
+
+// Whether this participant leads. False for NULL and in a forked child.
+bool baton_election_is_leader(const struct baton_election *election);
+
+// The sequencer and fencing token of the current leadership; as `baton_lock_sequencer`.
+baton_result baton_election_sequencer(const struct baton_election *election,
+                                      char *buf,
+                                      size_t len,
+                                      size_t *len_out,
+                                      uint64_t *token_out);
+
+// Registers `callback`, called once when leadership is lost (not for a resign);
+// see `baton_lost_callback`.
+baton_result baton_election_on_lost(const struct baton_election *election,
+                                    baton_lost_callback callback,
+                                    void *userdata,
+                                    baton_userdata_free userdata_free);
+
+// Blocks until leadership ends; as `baton_lock_wait_lost`.
+baton_result baton_election_wait_lost(const struct baton_election *election,
+                                      uint64_t timeout_ms,
+                                      const struct baton_cancel *cancel,
+                                      baton_hold_lost *reason_out,
+                                      baton_lost_reason *session_reason_out);
+
+// Frees a participant: removes its callbacks (as `baton_lock_free`), then
+// resigns if leading. NULL is a no-op.
+void baton_election_free(struct baton_election *election);
+
+// Reads the current leader of the election on `key` (one consistent read) into
+// `*leader_out`, copying the value into `value_buf` of `value_buf_len` bytes
+// (`leader_out->value` then points there). `BATON_BUFFER_TOO_SMALL` when the
+// value does not fit (`leader_out->value_len` has its length, the rest is
+// filled). `BATON_CONFLICT` if the key is not an election's.
+baton_result baton_election_leader(const struct baton_client *client,
+                                   const char *key,
+                                   struct baton_leader *leader_out,
+                                   uint8_t *value_buf,
+                                   size_t value_buf_len);
+
+// Starts following the election on `key`: `callback` gets the current state
+// first, then every change (a new leader, a new value, nobody), never stepping
+// back to an older state. It runs on a thread of its own (named
+// `baton-observe`). Writes `*observer_out`; stop with `baton_observer_free`.
+// `userdata_free` (may be NULL) is called exactly once, after the last callback;
+// also when this function fails after checking its arguments.
+baton_result baton_election_observe(const struct baton_client *client,
+                                    const char *key,
+                                    baton_observe_callback callback,
+                                    void *userdata,
+                                    baton_userdata_free userdata_free,
+                                    struct baton_observer **observer_out);
+
+// Stops an observer: after it returns the callback is not running and never
+// runs again, and `userdata_free` has been called. May be called from inside
+// the observer's own callback (the teardown then finishes when it returns).
+// NULL is a no-op.
+void baton_observer_free(struct baton_observer *observer);
+
 // The name of a result, e.g. `"BATON_TIMEOUT"` for `BATON_TIMEOUT`: a static
 // NUL-terminated string, never freed. For the results that mirror a core error
 // kind it is the same string as that kind's code in Rust, Python and Node.
@@ -297,6 +496,30 @@ const char *baton_result_name(uint32_t result);
 // bytes without the NUL, so a return value `>= len` means it was truncated;
 // 0 when no call on this thread has failed.
 size_t baton_last_error_message(char *buf, size_t len);
+
+// Whether `sequencer` (the string from `baton_lock_sequencer`) is still
+// current: its key exists, carries its session, and has its LockIndex (one
+// consistent read). Writes `*current_out`. `BATON_INVALID_ARGUMENT` for a
+// malformed sequencer.
+baton_result baton_check_sequencer(const struct baton_client *client,
+                                   const char *sequencer,
+                                   bool *current_out);
+
+// Writes `value` (`value_len` bytes) to `key` only while `sequencer`'s session
+// still holds the lock: one transaction with a `check-session` first. A stale
+// holder gets `BATON_CONFLICT` (message `stale sequencer ...`) and nothing is
+// written.
+baton_result baton_guarded_put(const struct baton_client *client,
+                               const char *sequencer,
+                               const char *key,
+                               const uint8_t *value,
+                               size_t value_len);
+
+// Deletes `key` only while `sequencer`'s session still holds the lock; as
+// `baton_guarded_put`.
+baton_result baton_guarded_delete(const struct baton_client *client,
+                                  const char *sequencer,
+                                  const char *key);
 
 // Reads one key. `*found_out` (required) tells whether it exists. The value is
 // copied into `buf` of `len` bytes (not NUL-terminated; `buf` may be NULL when
@@ -319,6 +542,148 @@ baton_result baton_kv_put(const struct baton_client *client,
 
 // Deletes `key` (no error if it does not exist).
 baton_result baton_kv_delete(const struct baton_client *client, const char *key);
+
+// The default lock options: the client's default session, an empty value.
+struct baton_lock_options baton_lock_options_default(void);
+
+// Creates a lock on `key` (not acquired; no request is made). `options` may be
+// NULL. Writes `*lock_out` on success; free it with `baton_lock_free`.
+// `BATON_INVALID_ARGUMENT` for an empty key.
+baton_result baton_lock_new(const struct baton_client *client,
+                            const char *key,
+                            const struct baton_lock_options *options,
+                            struct baton_lock **lock_out);
+
+// Acquires the lock, waiting up to `timeout_ms` (0 tries once;
+// `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when held;
+// `BATON_TIMEOUT` when not acquired by then (someone else holds it);
+// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_ALREADY_HELD` if this
+// handle holds it; `BATON_CONFLICT` if the key is used by something other than
+// a lock (Consul's text `Existing key does not match lock use`);
+// `BATON_SESSION_INVALIDATED` if the session given in the options is lost.
+// A key freed by an invalidated session is retried when its lock-delay ends.
+baton_result baton_lock_acquire(const struct baton_lock *lock,
+                                uint64_t timeout_ms,
+                                const struct baton_cancel *cancel);
+
+// Releases the lock: the key keeps its value and loses its session; no
+// lock-delay applies. Lost callbacks are not called for it. `BATON_NOT_HELD`
+// if this handle does not hold it (never acquired, already released, or lost).
+baton_result baton_lock_release(const struct baton_lock *lock);
+
+// Whether this handle holds the lock: acquired, not released, not lost, and
+// its session within its local deadline. False for NULL and in a forked child.
+bool baton_lock_is_held(const struct baton_lock *lock);
+
+// Copies the lock's value (what it writes to the key; not NUL-terminated) into
+// `buf` of `len` bytes; `*len_out` (if not NULL) gets its length, also with
+// `BATON_BUFFER_TOO_SMALL`. `buf` may be NULL when `len` is 0.
+baton_result baton_lock_value(const struct baton_lock *lock,
+                              uint8_t *buf,
+                              size_t len,
+                              size_t *len_out);
+
+// Sets the value written by the next acquire (and by release). It does not
+// change the key while held; use an election's `proclaim` for that.
+baton_result baton_lock_set_value(const struct baton_lock *lock,
+                                  const uint8_t *value,
+                                  size_t value_len);
+
+// Copies the current holding's sequencer, `<lock_index>:<token>:<session>:<key>`,
+// NUL-terminated into `buf` of `len` bytes (`*len_out`, if not NULL, gets its
+// length without the NUL, also with `BATON_BUFFER_TOO_SMALL`), and its fencing
+// token (the acquiring write's raft index, which only grows) into `*token_out`
+// (if not NULL). Hand the token to storage that rejects lower ones, or the
+// string to `baton_check_sequencer` / `baton_guarded_put`. `BATON_NOT_HELD`
+// when not held.
+baton_result baton_lock_sequencer(const struct baton_lock *lock,
+                                  char *buf,
+                                  size_t len,
+                                  size_t *len_out,
+                                  uint64_t *token_out);
+
+// Registers `callback`, called once when a holding of this lock is lost (key
+// taken or cleared by someone else, session lost); not for a release. See
+// `baton_lost_callback` for the contract. Several callbacks may be registered;
+// they stay registered across holdings until `baton_lock_free`.
+baton_result baton_lock_on_lost(const struct baton_lock *lock,
+                                baton_lost_callback callback,
+                                void *userdata,
+                                baton_userdata_free userdata_free);
+
+// Blocks until the current holding ends and writes why to `*reason_out` and
+// `*session_reason_out` (each may be NULL); returns at once when not held (with
+// the last reason, or `BATON_HOLD_RELEASED`). `BATON_TIMEOUT` if still held at
+// `timeout_ms`; `BATON_CANCELLED` through `cancel` (may be NULL).
+baton_result baton_lock_wait_lost(const struct baton_lock *lock,
+                                  uint64_t timeout_ms,
+                                  const struct baton_cancel *cancel,
+                                  baton_hold_lost *reason_out,
+                                  baton_lost_reason *session_reason_out);
+
+// Deletes the lock's key if nobody holds it (Go's `Lock.Destroy`), so that an
+// unused lock leaves nothing in the KV store. `BATON_CONFLICT` with
+// `Lock already held` (this handle holds it), `Lock in use` (someone does) or
+// `Existing key does not match lock use`.
+baton_result baton_lock_delete_key(const struct baton_lock *lock);
+
+// Frees a lock: removes its callbacks (waiting for one running on another
+// thread; `userdata_free` is called for each), then releases the lock if held.
+// May be called from inside the lock's own callback. NULL is a no-op.
+void baton_lock_free(struct baton_lock *lock);
+
+// The default semaphore options: the client's semaphore session, an empty value.
+struct baton_semaphore_options baton_semaphore_options_default(void);
+
+// Creates a semaphore of `limit` slots (1 or more) under `prefix` (not acquired;
+// no request is made). `options` may be NULL. Writes `*semaphore_out` on success;
+// free it with `baton_semaphore_free`. `BATON_INVALID_ARGUMENT` for an empty
+// prefix or a zero limit.
+baton_result baton_semaphore_new(const struct baton_client *client,
+                                 const char *prefix,
+                                 uint32_t limit,
+                                 const struct baton_semaphore_options *options,
+                                 struct baton_semaphore **semaphore_out);
+
+// Takes a slot, waiting up to `timeout_ms` (0 tries once; `BATON_WAIT_FOREVER`
+// waits without limit). `BATON_OK` when held; `BATON_TIMEOUT` when all slots
+// stayed taken (the contender key is removed again); `BATON_CANCELLED` through
+// `cancel` (may be NULL); `BATON_ALREADY_HELD`; `BATON_CONFLICT` when the stored
+// limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
+// not a semaphore's.
+baton_result baton_semaphore_acquire(const struct baton_semaphore *semaphore,
+                                     uint64_t timeout_ms,
+                                     const struct baton_cancel *cancel);
+
+// Gives the slot back (removes us from `.lock` and deletes our contender key).
+// `BATON_NOT_HELD` if this handle holds no slot.
+baton_result baton_semaphore_release(const struct baton_semaphore *semaphore);
+
+// Whether this handle holds a slot. False for NULL and in a forked child.
+bool baton_semaphore_is_held(const struct baton_semaphore *semaphore);
+
+// Registers `callback`, called once when a held slot is lost (`BATON_HOLD_REMOVED`:
+// our contender key or our entry in `.lock` was removed; or the session was
+// lost); not for a release. See `baton_lost_callback` for the contract.
+baton_result baton_semaphore_on_lost(const struct baton_semaphore *semaphore,
+                                     baton_lost_callback callback,
+                                     void *userdata,
+                                     baton_userdata_free userdata_free);
+
+// Blocks until the held slot is lost or released; as `baton_lock_wait_lost`.
+baton_result baton_semaphore_wait_lost(const struct baton_semaphore *semaphore,
+                                       uint64_t timeout_ms,
+                                       const struct baton_cancel *cancel,
+                                       baton_hold_lost *reason_out,
+                                       baton_lost_reason *session_reason_out);
+
+// Deletes `<prefix>/.lock` when no live holder remains (Go's `Semaphore.Destroy`).
+// `BATON_CONFLICT` with `Semaphore already held`, `Semaphore in use`, or the flags conflict.
+baton_result baton_semaphore_delete_key(const struct baton_semaphore *semaphore);
+
+// Frees a semaphore: removes its callbacks (as `baton_lock_free`), then
+// releases the slot if held. NULL is a no-op.
+void baton_semaphore_free(struct baton_semaphore *semaphore);
 
 // The default session options: no name, TTL 15 s, lock delay 15 s, release.
 struct baton_session_options baton_session_options_default(void);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::cancel::CancelToken;
+use crate::cancel::{CancelToken, HookGuard};
 use crate::config::ClientBuilder;
 use crate::dispatcher::{Dispatcher, Job};
 use crate::error::{Error, ErrorKind, Result};
@@ -80,13 +80,14 @@ impl Core {
         self.request_timeout
     }
 
-    /// An agent for a background thread: its I/O is interrupted by `close`.
-    pub(crate) fn background_agent(&self) -> ureq::Agent {
+    /// An agent for a background thread: its I/O is interrupted by `close` for as
+    /// long as the returned guard lives (the thread keeps it until it exits, so
+    /// neither the hook nor the token outlives the client).
+    pub(crate) fn background_agent(&self) -> (ureq::Agent, HookGuard) {
         let agent = self.transport.fresh_agent();
         let a = agent.clone();
-        // The guard is leaked on purpose: the hook lives as long as the token.
-        std::mem::forget(self.closing.on_cancel(move || a.shutdown()));
-        agent
+        let guard = self.closing.on_cancel(move || a.shutdown());
+        (agent, guard)
     }
 
     pub(crate) fn session_api(&self) -> SessionApiCore<'_> {

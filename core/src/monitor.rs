@@ -22,7 +22,7 @@ pub(crate) fn start(core: Arc<Core>) -> std::io::Result<Worker> {
 }
 
 fn run(core: Arc<Core>) {
-    let agent = core.background_agent();
+    let (agent, _close_hook) = core.background_agent();
     let mut index = 0u64;
     let mut backoff = Backoff::new();
     loop {

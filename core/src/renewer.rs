@@ -162,7 +162,7 @@ fn retry_interval(ttl: Duration) -> Duration {
 
 fn run(core: Arc<Core>, rx: Receiver<Command>) {
     let closing = core.closing.receiver();
-    let agent = core.background_agent();
+    let (agent, _close_hook) = core.background_agent();
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut jitter = Jitter::new();

@@ -286,7 +286,7 @@ impl Drop for Watch {
 }
 
 fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
-    let agent = core.background_agent();
+    let (agent, _close_hook) = core.background_agent();
     let a = agent.clone();
     let _stop_hook = shared.stop.on_cancel(move || a.shutdown());
     let mut index = 0u64;

@@ -7,7 +7,7 @@ use baton::QueryOptions;
 use crate::cancel::baton_cancel;
 use crate::client::baton_client;
 use crate::error::{baton_result, Failure};
-use crate::util::{boundary, handle, null, str_arg, write_opt};
+use crate::util::{boundary, copy_bytes_out, handle, null, str_arg};
 
 /// Reads one key. `*found_out` (required) tells whether it exists. The value is
 /// copied into `buf` of `len` bytes (not NUL-terminated; `buf` may be NULL when
@@ -42,22 +42,8 @@ pub unsafe extern "C" fn baton_kv_get(
         // SAFETY: found_out checked non-NULL, writable per the caller.
         unsafe { found_out.write(value.is_some()) };
         let v = value.unwrap_or_default();
-        // SAFETY: NULL or writable per the caller.
-        unsafe { write_opt(value_len_out, v.len()) };
-        if v.len() > len {
-            return Err(Failure::new(
-                baton_result::BATON_BUFFER_TOO_SMALL,
-                format!("buffer of {len} bytes, value has {}", v.len()),
-            ));
-        }
-        if !v.is_empty() {
-            if buf.is_null() {
-                return Err(null("buf"));
-            }
-            // SAFETY: buf has len >= v.len() writable bytes per the caller, distinct from v.
-            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf, v.len()) };
-        }
-        Ok(())
+        // SAFETY: the caller guarantees `buf`/`len` and `value_len_out`.
+        unsafe { copy_bytes_out(&v, buf, len, value_len_out) }
     })
 }
 

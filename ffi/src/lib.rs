@@ -6,7 +6,8 @@
 //!
 //! Conventions (see `ffi/README.md`):
 //!
-//! * Opaque handles (`baton_client`, `baton_session`, `baton_cancel`); constructors
+//! * Opaque handles (`baton_client`, `baton_session`, `baton_lock`,
+//!   `baton_semaphore`, `baton_election`, `baton_observer`, `baton_cancel`); constructors
 //!   return a `baton_result` and write their out-parameter only on success;
 //!   `_free(NULL)` is a no-op.
 //! * Every entry point checks for NULL, validates UTF-8 and catches panics
@@ -24,17 +25,29 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod callback;
 mod cancel;
 mod client;
+mod election;
 mod error;
+mod fence;
+mod hold;
 mod kv;
+mod lock;
+mod semaphore;
 mod session;
 mod util;
 
+pub use callback::baton_userdata_free;
 pub use cancel::*;
 pub use client::*;
+pub use election::*;
 pub use error::*;
+pub use fence::*;
+pub use hold::{baton_hold_lost, baton_lost_callback};
 pub use kv::*;
+pub use lock::*;
+pub use semaphore::*;
 pub use session::*;
 
 use std::ffi::c_char;

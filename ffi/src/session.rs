@@ -1,18 +1,17 @@
 //! `baton_session`: managed sessions, their invalidation callbacks and `wait_lost`.
 
 use std::ffi::{c_char, c_void, CString};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::ThreadId;
 
-use baton::{Behavior, CallbackId, LostReason, Session, SessionEvent, SessionOptions};
+use baton::{Behavior, LostReason, Session, SessionEvent, SessionOptions};
+
+use crate::callback::{baton_userdata_free, Callbacks, Registration};
 
 use crate::cancel::baton_cancel;
 use crate::client::baton_client;
 use crate::error::{baton_result, Failure};
 use crate::util::{
-    boundary, boundary_value, check_pid, copy_str_out, handle, null, opt_str_arg, panic_message,
-    timeout_ms, write_opt, UserData,
+    boundary, boundary_value, check_pid, copy_str_out, handle, null, opt_str_arg, timeout_ms,
+    write_opt,
 };
 
 /// A managed session: renewed in the background, watched for invalidation.
@@ -21,11 +20,11 @@ use crate::util::{
 pub struct baton_session {
     session: Session,
     pid: u32,
-    regs: Mutex<Vec<(CallbackId, Arc<Registration>)>>,
+    regs: Callbacks<SessionFn>,
 }
 
 impl baton_session {
-    fn get(&self) -> Result<&Session, Failure> {
+    pub(crate) fn get(&self) -> Result<&Session, Failure> {
         check_pid(self.pid)?;
         Ok(&self.session)
     }
@@ -129,102 +128,40 @@ pub struct baton_event {
 pub type baton_session_callback =
     Option<unsafe extern "C" fn(userdata: *mut c_void, event: *const baton_event)>;
 
-/// Frees a callback's `userdata`; called exactly once, after the callback's last run.
-pub type baton_userdata_free = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
+/// A session callback as stored in its registration.
+type SessionFn = unsafe extern "C" fn(*mut c_void, *const baton_event);
 
-/// One registered callback, shared by the handle and the dispatcher's closure.
-struct Registration {
-    state: Mutex<RegState>,
-    idle: Condvar,
-}
-
-struct RegState {
-    active: bool,
-    running_on: Option<ThreadId>,
-    callback: unsafe extern "C" fn(*mut c_void, *const baton_event),
-    userdata: UserData,
-    userdata_free: baton_userdata_free,
-}
-
-fn lock_state(r: &Registration) -> MutexGuard<'_, RegState> {
-    r.state.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Registration {
-    /// Runs the callback unless the registration was removed.
-    fn invoke(&self, event: &SessionEvent, session_id: &str) {
-        let (cb, ud) = {
-            let mut st = lock_state(self);
-            if !st.active {
-                return;
-            }
-            st.running_on = Some(std::thread::current().id());
-            (st.callback, st.userdata)
-        };
-        let (kind, reason) = match event {
-            SessionEvent::Suspect => (
-                baton_event_kind::BATON_EVENT_SUSPECT,
-                baton_lost_reason::BATON_LOST_NONE,
-            ),
-            SessionEvent::Recovered => (
-                baton_event_kind::BATON_EVENT_RECOVERED,
-                baton_lost_reason::BATON_LOST_NONE,
-            ),
-            SessionEvent::Lost(r) => (baton_event_kind::BATON_EVENT_LOST, (*r).into()),
-        };
-        let id = CString::new(session_id).unwrap_or_default();
-        let ev = baton_event {
-            kind,
-            reason,
-            session_id: id.as_ptr(),
-        };
+/// Runs one registered callback for `event`.
+fn deliver(reg: &Registration<SessionFn>, event: &SessionEvent, session_id: &str) {
+    let (kind, reason) = match event {
+        SessionEvent::Suspect => (
+            baton_event_kind::BATON_EVENT_SUSPECT,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        SessionEvent::Recovered => (
+            baton_event_kind::BATON_EVENT_RECOVERED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        SessionEvent::Lost(r) => (baton_event_kind::BATON_EVENT_LOST, (*r).into()),
+    };
+    let id = CString::new(session_id).unwrap_or_default();
+    let ev = baton_event {
+        kind,
+        reason,
+        session_id: id.as_ptr(),
+    };
+    reg.invoke(|cb, ud| {
         // SAFETY: `cb` is the caller's function with the documented signature; `ev`
-        // and `id` outlive the call. The C function cannot unwind into Rust.
-        unsafe { cb(ud.0, &ev) };
-        let free_now = {
-            let mut st = lock_state(self);
-            st.running_on = None;
-            self.idle.notify_all();
-            // Freed from inside the callback: finish the teardown here.
-            if st.active {
-                None
-            } else {
-                st.userdata_free.take()
-            }
-        };
-        if let Some(f) = free_now {
-            // SAFETY: the caller's userdata_free, called once (taken out of the state).
-            unsafe { f(ud.0) };
-        }
-    }
-
-    /// Stops further runs; waits for a running one unless that is this thread's
-    /// (then `invoke` frees the userdata when the callback returns).
-    fn deactivate(&self) {
-        let mut st = lock_state(self);
-        st.active = false;
-        let me = std::thread::current().id();
-        if st.running_on == Some(me) {
-            return;
-        }
-        while st.running_on.is_some() {
-            st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
-        let f = st.userdata_free.take();
-        let ud = st.userdata;
-        drop(st);
-        if let Some(f) = f {
-            // SAFETY: the caller's userdata_free, called once (taken out of the state).
-            unsafe { f(ud.0) };
-        }
-    }
+        // and `id` outlive the call.
+        unsafe { cb(ud, &ev) }
+    });
 }
 
 fn new_handle(session: Session, out: *mut *mut baton_session) {
     let h = Box::new(baton_session {
         session,
         pid: std::process::id(),
-        regs: Mutex::new(Vec::new()),
+        regs: Callbacks::new(),
     });
     // SAFETY: callers checked `out` for NULL; the C caller guarantees it is writable.
     unsafe { out.write(Box::into_raw(h)) };
@@ -390,26 +327,10 @@ pub unsafe extern "C" fn baton_session_on_event(
             return Err(null("callback"));
         };
         let s = h.get()?;
-        let reg = Arc::new(Registration {
-            state: Mutex::new(RegState {
-                active: true,
-                running_on: None,
-                callback: cb,
-                userdata: UserData(userdata),
-                userdata_free,
-            }),
-            idle: Condvar::new(),
-        });
-        let r2 = reg.clone();
+        let reg = Registration::new(cb, userdata, userdata_free);
         let id = s.id().to_string();
-        let mut regs = h.regs.lock().unwrap_or_else(|p| p.into_inner());
-        let cid = s.on_event(move |e| {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| r2.invoke(e, &id))) {
-                // Only Rust code of ours can panic here; never unwind into the dispatcher.
-                let _ = panic_message(&*p);
-            }
-        });
-        regs.push((cid, reg));
+        h.regs
+            .add(reg, |r| s.on_event(move |e| deliver(&r, e, &id)));
         Ok(())
     })
 }
@@ -430,10 +351,6 @@ pub unsafe extern "C" fn baton_session_free(session: *mut baton_session) {
             std::mem::forget(b);
             return;
         }
-        let regs = std::mem::take(&mut *b.regs.lock().unwrap_or_else(|p| p.into_inner()));
-        for (cid, reg) in regs {
-            b.session.remove_callback(cid);
-            reg.deactivate();
-        }
+        b.regs.clear(|id| b.session.remove_callback(id));
     })
 }

@@ -170,3 +170,55 @@ pub(crate) struct UserData(pub(crate) *mut c_void);
 unsafe impl Send for UserData {}
 // SAFETY: as above; the library never dereferences it.
 unsafe impl Sync for UserData {}
+
+/// A byte-string argument of `len` bytes: NULL is allowed only with `len` 0.
+///
+/// # Safety
+/// `p` is NULL or valid for `len` readable bytes for `'a`.
+pub(crate) unsafe fn bytes_arg<'a>(
+    p: *const u8,
+    len: usize,
+    name: &str,
+) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Failure::new(
+            baton_result::BATON_NULL_ARGUMENT,
+            format!("argument `{name}` is NULL but its length is {len}"),
+        ));
+    }
+    // SAFETY: non-NULL, and the caller guarantees `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// Copies `bytes` (no NUL added) into `buf` of `len` bytes, reporting their
+/// length through `len_out` (also when the result is `BATON_BUFFER_TOO_SMALL`).
+/// `buf` may be NULL when there is nothing to copy.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` writable bytes; `len_out` NULL or writable.
+pub(crate) unsafe fn copy_bytes_out(
+    bytes: &[u8],
+    buf: *mut u8,
+    len: usize,
+    len_out: *mut usize,
+) -> Result<(), Failure> {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { write_opt(len_out, bytes.len()) };
+    if bytes.len() > len {
+        return Err(Failure::new(
+            baton_result::BATON_BUFFER_TOO_SMALL,
+            format!("buffer of {len} bytes, value has {}", bytes.len()),
+        ));
+    }
+    if !bytes.is_empty() {
+        if buf.is_null() {
+            return Err(null("buf"));
+        }
+        // SAFETY: buf has len >= bytes.len() writable bytes per the caller, distinct from bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, bytes.len()) };
+    }
+    Ok(())
+}

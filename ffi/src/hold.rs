@@ -1,0 +1,390 @@
+//! What locks, semaphores and elections share at the C boundary: acquire with a
+//! timeout and cancel, release, "held", lost callbacks and `wait_lost`.
+
+use std::ffi::{c_char, c_void};
+use std::time::Duration;
+
+use baton::{
+    CallbackId, CancelToken, Election, Lock, LockLost, LostReason, Semaphore, SemaphoreLost,
+    Sequencer,
+};
+
+use crate::callback::{baton_userdata_free, Callbacks, Registration};
+use crate::cancel::baton_cancel;
+use crate::error::{baton_result, Failure};
+use crate::session::baton_lost_reason;
+use crate::util::{check_pid, copy_str_out, null, timeout_ms, write_opt};
+
+/// Why a lock, semaphore slot or leadership ended.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum baton_hold_lost {
+    /// Released by this process (`baton_*_release`, `baton_election_resign`).
+    /// Lost callbacks are not called for it; `wait_lost` reports it.
+    BATON_HOLD_RELEASED = 1,
+    /// Lock or election: the key no longer carries our session (released,
+    /// deleted or taken by someone else).
+    BATON_HOLD_KEY_CHANGED = 2,
+    /// Semaphore: our contender key is gone, or the `.lock` key no longer lists us.
+    BATON_HOLD_REMOVED = 3,
+    /// The session holding it was lost; the session reason says why.
+    BATON_HOLD_SESSION_LOST = 4,
+    /// The client was closed.
+    BATON_HOLD_CLIENT_CLOSED = 5,
+}
+
+/// A lost callback of a lock, semaphore or election: `reason` says why;
+/// `session_reason` is the session's reason when `reason` is
+/// `BATON_HOLD_SESSION_LOST`, else `BATON_LOST_NONE`. It is called at most once
+/// per holding and never for a release by this process. The contract of
+/// `baton_session_callback` applies: the library's dispatcher thread, no library
+/// lock held, may call back into the library (including `_free` of the same
+/// handle), never runs after the handle's `_free` returns.
+pub type baton_lost_callback = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        reason: baton_hold_lost,
+        session_reason: baton_lost_reason,
+    ),
+>;
+
+pub(crate) type LostFn = unsafe extern "C" fn(*mut c_void, baton_hold_lost, baton_lost_reason);
+
+type Why = (baton_hold_lost, baton_lost_reason);
+
+fn session_lost(r: LostReason) -> Why {
+    (baton_hold_lost::BATON_HOLD_SESSION_LOST, r.into())
+}
+
+fn from_lock(l: LockLost) -> Why {
+    match l {
+        LockLost::Released => (
+            baton_hold_lost::BATON_HOLD_RELEASED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        LockLost::KeyChanged => (
+            baton_hold_lost::BATON_HOLD_KEY_CHANGED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        LockLost::SessionLost(r) => session_lost(r),
+        LockLost::ClientClosed => (
+            baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        // A reason added to the core later: the key is no longer ours.
+        #[allow(unreachable_patterns)]
+        _ => (
+            baton_hold_lost::BATON_HOLD_KEY_CHANGED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+    }
+}
+
+fn from_semaphore(l: SemaphoreLost) -> Why {
+    match l {
+        SemaphoreLost::Released => (
+            baton_hold_lost::BATON_HOLD_RELEASED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        SemaphoreLost::Removed => (
+            baton_hold_lost::BATON_HOLD_REMOVED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        SemaphoreLost::SessionLost(r) => session_lost(r),
+        SemaphoreLost::ClientClosed => (
+            baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+        #[allow(unreachable_patterns)]
+        _ => (
+            baton_hold_lost::BATON_HOLD_REMOVED,
+            baton_lost_reason::BATON_LOST_NONE,
+        ),
+    }
+}
+
+type LostHook = Box<dyn Fn(Why) + Send + Sync + 'static>;
+
+/// The core object behind a handle.
+pub(crate) trait Hold: Send + Sync + 'static {
+    /// For messages: `lock "k"`, `semaphore "p"`, `election "k"`.
+    fn what(&self) -> String;
+    /// Why a try-once acquire failed.
+    fn busy(&self) -> String;
+    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool>;
+    fn release(&self) -> baton::Result<bool>;
+    fn is_held(&self) -> bool;
+    fn on_lost(&self, hook: LostHook) -> CallbackId;
+    fn remove_callback(&self, id: CallbackId);
+    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why>;
+    fn sequencer(&self) -> Option<Sequencer> {
+        None
+    }
+}
+
+impl Hold for Lock {
+    fn what(&self) -> String {
+        format!("lock {:?}", self.key())
+    }
+    fn busy(&self) -> String {
+        format!("{} is held by another session", self.what())
+    }
+    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
+        Lock::acquire(self, t, c)
+    }
+    fn release(&self) -> baton::Result<bool> {
+        Lock::release(self)
+    }
+    fn is_held(&self) -> bool {
+        Lock::is_held(self)
+    }
+    fn on_lost(&self, hook: LostHook) -> CallbackId {
+        Lock::on_lost(self, move |l| hook(from_lock(l)))
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Lock::remove_callback(self, id)
+    }
+    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
+        Lock::wait_lost(self, t, c).map(from_lock)
+    }
+    fn sequencer(&self) -> Option<Sequencer> {
+        Lock::sequencer(self)
+    }
+}
+
+impl Hold for Election {
+    fn what(&self) -> String {
+        format!("election {:?}", self.key())
+    }
+    fn busy(&self) -> String {
+        format!("{} has another leader", self.what())
+    }
+    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
+        self.lock().acquire(t, c)
+    }
+    fn release(&self) -> baton::Result<bool> {
+        self.resign()
+    }
+    fn is_held(&self) -> bool {
+        self.is_leader()
+    }
+    fn on_lost(&self, hook: LostHook) -> CallbackId {
+        Election::on_lost(self, move |l| hook(from_lock(l)))
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Election::remove_callback(self, id)
+    }
+    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
+        Election::wait_lost(self, t, c).map(from_lock)
+    }
+    fn sequencer(&self) -> Option<Sequencer> {
+        Election::sequencer(self)
+    }
+}
+
+impl Hold for Semaphore {
+    fn what(&self) -> String {
+        format!("semaphore {:?}", self.prefix())
+    }
+    fn busy(&self) -> String {
+        format!("{} has all {} slots taken", self.what(), self.limit())
+    }
+    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
+        Semaphore::acquire(self, t, c)
+    }
+    fn release(&self) -> baton::Result<bool> {
+        Semaphore::release(self)
+    }
+    fn is_held(&self) -> bool {
+        Semaphore::is_held(self)
+    }
+    fn on_lost(&self, hook: LostHook) -> CallbackId {
+        Semaphore::on_lost(self, move |l| hook(from_semaphore(l)))
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Semaphore::remove_callback(self, id)
+    }
+    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
+        Semaphore::wait_lost(self, t, c).map(from_semaphore)
+    }
+}
+
+/// A handle's core object plus what the C side keeps for it.
+pub(crate) struct Held<T: Hold> {
+    pub(crate) inner: T,
+    pid: u32,
+    callbacks: Callbacks<LostFn>,
+}
+
+impl<T: Hold> Held<T> {
+    pub(crate) fn new(inner: T) -> Held<T> {
+        Held {
+            inner,
+            pid: std::process::id(),
+            callbacks: Callbacks::new(),
+        }
+    }
+
+    /// The core object, if this process created it.
+    pub(crate) fn get(&self) -> Result<&T, Failure> {
+        check_pid(self.pid)?;
+        Ok(&self.inner)
+    }
+
+    /// Acquire with the C conventions: `BATON_OK` when held, `BATON_TIMEOUT` when
+    /// not by the deadline (0 = try once), `BATON_ALREADY_HELD`.
+    ///
+    /// # Safety
+    /// `cancel` is NULL or a live handle.
+    pub(crate) unsafe fn acquire(
+        &self,
+        ms: u64,
+        cancel: *const baton_cancel,
+    ) -> Result<(), Failure> {
+        let h = self.get()?;
+        if h.is_held() {
+            return Err(Failure::new(
+                baton_result::BATON_ALREADY_HELD,
+                format!("{} is already held by this handle", h.what()),
+            ));
+        }
+        // SAFETY: forwarded caller guarantee.
+        let cancel = unsafe { cancel.as_ref() }.map(|c| &c.token);
+        if h.acquire(timeout_ms(ms), cancel)? {
+            return Ok(());
+        }
+        let msg = if ms == 0 {
+            h.busy()
+        } else {
+            format!("{} not acquired within {ms} ms", h.what())
+        };
+        Err(Failure::new(baton_result::BATON_TIMEOUT, msg))
+    }
+
+    /// Release: `BATON_NOT_HELD` when this handle did not hold it (also when it
+    /// was lost meanwhile).
+    pub(crate) fn release(&self) -> Result<(), Failure> {
+        let h = self.get()?;
+        if h.release()? {
+            Ok(())
+        } else {
+            Err(Failure::new(
+                baton_result::BATON_NOT_HELD,
+                format!("{} is not held by this handle", h.what()),
+            ))
+        }
+    }
+
+    /// Whether held; false in a forked child.
+    pub(crate) fn is_held(&self) -> bool {
+        self.get().is_ok_and(|h| h.is_held())
+    }
+
+    /// Registers a lost callback.
+    pub(crate) fn on_lost(
+        &self,
+        callback: baton_lost_callback,
+        userdata: *mut c_void,
+        userdata_free: baton_userdata_free,
+    ) -> Result<(), Failure> {
+        let Some(cb) = callback else {
+            return Err(null("callback"));
+        };
+        let h = self.get()?;
+        let reg = Registration::new(cb, userdata, userdata_free);
+        self.callbacks.add(reg, |r| {
+            h.on_lost(Box::new(move |(why, session)| {
+                r.invoke(|cb, ud| {
+                    // SAFETY: the caller's function with the documented signature.
+                    unsafe { cb(ud, why, session) }
+                })
+            }))
+        });
+        Ok(())
+    }
+
+    /// Blocks until the holding ends (at once when not held).
+    ///
+    /// # Safety
+    /// `cancel` is NULL or a live handle; `reason_out`, `session_reason_out` NULL or writable.
+    pub(crate) unsafe fn wait_lost(
+        &self,
+        ms: u64,
+        cancel: *const baton_cancel,
+        reason_out: *mut baton_hold_lost,
+        session_reason_out: *mut baton_lost_reason,
+    ) -> Result<(), Failure> {
+        let h = self.get()?;
+        // SAFETY: forwarded caller guarantee.
+        let cancel = unsafe { cancel.as_ref() }.map(|c| &c.token);
+        let (why, session) = h.wait_lost(timeout_ms(ms), cancel)?;
+        // SAFETY: forwarded caller guarantee.
+        unsafe {
+            write_opt(reason_out, why);
+            write_opt(session_reason_out, session);
+        }
+        Ok(())
+    }
+
+    /// The sequencer's string form into `buf`, its token into `*token_out`.
+    ///
+    /// # Safety
+    /// As `copy_str_out`; `token_out` NULL or writable.
+    pub(crate) unsafe fn sequencer(
+        &self,
+        buf: *mut c_char,
+        len: usize,
+        len_out: *mut usize,
+        token_out: *mut u64,
+    ) -> Result<(), Failure> {
+        let h = self.get()?;
+        let Some(seq) = h.sequencer() else {
+            return Err(Failure::new(
+                baton_result::BATON_NOT_HELD,
+                format!("{} is not held: there is no sequencer", h.what()),
+            ));
+        };
+        // SAFETY: forwarded caller guarantee.
+        unsafe {
+            write_opt(token_out, seq.token);
+            copy_str_out(seq.to_string().as_bytes(), buf, len, len_out)
+        }
+    }
+
+    /// Tears down for `_free`: no callback runs after this returns (except one
+    /// running on this very thread, which finishes first). Returns whether the
+    /// object may be dropped here (not in a forked child, where it is leaked).
+    pub(crate) fn teardown(&self) -> bool {
+        if self.pid != std::process::id() {
+            return false;
+        }
+        self.callbacks.clear(|id| self.inner.remove_callback(id));
+        true
+    }
+}
+
+/// Frees a boxed handle made by [`into_handle`].
+///
+/// # Safety
+/// `p` is NULL or a pointer from `into_handle::<H>`, freed once.
+pub(crate) unsafe fn free_handle<H, T: Hold>(p: *mut H, held: impl Fn(&H) -> &Held<T>) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: per the caller, `p` came from Box::into_raw and is freed once.
+    let b = unsafe { Box::from_raw(p) };
+    if held(&b).teardown() {
+        drop(b);
+    } else {
+        std::mem::forget(b);
+    }
+}
+
+/// Boxes a handle into `out`.
+///
+/// # Safety
+/// `out` is non-NULL and writable.
+pub(crate) unsafe fn into_handle<H>(h: H, out: *mut *mut H) {
+    // SAFETY: per the caller.
+    unsafe { out.write(Box::into_raw(Box::new(h))) };
+}
