@@ -105,7 +105,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
@@ -135,11 +135,14 @@ test-c:
 		$(C_TEST_SRC) target/debug/baton-lib/libbaton.a $(STATIC_LIBS) -pthread -o $(C_TEST_OUT)/test_asan
 	cc -std=c11 $(CWARN) -g -Iinclude $(C_TEST_SRC) -Ltarget/debug/baton-lib -lbaton -pthread \
 		-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_TEST_OUT)/test_shared
-	# Leak checks are off until the core's client leak (~320 bytes per process, see ffi/README.md) is fixed.
-	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	# LeakSanitizer is on (ASan's default); valgrind fails on any definite or indirect leak.
+	# ("Possibly lost" blocks are process-lifetime statics and thread-locals, not shown.)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_TEST_OUT)/test_asan
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver \
-		valgrind -q --leak-check=full --errors-for-leak-kinds=none --error-exitcode=1 --child-silent-after-fork=yes $(C_TEST_OUT)/test_shared
+		valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
+		--errors-for-leak-kinds=definite,indirect --error-exitcode=1 --child-silent-after-fork=yes \
+		$(C_TEST_OUT)/test_shared
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 		$(MAKE) --no-print-directory install FFI_PROFILE=debug PREFIX=$$tmp/prefix; \
 		cp ffi/tests/consumer/consumer.cpp $$tmp/; \

@@ -138,3 +138,36 @@ impl<F: Copy> Callbacks<F> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static FREED: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn count_free(_: *mut c_void) {
+        FREED.fetch_add(1, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn nop(_: *mut c_void) {}
+
+    #[test]
+    fn a_panic_inside_a_run_is_caught_and_the_registration_still_tears_down() {
+        type F = unsafe extern "C" fn(*mut c_void);
+        let reg: Arc<Registration<F>> =
+            Registration::new(nop, std::ptr::null_mut(), Some(count_free));
+        let before = FREED.load(Ordering::SeqCst);
+        // Our side of a callback boundary panics: it must not unwind out of invoke,
+        // and the registration must not be left "running" (deactivate would hang).
+        reg.invoke(|_, _| panic!("forced panic at a callback boundary"));
+        let mut ran = false;
+        reg.invoke(|_, _| ran = true);
+        assert!(ran, "the registration keeps working after a caught panic");
+        reg.deactivate();
+        assert_eq!(FREED.load(Ordering::SeqCst), before + 1);
+        let mut after = false;
+        reg.invoke(|_, _| after = true);
+        assert!(!after, "no run after deactivate");
+    }
+}

@@ -222,3 +222,47 @@ pub(crate) unsafe fn copy_bytes_out(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last_error() -> String {
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: buf has 256 writable bytes.
+        unsafe { crate::error::baton_last_error_message(buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: NUL-terminated by the call above.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_forced_panic_at_an_entry_point_becomes_baton_panic_with_its_message() {
+        let rc = boundary(|| panic!("forced panic at an entry point"));
+        assert_eq!(rc, baton_result::BATON_PANIC);
+        assert_eq!(
+            last_error(),
+            "panic in baton: forced panic at an entry point"
+        );
+        let v = boundary_value(7u32, || panic!("{}", String::from("owned message")));
+        assert_eq!(v, 7);
+        assert_eq!(last_error(), "panic in baton: owned message");
+    }
+
+    #[test]
+    fn timeouts_bytes_and_strings_are_checked() {
+        assert_eq!(timeout_ms(0), Some(Duration::ZERO));
+        assert_eq!(timeout_ms(u64::MAX), None);
+        assert_eq!(timeout_ms(u64::MAX - 1), None);
+        // SAFETY: NULL with length 0 is allowed; NULL with a length is refused.
+        unsafe {
+            assert_eq!(bytes_arg(std::ptr::null(), 0, "v").unwrap(), b"");
+            let e = bytes_arg(std::ptr::null(), 3, "v").unwrap_err();
+            assert_eq!(e.code, baton_result::BATON_NULL_ARGUMENT);
+            let bad = [0xffu8 as c_char, 0];
+            let e = str_arg(bad.as_ptr(), "key").unwrap_err();
+            assert_eq!(e.code, baton_result::BATON_INVALID_UTF8);
+        }
+    }
+}

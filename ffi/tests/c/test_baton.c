@@ -10,31 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "baton.h"
+#include "check.h"
 
-static int passed, failed;
+atomic_int passed, failed;
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (cond) {                                                                  \
-            passed++;                                                                \
-        } else {                                                                     \
-            failed++;                                                                \
-            char m_[512];                                                            \
-            baton_last_error_message(m_, sizeof m_);                                 \
-            fprintf(stderr, "FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, \
-                    #cond, m_);                                                      \
-        }                                                                            \
-    } while (0)
-
-#define CHECK_RC(expr, want) CHECK((expr) == (want))
-
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static const char BAD_UTF8[] = {(char)0xff, (char)0xfe, 0};
+const char BAD_UTF8[] = {(char)0xff, (char)0xfe, 0};
 
 static baton_client *new_client(void) {
     baton_client *c = NULL;
@@ -139,7 +119,7 @@ static void count_free(void *ud) {
     atomic_fetch_add(&k->freed, 1);
 }
 
-static bool wait_for(atomic_int *v, int want, long ms) {
+bool wait_for(atomic_int *v, int want, long ms) {
     for (long t = 0; t < ms; t += 10) {
         if (atomic_load(v) >= want) return true;
         sleep_ms(10);
@@ -337,12 +317,13 @@ int main(void) {
         test_no_callback_after_free(c, other);
         test_free_inside_callback(c, other);
         test_cancel_from_thread(c);
+        test_recipes(c, other);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }
     baton_client_free(c);
     baton_client_free(other);
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed\n", atomic_load(&passed), atomic_load(&failed));
     fflush(stdout);
-    return failed == 0 ? 0 : 1;
+    return atomic_load(&failed) == 0 ? 0 : 1;
 }
