@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
+.PHONY: all build ffi-lib install test-c examples-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
 
 all: build
 
@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c test-python test-node
+test: lint test-rust examples-rust test-c examples-c test-python test-node
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -149,3 +149,16 @@ test-c:
 		cd $$tmp && PKG_CONFIG_PATH=$$tmp/prefix/lib/pkgconfig \
 		c++ -std=c++17 $(CWARN) consumer.cpp $$(PKG_CONFIG_PATH=$$tmp/prefix/lib/pkgconfig pkg-config --cflags --libs baton) \
 			-Wl,-rpath,$$tmp/prefix/lib -o consumer && ./consumer
+
+## The C examples against a fresh dev server each: semaphore-limited workers (fails if more
+## than LIMIT jobs ever run at once) and three leader-election workers stepping down on SIGTERM.
+C_EXAMPLES_OUT := target/c-examples
+examples-c:
+	$(MAKE) ffi-lib FFI_PROFILE=debug
+	$(CARGO) build -p baton-devserver
+	mkdir -p $(C_EXAMPLES_OUT)
+	set -e; for ex in leader_worker semaphore_worker; do \
+		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
+			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
