@@ -162,3 +162,4 @@ examples-c:
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
