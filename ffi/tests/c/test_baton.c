@@ -283,22 +283,33 @@ static void test_cancel_from_thread(baton_client *c) {
  * the child's own leak check (everything the parent's threads own looks lost from
  * there) would change the status. */
 static void test_fork(baton_client *c) {
+    baton_lock *l = NULL;
+    CHECK_RC(baton_lock_new(c, "ffi/test/fork-lock", NULL, &l), BATON_OK);
     int fds[2];
     CHECK(pipe(fds) == 0);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        uint32_t rc = (uint32_t)baton_kv_put(c, "ffi/test/fork", NULL, 0);
-        ssize_t w = write(fds[1], &rc, sizeof rc);
+        uint32_t rc[3] = {(uint32_t)baton_kv_put(c, "ffi/test/fork", NULL, 0),
+                          (uint32_t)baton_lock_acquire(l, 0, NULL),
+                          (uint32_t)baton_lock_is_held(l)};
+        baton_lock_free(l); /* leaks in the child on purpose, never touches the parent's state */
+        ssize_t w = write(fds[1], rc, sizeof rc);
         _exit(w == (ssize_t)sizeof rc ? 0 : 1);
     }
     close(fds[1]);
-    uint32_t child_rc = 0;
-    CHECK(pid > 0 && read(fds[0], &child_rc, sizeof child_rc) == (ssize_t)sizeof child_rc);
+    uint32_t child_rc[3] = {0, 0, 1};
+    CHECK(pid > 0 && read(fds[0], child_rc, sizeof child_rc) == (ssize_t)sizeof child_rc);
     close(fds[0]);
     int status = 0;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK_RC((baton_result)child_rc, BATON_FORKED);
+    CHECK_RC((baton_result)child_rc[0], BATON_FORKED);
+    CHECK_RC((baton_result)child_rc[1], BATON_FORKED);
+    CHECK(child_rc[2] == 0);
+    /* The parent's handle is untouched. */
+    CHECK_RC(baton_lock_acquire(l, 5000, NULL), BATON_OK);
+    CHECK_RC(baton_lock_release(l), BATON_OK);
+    baton_lock_free(l);
 }
 
 int main(void) {
