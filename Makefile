@@ -131,6 +131,8 @@ test-c:
 	mkdir -p $(C_TEST_OUT)
 	cc -std=c11 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_c.c
 	c++ -std=c++17 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_cpp.cpp
+	if cc -std=c11 $(CWARN) -Iinclude -c -o /dev/null ffi/tests/c/must_use.c 2>/dev/null; then \
+		echo "an ignored baton_lock_acquire result compiled: BATON_MUST_USE has no effect" >&2; exit 1; fi
 	cc -std=c11 $(CWARN) -g -Iinclude -fsanitize=address,undefined -fno-omit-frame-pointer \
 		$(C_TEST_SRC) target/debug/baton-lib/libbaton.a $(STATIC_LIBS) -pthread -o $(C_TEST_OUT)/test_asan
 	cc -std=c11 $(CWARN) -g -Iinclude $(C_TEST_SRC) -Ltarget/debug/baton-lib -lbaton -pthread \

@@ -339,7 +339,7 @@ const char *baton_version(void);
 
 // Creates a cancellation signal. Writes `*cancel_out` on success; free it with
 // `baton_cancel_free` (after every call that uses it has returned).
-baton_result baton_cancel_new(struct baton_cancel **cancel_out);
+BATON_MUST_USE baton_result baton_cancel_new(struct baton_cancel **cancel_out);
 
 // Cancels: every blocking call using `cancel`, now or later, returns
 // `BATON_CANCELLED`. Idempotent; callable from any thread.
@@ -358,11 +358,12 @@ struct baton_client_options baton_client_options_default(void);
 // variables (`CONSUL_HTTP_ADDR`, `CONSUL_HTTP_TOKEN`, `CONSUL_CACERT`, ...),
 // like the Go client's `api.DefaultConfig()`. No request is made. Writes
 // `*client_out` on success; free it with `baton_client_free`.
-baton_result baton_client_new_from_env(struct baton_client **client_out);
+BATON_MUST_USE baton_result baton_client_new_from_env(struct baton_client **client_out);
 
 // Creates a client from `options` (NULL: all defaults); the environment is not
 // read. No request is made. Writes `*client_out` on success; free it with
 // `baton_client_free`. `BATON_INVALID_ARGUMENT` for a bad address or TLS file.
+BATON_MUST_USE
 baton_result baton_client_new(const struct baton_client_options *options,
                               struct baton_client **client_out);
 
@@ -399,6 +400,7 @@ baton_result baton_client_destroy_session_id(const struct baton_client *client,
 // Creates a participant in the election on `key` (no request is made);
 // `session` NULL campaigns with the client's default session. Writes
 // `*election_out`; free it with `baton_election_free`.
+BATON_MUST_USE
 baton_result baton_election_new(const struct baton_client *client,
                                 const char *key,
                                 const struct baton_session *session,
@@ -408,6 +410,7 @@ baton_result baton_election_new(const struct baton_client *client,
 // its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
 // 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
 // (`BATON_CANCELLED`). `BATON_ALREADY_HELD` when already leading.
+BATON_MUST_USE
 baton_result baton_election_campaign(const struct baton_election *election,
                                      const uint8_t *value,
                                      size_t value_len,
@@ -470,6 +473,7 @@ baton_result baton_election_leader(const struct baton_client *client,
 // `baton-observe`). Writes `*observer_out`; stop with `baton_observer_free`.
 // `userdata_free` (may be NULL) is called exactly once, after the last callback;
 // also when this function fails after checking its arguments.
+BATON_MUST_USE
 baton_result baton_election_observe(const struct baton_client *client,
                                     const char *key,
                                     baton_observe_callback callback,
@@ -549,6 +553,7 @@ struct baton_lock_options baton_lock_options_default(void);
 // Creates a lock on `key` (not acquired; no request is made). `options` may be
 // NULL. Writes `*lock_out` on success; free it with `baton_lock_free`.
 // `BATON_INVALID_ARGUMENT` for an empty key.
+BATON_MUST_USE
 baton_result baton_lock_new(const struct baton_client *client,
                             const char *key,
                             const struct baton_lock_options *options,
@@ -562,6 +567,7 @@ baton_result baton_lock_new(const struct baton_client *client,
 // a lock (Consul's text `Existing key does not match lock use`);
 // `BATON_SESSION_INVALIDATED` if the session given in the options is lost.
 // A key freed by an invalidated session is retried when its lock-delay ends.
+BATON_MUST_USE
 baton_result baton_lock_acquire(const struct baton_lock *lock,
                                 uint64_t timeout_ms,
                                 const struct baton_cancel *cancel);
@@ -639,6 +645,7 @@ struct baton_semaphore_options baton_semaphore_options_default(void);
 // no request is made). `options` may be NULL. Writes `*semaphore_out` on success;
 // free it with `baton_semaphore_free`. `BATON_INVALID_ARGUMENT` for an empty
 // prefix or a zero limit.
+BATON_MUST_USE
 baton_result baton_semaphore_new(const struct baton_client *client,
                                  const char *prefix,
                                  uint32_t limit,
@@ -651,6 +658,7 @@ baton_result baton_semaphore_new(const struct baton_client *client,
 // `cancel` (may be NULL); `BATON_ALREADY_HELD`; `BATON_CONFLICT` when the stored
 // limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 // not a semaphore's.
+BATON_MUST_USE
 baton_result baton_semaphore_acquire(const struct baton_semaphore *semaphore,
                                      uint64_t timeout_ms,
                                      const struct baton_cancel *cancel);
@@ -693,6 +701,7 @@ struct baton_session_options baton_session_options_default(void);
 // when the client is closed. Writes `*session_out` on success; free it with
 // `baton_session_free`. `BATON_INVALID_ARGUMENT` for an unknown behavior or a
 // TTL Consul rejects (with Consul's text in the last error message).
+BATON_MUST_USE
 baton_result baton_session_create(const struct baton_client *client,
                                   const struct baton_session_options *options,
                                   struct baton_session **session_out);
@@ -700,6 +709,7 @@ baton_result baton_session_create(const struct baton_client *client,
 // Gets the client's shared default session (name "baton", TTL 15 s), creating
 // it on first use and replacing it once lost. Each call gives a new handle to
 // free with `baton_session_free`; handles to the same session share its state.
+BATON_MUST_USE
 baton_result baton_client_default_session(const struct baton_client *client,
                                           struct baton_session **session_out);
 

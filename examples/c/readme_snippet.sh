@@ -15,7 +15,7 @@ body=$(sed -n '/^### C and C++/,/^## /p' README.md | sed -n '/^```c$/,/^```$/p' 
     echo 'return 0;'
     echo '}'
 } >"$src"
-cc -std=c11 -Wall -Wextra -Werror -Wno-unused-result -Iinclude "$src" -Ltarget/debug/baton-lib -lbaton \
+cc -std=c11 -Wall -Wextra -Werror -Iinclude "$src" -Ltarget/debug/baton-lib -lbaton \
     -Wl,-rpath,"$PWD/target/debug/baton-lib" -o "$out/readme_snippet"
 "$out/readme_snippet"
 echo "readme_snippet: the README's C snippet built and ran"

@@ -15,6 +15,7 @@ pub struct baton_cancel {
 /// Creates a cancellation signal. Writes `*cancel_out` on success; free it with
 /// `baton_cancel_free` (after every call that uses it has returned).
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_cancel_new(cancel_out: *mut *mut baton_cancel) -> baton_result {
     boundary(|| {
         if cancel_out.is_null() {

@@ -80,6 +80,7 @@ fn finish(b: ClientBuilder, client_out: *mut *mut baton_client) -> Result<(), Fa
 /// like the Go client's `api.DefaultConfig()`. No request is made. Writes
 /// `*client_out` on success; free it with `baton_client_free`.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_client_new_from_env(
     client_out: *mut *mut baton_client,
 ) -> baton_result {
@@ -95,6 +96,7 @@ pub unsafe extern "C" fn baton_client_new_from_env(
 /// read. No request is made. Writes `*client_out` on success; free it with
 /// `baton_client_free`. `BATON_INVALID_ARGUMENT` for a bad address or TLS file.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_client_new(
     options: *const baton_client_options,
     client_out: *mut *mut baton_client,

@@ -78,6 +78,7 @@ impl baton_leader {
 /// `session` NULL campaigns with the client's default session. Writes
 /// `*election_out`; free it with `baton_election_free`.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_election_new(
     client: *const baton_client,
     key: *const c_char,
@@ -109,6 +110,7 @@ pub unsafe extern "C" fn baton_election_new(
 /// 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
 /// (`BATON_CANCELLED`). `BATON_ALREADY_HELD` when already leading.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_election_campaign(
     election: *const baton_election,
     value: *const u8,
@@ -354,6 +356,7 @@ fn observe_loop(mut obs: baton::Observer, stop: CancelToken, reg: Arc<Registrati
 /// `userdata_free` (may be NULL) is called exactly once, after the last callback;
 /// also when this function fails after checking its arguments.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_election_observe(
     client: *const baton_client,
     key: *const c_char,

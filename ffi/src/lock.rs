@@ -48,6 +48,7 @@ pub extern "C" fn baton_lock_options_default() -> baton_lock_options {
 /// NULL. Writes `*lock_out` on success; free it with `baton_lock_free`.
 /// `BATON_INVALID_ARGUMENT` for an empty key.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_lock_new(
     client: *const baton_client,
     key: *const c_char,
@@ -96,6 +97,7 @@ pub unsafe extern "C" fn baton_lock_new(
 /// `BATON_SESSION_INVALIDATED` if the session given in the options is lost.
 /// A key freed by an invalidated session is retried when its lock-delay ends.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_lock_acquire(
     lock: *const baton_lock,
     timeout_ms: u64,

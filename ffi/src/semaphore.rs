@@ -48,6 +48,7 @@ pub extern "C" fn baton_semaphore_options_default() -> baton_semaphore_options {
 /// free it with `baton_semaphore_free`. `BATON_INVALID_ARGUMENT` for an empty
 /// prefix or a zero limit.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_semaphore_new(
     client: *const baton_client,
     prefix: *const c_char,
@@ -101,6 +102,7 @@ pub unsafe extern "C" fn baton_semaphore_new(
 /// limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 /// not a semaphore's.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_semaphore_acquire(
     semaphore: *const baton_semaphore,
     timeout_ms: u64,

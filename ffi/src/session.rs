@@ -173,6 +173,7 @@ fn new_handle(session: Session, out: *mut *mut baton_session) {
 /// `baton_session_free`. `BATON_INVALID_ARGUMENT` for an unknown behavior or a
 /// TTL Consul rejects (with Consul's text in the last error message).
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_session_create(
     client: *const baton_client,
     options: *const baton_session_options,
@@ -224,6 +225,7 @@ pub unsafe extern "C" fn baton_session_create(
 /// it on first use and replacing it once lost. Each call gives a new handle to
 /// free with `baton_session_free`; handles to the same session share its state.
 #[no_mangle]
+#[must_use]
 pub unsafe extern "C" fn baton_client_default_session(
     client: *const baton_client,
     session_out: *mut *mut baton_session,
