@@ -57,11 +57,17 @@ test-python: python-install
 	$(CARGO) build -p baton-devserver
 	$(PY) -m pytest -q bindings/python/tests
 
-## The main job. Until the language bindings land it walks through a lock hand-over on the
-## dev server (or on the Consul at CONSUL_HTTP_ADDR).
-demo:
+## The main job: C, Python and Node workers elect a leader, fail over after a SIGKILL, hand over
+## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else
+## starts the dev server; stops everything it started and checks that no session is left.
+DEMO_OUT := target/demo
+demo: python-install
 	$(CARGO) build --release -p baton-devserver
-	bash scripts/demo.sh
+	$(MAKE) ffi-lib FFI_PROFILE=debug
+	mkdir -p $(DEMO_OUT)
+	cc -std=c11 $(CWARN) -Iinclude demo/worker.c -Ltarget/debug/baton-lib -lbaton -pthread \
+		-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(DEMO_OUT)/worker
+	$(PY) demo/run.py
 
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).
 devserver:

@@ -1,0 +1,90 @@
+"""The Python worker of `make demo` (demo/run.py starts it).
+
+    worker.py leader NAME KEY TTL_MS LOCK_DELAY_MS
+    worker.py semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS
+
+Prints human lines and `@event key=value ...` lines the orchestrator reads; times
+are Unix milliseconds. SIGTERM: a leader resigns, anyone else stops waiting;
+either way the client closes and its session is destroyed.
+"""
+
+import signal
+import sys
+import time
+
+import baton
+
+
+class Stop(Exception):
+    """Raised in the main thread by SIGTERM; interrupts a blocked baton call."""
+
+
+def on_term(signum, frame):
+    raise Stop()
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def event(name, **fields):
+    extra = "".join(f" {k}={v}" for k, v in fields.items())
+    print(f"@{name} t={now_ms()}{extra}", flush=True)
+
+
+def leader(name, key, ttl_ms, lock_delay_ms):
+    with baton.Client() as client:
+        session = client.create_session(
+            name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=lock_delay_ms / 1000
+        )
+        election = client.election(key, session=session)
+        try:
+            event("campaigning")
+            election.campaign(name.encode())
+            seq = election.sequencer
+            event("leading", token=seq.token, lock_index=seq.lock_index)
+            reason = election.wait_lost()
+            event("lost", reason=reason)
+            return 1
+        except Stop:
+            if election.is_leader():
+                election.resign()
+                event("resigned")
+            else:
+                event("stopped")
+            return 0
+
+
+def semaphore(name, prefix, limit, rounds, hold_ms, ttl_ms):
+    with baton.Client() as client:
+        session = client.create_session(
+            name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=0, behavior="delete"
+        )
+        sem = client.semaphore(prefix, limit, value=name.encode(), session=session)
+        try:
+            for _ in range(rounds):
+                sem.acquire()
+                event("slot", state="acquired")
+                time.sleep(hold_ms / 1000)
+                event("slot", state="releasing")
+                sem.release()
+            event("done")
+            return 0
+        except Stop:
+            event("stopped")
+            return 0
+
+
+def main(argv):
+    signal.signal(signal.SIGTERM, on_term)
+    mode = argv[1]
+    if mode == "leader":
+        return leader(argv[2], argv[3], int(argv[4]), int(argv[5]))
+    if mode == "semaphore":
+        return semaphore(argv[2], argv[3], *(int(a) for a in argv[4:8]))
+    print(f"unknown mode {mode!r}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
