@@ -2,6 +2,7 @@
  *
  *   worker leader NAME KEY TTL_MS LOCK_DELAY_MS
  *   worker semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS
+ *   worker contend NAME LOCK_KEY SEM_PREFIX ROUNDS       (the cross-language test)
  *
  * Prints `@event t=<unix ms> ...` lines for the orchestrator. SIGTERM (taken by a
  * sigwait() thread, which cancels blocking calls through a baton_cancel): a leader
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <baton.h>
 
@@ -126,6 +128,77 @@ static int semaphore(baton_client *c, const char *name, const char *prefix, int 
     return status;
 }
 
+static unsigned long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL;
+}
+
+/* The cross-language test (tests/cross/run.py): `rounds` holdings of one lock and of
+ * a 2-slot semaphore, each reported as an interval in microseconds; after each lock
+ * round, the leader read through the election API. */
+static int contend(baton_client *c, const char *name, const char *key, const char *prefix,
+                   int rounds) {
+    char value[64];
+    int n = snprintf(value, sizeof value, "%s:%ld", name, (long)getpid());
+    baton_lock_options o = baton_lock_options_default();
+    o.value = (const uint8_t *)value;
+    o.value_len = (size_t)n;
+    baton_lock *l = NULL;
+    baton_result rc = baton_lock_new(c, key, &o, &l);
+    if (rc != BATON_OK) return fail("lock", rc);
+    int status = 0;
+    for (int i = 0; i < rounds && status == 0; i++) {
+        if ((rc = baton_lock_acquire(l, 60000, stop)) != BATON_OK) {
+            status = fail("acquire", rc);
+            break;
+        }
+        unsigned long long start = now_us();
+        uint64_t token = 0;
+        char seq[512];
+        rc = baton_lock_sequencer(l, seq, sizeof seq, NULL, &token);
+        struct timespec ms1 = {0, 1000000L};
+        nanosleep(&ms1, NULL);
+        unsigned long long end = now_us();
+        baton_result rel = baton_lock_release(l);
+        if (rc != BATON_OK || rel != BATON_OK) {
+            status = fail("sequencer/release", rc != BATON_OK ? rc : rel);
+            break;
+        }
+        EVENT("hold kind=lock start=%llu end=%llu token=%llu", start, end,
+              (unsigned long long)token);
+        baton_leader ld;
+        uint8_t buf[128];
+        rc = baton_election_leader(c, key, &ld, buf, sizeof buf);
+        if (rc != BATON_OK) status = fail("leader", rc);
+        else if (ld.has_leader)
+            EVENT("saw value=%.*s token=%llu", (int)ld.value_len, (const char *)buf,
+                  (unsigned long long)ld.token);
+    }
+    baton_lock_free(l);
+    baton_semaphore_options so = baton_semaphore_options_default();
+    so.value = (const uint8_t *)value;
+    so.value_len = (size_t)n;
+    baton_semaphore *sem = NULL;
+    if (status == 0 && (rc = baton_semaphore_new(c, prefix, 2, &so, &sem)) != BATON_OK)
+        status = fail("semaphore", rc);
+    for (int i = 0; i < rounds / 2 && status == 0; i++) {
+        if ((rc = baton_semaphore_acquire(sem, 60000, stop)) != BATON_OK) {
+            status = fail("semaphore acquire", rc);
+            break;
+        }
+        unsigned long long start = now_us();
+        struct timespec ms2 = {0, 2000000L};
+        nanosleep(&ms2, NULL);
+        unsigned long long end = now_us();
+        if ((rc = baton_semaphore_release(sem)) != BATON_OK) status = fail("semaphore release", rc);
+        EVENT("hold kind=sem start=%llu end=%llu", start, end);
+    }
+    baton_semaphore_free(sem);
+    if (status == 0) EVENT("done t=%llu", now_ms());
+    return status;
+}
+
 int main(int argc, char **argv) {
     sigset_t set;
     sigemptyset(&set);
@@ -144,14 +217,17 @@ int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "leader") == 0) {
         status = leader(c, argv[2], argv[3], strtoull(argv[4], NULL, 10),
                         strtoull(argv[5], NULL, 10));
+    } else if (argc == 6 && strcmp(argv[1], "contend") == 0) {
+        status = contend(c, argv[2], argv[3], argv[4], atoi(argv[5]));
     } else if (argc == 8 && strcmp(argv[1], "semaphore") == 0) {
         status = semaphore(c, argv[2], argv[3], atoi(argv[4]), atoi(argv[5]), atol(argv[6]),
                            strtoull(argv[7], NULL, 10));
     } else {
         fprintf(stderr,
                 "usage: %s leader NAME KEY TTL_MS LOCK_DELAY_MS\n"
-                "       %s semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS\n",
-                argv[0], argv[0]);
+                "       %s semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS\n"
+                "       %s contend NAME LOCK_KEY SEM_PREFIX ROUNDS\n",
+                argv[0], argv[0], argv[0]);
         status = 2;
     }
     rc = baton_client_close(c, 5000);

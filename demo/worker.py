@@ -2,12 +2,14 @@
 
     worker.py leader NAME KEY TTL_MS LOCK_DELAY_MS
     worker.py semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS
+    worker.py contend NAME LOCK_KEY SEM_PREFIX ROUNDS     (the cross-language test)
 
 Prints human lines and `@event key=value ...` lines the orchestrator reads; times
 are Unix milliseconds. SIGTERM: a leader resigns, anyone else stops waiting;
 either way the client closes and its session is destroyed.
 """
 
+import os
 import signal
 import sys
 import time
@@ -75,11 +77,48 @@ def semaphore(name, prefix, limit, rounds, hold_ms, ttl_ms):
             return 0
 
 
+def now_us():
+    return time.time_ns() // 1000
+
+
+def contend(name, lock_key, sem_prefix, rounds):
+    """The cross-language test (tests/cross/run.py): `rounds` holdings of one lock
+    and of a 2-slot semaphore, each reported as an interval in microseconds; after
+    each lock round, the leader read through the election API."""
+    value = f"{name}:{os.getpid()}".encode()
+    with baton.Client() as client:
+        lock = client.lock(lock_key, value=value)
+        election = client.election(lock_key)
+        for _ in range(rounds):
+            lock.acquire()
+            start = now_us()
+            token = lock.sequencer.token
+            time.sleep(0.001)
+            end = now_us()
+            lock.release()
+            print(f"@hold kind=lock start={start} end={end} token={token}", flush=True)
+            seen = election.leader()
+            if seen is not None:
+                print(f"@saw value={seen.value.decode()} token={seen.token}", flush=True)
+        sem = client.semaphore(sem_prefix, 2, value=value)
+        for _ in range(rounds // 2):
+            sem.acquire()
+            start = now_us()
+            time.sleep(0.002)
+            end = now_us()
+            sem.release()
+            print(f"@hold kind=sem start={start} end={end}", flush=True)
+    print(f"@done t={now_ms()}", flush=True)
+    return 0
+
+
 def main(argv):
     signal.signal(signal.SIGTERM, on_term)
     mode = argv[1]
     if mode == "leader":
         return leader(argv[2], argv[3], int(argv[4]), int(argv[5]))
+    if mode == "contend":
+        return contend(argv[2], argv[3], argv[4], int(argv[5]))
     if mode == "semaphore":
         return semaphore(argv[2], argv[3], *(int(a) for a in argv[4:8]))
     print(f"unknown mode {mode!r}", file=sys.stderr)
