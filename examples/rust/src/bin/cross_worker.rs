@@ -28,7 +28,10 @@ fn main() -> Result<(), baton::Error> {
     let client = Client::from_env()?;
     let lock = client.lock_with(key, LockOptions::new().value(value.as_bytes()))?;
     for _ in 0..rounds {
-        assert!(lock.acquire(Some(Duration::from_secs(60)), None)?, "acquired in 60 s");
+        assert!(
+            lock.acquire(Some(Duration::from_secs(60)), None)?,
+            "acquired in 60 s"
+        );
         let start = now_us();
         let token = lock.sequencer().map_or(0, |s| s.token);
         std::thread::sleep(Duration::from_millis(1));
@@ -45,7 +48,10 @@ fn main() -> Result<(), baton::Error> {
     }
     let sem = client.semaphore_with(prefix, 2, SemaphoreOptions::new().value(value.as_bytes()))?;
     for _ in 0..rounds / 2 {
-        assert!(sem.acquire(Some(Duration::from_secs(60)), None)?, "a slot in 60 s");
+        assert!(
+            sem.acquire(Some(Duration::from_secs(60)), None)?,
+            "a slot in 60 s"
+        );
         let start = now_us();
         std::thread::sleep(Duration::from_millis(2));
         let end = now_us();
