@@ -55,7 +55,9 @@ python-install: $(PY)
 ## The pytest suite, against a baton-devserver process its fixture starts.
 test-python: python-install
 	$(CARGO) build -p baton-devserver
-	$(PY) -m pytest -q bindings/python/tests
+	$(PY) -m pytest -q -s bindings/python/tests
+	$(PY) examples/python/leader_election.py
+	$(PY) examples/python/semaphore_worker.py
 
 ## The main job: C, Python and Node workers elect a leader, fail over after a SIGKILL, hand over
 ## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else

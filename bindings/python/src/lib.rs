@@ -4,6 +4,7 @@
 //! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
 //! `baton.aio` and type stubs.
 
+mod aio;
 mod recipes;
 
 use std::sync::Arc;
@@ -347,6 +348,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Observer>()?;
     m.add_class::<recipes::Leader>()?;
     m.add_class::<recipes::Sequencer>()?;
+    m.add_class::<aio::Pending>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -154,7 +154,7 @@ fn register_lost<R: Copy + Send + 'static>(
 /// Keep a reference while holding: a `Lock` that is garbage-collected releases its key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Lock {
-    inner: Arc<baton::Lock>,
+    pub(crate) inner: Arc<baton::Lock>,
 }
 
 #[pymethods]
@@ -264,7 +264,7 @@ impl Lock {
 /// `threading.Semaphore`: `acquire(blocking=True, timeout=-1)`, `release()`, `with`.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Semaphore {
-    inner: Arc<baton::Semaphore>,
+    pub(crate) inner: Arc<baton::Semaphore>,
 }
 
 #[pymethods]
@@ -345,7 +345,7 @@ impl Semaphore {
 /// The leader as read from the election key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Leader {
-    inner: baton::Leader,
+    pub(crate) inner: baton::Leader,
 }
 
 #[pymethods]
@@ -383,7 +383,7 @@ impl Leader {
 /// A participant in the leader election on one key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Election {
-    inner: Arc<baton::Election>,
+    pub(crate) inner: Arc<baton::Election>,
     client: baton::Client,
 }
 
@@ -477,7 +477,7 @@ impl Election {
 /// Iterator over an election's leader changes (see `Election.observe`).
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Observer {
-    inner: Arc<std::sync::Mutex<baton::Observer>>,
+    pub(crate) inner: Arc<std::sync::Mutex<baton::Observer>>,
 }
 
 #[pymethods]

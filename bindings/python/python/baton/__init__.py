@@ -9,6 +9,8 @@
 >>> client.close()
 
 Records of the Rust core go to the ``logging`` module under the ``baton`` logger.
+For asyncio, ``baton.aio`` has awaitable faces of the same objects (``async with``,
+``await lock.acquire()``, ``async for leader in election.observe()``).
 """
 
 from ._errors import (

@@ -1,0 +1,252 @@
+"""asyncio faces of baton's locks, semaphores and elections.
+
+>>> import baton.aio
+>>> async def main():
+...     async with baton.aio.Client() as client:
+...         async with client.lock("jobs/report"):        # awaits the lock
+...             ...                                        # work while holding it
+...         election = client.election("svc/api/leader")
+...         if await election.campaign(b"10.0.0.7:8080", timeout=5):
+...             await election.resign()
+...         async for leader in election.observe():        # Leader, or None: no leader
+...             break
+
+Every wait runs on a baton thread of its own and settles an asyncio future
+through ``loop.call_soon_threadsafe``: the event loop never blocks, and the
+default executor's few threads are never used for waiting (hundreds of
+concurrent acquires are fine). Cancelling the awaiting task (``task.cancel()``,
+``asyncio.wait_for`` timing out, a ``TaskGroup`` failing) cancels the wait in
+the core; an acquisition that raced the cancellation is released, so nothing is
+left held. Errors are the exceptions of :mod:`baton`.
+
+Quick, non-blocking operations (``locked()``, ``is_leader()``, ``sequencer``,
+``on_lost``) are the synchronous objects' own, reached through ``.sync``.
+"""
+
+import asyncio
+from typing import Any, AsyncIterator, Callable, Optional
+
+import baton
+from ._native import Leader, Sequencer
+
+__all__ = ["Client", "Lock", "Semaphore", "Election"]
+
+
+def _settle(fut: "asyncio.Future[Any]", ok: bool, value: Any, undo: Optional[Callable[[Any], None]]) -> None:
+    if fut.cancelled():
+        if ok and undo is not None:
+            undo(value)
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
+
+
+async def _run(start: Callable[..., Any], *args: Any, undo: Optional[Callable[[Any], None]] = None) -> Any:
+    """Starts a native call (`start(done, *args)`) and awaits its outcome."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
+        try:
+            loop.call_soon_threadsafe(_settle, fut, ok, value, undo)
+        except RuntimeError:  # the loop is closed: nobody awaits any more
+            if ok and undo is not None:
+                undo(value)
+
+    pending = start(done, *args)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        pending.cancel()
+        raise
+
+
+def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any], None]:
+    """An undo for a cancelled acquire that succeeded after all: release in the background."""
+
+    def undo(held: Any) -> None:
+        if held:
+            release_start(lambda ok, value: None)
+
+    return undo
+
+
+class Lock:
+    """An asyncio face of :class:`baton.Lock`: ``await acquire()``, ``await release()``,
+    ``async with``. The synchronous lock is ``.sync``."""
+
+    def __init__(self, sync: baton.Lock) -> None:
+        self.sync = sync
+
+    @property
+    def key(self) -> str:
+        """The key."""
+        return self.sync.key
+
+    @property
+    def sequencer(self) -> Optional[Sequencer]:
+        """The fencing sequencer of the current holding, or None."""
+        return self.sync.sequencer
+
+    def locked(self) -> bool:
+        """True while held (see :meth:`baton.Lock.locked`)."""
+        return self.sync.locked()
+
+    async def acquire(self, timeout: Optional[float] = None) -> bool:
+        """Waits for the lock: True once held, False when ``timeout`` seconds pass
+        (``None`` waits without limit, 0 tries once)."""
+        return await _run(self.sync._start_acquire, timeout,
+                          undo=_release_quietly(self.sync._start_release))
+
+    async def release(self) -> None:
+        """Releases it; RuntimeError if this lock is not held."""
+        await _run(self.sync._start_release)
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> str:
+        """Waits until the holding ends and returns why (``"released"``,
+        ``"key_changed"``, ``"session_lost"``, ``"client_closed"``)."""
+        return await _run(self.sync._start_wait_lost, timeout)
+
+    def on_lost(self, callback: Callable[[str], object]) -> None:
+        """Calls ``callback(reason)`` on a baton thread when a holding is lost."""
+        self.sync.on_lost(callback)
+
+    async def __aenter__(self) -> "Lock":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        if self.sync.locked():
+            await self.release()
+        return False
+
+    def __repr__(self) -> str:
+        return f"baton.aio.Lock(key={self.key!r}, held={self.locked()})"
+
+
+class Semaphore:
+    """An asyncio face of :class:`baton.Semaphore` (same shape as :class:`Lock`)."""
+
+    def __init__(self, sync: baton.Semaphore) -> None:
+        self.sync = sync
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix."""
+        return self.sync.prefix
+
+    @property
+    def limit(self) -> int:
+        """The number of slots."""
+        return self.sync.limit
+
+    def locked(self) -> bool:
+        """True while this holder has a slot."""
+        return self.sync.locked()
+
+    async def acquire(self, timeout: Optional[float] = None) -> bool:
+        """Waits for a slot: True once held, False when ``timeout`` seconds pass."""
+        return await _run(self.sync._start_acquire, timeout,
+                          undo=_release_quietly(self.sync._start_release))
+
+    async def release(self) -> None:
+        """Gives the slot back; RuntimeError if none is held."""
+        await _run(self.sync._start_release)
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> str:
+        """Waits until the slot is lost or released and returns why."""
+        return await _run(self.sync._start_wait_lost, timeout)
+
+    def on_lost(self, callback: Callable[[str], object]) -> None:
+        """Calls ``callback(reason)`` on a baton thread when the slot is lost."""
+        self.sync.on_lost(callback)
+
+    async def __aenter__(self) -> "Semaphore":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        if self.sync.locked():
+            await self.release()
+        return False
+
+
+class Election:
+    """An asyncio face of :class:`baton.Election`."""
+
+    def __init__(self, sync: baton.Election) -> None:
+        self.sync = sync
+
+    def is_leader(self) -> bool:
+        """True while this participant leads."""
+        return self.sync.is_leader()
+
+    @property
+    def sequencer(self) -> Optional[Sequencer]:
+        """The fencing sequencer while leading."""
+        return self.sync.sequencer
+
+    async def campaign(self, value: bytes, timeout: Optional[float] = None) -> bool:
+        """Campaigns with ``value`` until elected (True) or ``timeout`` seconds pass (False)."""
+        resign_quietly = _release_quietly(self.sync._start_resign)
+        return await _run(self.sync._start_campaign, value, timeout, undo=resign_quietly)
+
+    async def resign(self) -> bool:
+        """Steps down; False if not leading."""
+        return await _run(self.sync._start_resign)
+
+    async def proclaim(self, value: bytes) -> None:
+        """Replaces the leader's value, keeping the LockIndex."""
+        await _run(self.sync._start_proclaim, value)
+
+    async def leader(self) -> Optional[Leader]:
+        """The current leader, or None."""
+        return await _run(self.sync._start_leader)
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> str:
+        """Waits until leadership ends and returns why."""
+        return await _run(self.sync._start_wait_lost, timeout)
+
+    def on_lost(self, callback: Callable[[str], object]) -> None:
+        """Calls ``callback(reason)`` on a baton thread when leadership is lost."""
+        self.sync.on_lost(callback)
+
+    async def observe(self) -> AsyncIterator[Optional[Leader]]:
+        """Leader changes as an async iterator: a :class:`baton.Leader`, or None for
+        "no leader"; the first item is the current state."""
+        observer = self.sync.observe()
+        while True:
+            yield await _run(observer._start_next, None)
+
+
+class Client:
+    """An asyncio face of :class:`baton.Client` (same arguments). ``async with``
+    closes it, which releases what it holds and destroys its sessions."""
+
+    def __init__(self, *args: Any, sync: Optional[baton.Client] = None, **kwargs: Any) -> None:
+        self.sync = sync if sync is not None else baton.Client(*args, **kwargs)
+
+    def lock(self, key: str, **kwargs: Any) -> Lock:
+        """A lock on ``key`` (keywords as :meth:`baton.Client.lock`)."""
+        return Lock(self.sync.lock(key, **kwargs))
+
+    def semaphore(self, prefix: str, limit: int, **kwargs: Any) -> Semaphore:
+        """A semaphore of ``limit`` slots under ``prefix``."""
+        return Semaphore(self.sync.semaphore(prefix, limit, **kwargs))
+
+    def election(self, key: str, **kwargs: Any) -> Election:
+        """A participant in the election on ``key``."""
+        return Election(self.sync.election(key, **kwargs))
+
+    async def close(self, timeout: float = 5.0) -> bool:
+        """Closes the client (one short wait, run off the event loop)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.sync.close, timeout)
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        await self.close()
+        return False

@@ -1,0 +1,273 @@
+//! The native half of `baton.aio`: start a blocking core call on a baton thread
+//! and report its outcome to a Python callback, with a handle to cancel it.
+//!
+//! `baton/aio.py` turns the callback into an asyncio future (through
+//! `loop.call_soon_threadsafe`), so waits never occupy the event loop nor the
+//! default executor's few threads. Cancelling the awaiting task cancels the
+//! core call; an acquisition that succeeded while the cancel was on its way is
+//! undone here (or, if the cancel came later still, by `aio.py`).
+
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+use crate::recipes::{Election, Leader, Lock, Observer, Semaphore};
+use crate::{seconds, to_py};
+
+/// A core call running on a baton thread (see `baton.aio`). Thread-safe.
+#[pyclass(frozen, module = "baton._native")]
+pub(crate) struct Pending {
+    cancel: baton::CancelToken,
+}
+
+#[pymethods]
+impl Pending {
+    /// Cancels the call: it ends with `baton.CancelledError`, and whatever it
+    /// acquired meanwhile is released.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Whether `cancel()` was called.
+    fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
+
+/// Runs `call` on a new baton thread; then, holding the GIL, calls
+/// `done(True, value)` or `done(False, exception)`. If the token was cancelled
+/// by the time `call` succeeded, `undo` gets the value and `done` a
+/// `CancelledError`. An exception raised by `done` goes to `sys.unraisablehook`.
+fn start<T: Send + 'static>(
+    done: Py<PyAny>,
+    call: impl FnOnce(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+    convert: Convert<T>,
+) -> PyResult<Pending> {
+    let ok = Python::attach(|py| done.bind(py).is_callable());
+    if !ok {
+        return Err(PyValueError::new_err("done must be callable"));
+    }
+    let cancel = baton::CancelToken::new();
+    let token = cancel.clone();
+    std::thread::Builder::new()
+        .name("baton-py-aio".into())
+        .spawn(move || {
+            let outcome = match call(&token) {
+                Ok(v) if token.is_cancelled() => {
+                    undo(v);
+                    Err(baton::Error::new(
+                        baton::ErrorKind::Cancelled,
+                        "cancelled while the call finished",
+                    ))
+                }
+                other => other,
+            };
+            let _ = Python::try_attach(|py| {
+                let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
+                    Ok(v) => match convert(py, v) {
+                        Ok(obj) => (true, obj),
+                        Err(e) => (false, e.into_value(py).into_any()),
+                    },
+                    Err(e) => (false, e.into_value(py).into_any()),
+                };
+                if let Err(err) = done.call1(py, (ok, value)) {
+                    err.write_unraisable(py, Some(done.bind(py)));
+                }
+            });
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    Ok(Pending { cancel })
+}
+
+fn any<T: for<'py> IntoPyObject<'py>>(py: Python<'_>, v: T) -> PyResult<Py<PyAny>> {
+    v.into_py_any(py)
+}
+
+fn released(py: Python<'_>, was_held: bool) -> PyResult<Py<PyAny>> {
+    if was_held {
+        Ok(py.None())
+    } else {
+        Err(PyRuntimeError::new_err("release of an unheld lock or semaphore"))
+    }
+}
+
+fn lost_name(py: Python<'_>, name: &'static str) -> PyResult<Py<PyAny>> {
+    any(py, name)
+}
+
+fn leader_event(py: Python<'_>, ev: baton::LeaderEvent) -> PyResult<Py<PyAny>> {
+    match ev {
+        baton::LeaderEvent::Leader(inner) => any(py, Leader { inner }),
+        baton::LeaderEvent::NoLeader => Ok(py.None()),
+    }
+}
+
+fn leader_opt(py: Python<'_>, l: Option<baton::Leader>) -> PyResult<Py<PyAny>> {
+    match l {
+        Some(inner) => any(py, Leader { inner }),
+        None => Ok(py.None()),
+    }
+}
+
+/// `None` waits forever; a negative or non-finite timeout is refused.
+fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
+    seconds("timeout", t)
+}
+
+#[pymethods]
+impl Lock {
+    /// Native half of `baton.aio.Lock.acquire`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let (l, u) = (self.inner.clone(), self.inner.clone());
+        start(
+            done,
+            move |c| l.acquire(t, Some(c)),
+            move |held| {
+                if held {
+                    let _ = u.release();
+                }
+            },
+            any,
+        )
+    }
+
+    /// Native half of `baton.aio.Lock.release`.
+    fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let l = self.inner.clone();
+        start(done, move |_| l.release(), |_| {}, released)
+    }
+
+    /// Native half of `baton.aio.Lock.wait_lost`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let l = self.inner.clone();
+        start(
+            done,
+            move |c| l.wait_lost(t, Some(c)).map(|r| r.name()),
+            |_| {},
+            lost_name,
+        )
+    }
+}
+
+#[pymethods]
+impl Semaphore {
+    /// Native half of `baton.aio.Semaphore.acquire`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let (s, u) = (self.inner.clone(), self.inner.clone());
+        start(
+            done,
+            move |c| s.acquire(t, Some(c)),
+            move |held| {
+                if held {
+                    let _ = u.release();
+                }
+            },
+            any,
+        )
+    }
+
+    /// Native half of `baton.aio.Semaphore.release`.
+    fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let s = self.inner.clone();
+        start(done, move |_| s.release(), |_| {}, released)
+    }
+
+    /// Native half of `baton.aio.Semaphore.wait_lost`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let s = self.inner.clone();
+        start(
+            done,
+            move |c| s.wait_lost(t, Some(c)).map(|r| r.name()),
+            |_| {},
+            lost_name,
+        )
+    }
+}
+
+#[pymethods]
+impl Election {
+    /// Native half of `baton.aio.Election.campaign`.
+    #[pyo3(signature = (done, value, timeout=None))]
+    fn _start_campaign(
+        &self,
+        done: Py<PyAny>,
+        value: Vec<u8>,
+        timeout: Option<f64>,
+    ) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let (e, u) = (self.inner.clone(), self.inner.clone());
+        start(
+            done,
+            move |c| e.campaign(&value, t, Some(c)),
+            move |won| {
+                if won {
+                    let _ = u.resign();
+                }
+            },
+            any,
+        )
+    }
+
+    /// Native half of `baton.aio.Election.resign`.
+    fn _start_resign(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let e = self.inner.clone();
+        start(done, move |_| e.resign(), |_| {}, any)
+    }
+
+    /// Native half of `baton.aio.Election.proclaim`.
+    fn _start_proclaim(&self, done: Py<PyAny>, value: Vec<u8>) -> PyResult<Pending> {
+        let e = self.inner.clone();
+        start(done, move |_| e.proclaim(&value), |_| {}, |py, ()| Ok(py.None()))
+    }
+
+    /// Native half of `baton.aio.Election.leader`.
+    fn _start_leader(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let e = self.inner.clone();
+        start(done, move |_| e.leader(), |_| {}, leader_opt)
+    }
+
+    /// Native half of `baton.aio.Election.wait_lost`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let e = self.inner.clone();
+        start(
+            done,
+            move |c| e.wait_lost(t, Some(c)).map(|r| r.name()),
+            |_| {},
+            lost_name,
+        )
+    }
+}
+
+#[pymethods]
+impl Observer {
+    /// Native half of `baton.aio`'s `async for` over `Election.observe()`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_next(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let o = self.inner.clone();
+        start(
+            done,
+            move |c| {
+                let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
+                g.next(t, Some(c))
+            },
+            |_| {},
+            leader_event,
+        )
+    }
+}

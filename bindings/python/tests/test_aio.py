@@ -1,0 +1,213 @@
+"""baton.aio against a dev server: async with, cancellation, concurrency, observe."""
+
+import asyncio
+import json
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+import baton
+import baton.aio
+
+
+def key(name: str) -> str:
+    return f"py-aio/{name}/{uuid.uuid4()}"
+
+
+def sessions_named(devserver: str, name: str) -> list:
+    with urllib.request.urlopen(f"http://{devserver}/v1/session/list", timeout=5) as r:
+        return [s for s in json.load(r) if s.get("Name") == name]
+
+
+def kv_session(devserver: str, k: str):
+    try:
+        with urllib.request.urlopen(f"http://{devserver}/v1/kv/{k}", timeout=5) as r:
+            return json.load(r)[0].get("Session")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def test_async_with_releases_on_exception_and_other_clients_wait(devserver):
+    k = key("with")
+
+    async def main():
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            lock = a.lock(k, value=b"a")
+            with pytest.raises(ZeroDivisionError):
+                async with lock:
+                    assert lock.locked()
+                    assert lock.sequencer.token > 0
+                    rival = b.lock(k)
+                    assert await rival.acquire(timeout=0) is False
+                    assert await rival.acquire(timeout=0.2) is False
+                    1 / 0
+            assert not lock.locked()
+            rival = b.lock(k)
+            assert await rival.acquire(timeout=5) is True
+            await rival.release()
+            with pytest.raises(RuntimeError):
+                await rival.release()
+
+    asyncio.run(main())
+
+
+def test_cancelling_the_task_cancels_the_wait_and_leaves_nothing_held(devserver):
+    k = key("cancel")
+
+    async def main():
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            holder = a.lock(k)
+            assert await holder.acquire()
+            waiter = b.lock(k)
+            task = asyncio.create_task(waiter.acquire())
+            await asyncio.sleep(0.2)
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # asyncio.wait_for cancels the same way.
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter.acquire(), 0.2)
+            await holder.release()
+            await asyncio.sleep(0.3)
+            # The cancelled waits did not take the lock behind our back.
+            assert not waiter.locked()
+            assert kv_session(devserver, k) is None
+            other = a.lock(k)
+            assert await other.acquire(timeout=0) is True
+            await other.release()
+
+    asyncio.run(main())
+
+
+def test_a_cancel_racing_a_successful_acquire_releases_it(devserver):
+    k = key("race")
+
+    async def main():
+        async with baton.aio.Client(devserver) as a:
+            lock = a.lock(k)
+            # The key is free: the acquire succeeds at once, and we cancel right away.
+            for _ in range(20):
+                task = asyncio.create_task(lock.acquire())
+                await asyncio.sleep(0)
+                task.cancel()
+                try:
+                    await task
+                    await lock.release()  # it won the race: ours to release
+                except asyncio.CancelledError:
+                    pass
+                for _ in range(100):  # a raced success is released in the background
+                    if not lock.locked():
+                        break
+                    await asyncio.sleep(0.01)
+                assert not lock.locked()
+            assert kv_session(devserver, k) is None
+
+    asyncio.run(main())
+
+
+def test_200_concurrent_acquires_on_20_keys_do_not_block_the_loop(devserver):
+    keys = [key(f"many-{i}") for i in range(20)]
+    lags = []
+
+    async def ticker(stop):
+        while not stop.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - t - 0.01)
+
+    async def one(client, k, holds):
+        lock = client.lock(k)
+        async with lock:
+            holds[k] = holds.get(k, 0) + 1
+            assert holds[k] == 1, "two holders of one key in one process"
+            await asyncio.sleep(0.005)
+            holds[k] -= 1
+
+    async def main():
+        stop = asyncio.Event()
+        tick = asyncio.create_task(ticker(stop))
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            holds = {}
+            started = time.perf_counter()
+            await asyncio.gather(*(one(a if i % 2 else b, keys[i % 20], holds) for i in range(200)))
+            took = time.perf_counter() - started
+        stop.set()
+        await tick
+        return took
+
+    took = asyncio.run(main())
+    lags.sort()
+    p99 = lags[int(len(lags) * 0.99) - 1] * 1000
+    worst = lags[-1] * 1000
+    print(f"\n200 acquires on 20 keys in {took:.2f} s; event-loop lag p99 {p99:.1f} ms, "
+          f"max {worst:.1f} ms over {len(lags)} ticks")
+    assert worst < 2000, "the event loop was blocked"
+
+
+def test_async_observe_sees_failover_and_resign(devserver):
+    k = key("observe")
+
+    async def main():
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            first, second = a.election(k), b.election(k)
+            seen = []
+
+            async def watch():
+                async for leader in first.observe():
+                    seen.append(leader.value if leader else None)
+                    if seen[-1] == b"second":
+                        return
+
+            watching = asyncio.create_task(watch())
+            assert await first.campaign(b"first", timeout=5)
+            assert first.is_leader()
+            assert (await second.leader()).value == b"first"
+            assert await second.campaign(b"second", timeout=0) is False
+            waiting = asyncio.create_task(second.campaign(b"second"))
+            await asyncio.sleep(0.1)
+            await first.proclaim(b"first-again")
+            assert await first.resign() is True
+            assert await waiting is True
+            await asyncio.wait_for(watching, 10)
+            assert b"first" in seen and seen[-1] == b"second"
+            with pytest.raises(baton.TimeoutError):
+                await second.wait_lost(timeout=0.1)  # still leading
+            assert await second.resign() is True
+            assert await first.resign() is False
+
+    asyncio.run(main())
+
+
+def test_aio_close_releases_locks_and_destroys_sessions(devserver):
+    name = f"aio-{uuid.uuid4()}"
+
+    async def main():
+        client = baton.aio.Client(devserver)
+        session = client.sync.create_session(name=name, ttl=10)
+        lock = client.lock(key("close"), session=session)
+        assert await lock.acquire()
+        assert len(sessions_named(devserver, name)) == 1
+        await client.close()
+        assert not lock.locked()
+
+    asyncio.run(main())
+    assert sessions_named(devserver, name) == []
+
+
+def test_bad_arguments_raise_clear_errors(devserver):
+    async def main():
+        async with baton.aio.Client(devserver) as a:
+            with pytest.raises(ValueError):
+                a.lock("")
+            lock = a.lock(key("bad"))
+            with pytest.raises(ValueError, match="timeout"):
+                await lock.acquire(timeout=-1)
+            with pytest.raises(TypeError):
+                await a.election(key("bad")).campaign("not bytes")
+
+    asyncio.run(main())
