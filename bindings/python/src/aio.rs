@@ -92,7 +92,9 @@ fn released(py: Python<'_>, was_held: bool) -> PyResult<Py<PyAny>> {
     if was_held {
         Ok(py.None())
     } else {
-        Err(PyRuntimeError::new_err("release of an unheld lock or semaphore"))
+        Err(PyRuntimeError::new_err(
+            "release of an unheld lock or semaphore",
+        ))
     }
 }
 
@@ -230,7 +232,12 @@ impl Election {
     /// Native half of `baton.aio.Election.proclaim`.
     fn _start_proclaim(&self, done: Py<PyAny>, value: Vec<u8>) -> PyResult<Pending> {
         let e = self.inner.clone();
-        start(done, move |_| e.proclaim(&value), |_| {}, |py, ()| Ok(py.None()))
+        start(
+            done,
+            move |_| e.proclaim(&value),
+            |_| {},
+            |py, ()| Ok(py.None()),
+        )
     }
 
     /// Native half of `baton.aio.Election.leader`.
