@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c examples-c demo-workers test-cross test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
+.PHONY: all build ffi-lib install test-c examples-c demo-workers test-cross test-readme test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
 
 all: build
 
@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c examples-c test-python test-node test-cross
+test: lint test-rust examples-rust test-c examples-c test-python test-node test-cross test-readme
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -183,3 +183,9 @@ examples-c:
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
+
+## The README's Python and JavaScript snippets, run as written against a dev server (its C
+## snippet runs in examples-c, its Rust ones compile as doctests of the core crate).
+test-readme: python-install node-build
+	$(CARGO) build -p baton-devserver
+	$(PY) tests/readme/run_snippets.py
