@@ -211,3 +211,30 @@ def test_bad_arguments_raise_clear_errors(devserver):
                 await a.election(key("bad")).campaign("not bytes")
 
     asyncio.run(main())
+
+
+def test_async_semaphore_limits_holders_and_cancel_frees_the_waiter(devserver):
+    prefix = key("sem")
+
+    async def main():
+        clients = [baton.aio.Client(devserver) for _ in range(3)]
+        try:
+            sems = [c.semaphore(prefix, 2, value=f"w{i}".encode()) for i, c in enumerate(clients)]
+            async with sems[0], sems[1]:
+                assert sems[0].locked() and sems[1].locked()
+                assert await sems[2].acquire(timeout=0) is False
+                waiting = asyncio.create_task(sems[2].acquire())
+                await asyncio.sleep(0.2)
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+                assert not sems[2].locked()
+            assert not sems[0].locked()
+            assert await sems[2].acquire(timeout=5) is True
+            assert sems[2].limit == 2 and sems[2].prefix == prefix
+            await sems[2].release()
+        finally:
+            for c in clients:
+                await c.close()
+
+    asyncio.run(main())

@@ -73,12 +73,51 @@ def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any], None]
     return undo
 
 
-class Lock:
+class _Holding:
+    """What :class:`Lock` and :class:`Semaphore` share: acquire, release, loss, ``async with``."""
+
+    def __init__(self, sync: Any) -> None:
+        self.sync = sync
+
+    def locked(self) -> bool:
+        """True while held: not released, not lost, session deadline not passed."""
+        return self.sync.locked()
+
+    async def acquire(self, timeout: Optional[float] = None) -> bool:
+        """Waits until held: True once held, False when ``timeout`` seconds pass
+        (``None`` waits without limit, 0 tries once)."""
+        return await _run(self.sync._start_acquire, timeout,
+                          undo=_release_quietly(self.sync._start_release))
+
+    async def release(self) -> None:
+        """Releases it; RuntimeError if not held."""
+        await _run(self.sync._start_release)
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> str:
+        """Waits until the holding ends and returns why (``"released"``,
+        ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``)."""
+        return await _run(self.sync._start_wait_lost, timeout)
+
+    def on_lost(self, callback: Callable[[str], object]) -> None:
+        """Calls ``callback(reason)`` on a baton thread when a holding is lost;
+        its exceptions go to ``sys.unraisablehook``."""
+        self.sync.on_lost(callback)
+
+    async def __aenter__(self) -> Any:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        if self.sync.locked():
+            await self.release()
+        return False
+
+
+class Lock(_Holding):
     """An asyncio face of :class:`baton.Lock`: ``await acquire()``, ``await release()``,
     ``async with``. The synchronous lock is ``.sync``."""
 
-    def __init__(self, sync: baton.Lock) -> None:
-        self.sync = sync
+    sync: baton.Lock
 
     @property
     def key(self) -> str:
@@ -90,47 +129,14 @@ class Lock:
         """The fencing sequencer of the current holding, or None."""
         return self.sync.sequencer
 
-    def locked(self) -> bool:
-        """True while held (see :meth:`baton.Lock.locked`)."""
-        return self.sync.locked()
-
-    async def acquire(self, timeout: Optional[float] = None) -> bool:
-        """Waits for the lock: True once held, False when ``timeout`` seconds pass
-        (``None`` waits without limit, 0 tries once)."""
-        return await _run(self.sync._start_acquire, timeout,
-                          undo=_release_quietly(self.sync._start_release))
-
-    async def release(self) -> None:
-        """Releases it; RuntimeError if this lock is not held."""
-        await _run(self.sync._start_release)
-
-    async def wait_lost(self, timeout: Optional[float] = None) -> str:
-        """Waits until the holding ends and returns why (``"released"``,
-        ``"key_changed"``, ``"session_lost"``, ``"client_closed"``)."""
-        return await _run(self.sync._start_wait_lost, timeout)
-
-    def on_lost(self, callback: Callable[[str], object]) -> None:
-        """Calls ``callback(reason)`` on a baton thread when a holding is lost."""
-        self.sync.on_lost(callback)
-
-    async def __aenter__(self) -> "Lock":
-        await self.acquire()
-        return self
-
-    async def __aexit__(self, *exc: object) -> bool:
-        if self.sync.locked():
-            await self.release()
-        return False
-
     def __repr__(self) -> str:
         return f"baton.aio.Lock(key={self.key!r}, held={self.locked()})"
 
 
-class Semaphore:
+class Semaphore(_Holding):
     """An asyncio face of :class:`baton.Semaphore` (same shape as :class:`Lock`)."""
 
-    def __init__(self, sync: baton.Semaphore) -> None:
-        self.sync = sync
+    sync: baton.Semaphore
 
     @property
     def prefix(self) -> str:
@@ -141,36 +147,6 @@ class Semaphore:
     def limit(self) -> int:
         """The number of slots."""
         return self.sync.limit
-
-    def locked(self) -> bool:
-        """True while this holder has a slot."""
-        return self.sync.locked()
-
-    async def acquire(self, timeout: Optional[float] = None) -> bool:
-        """Waits for a slot: True once held, False when ``timeout`` seconds pass."""
-        return await _run(self.sync._start_acquire, timeout,
-                          undo=_release_quietly(self.sync._start_release))
-
-    async def release(self) -> None:
-        """Gives the slot back; RuntimeError if none is held."""
-        await _run(self.sync._start_release)
-
-    async def wait_lost(self, timeout: Optional[float] = None) -> str:
-        """Waits until the slot is lost or released and returns why."""
-        return await _run(self.sync._start_wait_lost, timeout)
-
-    def on_lost(self, callback: Callable[[str], object]) -> None:
-        """Calls ``callback(reason)`` on a baton thread when the slot is lost."""
-        self.sync.on_lost(callback)
-
-    async def __aenter__(self) -> "Semaphore":
-        await self.acquire()
-        return self
-
-    async def __aexit__(self, *exc: object) -> bool:
-        if self.sync.locked():
-            await self.release()
-        return False
 
 
 class Election:
