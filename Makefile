@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
+.PHONY: all build ffi-lib install test-c test test-rust test-python python-install test-node node-build examples-node lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
 
 all: build
 
@@ -74,11 +74,19 @@ node-build:
 	cd $(NODE_DIR) && npm install --no-audit --no-fund
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
-## node --test against a baton-devserver process; fails when the generated typings drifted.
+## node --test against a baton-devserver process, then the Node examples; fails when the
+## generated typings drifted.
 test-node: node-build
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts
 	$(CARGO) build -p baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
+	$(MAKE) --no-print-directory examples-node
+
+## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
+## dev server it starts; a failing one fails the target.
+NODE_EXAMPLES := leader_election semaphore_worker
+examples-node:
+	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
 
 bench: bench-devserver bench-sessions bench-locks
 

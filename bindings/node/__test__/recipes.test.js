@@ -2,7 +2,7 @@
 // Locks, semaphores, elections, fencing: against a real baton-devserver process.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { once } = require('node:events')
+const { once, setMaxListeners } = require('node:events')
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -580,6 +580,7 @@ test('64 pending acquires on held keys do not starve libuv: fs work completes pr
   const keys = Array.from({ length: 64 }, (_, i) => freshKey(`held-${i}`))
   const held = await Promise.all(keys.map((k) => holder.lock(k).acquire()))
   const ac = new AbortController()
+  setMaxListeners(100, ac.signal)
   const locks = keys.map((k) => waiter.lock(k))
   const pending = locks.map((l) => l.acquire({ signal: ac.signal }).then(() => 'held', (e) => e))
   // Let the 64 waits park, then measure file reads and event-loop delay meanwhile.
