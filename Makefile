@@ -68,10 +68,12 @@ devserver:
 	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
+## package.json pins (overrides) three build-tool dependencies of @napi-rs/cli, @napi-rs/lzma,
+## tar and wasm-tools, to releases published for every platform in the registry we install
+## from: for their newest releases it answers 404 for the other platforms' optional packages,
+## so npm 11 left those out of the lock file and `npm ci` then refused it.
 node-build:
-	# `npm ci` refuses this lock file (npm 11 leaves the other platforms' optional packages of
-	# @napi-rs/cli out of it), so install from the lock with `npm install`.
-	cd $(NODE_DIR) && npm install --no-audit --no-fund
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
 ## node --test against a baton-devserver process, then the Node examples; fails when the
