@@ -296,6 +296,29 @@ test('lock: `await using` syntax, where this Node supports it', async (t) => {
   assert.equal((await rawEntry(addr, key)).Session, undefined)
 })
 
+test('lock: a held lock that is garbage-collected is released, off the JS thread', async () => {
+  const v8 = require('node:v8')
+  const vm = require('node:vm')
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  const c = client()
+  const key = freshKey('gc')
+  await (async () => {
+    const lock = await c.lock(key).acquire()
+    assert.ok(lock.isHeld())
+  })()
+  let longest = 0
+  const deadline = Date.now() + 20000
+  while ((await rawEntry(addr, key)).Session !== undefined) {
+    assert.ok(Date.now() < deadline, 'the collected lock was not released within 20 s')
+    const t = process.hrtime.bigint()
+    gc()
+    longest = Math.max(longest, Number(process.hrtime.bigint() - t) / 1e6)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  console.log(`collected lock released; longest gc() call ${longest.toFixed(1)} ms`)
+})
+
 test('lock: a key with foreign flags is BATON_CONFLICT with Go\'s text', async () => {
   const c = client()
   const key = freshKey('foreign')

@@ -46,6 +46,36 @@ pub(crate) fn js_err(e: baton::Error) -> Error {
     Error::new(Status::GenericFailure, reason)
 }
 
+/// Owns a value whose drop can wait on the network (releasing a held lock, closing the last
+/// clone of a client) and drops it on a thread of its own, so a garbage-collected object never
+/// blocks the JS thread.
+pub(crate) struct OffThread<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> OffThread<T> {
+    pub(crate) fn new(value: T) -> OffThread<T> {
+        OffThread(Some(value))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for OffThread<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for OffThread<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            // If no thread can be started, the closure (and `v`) is dropped right here.
+            let _ = std::thread::Builder::new()
+                .name("baton-node-drop".into())
+                .spawn(move || drop(v));
+        }
+    }
+}
+
 /// The function `index.js` gives each client: called with `(id, reason)` on the JS thread
 /// when the holding of the lock, semaphore or election registered under `id` is lost. Weak
 /// (unref'd): a pending loss notification never keeps the process alive.
@@ -169,7 +199,7 @@ fn session_options(
 /// A connection to Consul (or the dev server).
 #[napi(js_name = "NativeClient")]
 pub struct NativeClient {
-    pub(crate) inner: baton::Client,
+    pub(crate) inner: OffThread<baton::Client>,
     pub(crate) lost: Arc<LostFn>,
 }
 
@@ -207,7 +237,7 @@ impl NativeClient {
             }
         }
         Ok(NativeClient {
-            inner: b.build().map_err(js_err)?,
+            inner: OffThread::new(b.build().map_err(js_err)?),
             lost: Arc::new(on_lost),
         })
     }

@@ -14,7 +14,7 @@ use napi_derive::napi;
 
 use crate::{
     check_key, invalid, js_err, lost_notifier, millis, on_thread, NativeCancel, NativeClient,
-    NativeSession,
+    NativeSession, OffThread,
 };
 
 fn cancelled(what: &str) -> baton::Error {
@@ -188,7 +188,7 @@ fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {
 /// A lock on one key (see `Lock` in index.js).
 #[napi(js_name = "NativeLock")]
 pub struct NativeLock {
-    inner: Arc<baton::Lock>,
+    inner: OffThread<Arc<baton::Lock>>,
 }
 
 #[napi]
@@ -277,7 +277,7 @@ impl NativeLock {
 /// A counting semaphore on a prefix (see `Semaphore` in index.js).
 #[napi(js_name = "NativeSemaphore")]
 pub struct NativeSemaphore {
-    inner: Arc<baton::Semaphore>,
+    inner: OffThread<Arc<baton::Semaphore>>,
 }
 
 #[napi]
@@ -354,8 +354,8 @@ impl NativeSemaphore {
 /// A participant in a leader election (see `Election` in index.js).
 #[napi(js_name = "NativeElection")]
 pub struct NativeElection {
-    inner: Arc<baton::Election>,
-    client: baton::Client,
+    inner: OffThread<Arc<baton::Election>>,
+    client: OffThread<baton::Client>,
 }
 
 #[napi]
@@ -453,14 +453,14 @@ impl NativeElection {
 #[napi(js_name = "NativeObserver")]
 pub struct NativeObserver {
     key: String,
-    inner: Arc<Mutex<Option<baton::Observer>>>,
+    inner: OffThread<Arc<Mutex<Option<baton::Observer>>>>,
 }
 
 impl NativeObserver {
     fn new(o: baton::Observer) -> NativeObserver {
         NativeObserver {
             key: o.key().to_string(),
-            inner: Arc::new(Mutex::new(Some(o))),
+            inner: OffThread::new(Arc::new(Mutex::new(Some(o)))),
         }
     }
 }
@@ -538,7 +538,9 @@ impl NativeClient {
         }
         let l = self.inner.lock_with(&key, o).map_err(js_err)?;
         l.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
-        Ok(NativeLock { inner: Arc::new(l) })
+        Ok(NativeLock {
+            inner: OffThread::new(Arc::new(l)),
+        })
     }
 
     /// A semaphore with `limit` (decimal) slots on `prefix`.
@@ -568,7 +570,9 @@ impl NativeClient {
             .semaphore_with(&prefix, limit, o)
             .map_err(js_err)?;
         s.on_lost(lost_notifier(&self.lost, id, baton::SemaphoreLost::name));
-        Ok(NativeSemaphore { inner: Arc::new(s) })
+        Ok(NativeSemaphore {
+            inner: OffThread::new(Arc::new(s)),
+        })
     }
 
     /// An election on `key`.
@@ -587,8 +591,8 @@ impl NativeClient {
         let e = self.inner.election_with(&key, o).map_err(js_err)?;
         e.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
         Ok(NativeElection {
-            inner: Arc::new(e),
-            client: self.inner.clone(),
+            inner: OffThread::new(Arc::new(e)),
+            client: OffThread::new(self.inner.clone()),
         })
     }
 
