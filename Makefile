@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PY_MANIFEST := bindings/python/Cargo.toml
 NODE_DIR := bindings/node
 
-.PHONY: all build ffi-lib install test-c examples-c demo-workers test-cross test-readme test test-rust test-python python-install test-node node-build lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
+.PHONY: all build ffi-lib install test-c examples-c demo-workers test-cross test-readme test test-rust test-python python-install test-node node-build examples-node lint fmt demo devserver bench bench-devserver bench-sessions bench-locks examples-rust clean
 
 all: build
 
@@ -86,17 +86,27 @@ devserver:
 	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
+## package.json pins (overrides) three build-tool dependencies of @napi-rs/cli, @napi-rs/lzma,
+## tar and wasm-tools, to releases published for every platform in the registry we install
+## from: for their newest releases it answers 404 for the other platforms' optional packages,
+## so npm 11 left those out of the lock file and `npm ci` then refused it.
 node-build:
-	# `npm ci` refuses this lock file (npm 11 leaves the other platforms' optional packages of
-	# @napi-rs/cli out of it), so install from the lock with `npm install`.
-	cd $(NODE_DIR) && npm install --no-audit --no-fund
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
-## node --test against a baton-devserver process; fails when the generated typings drifted.
+## node --test against a baton-devserver process, then the Node examples; fails when the
+## generated typings drifted.
 test-node: node-build
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts
 	$(CARGO) build -p baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
+	$(MAKE) --no-print-directory examples-node
+
+## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
+## dev server it starts; a failing one fails the target.
+NODE_EXAMPLES := leader_election semaphore_worker
+examples-node:
+	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
 
 bench: bench-devserver bench-sessions bench-locks
 

@@ -1,21 +1,272 @@
-import type { ClientOptions, SessionOptions } from './native'
-export type { ClientOptions, SessionOptions }
+/// <reference types="node" />
+import type { EventEmitter } from 'node:events'
+import type { ClientOptions as NativeClientOptions, SessionOptions } from './native'
 
-/** Base of every error baton raises; `code` is stable across languages ('BATON_TIMEOUT', ...). */
+export type { SessionOptions }
+
+/** Options of a client; unset fields come from the `CONSUL_*` environment variables. */
+export interface ClientOptions extends NativeClientOptions {}
+
+/**
+ * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
+ * 'BATON_CONFLICT', 'BATON_CANCELLED', 'BATON_CLOSED', 'BATON_SESSION_INVALIDATED',
+ * 'BATON_CONNECTION', 'BATON_PERMISSION_DENIED', 'BATON_NOT_FOUND', 'BATON_INVALID_ARGUMENT',
+ * 'BATON_SERVER', 'BATON_BAD_RESPONSE'); errors from a Consul answer also carry it.
+ */
 export declare class BatonError extends Error {
-  readonly code: string
+  readonly name: 'BatonError'
+  readonly code: BatonErrorCode
+  /** The HTTP status Consul answered with. */
+  readonly status?: number
+  /** Consul's own error text (the trimmed plain-text body). */
+  readonly serverText?: string
+  /** The endpoint of the failing request, e.g. `PUT /v1/txn`. */
+  readonly endpoint?: string
+  /** For a failed transaction: every failing operation Consul listed. */
+  readonly txnErrors?: ReadonlyArray<{ opIndex: number; what: string }>
 }
 
+export type BatonErrorCode =
+  | 'BATON_CONNECTION'
+  | 'BATON_TIMEOUT'
+  | 'BATON_CANCELLED'
+  | 'BATON_PERMISSION_DENIED'
+  | 'BATON_NOT_FOUND'
+  | 'BATON_INVALID_ARGUMENT'
+  | 'BATON_CONFLICT'
+  | 'BATON_SESSION_INVALIDATED'
+  | 'BATON_SERVER'
+  | 'BATON_BAD_RESPONSE'
+  | 'BATON_CLOSED'
+
+/**
+ * Rejection of a call whose `signal` aborted (like Node's own AbortError); `cause` is the
+ * signal's reason. By the time it rejects, anything the call acquired has been released.
+ */
+export declare class AbortError extends Error {
+  readonly name: 'AbortError'
+  readonly code: 'ABORT_ERR'
+}
+
+/** Why a holding ended: the core's names. */
+export type LostReason =
+  | 'released'
+  | 'key_changed'
+  | 'removed'
+  | 'session_lost'
+  | 'client_closed'
+
+/** The reason a `lostSignal` aborts with. */
+export declare class LostError extends Error {
+  readonly name: 'LostError'
+  readonly reason: LostReason
+}
+
+/** `{ signal, timeoutMs }` of every call that can wait (`timeoutMs` absent or Infinity: forever). */
 export interface WaitOptions {
   timeoutMs?: number
   signal?: AbortSignal
 }
 
+/** A value written to Consul: bytes, or a string (UTF-8). */
+export type Bytes = Buffer | Uint8Array | string
+
+/** A uint64: BigInt, or a non-negative safe integer. */
+export type U64 = bigint | number
+
+/**
+ * Proof of one acquisition. `lockIndex` and `token` are BigInt; `String(seq)` and `toJSON()`
+ * give the stable form `<lockIndex>:<token>:<session>:<key>`, which `Sequencer.parse` reads.
+ * `token` (the acquisition's ModifyIndex) only grows across holders: hand it to storage that
+ * refuses writes with a lower token than it saw.
+ */
+export declare class Sequencer {
+  constructor(fields: { key: string; session: string; lockIndex: U64 | string; token: U64 | string })
+  readonly key: string
+  readonly session: string
+  readonly lockIndex: bigint
+  readonly token: bigint
+  /** Throws a TypeError (code 'BATON_INVALID_ARGUMENT') for a malformed string. */
+  static parse(text: string): Sequencer
+  toString(): string
+  toJSON(): string
+}
+
+/** The leader of an election. `toJSON()` gives the 64-bit fields as decimal strings. */
+export declare class Leader {
+  /** The value the leader campaigned (or last proclaimed) with. */
+  readonly value: Buffer
+  /** The leader's session. */
+  readonly session: string
+  /** The key's LockIndex: changes with each new leader, not with `proclaim`. */
+  readonly lockIndex: bigint
+  /** The key's ModifyIndex (monotonic). */
+  readonly token: bigint
+  toJSON(): { value: string; session: string; lockIndex: string; token: string }
+}
+
+/** A KV entry a transaction returned. `toJSON()` gives 64-bit fields as strings, value as base64. */
+export declare class KvEntry {
+  readonly key: string
+  /** Null for write operations: Consul returns values only for reads. */
+  readonly value: Buffer | null
+  readonly flags: bigint
+  readonly session: string | null
+  readonly lockIndex: bigint
+  readonly createIndex: bigint
+  readonly modifyIndex: bigint
+  toJSON(): {
+    key: string
+    value: string | null
+    flags: string
+    session: string | null
+    lockIndex: string
+    createIndex: string
+    modifyIndex: string
+  }
+}
+
+/** One operation of a guarded transaction (Consul's KV verbs). */
+export interface TxnOp {
+  verb:
+    | 'set'
+    | 'cas'
+    | 'lock'
+    | 'unlock'
+    | 'get'
+    | 'get-or-empty'
+    | 'get-tree'
+    | 'check-session'
+    | 'check-index'
+    | 'check-not-exists'
+    | 'delete'
+    | 'delete-cas'
+    | 'delete-tree'
+  key: string
+  value?: Bytes | null
+  flags?: U64
+  index?: U64
+  session?: string
+}
+
 export declare class Session {
+  private constructor()
   readonly id: string
   isValid(): boolean
   waitLost(options?: WaitOptions): Promise<string>
   destroy(): Promise<void>
+}
+
+interface HoldableEvents {
+  /** A holding ended other than by release/resign (not emitted for client close). */
+  lost: [reason: LostReason]
+}
+
+/** What locks, semaphores and elections share. */
+declare class Holdable extends EventEmitter {
+  on<K extends keyof HoldableEvents>(event: K, listener: (...args: HoldableEvents[K]) => void): this
+  once<K extends keyof HoldableEvents>(event: K, listener: (...args: HoldableEvents[K]) => void): this
+  off<K extends keyof HoldableEvents>(event: K, listener: (...args: HoldableEvents[K]) => void): this
+  addListener<K extends keyof HoldableEvents>(event: K, listener: (...args: HoldableEvents[K]) => void): this
+  removeListener<K extends keyof HoldableEvents>(event: K, listener: (...args: HoldableEvents[K]) => void): this
+  /**
+   * Aborts (reason: a LostError) when the current holding ends: lost, released, or the client
+   * closed. While nothing is held it is an already-aborted signal. Each acquire makes a new one.
+   */
+  readonly lostSignal: AbortSignal
+  isHeld(): boolean
+}
+
+export interface LockOptions {
+  /** Written on acquire and sent again on release. */
+  value?: Bytes
+  /** Hold with this session instead of the client's default one. */
+  session?: Session
+}
+
+/** A distributed lock on one key, wire-compatible with Go's `api.Lock`. */
+export declare class Lock extends Holdable {
+  private constructor()
+  readonly key: string
+  /** The value written on acquire (a copy); settable before acquiring. */
+  get value(): Buffer
+  set value(v: Bytes)
+  /**
+   * Resolves with the lock once held. Rejects with BatonError code 'BATON_TIMEOUT' after
+   * `timeoutMs`, AbortError when `signal` aborts, 'BATON_CONFLICT' for a key used otherwise.
+   */
+  acquire(options?: WaitOptions): Promise<this>
+  /** Resolves false instead of rejecting at the timeout (default timeoutMs 0: try once). */
+  tryAcquire(options?: WaitOptions): Promise<boolean>
+  /** Resolves false if it was not held. */
+  release(): Promise<boolean>
+  isHeld(): boolean
+  /** The fencing sequencer of the current holding, or null. */
+  readonly sequencer: Sequencer | null
+  /** Resolves with why the current holding ended (at once when not held). */
+  waitLost(options?: WaitOptions): Promise<LostReason>
+  /** Deletes the key if nobody holds it (Go's `Destroy`). */
+  destroy(): Promise<void>
+  /** Releases if held: `await using lock = await client.lock(k).acquire()`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+export interface SemaphoreOptions {
+  /** The value of this holder's contender key. */
+  value?: Bytes
+  /** A session holds at most one slot of a semaphore; contenders in one process need their own. */
+  session?: Session
+}
+
+/** A counting semaphore on a prefix, wire-compatible with Go's `api.Semaphore`. */
+export declare class Semaphore extends Holdable {
+  private constructor()
+  readonly prefix: string
+  readonly limit: number
+  acquire(options?: WaitOptions): Promise<this>
+  tryAcquire(options?: WaitOptions): Promise<boolean>
+  release(): Promise<boolean>
+  isHeld(): boolean
+  waitLost(options?: WaitOptions): Promise<LostReason>
+  destroy(): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Follows an election: yields the current leader first (null: no leader), then each change.
+ * `break` (or `return()`) ends it; the signal aborting rejects with an AbortError; `timeoutMs`
+ * bounds each wait for a change (BatonError 'BATON_TIMEOUT').
+ */
+export declare class LeaderObserver implements AsyncIterableIterator<Leader | null> {
+  private constructor()
+  readonly key: string
+  next(): Promise<IteratorResult<Leader | null, undefined>>
+  return(value?: unknown): Promise<IteratorResult<Leader | null, undefined>>
+  [Symbol.asyncIterator](): this
+}
+
+export interface ElectionOptions {
+  /** Campaign with this session instead of the client's default one. */
+  session?: Session
+}
+
+/** A participant in the leader election on one key (a Lock underneath). */
+export declare class Election extends Holdable {
+  private constructor()
+  readonly key: string
+  /** Resolves with the election once elected; 'BATON_TIMEOUT' / AbortError as for locks. */
+  campaign(value: Bytes, options?: WaitOptions): Promise<this>
+  /** Steps down (no lock-delay); resolves false if not leader. */
+  resign(): Promise<boolean>
+  /** Replaces the leader's value, keeping the LockIndex. 'BATON_CONFLICT' if not leader. */
+  proclaim(value: Bytes): Promise<void>
+  isLeader(): boolean
+  leader(): Promise<Leader | null>
+  observe(options?: WaitOptions): LeaderObserver
+  readonly sequencer: Sequencer | null
+  waitLost(options?: WaitOptions): Promise<LostReason>
+  /** Resigns: `await using e = await election.campaign(v)`. */
+  [Symbol.asyncDispose](): Promise<void>
 }
 
 export declare class Client {
@@ -24,6 +275,25 @@ export declare class Client {
   kvGet(key: string): Promise<Buffer | null>
   kvPut(key: string, value: Buffer | string): Promise<boolean>
   createSession(options?: SessionOptions): Promise<Session>
+  lock(key: string, options?: LockOptions): Lock
+  semaphore(prefix: string, limit: number | bigint, options?: SemaphoreOptions): Semaphore
+  election(key: string, options?: ElectionOptions): Election
+  /** The current leader of the election on `key` (one consistent read), or null. */
+  leader(key: string): Promise<Leader | null>
+  observeLeader(key: string, options?: WaitOptions): LeaderObserver
+  /** Whether the sequencer's session still holds its key at its LockIndex. */
+  checkSequencer(sequencer: Sequencer): Promise<boolean>
+  /**
+   * Runs `ops` in one transaction behind a `check-session` of the sequencer's key: a stale
+   * holder gets 'BATON_CONFLICT' (message 'stale sequencer ...') and nothing is written.
+   */
+  guardedTxn(sequencer: Sequencer, ops: TxnOp[]): Promise<KvEntry[]>
+  /** Writes `value` at `key` only while `sequencer` is current. */
+  guardedPut(sequencer: Sequencer, key: string, value: Bytes, options?: { flags?: U64 }): Promise<void>
+  /**
+   * Releases held locks, destroys the client's sessions, joins its threads. `lostSignal`s abort
+   * with reason 'client_closed'; no 'lost' events are emitted after close.
+   */
   close(timeoutMs?: number): Promise<boolean>
   [Symbol.asyncDispose](): Promise<void>
 }

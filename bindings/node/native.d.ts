@@ -19,8 +19,25 @@ export declare class NativeCancel {
 
 /** A connection to Consul (or the dev server). */
 export declare class NativeClient {
-  /** Creates a client from the environment, overridden by `options`. */
-  constructor(options?: ClientOptions | undefined | null)
+  /** A lock on `key`; loss notifications go to `onLost(id, ...)`. */
+  lock(key: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeLock
+  /** A semaphore with `limit` (decimal) slots on `prefix`. */
+  semaphore(prefix: string, limit: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeSemaphore
+  /** An election on `key`. */
+  election(key: string, session: NativeSession | undefined | null, id: number): NativeElection
+  /** The current leader of the election on `key`, or null. */
+  leader(key: string): Promise<NativeLeader | null>
+  /** Follows the election on `key`. */
+  observeLeader(key: string): NativeObserver
+  /** Whether the sequencer (string form) is still current. */
+  checkSequencer(sequencer: string): Promise<boolean>
+  /** Runs `ops` in one transaction behind a `check-session` of the sequencer's key. */
+  guardedTxn(sequencer: string, ops: Array<NativeTxnOp>): Promise<NativeKvEntry[]>
+  /**
+   * Creates a client from the environment, overridden by `options`. `onLost(id, reason)`
+   * receives the loss notifications of the locks, semaphores and elections it makes.
+   */
+  constructor(options: ClientOptions | undefined | null, onLost: (id: number, reason: string) => void)
   /** The address requests go to. */
   get address(): string
   /** The value at `key`, or null. */
@@ -31,6 +48,91 @@ export declare class NativeClient {
   createSession(options?: SessionOptions | undefined | null): Promise<NativeSession>
   /** Destroys the sessions this client created and joins its threads. */
   close(timeoutMs?: number | undefined | null): Promise<boolean>
+}
+
+/** A participant in a leader election (see `Election` in index.js). */
+export declare class NativeElection {
+  /** The election's key. */
+  get key(): string
+  /**
+   * Resolves true once elected, false when `timeoutMs` passes; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (resigning a leadership won meanwhile).
+   */
+  campaign(value: Buffer, timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** Steps down; resolves false if not leader. */
+  resign(): Promise<boolean>
+  /** Replaces the leader's value, keeping the LockIndex. */
+  proclaim(value: Buffer): Promise<void>
+  /** Whether this participant leads (local check). */
+  isLeader(): boolean
+  /** The current leader (one consistent read), or null. */
+  leader(): Promise<NativeLeader | null>
+  /** A follower of this election's leader changes. */
+  observe(): NativeObserver
+  /** The sequencer while leading, or null. */
+  sequencer(): NativeSequencer | null
+  /** Resolves with why leadership ended (at once if not leading). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+}
+
+/** A lock on one key (see `Lock` in index.js). */
+export declare class NativeLock {
+  /** The key. */
+  get key(): string
+  /** The value written on acquire. */
+  value(): Buffer
+  /** Sets the value written by the next acquire. */
+  setValue(value: Buffer): void
+  /**
+   * Resolves true once held, false when `timeoutMs` passes first; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (releasing a lock acquired meanwhile).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** Releases the lock; resolves false if it was not held (or no longer ours). */
+  release(): Promise<boolean>
+  /** Whether the lock is held (local check, no network). */
+  isHeld(): boolean
+  /** The sequencer of the current holding, or null. */
+  sequencer(): NativeSequencer | null
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /** Deletes the key if nobody holds it (Go's `Destroy`). */
+  destroy(): Promise<void>
+}
+
+/** Follows an election's leader (see `Election.observe` in index.js). */
+export declare class NativeObserver {
+  /** The key observed. */
+  get key(): string
+  /**
+   * Resolves with the next state (the first call: the current one): a leader, or null
+   * for "no leader". Rejects with `BATON_TIMEOUT` after `timeoutMs` without a change,
+   * `BATON_CLOSED` after `close()`.
+   */
+  next(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<NativeLeader | null>
+  /** Stops following (drops the subscription once a pending `next` has returned). */
+  close(): void
+}
+
+/** A counting semaphore on a prefix (see `Semaphore` in index.js). */
+export declare class NativeSemaphore {
+  /** The prefix. */
+  get prefix(): string
+  /** The number of slots, decimal. */
+  get limit(): string
+  /**
+   * Resolves true once a slot is held, false at the timeout; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (giving back a slot taken meanwhile).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** Gives the slot back; resolves false if not held. */
+  release(): Promise<boolean>
+  /** Whether a slot is held (local check). */
+  isHeld(): boolean
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /** Deletes the coordination key when no live holder remains. */
+  destroy(): Promise<void>
 }
 
 /** A session renewed in the background. */
@@ -58,7 +160,77 @@ export interface ClientOptions {
   datacenter?: string
   /** Timeout of each request, in milliseconds. */
   requestTimeoutMs?: number
+  /**
+   * Options of the session the client's locks and elections share by default (TTL 15 s
+   * and Consul's lock-delay unless set here).
+   */
+  defaultSession?: SessionOptions
 }
+
+/** A KV entry with its 64-bit numbers as decimal strings. */
+export interface NativeKvEntry {
+  /** The key. */
+  key: string
+  /** The value, or null when empty. */
+  value?: Buffer
+  /** Flags (uint64), decimal. */
+  flags: string
+  /** The session holding the key's lock, if any. */
+  session?: string
+  /** LockIndex, decimal. */
+  lockIndex: string
+  /** CreateIndex, decimal. */
+  createIndex: string
+  /** ModifyIndex, decimal. */
+  modifyIndex: string
+}
+
+/** The leader of an election as read from its key. */
+export interface NativeLeader {
+  /** The value the leader campaigned or proclaimed with. */
+  value: Buffer
+  /** The leader's session. */
+  session: string
+  /** The key's LockIndex (changes with each new leader), decimal. */
+  lockIndex: string
+  /** The key's ModifyIndex, decimal. */
+  token: string
+}
+
+/** A fencing sequencer, with its 64-bit numbers as decimal strings. */
+export interface NativeSequencer {
+  /** The lock's key. */
+  key: string
+  /** The session that acquired it. */
+  session: string
+  /** The key's LockIndex after the acquisition. */
+  lockIndex: string
+  /** The acquisition's ModifyIndex (monotonic fencing token). */
+  token: string
+}
+
+/** One operation of a guarded transaction. */
+export interface NativeTxnOp {
+  /**
+   * Consul's verb: `set`, `cas`, `delete`, `delete-cas`, `delete-tree`, `get`,
+   * `get-or-empty`, `get-tree`, `check-index`, `check-not-exists`, `check-session`,
+   * `lock`, `unlock`.
+   */
+  verb: string
+  /** Key (prefix for the `*-tree` verbs). */
+  key: string
+  /** Value for writes. */
+  value?: Buffer
+  /** Flags (uint64, decimal) for writes. */
+  flags?: string
+  /** Index (uint64, decimal) for `cas`, `delete-cas`, `check-index`. */
+  index?: string
+  /** Session for `lock`, `unlock`, `check-session`. */
+  session?: string
+}
+
+/** Parses the string form of a sequencer (`<lockIndex>:<token>:<session>:<key>`). */
+export declare function parseSequencer(text: string): NativeSequencer
 
 /** Options for a session. */
 export interface SessionOptions {

@@ -112,6 +112,7 @@ test('pending waits do not starve libuv: fs work completes while 64 waits are pa
   const c = new Client({ address: addr })
   const s = await c.createSession({ ttlMs: 2000 })
   const ac = new AbortController()
+  require('node:events').setMaxListeners(100, ac.signal)
   const waits = Array.from({ length: 64 }, () => s.waitLost({ signal: ac.signal }).catch((e) => e))
   const t = process.hrtime.bigint()
   await fs.promises.readFile(__filename)

@@ -1,26 +1,108 @@
 //! The native half of the `baton` npm package. Every call that can wait returns a Promise that
 //! is settled from a thread of baton's own, never from libuv's small thread pool, so waiting
 //! calls cannot starve `fs` or `dns` work. `index.js` wraps these classes with the JavaScript
-//! surface (errors with `code`, AbortSignal).
+//! surface (errors with `code`, AbortSignal, events, BigInt).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Object, ToNapiValue};
+use napi::bindgen_prelude::{Buffer, FnArgs, Object, ToNapiValue};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
-/// Maps a core error to a JS error whose message starts with the stable code, e.g.
-/// `BATON_TIMEOUT: ...`; `index.js` moves the code into `err.code`.
-fn js_err(e: baton::Error) -> Error {
-    Error::new(Status::GenericFailure, format!("{}: {}", e.code(), e))
+mod recipes;
+
+/// Separates the message of a native error from its JSON details (see [`js_err`]).
+const DETAILS_SEPARATOR: char = '\u{1f}';
+
+/// Maps a core error to a JS error whose message is `<CODE>: <text>`, optionally followed by
+/// [`DETAILS_SEPARATOR`] and a JSON object `{status, serverText, endpoint, txnErrors}`;
+/// `index.js` turns the code into `err.code` and the details into properties.
+pub(crate) fn js_err(e: baton::Error) -> Error {
+    let mut details = serde_json::Map::new();
+    if let Some(s) = e.status() {
+        details.insert("status".into(), s.into());
+    }
+    if let Some(t) = e.server_text() {
+        details.insert("serverText".into(), t.into());
+    }
+    if let Some(ep) = e.endpoint() {
+        details.insert("endpoint".into(), ep.into());
+    }
+    if !e.txn_errors().is_empty() {
+        let list = e
+            .txn_errors()
+            .iter()
+            .map(|t| serde_json::json!({ "opIndex": t.op_index, "what": t.what }))
+            .collect();
+        details.insert("txnErrors".into(), serde_json::Value::Array(list));
+    }
+    let mut reason = format!("{}: {}", e.code(), e);
+    if !details.is_empty() {
+        reason.push(DETAILS_SEPARATOR);
+        reason.push_str(&serde_json::Value::Object(details).to_string());
+    }
+    Error::new(Status::GenericFailure, reason)
 }
 
-fn invalid(msg: impl Into<String>) -> Error {
+/// Owns a value whose drop can wait on the network (releasing a held lock, closing the last
+/// clone of a client) and drops it on a thread of its own, so a garbage-collected object never
+/// blocks the JS thread.
+pub(crate) struct OffThread<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> OffThread<T> {
+    pub(crate) fn new(value: T) -> OffThread<T> {
+        OffThread(Some(value))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for OffThread<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for OffThread<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            // If no thread can be started, the closure (and `v`) is dropped right here.
+            let _ = std::thread::Builder::new()
+                .name("baton-node-drop".into())
+                .spawn(move || drop(v));
+        }
+    }
+}
+
+/// The function `index.js` gives each client: called with `(id, reason)` on the JS thread
+/// when the holding of the lock, semaphore or election registered under `id` is lost. Weak
+/// (unref'd): a pending loss notification never keeps the process alive.
+pub(crate) type LostFn =
+    ThreadsafeFunction<FnArgs<(u32, String)>, (), FnArgs<(u32, String)>, Status, false, true>;
+
+/// A loss callback for the core: posts `(id, reason)` to JS without blocking the dispatcher.
+pub(crate) fn lost_notifier<R: Copy + 'static>(
+    lost: &Arc<LostFn>,
+    id: u32,
+    name: fn(R) -> &'static str,
+) -> impl Fn(R) + Send + Sync + 'static {
+    let lost = lost.clone();
+    move |reason: R| {
+        lost.call(
+            (id, name(reason).to_string()).into(),
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
+    }
+}
+
+pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
 
 /// Runs `work` on a new named thread and settles the returned promise with its result.
-fn on_thread<'e, T, F>(env: &'e Env, what: &str, work: F) -> Result<Object<'e>>
+pub(crate) fn on_thread<'e, T, F>(env: &'e Env, what: &str, work: F) -> Result<Object<'e>>
 where
     T: ToNapiValue + Send + 'static,
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
@@ -36,7 +118,7 @@ where
     Ok(promise)
 }
 
-fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
+pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
     match v {
         None => Ok(None),
         Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
@@ -46,7 +128,7 @@ fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
     }
 }
 
-fn check_key(key: &str) -> Result<()> {
+pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(invalid("key must not be empty"));
     }
@@ -67,6 +149,9 @@ pub struct ClientOptions {
     pub datacenter: Option<String>,
     /// Timeout of each request, in milliseconds.
     pub request_timeout_ms: Option<f64>,
+    /// Options of the session the client's locks and elections share by default (TTL 15 s
+    /// and Consul's lock-delay unless set here).
+    pub default_session: Option<SessionOptions>,
 }
 
 /// Options for a session.
@@ -82,17 +167,51 @@ pub struct SessionOptions {
     pub behavior: Option<String>,
 }
 
+/// Applies the JS session options to `o`.
+fn session_options(
+    mut o: baton::SessionOptions,
+    s: SessionOptions,
+) -> Result<baton::SessionOptions> {
+    if let Some(n) = s.name {
+        o = o.name(n);
+    }
+    if let Some(t) = millis("ttlMs", s.ttl_ms)? {
+        if t.is_zero() {
+            return Err(invalid("ttlMs must be positive (omit it for no TTL)"));
+        }
+        o = o.ttl(t);
+    }
+    if let Some(d) = millis("lockDelayMs", s.lock_delay_ms)? {
+        o = o.lock_delay(d);
+    }
+    match s.behavior.as_deref() {
+        None | Some("release") => {}
+        Some("delete") => o = o.behavior(baton::Behavior::Delete),
+        Some(other) => {
+            return Err(invalid(format!(
+                "behavior must be 'release' or 'delete', got {other:?}"
+            )))
+        }
+    }
+    Ok(o)
+}
+
 /// A connection to Consul (or the dev server).
 #[napi(js_name = "NativeClient")]
 pub struct NativeClient {
-    inner: baton::Client,
+    pub(crate) inner: OffThread<baton::Client>,
+    pub(crate) lost: Arc<LostFn>,
 }
 
 #[napi]
 impl NativeClient {
-    /// Creates a client from the environment, overridden by `options`.
+    /// Creates a client from the environment, overridden by `options`. `onLost(id, reason)`
+    /// receives the loss notifications of the locks, semaphores and elections it makes.
     #[napi(constructor)]
-    pub fn new(options: Option<ClientOptions>) -> Result<NativeClient> {
+    pub fn new(
+        options: Option<ClientOptions>,
+        #[napi(ts_arg_type = "(id: number, reason: string) => void")] on_lost: LostFn,
+    ) -> Result<NativeClient> {
         let mut b = baton::ClientBuilder::from_env();
         if let Some(o) = options {
             if let Some(a) = o.address {
@@ -110,9 +229,16 @@ impl NativeClient {
             if let Some(t) = millis("requestTimeoutMs", o.request_timeout_ms)? {
                 b = b.request_timeout(t);
             }
+            if let Some(s) = o.default_session {
+                b = b.default_session(session_options(
+                    baton::SessionOptions::default_for_client(),
+                    s,
+                )?);
+            }
         }
         Ok(NativeClient {
-            inner: b.build().map_err(js_err)?,
+            inner: OffThread::new(b.build().map_err(js_err)?),
+            lost: Arc::new(on_lost),
         })
     }
 
@@ -149,30 +275,10 @@ impl NativeClient {
         env: &'e Env,
         options: Option<SessionOptions>,
     ) -> Result<Object<'e>> {
-        let mut o = baton::SessionOptions::new();
-        if let Some(s) = options {
-            if let Some(n) = s.name {
-                o = o.name(n);
-            }
-            if let Some(t) = millis("ttlMs", s.ttl_ms)? {
-                if t.is_zero() {
-                    return Err(invalid("ttlMs must be positive (omit it for no TTL)"));
-                }
-                o = o.ttl(t);
-            }
-            if let Some(d) = millis("lockDelayMs", s.lock_delay_ms)? {
-                o = o.lock_delay(d);
-            }
-            match s.behavior.as_deref() {
-                None | Some("release") => {}
-                Some("delete") => o = o.behavior(baton::Behavior::Delete),
-                Some(other) => {
-                    return Err(invalid(format!(
-                        "behavior must be 'release' or 'delete', got {other:?}"
-                    )))
-                }
-            }
-        }
+        let o = match options {
+            Some(s) => session_options(baton::SessionOptions::new(), s)?,
+            None => baton::SessionOptions::new(),
+        };
         let c = self.inner.clone();
         on_thread(env, "session", move || {
             c.create_session(&o).map(|inner| NativeSession { inner })
@@ -191,7 +297,7 @@ impl NativeClient {
 /// A session renewed in the background.
 #[napi(js_name = "NativeSession")]
 pub struct NativeSession {
-    inner: baton::Session,
+    pub(crate) inner: baton::Session,
 }
 
 #[napi]
@@ -236,7 +342,7 @@ impl NativeSession {
 /// A cancel token that `index.js` ties to an `AbortSignal`.
 #[napi(js_name = "NativeCancel")]
 pub struct NativeCancel {
-    inner: baton::CancelToken,
+    pub(crate) inner: baton::CancelToken,
 }
 
 #[napi]

@@ -1,0 +1,70 @@
+'use strict'
+// Shared fixtures: a baton-devserver process per test file (or the Consul in BATON_TEST_CONSUL),
+// and raw HTTP helpers that act "from outside" (another Consul client).
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const fs = require('node:fs')
+const readline = require('node:readline')
+const http = require('node:http')
+
+const root = path.resolve(__dirname, '../../..')
+const realConsul = Boolean(process.env.BATON_TEST_CONSUL)
+
+/** Starts a dev server (sessions may have TTLs down to 100 ms); returns { addr, stop }. */
+async function startServer() {
+  if (realConsul) {
+    return { addr: process.env.BATON_TEST_CONSUL.replace(/^https?:\/\//, ''), stop() {} }
+  }
+  const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
+  assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
+  const server = spawn(bin, ['--port', '0', '--session-ttl-min', '100ms'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const line = await new Promise((resolve, reject) => {
+    readline.createInterface({ input: server.stdout }).once('line', resolve)
+    server.once('exit', (code) => reject(new Error(`devserver exited ${code}`)))
+  })
+  assert.match(line, /^BATON_DEVSERVER_ADDR=/)
+  return { addr: line.split('=')[1], stop: () => server.kill('SIGTERM') }
+}
+
+/** One HTTP request; resolves { status, body }. */
+function request(addr, method, urlPath, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`http://${addr}${urlPath}`, { method }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/** Destroys a session as another client would (works on Consul and the dev server). */
+async function destroySession(addr, id) {
+  const r = await request(addr, 'PUT', `/v1/session/destroy/${id}`)
+  assert.equal(r.status, 200, r.body)
+}
+
+/** The raw KV entry of `key` (Consul's JSON), or null. */
+async function rawEntry(addr, key) {
+  const r = await request(addr, 'GET', `/v1/kv/${key}`)
+  if (r.status === 404) return null
+  assert.equal(r.status, 200, r.body)
+  return JSON.parse(r.body)[0]
+}
+
+/** Deletes `key` as another client would. */
+async function deleteKey(addr, key) {
+  const r = await request(addr, 'DELETE', `/v1/kv/${key}`)
+  assert.equal(r.status, 200, r.body)
+}
+
+let unique = 0
+/** A key no other test uses. */
+function freshKey(prefix) {
+  unique += 1
+  return `node-test/${process.pid}/${prefix}-${unique}`
+}
+
+module.exports = { startServer, request, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }

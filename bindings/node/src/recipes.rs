@@ -1,0 +1,641 @@
+//! Locks, semaphores, elections, sequencers and guarded writes for Node.
+//!
+//! Every wait runs on a thread of its own (see [`on_thread`]) with a core `CancelToken` that
+//! `index.js` cancels from an `AbortSignal`. An acquire or campaign that succeeded although
+//! its token was cancelled meanwhile is undone on that thread before the promise rejects with
+//! `BATON_CANCELLED`, so an aborted call never leaves anything held. 64-bit numbers cross the
+//! boundary as decimal strings; `index.js` turns them into BigInt.
+
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::{Buffer, Object};
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use crate::{
+    check_key, invalid, js_err, lost_notifier, millis, on_thread, NativeCancel, NativeClient,
+    NativeSession, OffThread,
+};
+
+fn cancelled(what: &str) -> baton::Error {
+    baton::Error::new(
+        baton::ErrorKind::Cancelled,
+        format!("{what} cancelled (what was acquired meanwhile was released)"),
+    )
+}
+
+fn token_of(cancel: Option<&NativeCancel>) -> baton::CancelToken {
+    cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone())
+}
+
+fn parse_u64(name: &str, text: &str) -> Result<u64> {
+    text.parse::<u64>().map_err(|_| {
+        invalid(format!(
+            "{name} must be an integer between 0 and 2^64-1, got {text:?}"
+        ))
+    })
+}
+
+/// A fencing sequencer, with its 64-bit numbers as decimal strings.
+#[napi(object)]
+pub struct NativeSequencer {
+    /// The lock's key.
+    pub key: String,
+    /// The session that acquired it.
+    pub session: String,
+    /// The key's LockIndex after the acquisition.
+    pub lock_index: String,
+    /// The acquisition's ModifyIndex (monotonic fencing token).
+    pub token: String,
+}
+
+impl From<baton::Sequencer> for NativeSequencer {
+    fn from(s: baton::Sequencer) -> Self {
+        NativeSequencer {
+            key: s.key,
+            session: s.session,
+            lock_index: s.lock_index.to_string(),
+            token: s.token.to_string(),
+        }
+    }
+}
+
+/// Parses the string form of a sequencer (`<lockIndex>:<token>:<session>:<key>`).
+#[napi]
+pub fn parse_sequencer(text: String) -> Result<NativeSequencer> {
+    baton::Sequencer::parse(&text)
+        .map(NativeSequencer::from)
+        .map_err(js_err)
+}
+
+/// The leader of an election as read from its key.
+#[napi(object)]
+pub struct NativeLeader {
+    /// The value the leader campaigned or proclaimed with.
+    pub value: Buffer,
+    /// The leader's session.
+    pub session: String,
+    /// The key's LockIndex (changes with each new leader), decimal.
+    pub lock_index: String,
+    /// The key's ModifyIndex, decimal.
+    pub token: String,
+}
+
+impl From<baton::Leader> for NativeLeader {
+    fn from(l: baton::Leader) -> Self {
+        NativeLeader {
+            value: Buffer::from(l.value),
+            session: l.session,
+            lock_index: l.lock_index.to_string(),
+            token: l.token.to_string(),
+        }
+    }
+}
+
+/// One operation of a guarded transaction.
+#[napi(object)]
+pub struct NativeTxnOp {
+    /// Consul's verb: `set`, `cas`, `delete`, `delete-cas`, `delete-tree`, `get`,
+    /// `get-or-empty`, `get-tree`, `check-index`, `check-not-exists`, `check-session`,
+    /// `lock`, `unlock`.
+    pub verb: String,
+    /// Key (prefix for the `*-tree` verbs).
+    pub key: String,
+    /// Value for writes.
+    pub value: Option<Buffer>,
+    /// Flags (uint64, decimal) for writes.
+    pub flags: Option<String>,
+    /// Index (uint64, decimal) for `cas`, `delete-cas`, `check-index`.
+    pub index: Option<String>,
+    /// Session for `lock`, `unlock`, `check-session`.
+    pub session: Option<String>,
+}
+
+/// A KV entry with its 64-bit numbers as decimal strings.
+#[napi(object)]
+pub struct NativeKvEntry {
+    /// The key.
+    pub key: String,
+    /// The value, or null when empty.
+    pub value: Option<Buffer>,
+    /// Flags (uint64), decimal.
+    pub flags: String,
+    /// The session holding the key's lock, if any.
+    pub session: Option<String>,
+    /// LockIndex, decimal.
+    pub lock_index: String,
+    /// CreateIndex, decimal.
+    pub create_index: String,
+    /// ModifyIndex, decimal.
+    pub modify_index: String,
+}
+
+impl From<baton::KvPair> for NativeKvEntry {
+    fn from(p: baton::KvPair) -> Self {
+        NativeKvEntry {
+            key: p.key,
+            value: p.value.map(Buffer::from),
+            flags: p.flags.to_string(),
+            session: p.session,
+            lock_index: p.lock_index.to_string(),
+            create_index: p.create_index.to_string(),
+            modify_index: p.modify_index.to_string(),
+        }
+    }
+}
+
+fn verb_of(name: &str) -> Result<baton::KvVerb> {
+    use baton::KvVerb::*;
+    [
+        Set,
+        Cas,
+        Lock,
+        Unlock,
+        Get,
+        GetOrEmpty,
+        GetTree,
+        CheckSession,
+        CheckIndex,
+        CheckNotExists,
+        Delete,
+        DeleteCas,
+        DeleteTree,
+    ]
+    .into_iter()
+    .find(|v| v.as_str() == name)
+    .ok_or_else(|| invalid(format!("unknown transaction verb {name:?}")))
+}
+
+fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {
+    let verb = verb_of(&op.verb)?;
+    check_key(&op.key)?;
+    let mut o = match verb {
+        baton::KvVerb::Get => baton::KvOp::get(&op.key),
+        _ => baton::KvOp::delete(&op.key),
+    };
+    o.verb = verb;
+    o.value = op.value.map(|b| b.to_vec());
+    if let Some(f) = &op.flags {
+        o.flags = parse_u64("flags", f)?;
+    }
+    if let Some(i) = &op.index {
+        o.index = parse_u64("index", i)?;
+    }
+    o.session = op.session;
+    Ok(o)
+}
+
+/// A lock on one key (see `Lock` in index.js).
+#[napi(js_name = "NativeLock")]
+pub struct NativeLock {
+    inner: OffThread<Arc<baton::Lock>>,
+}
+
+#[napi]
+impl NativeLock {
+    /// The key.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_string()
+    }
+
+    /// The value written on acquire.
+    #[napi]
+    pub fn value(&self) -> Buffer {
+        Buffer::from(self.inner.value())
+    }
+
+    /// Sets the value written by the next acquire.
+    #[napi]
+    pub fn set_value(&self, value: Buffer) {
+        self.inner.set_value(value.to_vec())
+    }
+
+    /// Resolves true once held, false when `timeoutMs` passes first; rejects with
+    /// `BATON_CANCELLED` when `cancel` fires (releasing a lock acquired meanwhile).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn acquire<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (l, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "acquire", move || {
+            let held = l.acquire(t, Some(&token))?;
+            if held && token.is_cancelled() {
+                let _ = l.release();
+                return Err(cancelled("acquire"));
+            }
+            Ok(held)
+        })
+    }
+
+    /// Releases the lock; resolves false if it was not held (or no longer ours).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let l = self.inner.clone();
+        on_thread(env, "release", move || l.release())
+    }
+
+    /// Whether the lock is held (local check, no network).
+    #[napi]
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// The sequencer of the current holding, or null.
+    #[napi]
+    pub fn sequencer(&self) -> Option<NativeSequencer> {
+        self.inner.sequencer().map(NativeSequencer::from)
+    }
+
+    /// Resolves with why the current holding ended (at once if not held).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn wait_lost<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (l, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "wait", move || {
+            l.wait_lost(t, Some(&token)).map(baton::LockLost::name)
+        })
+    }
+
+    /// Deletes the key if nobody holds it (Go's `Destroy`).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let l = self.inner.clone();
+        on_thread(env, "destroy", move || l.destroy())
+    }
+}
+
+/// A counting semaphore on a prefix (see `Semaphore` in index.js).
+#[napi(js_name = "NativeSemaphore")]
+pub struct NativeSemaphore {
+    inner: OffThread<Arc<baton::Semaphore>>,
+}
+
+#[napi]
+impl NativeSemaphore {
+    /// The prefix.
+    #[napi(getter)]
+    pub fn prefix(&self) -> String {
+        self.inner.prefix().to_string()
+    }
+
+    /// The number of slots, decimal.
+    #[napi(getter)]
+    pub fn limit(&self) -> String {
+        self.inner.limit().to_string()
+    }
+
+    /// Resolves true once a slot is held, false at the timeout; rejects with
+    /// `BATON_CANCELLED` when `cancel` fires (giving back a slot taken meanwhile).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn acquire<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (s, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "acquire", move || {
+            let held = s.acquire(t, Some(&token))?;
+            if held && token.is_cancelled() {
+                let _ = s.release();
+                return Err(cancelled("semaphore acquire"));
+            }
+            Ok(held)
+        })
+    }
+
+    /// Gives the slot back; resolves false if not held.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let s = self.inner.clone();
+        on_thread(env, "release", move || s.release())
+    }
+
+    /// Whether a slot is held (local check).
+    #[napi]
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Resolves with why the current holding ended (at once if not held).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn wait_lost<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (s, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "wait", move || {
+            s.wait_lost(t, Some(&token)).map(baton::SemaphoreLost::name)
+        })
+    }
+
+    /// Deletes the coordination key when no live holder remains.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let s = self.inner.clone();
+        on_thread(env, "destroy", move || s.destroy())
+    }
+}
+
+/// A participant in a leader election (see `Election` in index.js).
+#[napi(js_name = "NativeElection")]
+pub struct NativeElection {
+    inner: OffThread<Arc<baton::Election>>,
+    client: OffThread<baton::Client>,
+}
+
+#[napi]
+impl NativeElection {
+    /// The election's key.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_string()
+    }
+
+    /// Resolves true once elected, false when `timeoutMs` passes; rejects with
+    /// `BATON_CANCELLED` when `cancel` fires (resigning a leadership won meanwhile).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn campaign<'e>(
+        &self,
+        env: &'e Env,
+        value: Buffer,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (e, token, v) = (self.inner.clone(), token_of(cancel), value.to_vec());
+        on_thread(env, "campaign", move || {
+            let won = e.campaign(&v, t, Some(&token))?;
+            if won && token.is_cancelled() {
+                let _ = e.resign();
+                return Err(cancelled("campaign"));
+            }
+            Ok(won)
+        })
+    }
+
+    /// Steps down; resolves false if not leader.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn resign<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let e = self.inner.clone();
+        on_thread(env, "resign", move || e.resign())
+    }
+
+    /// Replaces the leader's value, keeping the LockIndex.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn proclaim<'e>(&self, env: &'e Env, value: Buffer) -> Result<Object<'e>> {
+        let (e, v) = (self.inner.clone(), value.to_vec());
+        on_thread(env, "proclaim", move || e.proclaim(&v))
+    }
+
+    /// Whether this participant leads (local check).
+    #[napi]
+    pub fn is_leader(&self) -> bool {
+        self.inner.is_leader()
+    }
+
+    /// The current leader (one consistent read), or null.
+    #[napi(ts_return_type = "Promise<NativeLeader | null>")]
+    pub fn leader<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let e = self.inner.clone();
+        on_thread(env, "leader", move || {
+            e.leader().map(|l| l.map(NativeLeader::from))
+        })
+    }
+
+    /// A follower of this election's leader changes.
+    #[napi]
+    pub fn observe(&self) -> Result<NativeObserver> {
+        let o = self
+            .client
+            .observe_leader(self.inner.key())
+            .map_err(js_err)?;
+        Ok(NativeObserver::new(o))
+    }
+
+    /// The sequencer while leading, or null.
+    #[napi]
+    pub fn sequencer(&self) -> Option<NativeSequencer> {
+        self.inner.sequencer().map(NativeSequencer::from)
+    }
+
+    /// Resolves with why leadership ended (at once if not leading).
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn wait_lost<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (e, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "wait", move || {
+            e.wait_lost(t, Some(&token)).map(baton::LockLost::name)
+        })
+    }
+}
+
+/// Follows an election's leader (see `Election.observe` in index.js).
+#[napi(js_name = "NativeObserver")]
+pub struct NativeObserver {
+    key: String,
+    inner: OffThread<Arc<Mutex<Option<baton::Observer>>>>,
+}
+
+impl NativeObserver {
+    fn new(o: baton::Observer) -> NativeObserver {
+        NativeObserver {
+            key: o.key().to_string(),
+            inner: OffThread::new(Arc::new(Mutex::new(Some(o)))),
+        }
+    }
+}
+
+#[napi]
+impl NativeObserver {
+    /// The key observed.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.key.clone()
+    }
+
+    /// Resolves with the next state (the first call: the current one): a leader, or null
+    /// for "no leader". Rejects with `BATON_TIMEOUT` after `timeoutMs` without a change,
+    /// `BATON_CLOSED` after `close()`.
+    #[napi(ts_return_type = "Promise<NativeLeader | null>")]
+    pub fn next<'e>(
+        &self,
+        env: &'e Env,
+        timeout_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+    ) -> Result<Object<'e>> {
+        let t = millis("timeoutMs", timeout_ms)?;
+        let (o, token) = (self.inner.clone(), token_of(cancel));
+        on_thread(env, "observe", move || {
+            let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(obs) = g.as_mut() else {
+                return Err(baton::Error::new(
+                    baton::ErrorKind::Closed,
+                    "the observer was closed",
+                ));
+            };
+            Ok(match obs.next(t, Some(&token))? {
+                baton::LeaderEvent::Leader(l) => Some(NativeLeader::from(l)),
+                baton::LeaderEvent::NoLeader => None,
+            })
+        })
+    }
+
+    /// Stops following (drops the subscription once a pending `next` has returned).
+    #[napi]
+    pub fn close(&self) {
+        if let Ok(mut g) = self.inner.try_lock() {
+            g.take();
+            return;
+        }
+        // A pending `next` holds the mutex: drop the observer once it returns, off the JS thread.
+        let o = self.inner.clone();
+        let _ = std::thread::Builder::new()
+            .name("baton-node-close".into())
+            .spawn(move || {
+                o.lock().unwrap_or_else(|p| p.into_inner()).take();
+            });
+    }
+}
+
+#[napi]
+impl NativeClient {
+    /// A lock on `key`; loss notifications go to `onLost(id, ...)`.
+    #[napi]
+    pub fn lock(
+        &self,
+        key: String,
+        value: Option<Buffer>,
+        session: Option<&NativeSession>,
+        id: u32,
+    ) -> Result<NativeLock> {
+        check_key(&key)?;
+        let mut o = baton::LockOptions::new();
+        if let Some(v) = value {
+            o = o.value(v.to_vec());
+        }
+        if let Some(s) = session {
+            o = o.session(s.inner.clone());
+        }
+        let l = self.inner.lock_with(&key, o).map_err(js_err)?;
+        l.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
+        Ok(NativeLock {
+            inner: OffThread::new(Arc::new(l)),
+        })
+    }
+
+    /// A semaphore with `limit` (decimal) slots on `prefix`.
+    #[napi]
+    pub fn semaphore(
+        &self,
+        prefix: String,
+        limit: String,
+        value: Option<Buffer>,
+        session: Option<&NativeSession>,
+        id: u32,
+    ) -> Result<NativeSemaphore> {
+        check_key(&prefix)?;
+        let limit = parse_u64("limit", &limit)?;
+        if limit == 0 {
+            return Err(invalid("limit must be positive"));
+        }
+        let mut o = baton::SemaphoreOptions::new();
+        if let Some(v) = value {
+            o = o.value(v.to_vec());
+        }
+        if let Some(s) = session {
+            o = o.session(s.inner.clone());
+        }
+        let s = self
+            .inner
+            .semaphore_with(&prefix, limit, o)
+            .map_err(js_err)?;
+        s.on_lost(lost_notifier(&self.lost, id, baton::SemaphoreLost::name));
+        Ok(NativeSemaphore {
+            inner: OffThread::new(Arc::new(s)),
+        })
+    }
+
+    /// An election on `key`.
+    #[napi]
+    pub fn election(
+        &self,
+        key: String,
+        session: Option<&NativeSession>,
+        id: u32,
+    ) -> Result<NativeElection> {
+        check_key(&key)?;
+        let mut o = baton::ElectionOptions::new();
+        if let Some(s) = session {
+            o = o.session(s.inner.clone());
+        }
+        let e = self.inner.election_with(&key, o).map_err(js_err)?;
+        e.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
+        Ok(NativeElection {
+            inner: OffThread::new(Arc::new(e)),
+            client: OffThread::new(self.inner.clone()),
+        })
+    }
+
+    /// The current leader of the election on `key`, or null.
+    #[napi(ts_return_type = "Promise<NativeLeader | null>")]
+    pub fn leader<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
+        check_key(&key)?;
+        let c = self.inner.clone();
+        on_thread(env, "leader", move || {
+            c.leader(&key).map(|l| l.map(NativeLeader::from))
+        })
+    }
+
+    /// Follows the election on `key`.
+    #[napi]
+    pub fn observe_leader(&self, key: String) -> Result<NativeObserver> {
+        check_key(&key)?;
+        let o = self.inner.observe_leader(&key).map_err(js_err)?;
+        Ok(NativeObserver::new(o))
+    }
+
+    /// Whether the sequencer (string form) is still current.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn check_sequencer<'e>(&self, env: &'e Env, sequencer: String) -> Result<Object<'e>> {
+        let seq = baton::Sequencer::parse(&sequencer).map_err(js_err)?;
+        let c = self.inner.clone();
+        on_thread(env, "check", move || c.check_sequencer(&seq))
+    }
+
+    /// Runs `ops` in one transaction behind a `check-session` of the sequencer's key.
+    #[napi(ts_return_type = "Promise<NativeKvEntry[]>")]
+    pub fn guarded_txn<'e>(
+        &self,
+        env: &'e Env,
+        sequencer: String,
+        ops: Vec<NativeTxnOp>,
+    ) -> Result<Object<'e>> {
+        let seq = baton::Sequencer::parse(&sequencer).map_err(js_err)?;
+        let ops = ops.into_iter().map(txn_op).collect::<Result<Vec<_>>>()?;
+        let c = self.inner.clone();
+        on_thread(env, "txn", move || {
+            c.guarded_txn(&seq, &ops)
+                .map(|v| v.into_iter().map(NativeKvEntry::from).collect::<Vec<_>>())
+        })
+    }
+}
