@@ -607,7 +607,10 @@ impl Lock {
                 }
                 let mut g = lock(&sh.inner);
                 g.value = value.to_vec();
-                // Observers in this process see the new value without waiting for a poll.
+                // Observers in this process see the new value without waiting for a
+                // poll (the txn answer carries no Value: it is the one we wrote).
+                let mut pair = pair;
+                pair.value.get_or_insert_with(|| value.to_vec());
                 if let Some(sub) = g.holding.as_ref().and_then(|h| h.sub.as_ref()) {
                     sub.learn(Some(pair.clone()), pair.modify_index);
                 }
@@ -799,7 +802,10 @@ impl LockShared {
             if free && retry_at.map_or(true, |t| t <= now) {
                 let value = lock(&self.inner).value.clone();
                 match self.attempt(session, &k, &value)? {
-                    Attempt::Acquired(p) => {
+                    Attempt::Acquired(mut p) => {
+                        // Consul's txn answer for a write carries no Value; the hub is
+                        // seeded with this entry, so give it the value we wrote.
+                        p.value.get_or_insert(value);
                         self.hold(session, p, sub.take())?;
                         return Ok(true);
                     }

@@ -266,3 +266,28 @@ fn an_observer_never_steps_back_to_an_old_leader_after_a_reconnect() {
         ErrorKind::Timeout
     );
 }
+
+/// Consul answers a txn write without the Value; the holder seeds its client's key
+/// hub from that answer, so an observer on the same client must still see the
+/// value written (found by the Node binding's tests).
+#[test]
+fn an_observer_on_the_campaigning_client_sees_the_campaign_and_proclaimed_values() {
+    let f = Fixture::start();
+    let key = unique("same-client-observer");
+    let c = f.client();
+    let e = c.election(&key).unwrap();
+    assert!(e.campaign(b"me", Some(PATIENCE), None).unwrap());
+    let mut obs = e.observe().unwrap();
+    let ev = obs.next(Some(PATIENCE), None).unwrap();
+    let LeaderEvent::Leader(l) = ev else {
+        panic!("expected a leader, got {ev:?}")
+    };
+    assert_eq!(l.value, b"me");
+    e.proclaim(b"me-again").unwrap();
+    let ev = obs.next(Some(PATIENCE), None).unwrap();
+    let LeaderEvent::Leader(l) = ev else {
+        panic!("expected a leader, got {ev:?}")
+    };
+    assert_eq!(l.value, b"me-again");
+    assert!(e.resign().unwrap());
+}
