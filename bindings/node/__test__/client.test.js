@@ -94,7 +94,7 @@ test('unreachable server is BATON_CONNECTION', async () => {
 
 test('waitLost: timeout, abort, and loss by another client', async () => {
   const c = new Client({ address: addr })
-  const s = await c.createSession({ ttlMs: 2000, lockDelayMs: 0 })
+  const s = await c.createSession({ ttlMs: 10000, lockDelayMs: 0 })
   assert.equal(s.isValid(), true)
   await assert.rejects(s.waitLost({ timeoutMs: 200 }), { code: 'BATON_TIMEOUT' })
   const ac = new AbortController()
@@ -110,7 +110,7 @@ test('waitLost: timeout, abort, and loss by another client', async () => {
 
 test('pending waits do not starve libuv: fs work completes while 64 waits are parked', async () => {
   const c = new Client({ address: addr })
-  const s = await c.createSession({ ttlMs: 2000 })
+  const s = await c.createSession({ ttlMs: 10000 })
   const ac = new AbortController()
   require('node:events').setMaxListeners(100, ac.signal)
   const waits = Array.from({ length: 64 }, () => s.waitLost({ signal: ac.signal }).catch((e) => e))
