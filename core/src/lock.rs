@@ -628,6 +628,15 @@ impl Lock {
     }
 }
 
+/// What a failed acquire may keep for the next one. A free key is worth keeping
+/// (the next acquire is one check-index txn, which also proves it current); a key
+/// held by another session is not: nothing watches it after we return, so the
+/// next try would believe a holder that may be long gone.
+fn cacheable(k: Known, session: &Session) -> Option<Known> {
+    let holder = k.entry.as_ref().and_then(|p| p.session.as_deref());
+    holder.map_or(true, |h| h == session.id()).then_some(k)
+}
+
 /// Go's `Destroy` for a lock or semaphore coordination key: delete it by CAS if it
 /// exists with `flags` and no session.
 pub(crate) fn destroy_key(
@@ -826,7 +835,7 @@ impl LockShared {
                 }
             }
             if deadline.is_some_and(|d| d <= Instant::now()) {
-                lock(&self.inner).known = Some(k);
+                lock(&self.inner).known = cacheable(k, session);
                 return Ok(false);
             }
             // Wait for the key to change, the retry time, or the deadline.
@@ -866,7 +875,7 @@ impl LockShared {
                 }
                 Woke::Tick => {
                     if deadline.is_some_and(|d| d <= Instant::now()) {
-                        lock(&self.inner).known = Some(k);
+                        lock(&self.inner).known = cacheable(k, session);
                         return Ok(false);
                     }
                     known = Some(k);

@@ -607,3 +607,24 @@ fn closing_a_client_releases_its_locks_before_destroying_the_session() {
         "the next holder paid lock-delay"
     );
 }
+
+/// A failed try must not leave a belief behind: after the holder releases, the
+/// next try-once of the waiter reads the key again and gets it (found by the Node
+/// binding's tests: it used to answer from the cached "held" view).
+#[test]
+fn a_try_after_a_failed_try_reads_the_key_again() {
+    let f = Fixture::start();
+    let key = unique("retry-try");
+    let (ca, cb) = (f.client(), f.client());
+    let a = ca.lock(&key).unwrap();
+    let b = cb.lock(&key).unwrap();
+    assert!(a.try_acquire().unwrap());
+    assert!(!b.try_acquire().unwrap());
+    assert!(!b.acquire(Some(Duration::from_millis(100)), None).unwrap());
+    assert!(a.release().unwrap());
+    assert!(
+        b.try_acquire().unwrap(),
+        "the key is free: a try-once must see it"
+    );
+    assert!(b.release().unwrap());
+}
