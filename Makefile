@@ -63,7 +63,7 @@ test-python: python-install
 ## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else
 ## starts the dev server; stops everything it started and checks that no session is left.
 DEMO_OUT := target/demo
-demo: python-install demo-workers
+demo: python-install node-build demo-workers
 	$(CARGO) build --release -p baton-devserver
 	$(PY) demo/run.py
 
@@ -74,9 +74,9 @@ demo-workers:
 	cc -std=c11 $(CWARN) -Iinclude demo/worker.c -Ltarget/debug/baton-lib -lbaton -pthread \
 		-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(DEMO_OUT)/worker
 
-## Rust, C, Python (and Node) processes contend for one lock and one 2-slot semaphore; an
+## Rust, C, Python and Node processes contend for one lock and one 2-slot semaphore; an
 ## external checker proves from their logs that no holdings overlapped and tokens only grew.
-test-cross: python-install demo-workers
+test-cross: python-install node-build demo-workers
 	$(CARGO) build -p baton-devserver -p baton-examples --bins
 	$(PY) tests/cross/run.py --self-test
 	$(PY) tests/cross/run.py

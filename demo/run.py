@@ -273,8 +273,6 @@ def main():
         log(f"CONSUL_HTTP_ADDR is unset: started baton-devserver at {addr}")
     fleet = Fleet(env)
     cmds = worker_commands()
-    if "node" not in cmds:
-        log("(no Node worker yet: demo/worker.js is missing)")
     ok = False
     try:
         leader_phase(fleet, cmds, ttl_ms, delay_ms)

@@ -1,0 +1,118 @@
+// The Node worker of `make demo` and of the cross-language test (demo/run.py and
+// tests/cross/run.py start it; `require('baton')` is bindings/node).
+//
+//   worker.js leader NAME KEY TTL_MS LOCK_DELAY_MS
+//   worker.js semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS
+//   worker.js contend NAME LOCK_KEY SEM_PREFIX ROUNDS
+//
+// Prints `@event t=<unix ms> ...` lines. SIGTERM aborts the pending wait (AbortSignal):
+// a leader resigns, anyone else stops; the client then closes, destroying its session.
+'use strict'
+
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { Client } = require(path.join(__dirname, '..', 'bindings', 'node'))
+
+const stop = new AbortController()
+process.on('SIGTERM', () => stop.abort())
+process.on('SIGINT', () => stop.abort())
+
+const event = (name, fields = {}) => {
+  const extra = Object.entries(fields).map(([k, v]) => ` ${k}=${v}`).join('')
+  console.log(`@${name} t=${Date.now()}${extra}`)
+}
+const aborted = (e) => e && e.name === 'AbortError'
+
+async function leader(client, name, key, ttlMs, lockDelayMs) {
+  const session = await client.createSession({ name: `demo-${name}`, ttlMs, lockDelayMs })
+  const election = client.election(key, { session })
+  event('campaigning')
+  try {
+    await election.campaign(name, { signal: stop.signal })
+  } catch (e) {
+    if (aborted(e)) return event('stopped')
+    throw e
+  }
+  event('leading', { token: election.sequencer.token })
+  try {
+    const why = await election.waitLost({ signal: stop.signal })
+    event('lost', { reason: why })
+    process.exitCode = 1
+  } catch (e) {
+    if (!aborted(e)) throw e
+    await election.resign()
+    event('resigned')
+  }
+}
+
+async function semaphore(client, name, prefix, limit, rounds, holdMs, ttlMs) {
+  const session = await client.createSession({ name: `demo-${name}`, ttlMs, lockDelayMs: 0, behavior: 'delete' })
+  const sem = client.semaphore(prefix, limit, { value: name, session })
+  try {
+    for (let i = 0; i < rounds; i++) {
+      await sem.acquire({ signal: stop.signal })
+      event('slot', { state: 'acquired' })
+      await sleep(holdMs)
+      event('slot', { state: 'releasing' })
+      await sem.release()
+    }
+    event('done')
+  } catch (e) {
+    if (!aborted(e)) throw e
+    event('stopped')
+  }
+}
+
+async function contend(client, name, key, prefix, rounds) {
+  // Microseconds since the epoch (the other languages read the wall clock the same way):
+  // the process's wall-clock origin plus the monotonic time since, to the microsecond.
+  const us = () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1000))
+  const value = `${name}:${process.pid}`
+  const lock = client.lock(key, { value })
+  for (let i = 0; i < rounds; i++) {
+    await lock.acquire({ timeoutMs: 60000 })
+    const start = us()
+    const token = lock.sequencer.token
+    await sleep(1)
+    const end = us()
+    await lock.release()
+    event('hold', { kind: 'lock', start, end, token })
+    const seen = await client.leader(key)
+    if (seen) event('saw', { value: seen.value.toString(), token: seen.token })
+  }
+  const sem = client.semaphore(prefix, 2, { value })
+  for (let i = 0; i < Math.floor(rounds / 2); i++) {
+    await sem.acquire({ timeoutMs: 60000 })
+    const start = us()
+    await sleep(2)
+    const end = us()
+    await sem.release()
+    event('hold', { kind: 'sem', start, end })
+  }
+  event('done')
+}
+
+async function main(argv) {
+  const [mode, name, ...rest] = argv
+  const client = new Client()
+  try {
+    if (mode === 'leader' && rest.length === 3) {
+      await leader(client, name, rest[0], Number(rest[1]), Number(rest[2]))
+    } else if (mode === 'semaphore' && rest.length === 5) {
+      const [prefix, limit, rounds, holdMs, ttlMs] = rest
+      await semaphore(client, name, prefix, Number(limit), Number(rounds), Number(holdMs), Number(ttlMs))
+    } else if (mode === 'contend' && rest.length === 3) {
+      await contend(client, name, rest[0], rest[1], Number(rest[2]))
+    } else {
+      console.error('usage: worker.js leader NAME KEY TTL_MS LOCK_DELAY_MS | semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS | contend NAME LOCK_KEY SEM_PREFIX ROUNDS')
+      process.exitCode = 2
+    }
+  } finally {
+    await client.close(5000)
+  }
+}
+
+main(process.argv.slice(2)).catch((e) => {
+  console.error(`${e.code || e.name}: ${e.message}`)
+  process.exitCode = 1
+})
