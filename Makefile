@@ -194,8 +194,8 @@ examples-c:
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
 
-## The README's Python and JavaScript snippets, run as written against a dev server (its C
-## snippet runs in examples-c, its Rust ones compile as doctests of the core crate).
+## The README's Rust, Python and JavaScript snippets, run as written against a dev server (its
+## C snippet runs in examples-c).
 test-readme: python-install node-build
 	$(CARGO) build -p baton-devserver
 	$(PY) tests/readme/run_snippets.py

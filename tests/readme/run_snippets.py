@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Runs README.md's Python and JavaScript snippets as written (`make test-readme`).
+"""Runs README.md's Rust, Python and JavaScript snippets as written (`make test-readme`).
 
-Each ```python block runs with this interpreter (the venv with the wheel), each
-```js block with node (`require('baton')` resolves to bindings/node), against a
-fresh baton-devserver whose address is in CONSUL_HTTP_ADDR. A block that defines
+Each ```rust block becomes a binary of a scratch Cargo project that depends on
+the core (and the dev server) by path, its body wrapped in `main` (rustdoc's
+hidden `# ` lines included, as rustdoc compiles them); each ```python block runs
+with this interpreter (the venv with the wheel); each ```js block with node
+(`require('baton')` resolves to bindings/node). All run against a fresh
+baton-devserver whose address is in CONSUL_HTTP_ADDR. A Python block that defines
 `async def main()` without running it gets `asyncio.run(main())` appended. The C
-snippet is built and run by examples/c/readme_snippet.sh; the Rust ones are
-compiled by `cargo test` (the README is a doctest of the core crate).
+snippet is built and run by examples/c/readme_snippet.sh.
 
 A snippet fails the run if it exits non-zero or takes longer than 60 s.
 """
@@ -22,6 +24,44 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def blocks(text, lang):
     return re.findall(rf"^```{lang}\n(.*?)^```$", text, flags=re.S | re.M)
+
+
+def rust_project(tmp, codes):
+    """A scratch crate with one binary per Rust block; returns the binaries' paths."""
+    proj = os.path.join(tmp, "rust")
+    os.makedirs(os.path.join(proj, "src", "bin"))
+    with open(os.path.join(proj, "Cargo.toml"), "w", encoding="utf-8") as f:
+        f.write(f"""[package]
+name = "readme-snippets"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+baton = {{ path = "{ROOT}/core" }}
+baton-devserver = {{ path = "{ROOT}/devserver" }}
+
+[workspace]
+""")
+    # The workspace's lock file: same versions, so the shared target dir is reused.
+    with open(os.path.join(ROOT, "Cargo.lock"), encoding="utf-8") as src, \
+            open(os.path.join(proj, "Cargo.lock"), "w", encoding="utf-8") as dst:
+        dst.write(src.read())
+    names = []
+    for i, code in enumerate(codes):
+        body = "\n".join(line[2:] if line.startswith("# ") else line
+                         for line in code.splitlines())
+        name = f"snippet{i + 1}"
+        with open(os.path.join(proj, "src", "bin", f"{name}.rs"), "w", encoding="utf-8") as f:
+            f.write("#![allow(unused)]\nfn main() {\n    let run = || {\n" + body +
+                    "\n    };\n    if let Err(e) = run() {\n        eprintln!(\"{e}\");\n"
+                    "        std::process::exit(1);\n    }\n}\n")
+        names.append(name)
+    target = os.path.join(ROOT, "target")
+    subprocess.run(["cargo", "build", "--quiet", "--bins", "--manifest-path",
+                    os.path.join(proj, "Cargo.toml")],
+                   env=dict(os.environ, CARGO_TARGET_DIR=target), check=True)
+    return [os.path.join(target, "debug", n) for n in names]
 
 
 def start_devserver():
@@ -47,6 +87,9 @@ def main():
         os.makedirs(os.path.join(tmp, "node_modules"))
         os.symlink(os.path.join(ROOT, "bindings", "node"), os.path.join(tmp, "node_modules", "baton"))
         runs = []
+        rust = rust_project(tmp, blocks(readme, r"rust(?:,no_run)?"))
+        for i, binary in enumerate(rust):
+            runs.append((f"rust #{i + 1}", None, None, [binary]))
         for i, code in enumerate(blocks(readme, "python")):
             if "async def main(" in code and "asyncio.run(main())" not in code:
                 code += "\nimport asyncio\nasyncio.run(main())\n"
@@ -55,11 +98,14 @@ def main():
             runs.append((f"js #{i + 1}", f"snippet{i}.js", code, ["node"]))
         try:
             for name, file, code, interp in runs:
-                path = os.path.join(tmp, file)
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(code)
+                argv = list(interp)
+                if file is not None:
+                    path = os.path.join(tmp, file)
+                    with open(path, "w", encoding="utf-8") as f:
+                        f.write(code)
+                    argv.append(path)
                 try:
-                    r = subprocess.run(interp + [path], cwd=tmp, env=env, capture_output=True,
+                    r = subprocess.run(argv, cwd=tmp, env=env, capture_output=True,
                                        text=True, timeout=60)
                     ok = r.returncode == 0
                     out = (r.stdout + r.stderr).strip()
