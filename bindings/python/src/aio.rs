@@ -67,7 +67,7 @@ fn start<T: Send + 'static>(
                 }
                 other => other,
             };
-            let _ = Python::try_attach(|py| {
+            let _ = crate::attach_from_thread(|py| {
                 let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
                     Ok(v) => match convert(py, v) {
                         Ok(obj) => (true, obj),

@@ -7,6 +7,7 @@
 mod aio;
 mod recipes;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,40 @@ use pyo3::types::{PyBytes, PyDict};
 /// How long a blocking call stays detached from the interpreter before it re-attaches to
 /// check for signals (Ctrl-C).
 const SLICE: Duration = Duration::from_millis(100);
+
+/// Baton threads inside the interpreter right now (see [`attach_from_thread`]).
+static ATTACHED: AtomicUsize = AtomicUsize::new(0);
+/// Set by the `atexit` hook: no baton thread enters the interpreter any more.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` attached to the interpreter from one of baton's threads (callbacks, log
+/// records, `baton.aio` results); `None` once the interpreter is exiting. Python code in
+/// `f` may hand the GIL to another thread; if finalization began meanwhile, CPython ends
+/// the thread when it asks for the GIL back and the process aborts. So the `atexit` hook
+/// ([`at_exit`]) stops new entries and waits for these sections before finalization.
+pub(crate) fn attach_from_thread<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    ATTACHED.fetch_add(1, Ordering::SeqCst);
+    let r = if EXITING.load(Ordering::SeqCst) {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    ATTACHED.fetch_sub(1, Ordering::SeqCst);
+    r
+}
+
+/// The `atexit` hook: no more callbacks or log records from baton's threads; waits (up
+/// to 5 s, detached from the interpreter) for those in progress.
+#[pyfunction]
+fn at_exit(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let end = Instant::now() + Duration::from_secs(5);
+        while ATTACHED.load(Ordering::SeqCst) > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
 
 /// Turns a core error into the matching `baton` exception (see `python/baton/_errors.py`).
 fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
@@ -277,8 +312,8 @@ impl Session {
         let callback = Arc::new(callback);
         self.inner.on_lost(move |reason| {
             let cb = callback.clone();
-            // try_attach: never panic while the interpreter is shutting down.
-            let _ = Python::try_attach(|py| {
+            // Never enters an interpreter that is shutting down.
+            let _ = attach_from_thread(|py| {
                 if let Err(err) = cb.call1(py, (reason.name(),)) {
                     err.write_unraisable(py, Some(cb.bind(py)));
                 }
@@ -319,7 +354,7 @@ impl log::Log for PyLogger {
             log::Level::Trace => 5,
         };
         let msg = record.args().to_string();
-        let _ = Python::try_attach(|py| -> PyResult<()> {
+        let _ = attach_from_thread(|py| -> PyResult<()> {
             let logger = py
                 .import("logging")?
                 .call_method1("getLogger", ("baton",))?;
@@ -349,6 +384,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Leader>()?;
     m.add_class::<recipes::Sequencer>()?;
     m.add_class::<aio::Pending>()?;
+    let hook = wrap_pyfunction!(at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (hook,))?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

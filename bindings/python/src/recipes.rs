@@ -140,7 +140,7 @@ fn register_lost<R: Copy + Send + 'static>(
     let callback = Arc::new(callback);
     Ok(move |reason: R| {
         let cb = callback.clone();
-        let _ = Python::try_attach(|py| {
+        let _ = crate::attach_from_thread(|py| {
             if let Err(err) = cb.call1(py, (name(reason),)) {
                 err.write_unraisable(py, Some(cb.bind(py)));
             }

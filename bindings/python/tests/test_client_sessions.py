@@ -161,3 +161,38 @@ def test_core_log_records_go_to_the_baton_logger(devserver, caplog):
     s.wait_lost(timeout=5)
     c.close()
     assert any(r.name == "baton" for r in caplog.records), "no record reached logging"
+
+
+EXIT_SCRIPT = r"""
+import sys, threading, time, urllib.request
+import baton
+
+addr = sys.argv[1]
+c = baton.Client(addr)
+s = c.create_session(ttl=10, lock_delay=0)
+started = threading.Event()
+
+def on_lost(reason):
+    started.set()
+    time.sleep(0.5)  # the GIL is released here while the main thread exits
+    print("callback finished:", reason, flush=True)
+
+s.on_lost(on_lost)
+req = urllib.request.Request(f"http://{addr}/v1/session/destroy/{s.id}", method="PUT", data=b"")
+urllib.request.urlopen(req, timeout=5).read()
+assert started.wait(10)
+print("main thread exits", flush=True)
+"""
+
+
+def test_exit_while_a_callback_runs_waits_for_it_instead_of_aborting(devserver):
+    """A callback thread that gave up the GIL as the interpreter began finalizing used to be
+    killed by CPython when it took the GIL back, aborting the process; baton's atexit hook
+    waits for it (ported from the helper's branch `py`)."""
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT, devserver], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, f"exit code {r.returncode}: {r.stderr[-2000:]}"
+    assert r.stdout.splitlines() == ["main thread exits", "callback finished: invalidated"], r.stdout
