@@ -196,6 +196,7 @@ impl KeySub {
             }
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut seeded: Vec<(Sender<()>, Option<Hook>, Option<KvPair>)> = Vec::new();
         let (id, interrupt) = {
             let mut st = lock(&group.state);
             let id = st.next_sub;
@@ -209,6 +210,13 @@ impl KeySub {
             if let Some((entry, as_of)) = seed {
                 let newer = ks.view.as_ref().map_or(true, |v| as_of > v.as_of);
                 if newer {
+                    // The other subscribers learn it now: the poll that later reports the
+                    // same entry at the same index is no change and wakes nobody.
+                    if ks.view.as_ref().map_or(true, |v| v.entry != entry) {
+                        for s in ks.subs.iter().filter(|s| s.id != id) {
+                            seeded.push((s.notify.clone(), s.hook.clone(), entry.clone()));
+                        }
+                    }
                     ks.view = Some(KeyView {
                         entry,
                         as_of,
@@ -225,6 +233,12 @@ impl KeySub {
                 };
             (id, interrupt)
         };
+        for (tx, hook, entry) in seeded {
+            if let Some(h) = hook {
+                h(entry.as_ref());
+            }
+            let _ = tx.try_send(());
+        }
         if interrupt {
             let _ = group.wake.try_send(());
             lock(&group.round).cancel();
@@ -488,6 +502,34 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seed_wakes_the_other_subscribers_of_the_key() {
+        // No server: the hub's poll fails and backs off; only the seed can wake `a`.
+        let client = crate::Client::builder()
+            .address("127.0.0.1:1")
+            .build()
+            .unwrap();
+        let core = client.core().clone();
+        let mut a = KeySub::new(&core, "seed/k", None, None).unwrap();
+        let _ = a.take_new();
+        let entry = KvPair {
+            key: "seed/k".into(),
+            value: Some(b"me".to_vec()),
+            flags: 0,
+            session: Some("s".into()),
+            lock_index: 1,
+            create_index: 5,
+            modify_index: 5,
+        };
+        let _b = KeySub::new(&core, "seed/k", Some((Some(entry.clone()), 5)), None).unwrap();
+        assert!(
+            a.changes().recv_timeout(Duration::from_secs(2)).is_ok(),
+            "the seed did not wake the other subscriber"
+        );
+        assert_eq!(a.take_new().and_then(|v| v.entry), Some(entry));
+        client.close(Duration::from_secs(5));
+    }
 
     #[test]
     fn groups_are_first_segments() {

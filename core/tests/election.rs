@@ -291,3 +291,29 @@ fn an_observer_on_the_campaigning_client_sees_the_campaign_and_proclaimed_values
     assert_eq!(l.value, b"me-again");
     assert!(e.resign().unwrap());
 }
+
+/// The holder seeds its client's key hub with its own write; an observer already
+/// waiting on the same client must be woken by that seed (the server's later answer
+/// at the same index is no change and wakes nobody). Repeated: the seed and the
+/// poll race.
+#[test]
+fn a_waiting_observer_on_the_campaigning_client_wakes_for_the_new_leader() {
+    let f = Fixture::start();
+    let c = f.client();
+    for round in 0..15 {
+        let key = unique(&format!("seed-wakes-{round}"));
+        let mut obs = c.observe_leader(&key).unwrap();
+        assert_eq!(
+            obs.next(Some(PATIENCE), None).unwrap(),
+            LeaderEvent::NoLeader
+        );
+        let e = c.election(&key).unwrap();
+        assert!(e.campaign(b"me", Some(PATIENCE), None).unwrap());
+        let ev = obs.next(Some(Duration::from_secs(5)), None).unwrap();
+        let LeaderEvent::Leader(l) = ev else {
+            panic!("round {round}: expected a leader, got {ev:?}")
+        };
+        assert_eq!(l.value, b"me", "round {round}");
+        assert!(e.resign().unwrap());
+    }
+}
