@@ -196,7 +196,7 @@ impl KeySub {
             }
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let mut seeded: Vec<(Sender<()>, Option<Hook>, Option<KvPair>)> = Vec::new();
+        let mut seeded: Vec<Wake> = Vec::new();
         let (id, interrupt) = {
             let mut st = lock(&group.state);
             let id = st.next_sub;
@@ -233,12 +233,7 @@ impl KeySub {
                 };
             (id, interrupt)
         };
-        for (tx, hook, entry) in seeded {
-            if let Some(h) = hook {
-                h(entry.as_ref());
-            }
-            let _ = tx.try_send(());
-        }
+        wake(seeded);
         if interrupt {
             let _ = group.wake.try_send(());
             lock(&group.round).cancel();
@@ -304,7 +299,7 @@ impl Drop for KeySub {
 /// Applies new views (only where `as_of` is not older than the known one), then
 /// notifies outside the lock: internal hooks first, then waiters.
 fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64, reset: bool) {
-    let mut notify: Vec<(Sender<()>, Option<Hook>, Option<KvPair>)> = Vec::new();
+    let mut notify: Vec<Wake> = Vec::new();
     {
         let mut st = lock(&group.state);
         let now = Instant::now();
@@ -333,7 +328,16 @@ fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64, reset:
             }
         }
     }
-    for (tx, hook, entry) in notify {
+    wake(notify);
+}
+
+/// A subscriber to wake about a new entry: its channel, its hook, the entry.
+type Wake = (Sender<()>, Option<Hook>, Option<KvPair>);
+
+/// Runs the hooks (internal ones first), then wakes the waiters; called with no
+/// hub lock held.
+fn wake(list: Vec<Wake>) {
+    for (tx, hook, entry) in list {
         if let Some(h) = hook {
             h(entry.as_ref());
         }

@@ -44,6 +44,28 @@ pub enum KvVerb {
 }
 
 impl KvVerb {
+    /// Every verb.
+    pub const ALL: [KvVerb; 13] = [
+        KvVerb::Set,
+        KvVerb::Cas,
+        KvVerb::Lock,
+        KvVerb::Unlock,
+        KvVerb::Get,
+        KvVerb::GetOrEmpty,
+        KvVerb::GetTree,
+        KvVerb::CheckSession,
+        KvVerb::CheckIndex,
+        KvVerb::CheckNotExists,
+        KvVerb::Delete,
+        KvVerb::DeleteCas,
+        KvVerb::DeleteTree,
+    ];
+
+    /// The verb with this wire name (`"check-session"`), if any.
+    pub fn parse(name: &str) -> Option<KvVerb> {
+        KvVerb::ALL.into_iter().find(|v| v.as_str() == name)
+    }
+
     /// The wire name, e.g. `"check-session"`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -276,6 +298,15 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_verb_parses_from_its_wire_name() {
+        for v in KvVerb::ALL {
+            assert_eq!(KvVerb::parse(v.as_str()), Some(v));
+        }
+        assert_eq!(KvVerb::parse("nope"), None);
+    }
+
     use super::*;
 
     #[test]

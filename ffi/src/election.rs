@@ -14,7 +14,9 @@ use crate::client::baton_client;
 use crate::error::{baton_result, Failure};
 use crate::hold::{baton_hold_lost, baton_lost_callback, free_handle, into_handle, Held};
 use crate::session::{baton_lost_reason, baton_session};
-use crate::util::{boundary, boundary_value, bytes_arg, check_pid, handle, null, str_arg};
+use crate::util::{
+    boundary, boundary_value, bytes_arg, check_pid, copy_bytes_out, handle, null, str_arg,
+};
 
 /// A participant in the leader election on one key (a lock whose value names
 /// the leader). Thread-safe. Freeing it while leading resigns.
@@ -270,27 +272,15 @@ pub unsafe extern "C" fn baton_election_leader(
             .as_ref()
             .map_or_else(baton_leader::none, baton_leader::of);
         let value = leader.map(|l| l.value).unwrap_or_default();
-        let fits = value.len() <= value_buf_len;
-        if fits && !value.is_empty() {
-            if value_buf.is_null() {
-                return Err(null("value_buf"));
-            }
-            // SAFETY: value_buf has value_buf_len >= value.len() writable bytes per the caller.
-            unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), value_buf, value.len()) };
+        // SAFETY: value_buf has value_buf_len writable bytes per the caller.
+        let copied =
+            unsafe { copy_bytes_out(&value, value_buf, value_buf_len, std::ptr::null_mut()) };
+        if copied.is_ok() && !value.is_empty() {
             out.value = value_buf;
         }
-        // SAFETY: checked non-NULL; writable per the caller.
+        // SAFETY: checked non-NULL; writable per the caller (filled also when too small).
         unsafe { leader_out.write(out) };
-        if !fits {
-            return Err(Failure::new(
-                baton_result::BATON_BUFFER_TOO_SMALL,
-                format!(
-                    "buffer of {value_buf_len} bytes, the leader's value has {}",
-                    value.len()
-                ),
-            ));
-        }
-        Ok(())
+        copied
     })
 }
 

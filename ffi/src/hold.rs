@@ -71,12 +71,6 @@ fn from_lock(l: LockLost) -> Why {
             baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
             baton_lost_reason::BATON_LOST_NONE,
         ),
-        // A reason added to the core later: the key is no longer ours.
-        #[allow(unreachable_patterns)]
-        _ => (
-            baton_hold_lost::BATON_HOLD_KEY_CHANGED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
     }
 }
 
@@ -93,11 +87,6 @@ fn from_semaphore(l: SemaphoreLost) -> Why {
         SemaphoreLost::SessionLost(r) => session_lost(r),
         SemaphoreLost::ClientClosed => (
             baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-        #[allow(unreachable_patterns)]
-        _ => (
-            baton_hold_lost::BATON_HOLD_REMOVED,
             baton_lost_reason::BATON_LOST_NONE,
         ),
     }

@@ -145,25 +145,7 @@ impl From<baton::KvPair> for NativeKvEntry {
 }
 
 fn verb_of(name: &str) -> Result<baton::KvVerb> {
-    use baton::KvVerb::*;
-    [
-        Set,
-        Cas,
-        Lock,
-        Unlock,
-        Get,
-        GetOrEmpty,
-        GetTree,
-        CheckSession,
-        CheckIndex,
-        CheckNotExists,
-        Delete,
-        DeleteCas,
-        DeleteTree,
-    ]
-    .into_iter()
-    .find(|v| v.as_str() == name)
-    .ok_or_else(|| invalid(format!("unknown transaction verb {name:?}")))
+    baton::KvVerb::parse(name).ok_or_else(|| invalid(format!("unknown transaction verb {name:?}")))
 }
 
 fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {

@@ -98,10 +98,6 @@ fn released(py: Python<'_>, was_held: bool) -> PyResult<Py<PyAny>> {
     }
 }
 
-fn lost_name(py: Python<'_>, name: &'static str) -> PyResult<Py<PyAny>> {
-    any(py, name)
-}
-
 fn leader_event(py: Python<'_>, ev: baton::LeaderEvent) -> PyResult<Py<PyAny>> {
     match ev {
         baton::LeaderEvent::Leader(inner) => any(py, Leader { inner }),
@@ -155,7 +151,7 @@ impl Lock {
             done,
             move |c| l.wait_lost(t, Some(c)).map(|r| r.name()),
             |_| {},
-            lost_name,
+            any,
         )
     }
 }
@@ -194,7 +190,7 @@ impl Semaphore {
             done,
             move |c| s.wait_lost(t, Some(c)).map(|r| r.name()),
             |_| {},
-            lost_name,
+            any,
         )
     }
 }
@@ -255,7 +251,7 @@ impl Election {
             done,
             move |c| e.wait_lost(t, Some(c)).map(|r| r.name()),
             |_| {},
-            lost_name,
+            any,
         )
     }
 }
