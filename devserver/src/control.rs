@@ -12,6 +12,19 @@
 //! | `PUT /_devserver/node/fail` / `node/heal` | agent node's `serfHealth` critical / passing |
 //! | `GET /_devserver/requests` / `DELETE` | request counts per route / reset them |
 //! | `GET /_devserver/status` | paused, latency, leader, current index |
+//!
+//! Faults that hit one client alone live beside these in `proxy.rs`: a `FaultProxy` in front
+//! of that client (in-process, or `baton-devserver proxy --to HOST:PORT` with its own control
+//! address) answers, under `/_proxy/` on that address:
+//!
+//! | request | effect |
+//! |---|---|
+//! | `PUT /_proxy/blackhole` | forward nothing either way and answer nothing; connections stay open |
+//! | `PUT /_proxy/delay?d=50ms[&jitter=20ms]` | delay each forwarded chunk, both ways (`d=0s` off) |
+//! | `PUT /_proxy/drop-after?bytes=N` | close each connection, open or new, after N more bytes |
+//! | `PUT /_proxy/reset` | reset (RST) every open connection; later ones work |
+//! | `PUT /_proxy/heal` | all proxy faults off; held bytes flow again, nothing is closed |
+//! | `GET /_proxy/status` | mode, delay, jitter, drop_after, connections, bytes each way |
 
 use hyper::Method;
 use serde_json::json;

@@ -18,6 +18,9 @@
 //!
 //! Fault controls are available both on the handle ([`DevServer::pause`], ...) and over HTTP
 //! under `/_devserver/`, outside Consul's `/v1/` namespace, for clients in other processes.
+//! Faults that hit one client alone (silence, latency, resets, truncated connections) come from
+//! a [`FaultProxy`] placed in front of that client, driven from its handle or over HTTP under
+//! `/_proxy/` (`baton-devserver proxy --to HOST:PORT` runs one as a process).
 
 mod acl;
 mod config;
@@ -25,6 +28,7 @@ mod control;
 mod godur;
 mod http;
 mod kv_endpoint;
+mod proxy;
 mod query;
 mod server;
 mod session_endpoint;
@@ -34,4 +38,5 @@ mod watch;
 
 pub use config::{Config, ConfigError};
 pub use godur::{format_go_duration, parse_go_duration};
+pub use proxy::{FaultProxy, ProxyFaults, ProxyStats};
 pub use server::{DevServer, RequestCounts};

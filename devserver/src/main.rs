@@ -3,15 +3,20 @@
 //! Prints exactly one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test
 //! fixtures in any language can start it with `--port 0` and read the address; everything
 //! else goes to stderr. Exits cleanly on SIGINT or SIGTERM.
+//!
+//! `baton-devserver proxy --to HOST:PORT` runs a fault proxy instead (see `FaultProxy`): it
+//! prints `BATON_PROXY_ADDR=<host:port> BATON_PROXY_CONTROL=<host:port>` when ready and serves
+//! the `/_proxy/` control API on the second address.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use baton_devserver::{parse_go_duration, Config, DevServer};
+use baton_devserver::{parse_go_duration, Config, DevServer, FaultProxy};
 
 const USAGE: &str = "usage: baton-devserver [options]
+       baton-devserver proxy --to HOST:PORT [--listen HOST:PORT] [--control HOST:PORT]
 
   --addr HOST:PORT           listen address (default 127.0.0.1:8500; port 0 picks a free port)
   --port N                   shorthand for --addr 127.0.0.1:N
@@ -26,7 +31,81 @@ const USAGE: &str = "usage: baton-devserver [options]
 
 Fault controls: PUT /_devserver/{pause,resume,restart,node/fail,node/heal},
 PUT /_devserver/latency?d=50ms, PUT /_devserver/leader?present=false,
-PUT /_devserver/session/invalidate/<id>, GET /_devserver/requests, GET /_devserver/status.";
+PUT /_devserver/session/invalidate/<id>, GET /_devserver/requests, GET /_devserver/status.
+
+Faults for one client alone: run `baton-devserver proxy --to HOST:PORT` and point that client
+at the proxy (`baton-devserver proxy --help` for its control API).";
+
+const PROXY_USAGE: &str = "usage: baton-devserver proxy --to HOST:PORT [options]
+
+A TCP fault proxy in front of a server (this dev server or a Consul agent): point one client at
+it to cut that client off, slow it or break its connections while others talk to the server
+directly. Prints one line to stdout when ready:
+BATON_PROXY_ADDR=<host:port> BATON_PROXY_CONTROL=<host:port>
+
+  --to HOST:PORT        the server to forward to (required)
+  --listen HOST:PORT    where clients connect (default 127.0.0.1:0, a free port)
+  --control HOST:PORT   the HTTP control API's address (default 127.0.0.1:0, a free port)
+  -h, --help            this text
+
+Control API (answers JSON `true`, or 400 with a message naming the bad parameter):
+  PUT /_proxy/blackhole                 forward nothing either way, answer nothing; connections
+                                        stay open and new ones are accepted (clients see silence)
+  PUT /_proxy/delay?d=50ms[&jitter=20ms]  delay each forwarded chunk by d (± jitter), both ways;
+                                        d=0s turns it off
+  PUT /_proxy/drop-after?bytes=N        close each connection, open or new, after N more bytes
+  PUT /_proxy/reset                     reset (RST) every open connection; later ones work
+  PUT /_proxy/heal                      all faults off; bytes a blackhole held flow again on the
+                                        same connections (nothing is closed)
+  GET /_proxy/status                    {mode, upstream, delay, jitter, drop_after,
+                                        connections: {accepted, open},
+                                        bytes: {to_upstream, to_client}}";
+
+/// What `baton-devserver proxy` was asked for.
+struct ProxyArgs {
+    to: SocketAddr,
+    listen: SocketAddr,
+    control: SocketAddr,
+}
+
+/// `HOST:PORT` (a name is resolved; the first address wins).
+fn socket_addr(flag: &str, v: &str) -> Result<SocketAddr, String> {
+    v.to_socket_addrs()
+        .map_err(|e| format!("{flag} {v:?}: {e} (want HOST:PORT)"))?
+        .next()
+        .ok_or_else(|| format!("{flag} {v:?}: no address (want HOST:PORT)"))
+}
+
+fn parse_proxy_args(args: &[String]) -> Result<ProxyArgs, String> {
+    let local = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (mut to, mut listen, mut control) = (None, local, local);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Err(String::new()),
+            "--to" => to = Some(socket_addr(flag, &value()?)?),
+            "--listen" => listen = socket_addr(flag, &value()?)?,
+            "--control" => control = socket_addr(flag, &value()?)?,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let to = to.ok_or("--to HOST:PORT is required")?;
+    Ok(ProxyArgs {
+        to,
+        listen,
+        control,
+    })
+}
 
 fn parse_args(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config {
@@ -96,6 +175,9 @@ fn main() -> ExitCode {
         .target(env_logger::Target::Stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("proxy") {
+        return run_proxy(&args[1..]);
+    }
     let cfg = match parse_args(&args) {
         Ok(c) => c,
         Err(e) if e.is_empty() => {
@@ -138,6 +220,62 @@ fn main() -> ExitCode {
     let sig = signals.wait();
     log::info!("baton-devserver: received {sig}, shutting down");
     server.stop();
+    ExitCode::SUCCESS
+}
+
+/// `baton-devserver proxy ...`.
+fn run_proxy(args: &[String]) -> ExitCode {
+    let pa = match parse_proxy_args(args) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{PROXY_USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("baton-devserver proxy: {e}\n\n{PROXY_USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let signals = match Signals::block() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baton-devserver proxy: cannot set up signal handling: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let proxy = match FaultProxy::start(pa.to, pa.listen) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("baton-devserver proxy: cannot listen on {}: {e}", pa.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let control = match proxy.serve_control(pa.control) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!(
+                "baton-devserver proxy: cannot listen on {} (control): {e}",
+                pa.control
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "BATON_PROXY_ADDR={} BATON_PROXY_CONTROL={control}",
+        proxy.addr()
+    );
+    let _ = out.flush();
+    drop(out);
+    log::info!(
+        "baton-devserver proxy listening on {}, forwarding to {}, control on {control}",
+        proxy.addr(),
+        pa.to
+    );
+    let sig = signals.wait();
+    log::info!("baton-devserver proxy: received {sig}, shutting down");
+    proxy.stop();
     ExitCode::SUCCESS
 }
 

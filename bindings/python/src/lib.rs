@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -78,14 +78,55 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
     build().unwrap_or_else(|err| err)
 }
 
-fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(PyValueError::new_err(format!(
-            "{name} must be a non-negative number of seconds, got {s}"
-        ))),
+/// The longest duration any parameter accepts, in seconds: `threading.TIMEOUT_MAX` on 64-bit
+/// Linux (`i64::MAX` nanoseconds, about 292 years). `threading.Lock().acquire(timeout=t)` and
+/// `time.sleep(t)` raise `OverflowError` beyond it; so does baton. Any `Instant` on a supported
+/// platform can have it added without overflowing, which the core relies on (it computes
+/// `Instant::now() + timeout`).
+pub(crate) const MAX_SECONDS: f64 = 9_223_372_036.0;
+
+/// Python's `repr` of a float (`1e+20`, `inf`, `nan`, `-0.5`), for error messages.
+pub(crate) fn float_repr(v: f64) -> String {
+    Python::attach(|py| {
+        pyo3::types::PyFloat::new(py, v)
+            .repr()
+            .map(|r| r.to_string())
+    })
+    .unwrap_or_else(|_| v.to_string())
+}
+
+/// A number of seconds from Python → `Duration` (`None` stays `None`). Like CPython's
+/// `threading` and `time.sleep`: NaN and negative values raise `ValueError`; values above
+/// [`MAX_SECONDS`] (infinity included) raise `OverflowError`. Both name the parameter.
+pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> {
+    let Some(s) = v else { return Ok(None) };
+    if s.is_nan() {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be a number of seconds, got nan"
+        )));
     }
+    if s < 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds, got {}",
+            float_repr(s)
+        )));
+    }
+    let too_large = || {
+        PyOverflowError::new_err(format!(
+            "{name} must be at most {MAX_SECONDS} seconds (about 292 years), got {}",
+            float_repr(s)
+        ))
+    };
+    if s > MAX_SECONDS {
+        return Err(too_large());
+    }
+    let d = Duration::try_from_secs_f64(s).map_err(|_| too_large())?;
+    // The core adds timeouts to `Instant::now()`; that must not overflow (a panic there
+    // would end a baton thread or surface as `PanicException`).
+    if Instant::now().checked_add(d).is_none() {
+        return Err(too_large());
+    }
+    Ok(Some(d))
 }
 
 /// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
@@ -282,7 +323,8 @@ impl Session {
     /// raises `baton.TimeoutError` when it passes first. Ctrl-C interrupts the wait.
     #[pyo3(signature = (timeout=None))]
     fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<&'static str> {
-        let end = seconds("timeout", timeout)?.map(|t| Instant::now() + t);
+        // `seconds` checked that the sum does not overflow.
+        let end = seconds("timeout", timeout)?.and_then(|t| Instant::now().checked_add(t));
         loop {
             let slice = match end {
                 Some(e) => e.saturating_duration_since(Instant::now()).min(SLICE),

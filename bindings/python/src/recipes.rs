@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::{seconds, to_py, Session, SLICE};
+use crate::{float_repr, seconds, to_py, Session, SLICE};
 
 /// Runs `call` on a helper thread with a cancel token; waits interruptibly. On a Python
 /// exception (Ctrl-C) the token is cancelled, `undo` runs on a successful late result,
@@ -67,9 +67,10 @@ fn acquire_timeout(blocking: bool, timeout: f64) -> PyResult<Option<Duration>> {
         return Ok(None);
     }
     if timeout < 0.0 {
-        return Err(PyValueError::new_err(
-            "timeout value must be a non-negative number or -1",
-        ));
+        return Err(PyValueError::new_err(format!(
+            "timeout must be a non-negative number of seconds or -1, got {}",
+            float_repr(timeout)
+        )));
     }
     seconds("timeout", Some(timeout))
 }
@@ -431,8 +432,9 @@ impl Election {
             .map_err(|e| to_py(py, e))
     }
 
-    /// An iterator over leader changes: yields a `Leader`, or None for "no leader". The
-    /// first item is the current state.
+    /// An iterator over leader changes: yields a `Leader`, or None for "no leader", and never
+    /// ends by itself (a `for` loop keeps receiving changes across failovers). The first item
+    /// is the current state.
     fn observe(&self, py: Python<'_>) -> PyResult<Observer> {
         let c = self.client.clone();
         let key = self.inner.key().to_string();
@@ -505,8 +507,13 @@ impl Observer {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Leader>> {
-        self.next(py, None)
+    /// Never ends: "no leader" is yielded as `None`. (pyo3 ends an iteration when
+    /// `__next__` returns a Rust `None`, so the Python `None` goes out as an object.)
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self.next(py, None)? {
+            Some(leader) => Py::new(py, leader)?.into_any(),
+            None => py.None(),
+        })
     }
 }
 

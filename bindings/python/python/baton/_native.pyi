@@ -4,7 +4,14 @@ __version__: str
 
 class Client:
     """A connection to Consul, configured from the CONSUL_* environment variables; keyword
-    arguments take precedence."""
+    arguments take precedence.
+
+    Every duration (``request_timeout``, ``ttl``, ``lock_delay``, ``timeout``) is a number of
+    seconds. As with ``threading.Lock.acquire`` and ``time.sleep``, NaN or a negative value
+    raises ``ValueError`` (except ``acquire``'s ``timeout=-1``: wait forever) and a value above
+    9223372036 seconds (``threading.TIMEOUT_MAX`` on 64-bit Linux, about 292 years; infinity
+    included) raises ``OverflowError``; both name the parameter. ``None`` means no limit where
+    it is accepted."""
 
     def __init__(
         self,
@@ -111,7 +118,10 @@ class Leader:
     def token(self) -> int: ...
 
 class Observer:
-    """Iterator over leader changes: a Leader, or None for no leader."""
+    """Iterator over leader changes: a Leader, or None for no leader. It never ends by
+    itself, so ``for leader in election.observe():`` keeps receiving changes across
+    failovers (``None`` between two leaders); errors are raised. The first item is the
+    current state. ``baton.aio``'s ``async for`` yields the same items."""
 
     def next(self, timeout: Optional[float] = None) -> Optional[Leader]: ...
     def __iter__(self) -> "Observer": ...

@@ -191,7 +191,8 @@ class Election:
 
     async def observe(self) -> AsyncIterator[Optional[Leader]]:
         """Leader changes as an async iterator: a :class:`baton.Leader`, or None for
-        "no leader"; the first item is the current state."""
+        "no leader" (the iteration goes on across failovers, like the synchronous
+        ``for leader in election.observe()``); the first item is the current state."""
         observer = self.sync.observe()
         while True:
             yield await _run(observer._start_next, None)
