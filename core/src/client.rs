@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, HookGuard};
+use crate::cleanup::{Cleanup, Task};
 use crate::config::ClientBuilder;
 use crate::dispatcher::{Dispatcher, Job};
 use crate::error::{Error, ErrorKind, Result};
@@ -32,6 +33,7 @@ struct Runtime {
     renewer: Option<Renewer>,
     monitor: Option<Worker>,
     dispatcher: Option<Dispatcher>,
+    cleanup: Option<Cleanup>,
 }
 
 /// Everything a client and its threads share.
@@ -129,6 +131,26 @@ impl Core {
         }
     }
 
+    /// Queues a clean-up task on the clean-up thread (started on first use).
+    fn clean_up(&self, client: WeakClient, task: Task) {
+        if self.closing.is_cancelled() {
+            return;
+        }
+        let mut rt = lock(&self.runtime);
+        if rt.cleanup.is_none() {
+            match Cleanup::start(self.closing.clone()) {
+                Ok(c) => rt.cleanup = Some(c),
+                Err(e) => {
+                    log::error!("baton: cannot start the clean-up thread: {e}");
+                    return;
+                }
+            }
+        }
+        if let Some(c) = &rt.cleanup {
+            c.post(client, task);
+        }
+    }
+
     /// Sessions that are still tracked and not lost.
     pub(crate) fn live_sessions(&self) -> Vec<Arc<SessionShared>> {
         lock(&self.sessions)
@@ -162,7 +184,10 @@ impl Core {
     }
 
     fn close(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        // A timeout too large to represent waits as long as anything can.
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         if self.closed.swap(true, Ordering::SeqCst) {
             return true;
         }
@@ -188,6 +213,9 @@ impl Core {
         }
         if let Some(mut d) = rt.dispatcher {
             ok &= d.worker.join_until(deadline);
+        }
+        if let Some(mut c) = rt.cleanup {
+            ok &= c.worker.join_until(deadline);
         }
         *lock(&self.default_session) = None;
         *lock(&self.semaphore_session) = None;
@@ -279,12 +307,25 @@ impl Drop for Handle {
 /// one set of background threads).
 ///
 /// Threads are started on demand, not at creation: a renewer, a lease
-/// timer, a session monitor and a callback dispatcher once a managed session exists, and one
-/// thread per watched key. [`Client::close`] (or dropping the last clone)
+/// timer, a session monitor and a callback dispatcher once a managed session exists, one
+/// thread per watched key, and a clean-up thread once a loss leaves a request to make
+/// (an unlock owed after a lost lease, a semaphore slot to give back). [`Client::close`] (or dropping the last clone)
 /// destroys the sessions it created and joins them all.
 #[derive(Clone)]
 pub struct Client {
     handle: Arc<Handle>,
+}
+
+/// A client reference that does not keep it open (for queued clean-ups).
+#[derive(Clone)]
+pub(crate) struct WeakClient {
+    handle: std::sync::Weak<Handle>,
+}
+
+impl WeakClient {
+    pub(crate) fn upgrade(&self) -> Option<Client> {
+        self.handle.upgrade().map(|handle| Client { handle })
+    }
 }
 
 impl fmt::Debug for Client {
@@ -338,13 +379,40 @@ impl Client {
         self.core().transport.base()
     }
 
+    /// Sends a request, bounded by the calling thread's call scope (the time
+    /// left of an acquire's deadline; see `scope`).
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
         self.core().check_usable()?;
-        self.core().transport.send_on(
-            &self.core().transport_agent(),
-            req,
-            Some(&self.core().closing),
-        )
+        let (left, cancel) = crate::scope::limits(&req.endpoint())?;
+        let agent = self.core().transport_agent();
+        let closing = Some(&self.core().closing);
+        if left.is_none() && cancel.is_none() {
+            return self.core().transport.send_on(&agent, req, closing);
+        }
+        let mut bounded = req.clone();
+        if let Some(left) = left {
+            bounded.timeout = Some(bounded.timeout.map_or(left, |t| t.min(left)));
+        }
+        if bounded.cancel.is_none() {
+            bounded.cancel = cancel;
+        }
+        self.core().transport.send_on(&agent, &bounded, closing)
+    }
+
+    /// A handle that does not keep the client open.
+    pub(crate) fn downgrade(&self) -> WeakClient {
+        WeakClient {
+            handle: Arc::downgrade(&self.handle),
+        }
+    }
+
+    /// Queues best-effort clean-up work (see `cleanup`): it runs on the
+    /// client's clean-up thread, never on the caller's or a signal's path.
+    pub(crate) fn clean_up(
+        &self,
+        task: impl FnMut(&Client) -> crate::cleanup::Next + Send + 'static,
+    ) {
+        self.core().clean_up(self.downgrade(), Box::new(task));
     }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {

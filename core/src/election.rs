@@ -248,7 +248,7 @@ impl Observer {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<LeaderEvent> {
-        let end = timeout.map(|t| Instant::now() + t);
+        let end = crate::scope::deadline_after(timeout);
         let never = crossbeam_channel::never();
         let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
         let closed = self.client.core().closing.receiver();

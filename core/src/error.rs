@@ -81,7 +81,10 @@ impl fmt::Display for ErrorKind {
 pub struct TxnOpError {
     /// Index of the failing operation in the request.
     pub op_index: usize,
-    /// Consul's description, e.g. `failed to lock key "k", lock is already held`.
+    /// Consul's description, e.g. `failed to lock key "k", lock is already held`,
+    /// exactly as sent (for matching; the error's message shows it escaped and
+    /// bounded, see [`Error::message`]). It may hold anything a server put there:
+    /// escape it before printing it on its own.
     pub what: String,
 }
 
@@ -101,10 +104,15 @@ pub struct Error {
 
 impl Error {
     /// A new error of `kind` with a human-readable message.
+    ///
+    /// The message is made printable on one line (control characters such as
+    /// ESC, NUL or CR escaped as `\u{1b}`, `\u{0}`, `\r`) and bounded to 2048
+    /// bytes plus a `… (N bytes)` marker, so a message that quotes something a
+    /// server sent can never carry terminal escapes or megabytes of text.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
-            message: message.into(),
+            message: bounded(message.into(), MESSAGE_MAX),
             status: None,
             endpoint: None,
             server_text: None,
@@ -122,35 +130,55 @@ impl Error {
     }
 
     pub(crate) fn with_endpoint(mut self, endpoint: impl Into<String>) -> Error {
-        self.endpoint = Some(endpoint.into());
+        self.endpoint = Some(bounded(endpoint.into(), MESSAGE_MAX));
         self
     }
 
     /// An error built from a non-success HTTP answer.
+    ///
+    /// The kind is chosen from the whole raw body (Consul's texts such as
+    /// `invalid session` are matched there); what the error keeps and shows is
+    /// the printable, bounded form of it.
     pub(crate) fn from_status(endpoint: String, status: u16, body: &[u8]) -> Error {
-        let text = String::from_utf8_lossy(body).trim().to_string();
-        let kind = classify_status(status, &text);
-        let message = if text.is_empty() {
+        let raw = body.trim_ascii();
+        let kind = classify_status(status, &String::from_utf8_lossy(raw));
+        let message = if raw.is_empty() {
             format!("Consul answered {status}")
         } else {
-            format!("Consul answered {status}: {text}")
+            format!(
+                "Consul answered {status}: {}",
+                printable(raw, SHOWN_TEXT_MAX)
+            )
         };
         Error {
             kind,
-            message,
+            message: bounded(message, MESSAGE_MAX),
             status: Some(status),
             endpoint: Some(endpoint),
-            server_text: Some(text),
+            server_text: Some(printable(raw, SERVER_TEXT_MAX)),
             txn_errors: Vec::new(),
             source: None,
         }
     }
 
+    /// A failed transaction. `errors` keep Consul's `What` texts as sent (callers
+    /// match on them); the message shows at most [`TXN_ERRORS_SHOWN`] of them,
+    /// each printable and bounded.
     pub(crate) fn txn_conflict(endpoint: String, errors: Vec<TxnOpError>) -> Error {
-        let list: Vec<String> = errors
+        let mut list: Vec<String> = errors
             .iter()
-            .map(|e| format!("op {}: {}", e.op_index, e.what))
+            .take(TXN_ERRORS_SHOWN)
+            .map(|e| {
+                format!(
+                    "op {}: {}",
+                    e.op_index,
+                    printable(e.what.as_bytes(), SHOWN_TEXT_MAX)
+                )
+            })
             .collect();
+        if errors.len() > TXN_ERRORS_SHOWN {
+            list.push(format!("and {} more", errors.len() - TXN_ERRORS_SHOWN));
+        }
         let kind = if errors.iter().any(|e| e.what.contains("Permission denied")) {
             ErrorKind::PermissionDenied
         } else {
@@ -158,7 +186,10 @@ impl Error {
         };
         Error {
             kind,
-            message: format!("transaction failed: {}", list.join("; ")),
+            message: bounded(
+                format!("transaction failed: {}", list.join("; ")),
+                MESSAGE_MAX,
+            ),
             status: Some(409),
             endpoint: Some(endpoint),
             server_text: None,
@@ -188,6 +219,11 @@ impl Error {
     }
 
     /// Consul's own error text (the trimmed plain-text body), if any.
+    ///
+    /// It is in printable form: invalid UTF-8 replaced, control characters
+    /// escaped (`\u{1b}`, `\n`), and cut after 4096 bytes with a `… (N bytes)`
+    /// marker. Consul's own texts are short and printable, so they
+    /// arrive unchanged.
     pub fn server_text(&self) -> Option<&str> {
         self.server_text.as_deref()
     }
@@ -197,9 +233,93 @@ impl Error {
         &self.txn_errors
     }
 
-    /// The message without the endpoint prefix.
+    /// The message without the endpoint prefix: one printable line of at most
+    /// about 2 KiB (text from a server is escaped, and quoted only up to 512
+    /// bytes).
     pub fn message(&self) -> &str {
         &self.message
+    }
+}
+
+/// Most bytes of a server's text that an error message quotes (after escaping);
+/// the rest is replaced by a `… (N bytes)` marker.
+pub(crate) const SHOWN_TEXT_MAX: usize = 512;
+
+/// Most bytes of Consul's text kept in [`Error::server_text`].
+pub(crate) const SERVER_TEXT_MAX: usize = 4096;
+
+/// Most bytes of any error message (before the `… (N bytes)` marker).
+pub(crate) const MESSAGE_MAX: usize = 2048;
+
+/// How many failing transaction operations a message lists (all of them stay in
+/// [`Error::txn_errors`]).
+const TXN_ERRORS_SHOWN: usize = 8;
+
+/// Whether `c` must not appear as is in a one-line message: C0/C1 controls and
+/// DEL (ESC, NUL, CR, LF, …), Unicode line/paragraph separators, and the
+/// invisible direction overrides that can make text read differently than it is.
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
+/// Appends `c`, escaped if needed (`\t`, `\n`, `\r`, otherwise `\u{..}`).
+fn push_char(out: &mut String, c: char) {
+    use std::fmt::Write as _;
+    if !needs_escape(c) {
+        out.push(c);
+        return;
+    }
+    match c {
+        '\t' => out.push_str("\\t"),
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        _ => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+}
+
+/// Text that came from outside (a response body, a value in an answer), made
+/// safe to show on one line: invalid UTF-8 becomes U+FFFD, control characters
+/// are escaped visibly (see [`needs_escape`]), and once the escaped text would
+/// pass `max` bytes it is cut and `… (N bytes)` (N = the length of `raw`) is
+/// appended. Only the part that is shown is examined, so a huge `raw` costs
+/// no more than a short one.
+pub(crate) fn printable(raw: &[u8], max: usize) -> String {
+    let mut out = String::with_capacity(raw.len().min(max) + 24);
+    for chunk in raw.utf8_chunks() {
+        let invalid = (!chunk.invalid().is_empty()).then_some('\u{fffd}');
+        for c in chunk.valid().chars().chain(invalid) {
+            let before = out.len();
+            push_char(&mut out, c);
+            if out.len() > max {
+                out.truncate(before);
+                out.push_str(&format!("\u{2026} ({} bytes)", raw.len()));
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// `message` unchanged when it is already one printable line of at most `max`
+/// bytes (the usual case), else its [`printable`] form.
+fn bounded(message: String, max: usize) -> String {
+    if message.len() <= max && !message.chars().any(needs_escape) {
+        message
+    } else {
+        printable(message.as_bytes(), max)
     }
 }
 
@@ -243,10 +363,20 @@ impl fmt::Debug for Error {
             .field("status", &self.status)
             .field("endpoint", &self.endpoint);
         if !self.txn_errors.is_empty() {
-            d.field("txn_errors", &self.txn_errors);
+            // Shown like the message: escaped, bounded, the first few only.
+            let shown: Vec<(usize, String)> = self
+                .txn_errors
+                .iter()
+                .take(TXN_ERRORS_SHOWN)
+                .map(|e| (e.op_index, printable(e.what.as_bytes(), SHOWN_TEXT_MAX)))
+                .collect();
+            d.field("txn_errors", &shown);
+            if self.txn_errors.len() > TXN_ERRORS_SHOWN {
+                d.field("txn_errors_total", &self.txn_errors.len());
+            }
         }
         if let Some(s) = &self.source {
-            d.field("source", &s.to_string());
+            d.field("source", &printable(s.to_string().as_bytes(), MESSAGE_MAX));
         }
         d.finish()
     }
@@ -302,5 +432,158 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         let e = Error::from_status("PUT /v1/session/renew/x".into(), 404, b"");
         assert_eq!(e.kind(), ErrorKind::NotFound);
+    }
+    /// No character that could move the cursor, recolour, or break the line.
+    fn one_printable_line(s: &str) -> bool {
+        !s.chars().any(needs_escape)
+    }
+
+    #[test]
+    fn printable_escapes_controls_visibly() {
+        let raw = "a\u{1b}[31mred\u{0}\r\n\tb\u{7f}\u{9b}c\u{202e}d\u{2028}e \"q\" \u{fc}";
+        let p = printable(raw.as_bytes(), 512);
+        assert_eq!(
+            p,
+            "a\\u{1b}[31mred\\u{0}\\r\\n\\tb\\u{7f}\\u{9b}c\\u{202e}d\\u{2028}e \"q\" \u{fc}"
+        );
+        assert!(one_printable_line(&p));
+        // Consul's texts pass unchanged.
+        let consul =
+            "Permission denied: token with AccessorID 'x' lacks permission 'key:write' on \"k\"";
+        assert_eq!(printable(consul.as_bytes(), 512), consul);
+        assert_eq!(printable(b"", 512), "");
+    }
+
+    #[test]
+    fn printable_replaces_invalid_utf8() {
+        assert_eq!(
+            printable(b"ok\xff\xfe!\xe2\x82", 512),
+            "ok\u{fffd}\u{fffd}!\u{fffd}"
+        );
+    }
+
+    #[test]
+    fn printable_cuts_long_text_with_a_marker() {
+        let big = vec![b'x'; 10 * 1024 * 1024];
+        let p = printable(&big, 512);
+        assert_eq!(p, format!("{}\u{2026} (10485760 bytes)", "x".repeat(512)));
+        // Escapes are never cut in half, and the bound holds after escaping.
+        let escs = "\u{1b}".repeat(600);
+        let p = printable(escs.as_bytes(), 512);
+        let shown = p.split('\u{2026}').next().unwrap();
+        assert!(shown.len() <= 512);
+        assert_eq!(shown.len() % "\\u{1b}".len(), 0);
+        assert!(p.ends_with("(600 bytes)"));
+        // Multi-byte characters are not split either.
+        let p = printable("\u{fc}".repeat(300).as_bytes(), 5);
+        assert_eq!(p, "\u{fc}\u{fc}\u{2026} (600 bytes)");
+        // Text that fits exactly is not marked.
+        assert_eq!(printable(&big[..512], 512), "x".repeat(512));
+    }
+
+    #[test]
+    fn status_errors_match_on_the_raw_body_and_show_a_bounded_line() {
+        // The machine-relevant text lies beyond what is shown.
+        let mut body = b"\x1b[2J\x1b[31m".to_vec();
+        body.extend(std::iter::repeat(b'y').take(5000));
+        body.extend_from_slice(b" rpc error: invalid session \"abc\"\0\n");
+        let e = Error::from_status("PUT /v1/kv/a".into(), 500, &body);
+        assert_eq!(e.kind(), ErrorKind::SessionInvalidated);
+        assert!(e
+            .message()
+            .starts_with("Consul answered 500: \\u{1b}[2J\\u{1b}[31myyy"));
+        assert!(e
+            .message()
+            .ends_with(&format!("({} bytes)", body.len() - 1)));
+        assert!(e.message().len() < 600);
+        assert!(one_printable_line(&e.to_string()));
+        let st = e.server_text().unwrap();
+        assert!(one_printable_line(st) && st.len() < 4200, "{st}");
+        let dbg = format!("{e:?}");
+        assert!(one_printable_line(&dbg) && dbg.len() < 5000);
+
+        let huge = vec![b'z'; 10 * 1024 * 1024];
+        let e = Error::from_status("GET /v1/kv/a".into(), 503, &huge);
+        assert_eq!(e.kind(), ErrorKind::Server);
+        assert!(e.to_string().len() < 600);
+        assert!(e.to_string().ends_with("\u{2026} (10485760 bytes)"));
+        assert!(e.server_text().unwrap().len() < 4200);
+
+        // Every text the kinds depend on still classifies.
+        for (status, text, kind) in [
+            (500, "Permission denied: x", ErrorKind::PermissionDenied),
+            (500, "ACL not found", ErrorKind::PermissionDenied),
+            (500, "missing session", ErrorKind::InvalidArgument),
+            (
+                500,
+                "Invalid Behavior setting 'x'",
+                ErrorKind::InvalidArgument,
+            ),
+            (500, "No cluster leader", ErrorKind::Server),
+            (500, "Raft leader not found", ErrorKind::Server),
+        ] {
+            let mut body = b"\n\t ".to_vec();
+            body.extend_from_slice(text.as_bytes());
+            body.extend_from_slice(b"\r\n");
+            let e = Error::from_status("GET /x".into(), status, &body);
+            assert_eq!(e.kind(), kind, "{text}");
+            assert_eq!(e.server_text(), Some(text));
+        }
+    }
+
+    #[test]
+    fn txn_conflicts_keep_raw_texts_and_show_escaped_ones() {
+        let what = format!(
+            "failed to lock key \"{}\u{1b}[0m\", lock delay",
+            "k".repeat(3000)
+        );
+        let errors: Vec<TxnOpError> = (0..20)
+            .map(|i| TxnOpError {
+                op_index: i,
+                what: what.clone(),
+            })
+            .collect();
+        let e = Error::txn_conflict("PUT /v1/txn".into(), errors);
+        assert_eq!(e.kind(), ErrorKind::Conflict);
+        // Callers match on the raw texts, past the shown part.
+        assert_eq!(e.txn_errors().len(), 20);
+        assert!(e.txn_errors()[0].what.ends_with("lock delay"));
+        assert!(one_printable_line(e.message()));
+        assert!(
+            e.message().len() <= MESSAGE_MAX + 32,
+            "{}",
+            e.message().len()
+        );
+        assert!(e
+            .message()
+            .starts_with("transaction failed: op 0: failed to lock key"));
+        let dbg = format!("{e:?}");
+        assert!(one_printable_line(&dbg));
+        assert!(dbg.len() < 8000, "{}", dbg.len());
+        assert!(dbg.contains("txn_errors_total: 20"));
+
+        let few = Error::txn_conflict(
+            "PUT /v1/txn".into(),
+            vec![TxnOpError {
+                op_index: 1,
+                what: "Permission denied\u{7}".into(),
+            }],
+        );
+        assert_eq!(few.kind(), ErrorKind::PermissionDenied);
+        assert_eq!(
+            few.message(),
+            "transaction failed: op 1: Permission denied\\u{7}"
+        );
+    }
+
+    #[test]
+    fn every_message_is_one_bounded_line() {
+        let e = Error::new(ErrorKind::BadResponse, "got \u{1b}]0;title\u{7}\nnext");
+        assert_eq!(e.message(), "got \\u{1b}]0;title\\u{7}\\nnext");
+        let e = Error::new(ErrorKind::BadResponse, "v".repeat(100_000));
+        assert!(e.message().len() <= MESSAGE_MAX + 32);
+        assert!(e.message().ends_with("(100000 bytes)"));
+        let plain = "session is gone (404 Session id 'x' not found)";
+        assert_eq!(Error::new(ErrorKind::NotFound, plain).message(), plain);
     }
 }

@@ -20,6 +20,73 @@ pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 /// Consul's maximum blocking wait.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
 
+/// The largest response body baton accepts from Consul: 64 MiB (after
+/// decompression).
+///
+/// The biggest answers baton asks for legitimately are a transaction of
+/// Consul's maximum 64 operations that each read a value of Consul's default
+/// maximum size (`kv_max_value_size`, 512 KiB), about 43 MiB as base64 in JSON,
+/// and recursive listings of a prefix, which for the prefixes baton's recipes
+/// use are far smaller. Anything bigger is not a sane answer for a lock
+/// library to hold in memory: the call fails with [`ErrorKind::BadResponse`]
+/// instead. One answer costs at most about this much memory while it is read
+/// (plus what decoding it builds).
+pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes of compressed (gzip) body read at most, so that a stream that inflates
+/// to nothing cannot keep a call busy forever either.
+const MAX_COMPRESSED_BYTES: u64 = 2 * MAX_RESPONSE_BYTES as u64;
+
+/// Capacity reserved up front for a body of unknown length.
+const INITIAL_BODY_CAPACITY: usize = 8 * 1024;
+
+/// The message of an answer over [`MAX_RESPONSE_BYTES`].
+fn too_large_message() -> String {
+    format!(
+        "response body exceeds the {} MiB limit for Consul answers",
+        MAX_RESPONSE_BYTES / (1024 * 1024)
+    )
+}
+
+/// Reads a whole response body of at most [`MAX_RESPONSE_BYTES`] decoded bytes.
+///
+/// ureq's own limit counts the bytes on the wire, before gzip decoding (which
+/// ureq asks for), so it cannot bound the memory of a small body that inflates
+/// to gigabytes; and its buffer doubles, so it can hold twice the limit. This
+/// counts decoded bytes, refuses an announced `Content-Length` over the cap
+/// before reading, reserves exactly an announced length, and otherwise grows
+/// its buffer by doubling up to the cap and never beyond.
+fn read_body(body: &mut ureq::Body) -> std::result::Result<Vec<u8>, ureq::Error> {
+    use std::io::Read as _;
+    let cap = MAX_RESPONSE_BYTES;
+    let announced = body.content_length();
+    if announced.is_some_and(|n| n > cap as u64) {
+        return Err(ureq::Error::BodyExceedsLimit(cap as u64));
+    }
+    let mut reader = body.with_config().limit(MAX_COMPRESSED_BYTES).reader();
+    let mut buf: Vec<u8> = Vec::with_capacity(match announced {
+        Some(n) => n as usize,
+        None => INITIAL_BODY_CAPACITY,
+    });
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ureq::Error::from(e)),
+        };
+        if n > cap - buf.len() {
+            return Err(ureq::Error::BodyExceedsLimit(cap as u64));
+        }
+        if n > buf.capacity() - buf.len() {
+            let target = (buf.capacity() * 2).max(buf.len() + n).min(cap);
+            buf.reserve_exact(target - buf.len());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// Meta data Consul sends with read answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueryMeta {
@@ -145,6 +212,7 @@ fn encode(s: &str, keep_slash: bool) -> String {
 }
 
 /// One request to Consul.
+#[derive(Clone)]
 pub(crate) struct Request {
     pub(crate) method: &'static str,
     /// Already encoded path under the API root, e.g. `/v1/kv/a%20b`.
@@ -471,11 +539,7 @@ impl Transport {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
         };
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(256 * 1024 * 1024)
-            .read_to_vec()?;
+        let body = read_body(resp.body_mut())?;
         Ok(Response { status, body, meta })
     }
 
@@ -606,7 +670,7 @@ fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bo
         ureq::Error::TooManyRedirects | ureq::Error::RedirectFailed => {
             (ErrorKind::InvalidArgument, format!("redirected: {e}"))
         }
-        ureq::Error::BodyExceedsLimit(_) => (ErrorKind::BadResponse, e.to_string()),
+        ureq::Error::BodyExceedsLimit(_) => (ErrorKind::BadResponse, too_large_message()),
         ureq::Error::Protocol(_) => (ErrorKind::BadResponse, format!("HTTP protocol error: {e}")),
         _ => (ErrorKind::Connection, e.to_string()),
     };

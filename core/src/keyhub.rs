@@ -455,6 +455,10 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
             index = 0;
             continue;
         }
+        // From here on, a subscriber that joins now gets this answer although it
+        // was made before it joined: why subscribers seed with their own view.
+        #[cfg(test)]
+        failpoint::hit(&group.name);
         match result {
             Ok((entries, meta)) => {
                 backoff.reset();
@@ -489,8 +493,15 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                 index = next_index(index, meta.index);
             }
             Err(e) => {
-                log::debug!("baton key hub {:?}: {e}", group.name);
-                lock(&group.state).last_error = Some(e.to_string());
+                let mut st = lock(&group.state);
+                // An answer we cannot decode will not decode on retry: say so once.
+                if e.kind() == ErrorKind::BadResponse && st.last_error.is_none() {
+                    log::warn!("baton key hub {:?}: {e}", group.name);
+                } else {
+                    log::debug!("baton key hub {:?}: {e}", group.name);
+                }
+                st.last_error = Some(e.to_string());
+                drop(st);
                 index = 0;
                 agent = None;
                 let pause = backoff.next();
@@ -499,6 +510,40 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                     default(pause) => {}
                 }
             }
+        }
+    }
+}
+
+/// Test-only pause point: stops a group's thread once it has taken a poll
+/// answer and passed the round check, so that a test can subscribe while a
+/// late answer is on its way to delivery.
+#[cfg(test)]
+pub(crate) mod failpoint {
+    use super::*;
+
+    type Armed = Option<(String, Sender<()>, Receiver<()>)>;
+    static ARMED: Mutex<Armed> = Mutex::new(None);
+
+    /// Arms the pause for group `group` (one hit). Returns a receiver told when
+    /// the thread is paused, and a sender that lets it go on.
+    pub(crate) fn arm(group: &str) -> (Receiver<()>, Sender<()>) {
+        let (reached_tx, reached_rx) = crossbeam_channel::bounded(1);
+        let (go_tx, go_rx) = crossbeam_channel::bounded(1);
+        *lock(&ARMED) = Some((group.to_string(), reached_tx, go_rx));
+        (reached_rx, go_tx)
+    }
+
+    pub(super) fn hit(group: &str) {
+        let armed = {
+            let mut a = lock(&ARMED);
+            match &*a {
+                Some((g, _, _)) if g == group => a.take(),
+                _ => None,
+            }
+        };
+        if let Some((_, reached, go)) = armed {
+            let _ = reached.send(());
+            let _ = go.recv_timeout(Duration::from_secs(30));
         }
     }
 }

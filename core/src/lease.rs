@@ -81,6 +81,13 @@ pub(crate) struct SessionShared {
     pub(crate) owned: bool,
 }
 
+/// The local deadline of a lease renewed (or created) by a request sent at
+/// `sent`: `sent + ttl − margin`; `None` when that is beyond what an `Instant`
+/// can hold (a server reporting an absurd TTL must not panic us).
+pub(crate) fn lease_end(sent: Instant, ttl: Duration) -> Option<Instant> {
+    sent.checked_add(ttl - deadline_margin(ttl))
+}
+
 /// Safety margin subtracted from the TTL for the local deadline.
 pub(crate) fn deadline_margin(ttl: Duration) -> Duration {
     (ttl / 10).min(Duration::from_secs(2))
@@ -100,7 +107,7 @@ impl SessionShared {
             inner: Mutex::new(LeaseInner {
                 state: SessionState::Held,
                 ttl,
-                valid_until: ttl.map(|t| created_sent_at + t - deadline_margin(t)),
+                valid_until: ttl.and_then(|t| lease_end(created_sent_at, t)),
                 renewing: ttl.is_some(),
                 callbacks: Vec::new(),
                 next_callback: 0,
@@ -142,7 +149,12 @@ impl SessionShared {
                 g.ttl = Some(t);
             }
             if let Some(t) = g.ttl {
-                let until = sent + t - deadline_margin(t);
+                let Some(until) = lease_end(sent, t) else {
+                    // A TTL too long to represent: no local deadline to keep.
+                    g.valid_until = None;
+                    g.state = SessionState::Held;
+                    return;
+                };
                 if until <= Instant::now() {
                     // Answer too late to extend anything useful.
                     drop(g);
@@ -208,15 +220,18 @@ impl SessionShared {
             g.state = SessionState::Lost(reason);
             g.renewing = false;
         }
-        match reason {
-            LostReason::Destroyed | LostReason::ClientClosed => {
-                log::debug!("baton session {} ended: {reason:?}", self.id)
-            }
-            _ => log::warn!("baton session {} lost: {reason:?}", self.id),
-        }
+        // State first, then the signals (holdings end on the token's hooks), then
+        // callbacks; logging last and off this thread (a logger may block: the
+        // Python bridge needs the GIL).
         self.lost.cancel();
-        if !matches!(reason, LostReason::Destroyed | LostReason::ClientClosed) {
+        let id = self.id.clone();
+        if matches!(reason, LostReason::Destroyed | LostReason::ClientClosed) {
+            log::debug!("baton session {id} ended: {reason:?}");
+        } else {
             self.emit(SessionEvent::Lost(reason));
+            self.core.post(Box::new(move || {
+                log::warn!("baton session {id} lost: {reason:?}")
+            }));
         }
     }
 
@@ -348,7 +363,7 @@ impl Session {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<LostReason> {
-        let end = timeout.map(|t| Instant::now() + t);
+        let end = crate::scope::deadline_after(timeout);
         let lost = self.shared.lost.receiver();
         let never = crossbeam_channel::never();
         let cancel_rx = cancel

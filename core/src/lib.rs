@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 mod cancel;
+mod cleanup;
 mod client;
 mod config;
 mod dispatcher;
@@ -50,6 +51,7 @@ mod lease;
 mod lock;
 mod monitor;
 mod renewer;
+mod scope;
 mod semaphore;
 mod session_api;
 mod sync;

@@ -12,6 +12,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use once_cell::sync::Lazy;
 
 use crate::cancel::{CancelToken, HookGuard};
+use crate::cleanup::{retry_backoff, Next};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
@@ -284,6 +285,46 @@ pub(crate) fn release_claim(session: &Session, key: &str, owner: u64) {
     unclaim(session.id(), key, owner)
 }
 
+/// Hands `from`'s claim on (session, key) to a new owner (a clean-up), which
+/// gives it up when the returned guard drops: local contenders wait until the
+/// clean-up is over, so it never undoes their holding.
+pub(crate) fn hand_over_claim(session: &str, key: &str, from: u64) -> ClaimGuard {
+    let to = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
+    let mut map = lock(&LOCAL);
+    let k = (session.to_string(), key.to_string());
+    match map.get_mut(&k) {
+        Some(c) if c.owner == from => c.owner = to,
+        Some(_) => {}
+        None => {
+            map.insert(
+                k,
+                LocalClaim {
+                    owner: to,
+                    waiters: Vec::new(),
+                },
+            );
+        }
+    }
+    ClaimGuard {
+        session: session.to_string(),
+        key: key.to_string(),
+        owner: to,
+    }
+}
+
+/// Gives up a claim handed over to a clean-up when dropped.
+pub(crate) struct ClaimGuard {
+    session: String,
+    key: String,
+    owner: u64,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        unclaim(&self.session, &self.key, self.owner);
+    }
+}
+
 fn unclaim(session: &str, key: &str, owner: u64) {
     let waiters = {
         let mut map = lock(&LOCAL);
@@ -305,7 +346,16 @@ enum Attempt {
     Stale,
     /// Free, but refused for lock-delay.
     Delayed,
+    /// No usable answer (transport error, or a success that does not show our
+    /// session): Consul may or may not have given us the key.
+    Unknown(Error),
 }
+
+/// Backoff when the server keeps refusing a check on a key that a read then
+/// shows unchanged: from this...
+const STALE_BACKOFF_START: Duration = Duration::from_millis(20);
+/// ...up to this.
+const STALE_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// How a wait ended.
 enum Woke {
@@ -360,11 +410,21 @@ impl Lock {
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = crate::scope::deadline_after(timeout);
+        // Every request below is bounded by what is left of the timeout (a try-once
+        // acquire gets the client's request timeout for its one attempt).
+        let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
+        let past_deadline = |e: &Error| {
+            e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
+        };
         loop {
             let session = match &sh.explicit_session {
                 Some(s) => s.clone(),
-                None => sh.client.default_session()?,
+                None => match sh.client.default_session() {
+                    Ok(s) => s,
+                    Err(e) if past_deadline(&e) => return Ok(false),
+                    Err(e) => return Err(e),
+                },
             };
             if !session.is_valid() {
                 if sh.explicit_session.is_some() {
@@ -389,6 +449,10 @@ impl Lock {
                     // The default session died while we waited: take the new one.
                     unclaim(session.id(), &sh.key, sh.id);
                     continue;
+                }
+                Err(e) if past_deadline(&e) => {
+                    unclaim(session.id(), &sh.key, sh.id);
+                    return Ok(false);
                 }
                 other => {
                     unclaim(session.id(), &sh.key, sh.id);
@@ -432,7 +496,13 @@ impl Lock {
         let result = sh
             .client
             .txn(&[KvOp::unlock(&sh.key, &value, LOCK_FLAG_VALUE, session.id())]);
-        unclaim(session.id(), &sh.key, sh.id);
+        let answered = match &result {
+            Ok(_) => true,
+            Err(e) => e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty(),
+        };
+        if answered {
+            unclaim(session.id(), &sh.key, sh.id);
+        }
         match result {
             Ok(entries) => {
                 if let Some(p) = entries.into_iter().rev().find(|p| p.key == sh.key) {
@@ -452,25 +522,20 @@ impl Lock {
                 );
                 Ok(false)
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // The key may still carry our session: keep trying in the background
+                // (local contenders on this session wait for it).
+                let claim = hand_over_claim(session.id(), &sh.key, sh.id);
+                unlock_later(&sh.client, &sh.key, value, &session, Some(claim));
+                Err(e)
+            }
         }
     }
 
     /// Whether the lock is held: acquired, not released, not lost, and the
     /// session's local lease deadline has not passed (checked without network).
     pub fn is_held(&self) -> bool {
-        let session = lock(&self.shared.inner)
-            .holding
-            .as_ref()
-            .map(|h| h.session.clone());
-        match session {
-            None => false,
-            Some(s) => {
-                // Passing the deadline marks the session lost, which ends the holding.
-                let _ = s.is_valid();
-                lock(&self.shared.inner).holding.is_some()
-            }
-        }
+        self.shared.held_generation().is_some()
     }
 
     /// The fencing sequencer of the current holding.
@@ -524,20 +589,21 @@ impl Lock {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockLost> {
-        let end = timeout.map(|t| Instant::now() + t);
+        let end = crate::scope::deadline_after(timeout);
         let never = crossbeam_channel::never();
         let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
         loop {
+            if self.shared.held_generation().is_none() {
+                let g = lock(&self.shared.inner);
+                return Ok(g.last_lost.unwrap_or(LockLost::Released));
+            }
             let (token, session) = {
                 let g = lock(&self.shared.inner);
                 match &g.holding {
-                    None => return Ok(g.last_lost.unwrap_or(LockLost::Released)),
+                    None => continue,
                     Some(h) => (h.token.clone(), h.session.clone()),
                 }
             };
-            if !session.is_valid() {
-                continue;
-            }
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(Error::new(
                     ErrorKind::Cancelled,
@@ -713,13 +779,13 @@ impl LockShared {
         match self.client.txn(&ops) {
             Ok(entries) => match entries.into_iter().rev().find(|p| p.key == self.key) {
                 Some(p) if p.session.as_deref() == Some(session.id()) => Ok(Attempt::Acquired(p)),
-                _ => Err(Error::new(
+                _ => Ok(Attempt::Unknown(Error::new(
                     ErrorKind::BadResponse,
                     format!(
                         "lock txn on {:?} succeeded without returning our session",
                         self.key
                     ),
-                )),
+                ))),
             },
             Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
                 let texts: Vec<&str> = e.txn_errors().iter().map(|t| t.what.as_str()).collect();
@@ -730,12 +796,43 @@ impl LockShared {
                         format!("failed to acquire lock: {}", texts.join("; ")),
                     ));
                 }
+                // The check (op 0) failing means our view was stale. The lock op (op 1)
+                // may fail for lock-delay, or because the key is held (a holder our
+                // view missed); anything else will not go away by retrying.
                 let check_failed = e.txn_errors().iter().any(|t| t.op_index == 0);
-                if !check_failed && texts.iter().any(|t| t.contains("lock delay")) {
-                    Ok(Attempt::Delayed)
-                } else {
+                let lock_what: Vec<&str> = e
+                    .txn_errors()
+                    .iter()
+                    .filter(|t| t.op_index != 0)
+                    .map(|t| t.what.as_str())
+                    .collect();
+                if check_failed {
                     Ok(Attempt::Stale)
+                } else if lock_what.iter().all(|t| t.contains("lock delay")) {
+                    Ok(Attempt::Delayed)
+                } else if lock_what.iter().all(|t| t.contains("already held")) {
+                    Ok(Attempt::Stale)
+                } else {
+                    Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "Consul refused the lock on {:?}: {}",
+                            self.key,
+                            texts.join("; ")
+                        ),
+                    ))
                 }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Timeout
+                        | ErrorKind::Connection
+                        | ErrorKind::Server
+                        | ErrorKind::BadResponse
+                ) =>
+            {
+                Ok(Attempt::Unknown(e))
             }
             Err(e) => Err(e),
         }
@@ -782,16 +879,15 @@ impl LockShared {
         let mut sub: Option<KeySub> = None;
         let mut retry_at: Option<Instant> = None;
         let mut delay_tries = 0u32;
+        let mut stale_tries = 0u32;
+        let passed = || deadline.is_some_and(|d| d <= Instant::now());
         loop {
             core.check_usable()?;
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled"));
             }
             if !session.is_valid() {
-                return Err(Error::new(
-                    ErrorKind::SessionInvalidated,
-                    format!("session {} was lost while acquiring the lock", session.id()),
-                ));
+                return Err(lost_while_acquiring(session));
             }
             let k = match known.take() {
                 Some(k) => k,
@@ -810,31 +906,84 @@ impl LockShared {
             let now = Instant::now();
             if free && retry_at.map_or(true, |t| t <= now) {
                 let value = lock(&self.inner).value.clone();
-                match self.attempt(session, &k, &value)? {
+                let mut reread = true;
+                let granted = match self.attempt(session, &k, &value)? {
                     Attempt::Acquired(mut p) => {
                         // Consul's txn answer for a write carries no Value; the hub is
                         // seeded with this entry, so give it the value we wrote.
                         p.value.get_or_insert(value);
-                        self.hold(session, p, sub.take())?;
-                        return Ok(true);
+                        Some(p)
                     }
+                    Attempt::Unknown(e) => match self.learn_outcome(session) {
+                        Ok(Some(p)) => Some(p),
+                        Ok(None) if e.kind() == ErrorKind::BadResponse => {
+                            // The key is not ours: the odd answer changed nothing.
+                            stale_tries += 1;
+                            None
+                        }
+                        outcome => {
+                            // Not known to be ours and maybe applied late: undo it in the
+                            // background, holding back local contenders meanwhile.
+                            let claim = hand_over_claim(session.id(), &self.key, self.id);
+                            unlock_later(&self.client, &self.key, value, session, Some(claim));
+                            return Err(match outcome {
+                                Err(read_err) if e.kind() != ErrorKind::Timeout => read_err,
+                                _ => e,
+                            });
+                        }
+                    },
                     Attempt::Stale => {
-                        retry_at = None;
-                        continue;
+                        stale_tries += 1;
+                        None
                     }
                     Attempt::Delayed => {
+                        reread = false;
+                        stale_tries = 0;
                         retry_at = Some(self.delay_retry(k.seen_at, delay_tries));
                         delay_tries += 1;
+                        None
                     }
+                };
+                if let Some(p) = granted {
+                    let generation = self.hold(session, p, sub.take())?;
+                    if self.holding_valid(generation) {
+                        return Ok(true);
+                    }
+                    // Lost before we could return it (the session passed its deadline
+                    // while the answer was on its way, or the key changed): never report
+                    // a holding that is not valid.
+                    if !session.is_valid() {
+                        return Err(lost_while_acquiring(session));
+                    }
+                    stale_tries += 1;
+                }
+                if reread {
+                    // Read again, at once the first time; a server that keeps refusing
+                    // views it then confirms is retried with a growing pause.
+                    retry_at = None;
+                    if passed() {
+                        return Ok(false);
+                    }
+                    if stale_tries > 1 {
+                        let pause = STALE_BACKOFF_START
+                            .saturating_mul(1 << (stale_tries - 2).min(10))
+                            .min(STALE_BACKOFF_MAX);
+                        let until = Instant::now() + pause;
+                        let wake = deadline.map_or(until, |d| d.min(until));
+                        let never = crossbeam_channel::never();
+                        wait_signals(&never, Some(wake), cancel, session, &core.closing)?;
+                    }
+                    continue;
                 }
             } else if let Some(h) = &holder {
                 if h != session.id() {
                     self.note_holder(h);
                     retry_at = None;
                     delay_tries = 0;
+                    stale_tries = 0;
                 }
             }
-            if deadline.is_some_and(|d| d <= Instant::now()) {
+            if passed() {
                 lock(&self.inner).known = cacheable(k, session);
                 return Ok(false);
             }
@@ -874,7 +1023,7 @@ impl LockShared {
                     }
                 }
                 Woke::Tick => {
-                    if deadline.is_some_and(|d| d <= Instant::now()) {
+                    if passed() {
                         lock(&self.inner).known = cacheable(k, session);
                         return Ok(false);
                     }
@@ -884,8 +1033,41 @@ impl LockShared {
         }
     }
 
+    /// After an attempt without a usable answer: reads the key and returns it if
+    /// it carries our session (the server did give it to us).
+    fn learn_outcome(&self, session: &Session) -> Result<Option<KvPair>> {
+        let k = self.read()?;
+        Ok(k.entry
+            .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == LOCK_FLAG_VALUE))
+    }
+
+    /// The generation of the current holding if it is still valid, ending it
+    /// first if its session was found lost.
+    fn held_generation(&self) -> Option<u64> {
+        let (session, generation) = {
+            let g = lock(&self.inner);
+            let h = g.holding.as_ref()?;
+            (h.session.clone(), h.generation)
+        };
+        if !session.is_valid() {
+            // The session is lost (maybe another thread is still signalling it):
+            // end the holding now rather than report it held meanwhile.
+            self.lose(generation, session_lost_reason(&session));
+            return None;
+        }
+        let g = lock(&self.inner);
+        g.holding
+            .as_ref()
+            .is_some_and(|h| h.generation == generation)
+            .then_some(generation)
+    }
+
+    fn holding_valid(&self, generation: u64) -> bool {
+        self.held_generation() == Some(generation)
+    }
+
     /// Records a new holding and starts watching it.
-    fn hold(self: &Arc<Self>, session: &Session, pair: KvPair, sub: Option<KeySub>) -> Result<()> {
+    fn hold(self: &Arc<Self>, session: &Session, pair: KvPair, sub: Option<KeySub>) -> Result<u64> {
         drop(sub);
         let core = self.client.core().clone();
         let generation = {
@@ -902,6 +1084,7 @@ impl LockShared {
         let weak: Weak<LockShared> = Arc::downgrade(self);
         let sid = session.id().to_string();
         let hook_session = Arc::downgrade(&session.shared);
+        let value = lock(&self.inner).value.clone();
         let hook: Hook = Arc::new(move |entry: Option<&KvPair>| {
             let ours = entry.is_some_and(|p| p.session.as_deref() == Some(sid.as_str()));
             if ours {
@@ -916,19 +1099,22 @@ impl LockShared {
             }
         });
         let as_of = pair.modify_index;
-        let key_sub = KeySub::new(&core, &self.key, Some((Some(pair), as_of)), Some(hook))?;
+        let key_sub = match KeySub::new(&core, &self.key, Some((Some(pair), as_of)), Some(hook)) {
+            Ok(s) => s,
+            Err(e) => {
+                // Granted but not recorded: give the key back.
+                let claim = hand_over_claim(session.id(), &self.key, self.id);
+                unlock_later(&self.client, &self.key, value, session, Some(claim));
+                return Err(e);
+            }
+        };
         let weak: Weak<LockShared> = Arc::downgrade(self);
         let s_weak = Arc::downgrade(&session.shared);
         let session_hook = session.cancel_token().on_cancel(move || {
             let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
                 return;
             };
-            let reason = match s.state() {
-                SessionState::Lost(LostReason::ClientClosed) => LockLost::ClientClosed,
-                SessionState::Lost(r) => LockLost::SessionLost(r),
-                _ => LockLost::SessionLost(LostReason::Invalidated),
-            };
-            sh.lose(generation, reason);
+            sh.lose(generation, lost_reason_of(s.state()));
         });
         let current = key_sub.view();
         let held_id = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
@@ -955,13 +1141,7 @@ impl LockShared {
         }
         // The session may have died, or the hub seen the key change, in between.
         if !session.is_valid() {
-            self.lose(
-                generation,
-                match session.state() {
-                    SessionState::Lost(r) => LockLost::SessionLost(r),
-                    _ => LockLost::SessionLost(LostReason::Invalidated),
-                },
-            );
+            self.lose(generation, session_lost_reason(session));
         } else if let Some(v) = current {
             if !v
                 .entry
@@ -971,10 +1151,12 @@ impl LockShared {
                 self.lose(generation, LockLost::KeyChanged);
             }
         }
-        Ok(())
+        Ok(generation)
     }
 
-    /// Ends holding `generation` (idempotent), signalling loss.
+    /// Ends holding `generation` (idempotent), signalling loss: the holding
+    /// ends first, then its token and callbacks fire; logging and the
+    /// best-effort unlock come after, off this thread.
     pub(crate) fn lose(&self, generation: u64, reason: LockLost) {
         let (holding, callbacks, value) = {
             let mut g = lock(&self.inner);
@@ -990,25 +1172,85 @@ impl LockShared {
         };
         let Some(h) = holding else { return };
         lock(&self.client.core().held_keys).remove(&h.held_id);
-        log::warn!("baton lock {} lost: {reason:?}", self.key);
         h.token.cancel();
         unclaim(h.session.id(), &self.key, self.id);
         let core = self.client.core().clone();
-        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
-            // Consul may still think we hold it: release it as soon as we can reach it.
-            let client = self.client.clone();
-            let (key, sid) = (self.key.clone(), h.session.id().to_string());
-            core.post(Box::new(move || {
-                let _ = client.txn(&[KvOp::unlock(&key, &value, LOCK_FLAG_VALUE, &sid)]);
-            }));
-        }
-        drop(h);
         if reason != LockLost::ClientClosed {
             for cb in callbacks {
                 core.post(Box::new(move || cb(reason)));
             }
+            let key = self.key.clone();
+            core.post(Box::new(move || {
+                log::warn!("baton lock {key} lost: {reason:?}")
+            }));
         }
+        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
+            // Consul may still think we hold it: release it as soon as we can reach it.
+            unlock_later(&self.client, &self.key, value, &h.session, None);
+        }
+        drop(h);
     }
+}
+
+/// The error of an acquire whose session was lost meanwhile.
+fn lost_while_acquiring(session: &Session) -> Error {
+    Error::new(
+        ErrorKind::SessionInvalidated,
+        format!("session {} was lost while acquiring the lock", session.id()),
+    )
+}
+
+/// Why a holding ends when its session is in `state`.
+pub(crate) fn lost_reason_of(state: SessionState) -> LockLost {
+    match state {
+        SessionState::Lost(LostReason::ClientClosed) => LockLost::ClientClosed,
+        SessionState::Lost(r) => LockLost::SessionLost(r),
+        _ => LockLost::SessionLost(LostReason::Invalidated),
+    }
+}
+
+fn session_lost_reason(session: &Session) -> LockLost {
+    lost_reason_of(session.state())
+}
+
+/// Queues an unlock of `key` by `session` on the clean-up thread, retried until
+/// Consul answers (an `unlock` only frees the key while `session` holds it), or,
+/// once the session is no longer valid, until Consul must have expired it.
+/// `claim` (if any) is given up when the task ends.
+pub(crate) fn unlock_later(
+    client: &Client,
+    key: &str,
+    value: Vec<u8>,
+    session: &Session,
+    claim: Option<ClaimGuard>,
+) {
+    let op = KvOp::unlock(key, &value, LOCK_FLAG_VALUE, session.id());
+    let session = session.clone();
+    let key = key.to_string();
+    let ttl = session.ttl().unwrap_or(Duration::from_secs(15));
+    let mut give_up: Option<Instant> = None;
+    let mut tries = 0u32;
+    client.clean_up(move |c| {
+        let _claim = &claim;
+        match c.txn(std::slice::from_ref(&op)) {
+            Ok(_) => return Next::Done,
+            Err(e)
+                if e.kind() == ErrorKind::Conflict || e.kind() == ErrorKind::PermissionDenied =>
+            {
+                return Next::Done
+            }
+            Err(e) if e.kind() == ErrorKind::Closed => return Next::Done,
+            Err(e) => log::debug!("baton lock {key}: unlock after loss failed: {e}"),
+        }
+        if !session.is_valid() {
+            let end = *give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
+            if Instant::now() >= end {
+                return Next::Done;
+            }
+        }
+        tries += 1;
+        Next::RetryAfter(retry_backoff(tries))
+    });
 }
 
 /// Blocks on `changes` until a message, `wake`, cancel, session loss or client

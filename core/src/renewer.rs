@@ -152,8 +152,13 @@ impl Jitter {
 
 /// When to renew next after a success: about TTL/3, ±10 %.
 fn renew_interval(ttl: Duration, jitter: &mut Jitter) -> Duration {
-    (ttl / 3).mul_f64(jitter.factor())
+    // Consul's TTLs are at most 24 h; a larger one from a confused server must
+    // not overflow the timer arithmetic.
+    (ttl.min(MAX_TTL) / 3).mul_f64(jitter.factor())
 }
+
+/// Consul's largest session TTL (24 h).
+const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// How long to wait before retrying a failed renew.
 fn retry_interval(ttl: Duration) -> Duration {
@@ -200,7 +205,7 @@ fn run(core: Arc<Core>, rx: Receiver<Command>) {
             if !s.is_renewing() || s.check_deadline() {
                 continue;
             }
-            let ttl = s.ttl().unwrap_or(Duration::from_secs(15));
+            let ttl = s.ttl().unwrap_or(Duration::from_secs(15)).min(MAX_TTL);
             let sent = Instant::now();
             let until = s.valid_until().unwrap_or(sent + ttl);
             // Never wait past a third of the TTL nor past the session's deadline.

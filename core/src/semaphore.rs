@@ -12,12 +12,13 @@ use crossbeam_channel::select;
 use serde_json::Value;
 
 use crate::cancel::{CancelToken, HookGuard};
+use crate::cleanup::{retry_backoff, Next};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
-use crate::lock::{release_claim, take_claim};
+use crate::lock::{hand_over_claim, release_claim, take_claim, ClaimGuard};
 use crate::session_api::{Behavior, SessionOptions};
 use crate::sync::lock;
 
@@ -193,6 +194,10 @@ struct Inner {
     callbacks: Vec<(u64, LostCallback)>,
     next_callback: u64,
     last_lost: Option<SemaphoreLost>,
+    /// The session of a lost holding whose slot has not been given back yet
+    /// (our entry in `.lock`, our contender key). Its local claim is kept until
+    /// then, so no other local contender of the session runs meanwhile.
+    unreleased: Option<Session>,
 }
 
 struct Shared {
@@ -203,6 +208,8 @@ struct Shared {
     id: u64,
     inner: Mutex<Inner>,
     acquiring: Mutex<()>,
+    /// Held while a lost holding's slot is given back.
+    cleaning: Mutex<()>,
 }
 
 /// A counting semaphore on a KV prefix: at most `limit` holders at once.
@@ -274,8 +281,10 @@ impl Client {
                     callbacks: Vec::new(),
                     next_callback: 0,
                     last_lost: None,
+                    unreleased: None,
                 }),
                 acquiring: Mutex::new(()),
+                cleaning: Mutex::new(()),
             }),
         })
     }
@@ -330,22 +339,43 @@ impl Semaphore {
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Semaphore already held"));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = crate::scope::deadline_after(timeout);
+        // Every request below is bounded by what is left of the timeout (a try-once
+        // acquire gets the client's request timeout for its one attempt).
+        let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
+        let past_deadline = |e: &Error| {
+            e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
+        };
         let session = match &sh.explicit_session {
             Some(s) => s.clone(),
-            None => sh.client.semaphore_session()?,
+            None => match sh.client.semaphore_session() {
+                Ok(s) => s,
+                Err(e) if past_deadline(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            },
         };
+        sh.forget_lost_slot(&session);
         let contender = self.contender_key(&session);
         if !take_claim(&session, &contender, sh.id, deadline, cancel, &sh.client)? {
             return Ok(false);
         }
         let result = self.acquire_claimed(&session, &contender, deadline, cancel);
-        if !matches!(result, Ok(true)) {
-            // Give up our contender entry (best effort) and our local place.
-            let _ = sh.client.kv().delete(&contender);
-            release_claim(&session, &contender, sh.id);
+        if matches!(result, Ok(true)) {
+            return result;
         }
-        result
+        // Give up our contender entry (and a slot a late write may have taken): now
+        // if time is left, else in the background, holding back local contenders
+        // of this session meanwhile.
+        if give_back(&sh.client, &sh.prefix, sh.limit, session.id()).is_ok() {
+            release_claim(&session, &contender, sh.id);
+        } else {
+            let claim = hand_over_claim(session.id(), &contender, sh.id);
+            give_back_later(sh, &session, claim);
+        }
+        match result {
+            Err(e) if past_deadline(&e) => Ok(false),
+            other => other,
+        }
     }
 
     /// Tries once: `acquire(Some(Duration::ZERO), None)`.
@@ -380,7 +410,9 @@ impl Semaphore {
         let lock_key = self.lock_key();
         let mut watch = sh.client.watch_prefix(&sh.prefix)?;
         let closing = sh.client.core().closing.clone();
-        let mut fresh: Option<Vec<KvPair>> = None;
+        // Our own read first: an answer that cannot be decoded is an error at once,
+        // and the listing includes our contender entry.
+        let mut fresh: Option<Vec<KvPair>> = Some(sh.client.kv().list(&sh.prefix)?);
         loop {
             let entries = match fresh.take() {
                 Some(e) => e,
@@ -433,17 +465,49 @@ impl Semaphore {
                 },
             )?;
             if swapped {
-                self.hold(session, contender, &lock_key)?;
-                return Ok(true);
+                if self.hold(session, contender, &lock_key)? {
+                    return Ok(true);
+                }
+                // Our slot vanished before we could return it: never report a holding
+                // that is not valid. The caller gives the slot back.
+                if !session.is_valid() {
+                    return Err(Error::new(
+                        ErrorKind::SessionInvalidated,
+                        format!(
+                            "session {} was lost while acquiring the semaphore",
+                            session.id()
+                        ),
+                    ));
+                }
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "the semaphore slot on {:?} was removed as it was taken",
+                        sh.prefix
+                    ),
+                ));
             }
             // Lost the race for the slot: re-read now.
             fresh = Some(sh.client.kv().list(&sh.prefix)?);
         }
     }
 
-    fn hold(&self, session: &Session, contender: &str, lock_key: &str) -> Result<()> {
+    /// Records a holding after our `.lock` write and starts watching it.
+    /// Returns whether the holding is still valid once recorded.
+    fn hold(&self, session: &Session, contender: &str, lock_key: &str) -> Result<bool> {
         let sh = &self.shared;
         let core = sh.client.core().clone();
+        // Views only move forward: the watches start from a read made after our
+        // write, so no poll answer older than it can report our slot missing.
+        let (entries, meta) = sh
+            .client
+            .kv()
+            .list_with(&sh.prefix, &crate::http::QueryOptions::default())?;
+        let seed_of = |key: &str| {
+            let entry = entries.iter().find(|p| p.key == key).cloned();
+            let as_of = entry.as_ref().map_or(meta.index, |p| p.modify_index);
+            (entry, as_of)
+        };
         let generation = {
             let mut g = lock(&sh.inner);
             g.generation += 1;
@@ -454,7 +518,7 @@ impl Semaphore {
             let weak = Arc::downgrade(sh);
             let sid = sid.clone();
             Arc::new(move |e: Option<&KvPair>| {
-                if !e.is_some_and(|p| p.session.as_deref() == Some(sid.as_str())) {
+                if !contender_ours(e, &sid) {
                     if let Some(s) = weak.upgrade() {
                         s.lose(generation, SemaphoreLost::Removed);
                     }
@@ -466,12 +530,7 @@ impl Semaphore {
             let sid = sid.clone();
             let limit = sh.limit;
             Arc::new(move |e: Option<&KvPair>| {
-                let listed = e.is_some_and(|p| {
-                    LockDoc::decode(p.value.as_deref(), limit)
-                        .map(|d| d.holders.contains_key(&sid))
-                        .unwrap_or(false)
-                });
-                if !listed {
+                if !listed(e, &sid, limit) {
                     if let Some(s) = weak.upgrade() {
                         s.lose(generation, SemaphoreLost::Removed);
                     }
@@ -479,8 +538,13 @@ impl Semaphore {
             })
         };
         let subs = vec![
-            KeySub::new(&core, contender, None, Some(on_contender))?,
-            KeySub::new(&core, lock_key, None, Some(on_lock))?,
+            KeySub::new(
+                &core,
+                contender,
+                Some(seed_of(contender)),
+                Some(on_contender),
+            )?,
+            KeySub::new(&core, lock_key, Some(seed_of(lock_key)), Some(on_lock))?,
         ];
         let weak = Arc::downgrade(sh);
         let s_weak = Arc::downgrade(&session.shared);
@@ -488,13 +552,12 @@ impl Semaphore {
             let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
                 return;
             };
-            let reason = match s.state() {
-                SessionState::Lost(LostReason::ClientClosed) => SemaphoreLost::ClientClosed,
-                SessionState::Lost(r) => SemaphoreLost::SessionLost(r),
-                _ => SemaphoreLost::SessionLost(LostReason::Invalidated),
-            };
-            sh.lose(generation, reason);
+            sh.lose(generation, sem_lost_reason(s.state()));
         });
+        let views: Vec<Option<KvPair>> = subs
+            .iter()
+            .map(|s| s.view().and_then(|v| v.entry))
+            .collect();
         {
             let mut g = lock(&sh.inner);
             g.holding = Some(Holding {
@@ -506,76 +569,55 @@ impl Semaphore {
             });
             g.last_lost = None;
         }
+        // Re-check now that the holding is recorded: the session may have died, or
+        // the views shown our slot gone, in between.
         if !session.is_valid() {
-            sh.lose(
-                generation,
-                SemaphoreLost::SessionLost(LostReason::Invalidated),
-            );
+            sh.lose(generation, sem_lost_reason(session.state()));
+        } else if !contender_ours(views[0].as_ref(), &sid)
+            || !listed(views[1].as_ref(), &sid, sh.limit)
+        {
+            sh.lose(generation, SemaphoreLost::Removed);
         }
-        Ok(())
+        Ok(sh.held_generation() == Some(generation))
     }
 
     /// Releases the slot (Go's `Release`: remove us from `.lock` by CAS, then
     /// delete our contender key). `Ok(false)` if not held. No callbacks run.
+    /// After a loss, it still gives the lost holding's slot back (as Go's
+    /// `Release` does) and returns `Ok(false)`.
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
         let holding = {
             let mut g = lock(&sh.inner);
-            let Some(h) = g.holding.take() else {
-                return Ok(false);
-            };
-            g.last_lost = Some(SemaphoreLost::Released);
-            h
+            match g.holding.take() {
+                Some(h) => {
+                    g.last_lost = Some(SemaphoreLost::Released);
+                    Some(h)
+                }
+                None => None,
+            }
+        };
+        let Some(holding) = holding else {
+            return sh.give_back_lost_slot().map(|()| false);
         };
         let session = holding.session.clone();
         holding.token.cancel();
         drop(holding);
         let contender = self.contender_key(&session);
-        let lock_key = self.lock_key();
-        let result = (|| -> Result<()> {
-            loop {
-                let current = sh.client.kv().get(&lock_key)?;
-                let (raw, index) = match &current {
-                    Some(p) => (p.value.as_deref(), p.modify_index),
-                    None => (None, 0),
-                };
-                let mut doc = LockDoc::decode(raw, sh.limit)?;
-                if doc.holders.remove(session.id()).is_none() {
-                    break;
-                }
-                let ok = sh.client.kv().put_with(
-                    &lock_key,
-                    &doc.encode(),
-                    &WriteOptions {
-                        flags: SEMAPHORE_FLAG_VALUE,
-                        cas: Some(index),
-                        ..Default::default()
-                    },
-                )?;
-                if ok {
-                    break;
-                }
-            }
-            sh.client.kv().delete(&contender)?;
-            Ok(())
-        })();
-        release_claim(&session, &contender, sh.id);
+        let result = give_back(&sh.client, &sh.prefix, sh.limit, session.id());
+        if result.is_err() {
+            // Keep trying in the background; local contenders wait for it.
+            let claim = hand_over_claim(session.id(), &contender, sh.id);
+            give_back_later(sh, &session, claim);
+        } else {
+            release_claim(&session, &contender, sh.id);
+        }
         result.map(|()| true)
     }
 
     /// Whether a slot is held (false once lost or past the session's deadline).
     pub fn is_held(&self) -> bool {
-        let session = lock(&self.shared.inner)
-            .holding
-            .as_ref()
-            .map(|h| h.session.clone());
-        match session {
-            None => false,
-            Some(s) => {
-                let _ = s.is_valid();
-                lock(&self.shared.inner).holding.is_some()
-            }
-        }
+        self.shared.held_generation().is_some()
     }
 
     /// A token cancelled when the current holding ends (cancelled when not held).
@@ -615,20 +657,21 @@ impl Semaphore {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<SemaphoreLost> {
-        let end = timeout.map(|t| Instant::now() + t);
+        let end = crate::scope::deadline_after(timeout);
         let never = crossbeam_channel::never();
         let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
         loop {
+            if self.shared.held_generation().is_none() {
+                let g = lock(&self.shared.inner);
+                return Ok(g.last_lost.unwrap_or(SemaphoreLost::Released));
+            }
             let (token, session) = {
                 let g = lock(&self.shared.inner);
                 match &g.holding {
-                    None => return Ok(g.last_lost.unwrap_or(SemaphoreLost::Released)),
+                    None => continue,
                     Some(h) => (h.token.clone(), h.session.clone()),
                 }
             };
-            if !session.is_valid() {
-                continue;
-            }
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(Error::new(ErrorKind::Cancelled, "wait cancelled"));
             }
@@ -682,7 +725,11 @@ impl Semaphore {
 
 impl Drop for Semaphore {
     fn drop(&mut self) {
-        if lock(&self.shared.inner).holding.is_some() && !self.shared.client.is_closed() {
+        let pending = {
+            let g = lock(&self.shared.inner);
+            g.holding.is_some() || g.unreleased.is_some()
+        };
+        if pending && !self.shared.client.is_closed() {
             if let Err(e) = self.release() {
                 log::warn!(
                     "baton semaphore {}: release on drop failed: {e}",
@@ -694,7 +741,10 @@ impl Drop for Semaphore {
 }
 
 impl Shared {
-    fn lose(&self, generation: u64, reason: SemaphoreLost) {
+    /// Ends holding `generation` (idempotent): the holding ends first, then its
+    /// token and callbacks fire; logging and giving the slot back come after,
+    /// off this thread.
+    fn lose(self: &Arc<Self>, generation: u64, reason: SemaphoreLost) {
         let (holding, callbacks) = {
             let mut g = lock(&self.inner);
             match &g.holding {
@@ -703,22 +753,195 @@ impl Shared {
             }
             let h = g.holding.take();
             g.last_lost = Some(reason);
+            if reason != SemaphoreLost::ClientClosed {
+                g.unreleased = h.as_ref().map(|h| h.session.clone());
+            }
             let cbs: Vec<LostCallback> = g.callbacks.iter().map(|(_, c)| c.clone()).collect();
             (h, cbs)
         };
         let Some(h) = holding else { return };
-        log::warn!("baton semaphore {} lost: {reason:?}", self.prefix);
         h.token.cancel();
-        let contender = path_join(&self.prefix, h.session.id());
-        release_claim(&h.session, &contender, self.id);
+        let session = h.session.clone();
         drop(h);
-        if reason != SemaphoreLost::ClientClosed {
-            let core = self.client.core();
-            for cb in callbacks {
-                core.post(Box::new(move || cb(reason)));
+        let core = self.client.core().clone();
+        if reason == SemaphoreLost::ClientClosed {
+            let contender = path_join(&self.prefix, session.id());
+            release_claim(&session, &contender, self.id);
+            return;
+        }
+        for cb in callbacks {
+            core.post(Box::new(move || cb(reason)));
+        }
+        let prefix = self.prefix.clone();
+        core.post(Box::new(move || {
+            log::warn!("baton semaphore {prefix} lost: {reason:?}")
+        }));
+        // Give our slot back (our `.lock` entry may outlive the holding: a session
+        // that passed its deadline can still be alive at Consul).
+        let weak = Arc::downgrade(self);
+        let mut tries = 0u32;
+        self.client.clean_up(move |_| {
+            let Some(sh) = weak.upgrade() else {
+                return Next::Done;
+            };
+            match sh.give_back_lost_slot() {
+                Ok(()) => Next::Done,
+                Err(e) => {
+                    log::debug!(
+                        "baton semaphore {}: giving a lost slot back: {e}",
+                        sh.prefix
+                    );
+                    tries += 1;
+                    Next::RetryAfter(retry_backoff(tries))
+                }
             }
+        });
+    }
+
+    /// The generation of the current holding if it is still valid, ending it
+    /// first if its session was found lost.
+    fn held_generation(self: &Arc<Self>) -> Option<u64> {
+        let (session, generation) = {
+            let g = lock(&self.inner);
+            let h = g.holding.as_ref()?;
+            (h.session.clone(), h.generation)
+        };
+        if !session.is_valid() {
+            self.lose(generation, sem_lost_reason(session.state()));
+            return None;
+        }
+        let g = lock(&self.inner);
+        g.holding
+            .as_ref()
+            .is_some_and(|h| h.generation == generation)
+            .then_some(generation)
+    }
+
+    /// Gives back the slot of a lost holding, if one is pending (Go's `Release`
+    /// steps), then frees the local claim. Errors leave it pending.
+    fn give_back_lost_slot(&self) -> Result<()> {
+        let _cleaning = lock(&self.cleaning);
+        let Some(session) = lock(&self.inner).unreleased.clone() else {
+            return Ok(());
+        };
+        let contender = path_join(&self.prefix, session.id());
+        let result = give_back(&self.client, &self.prefix, self.limit, session.id());
+        let gone = !session.is_valid()
+            && result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::SessionInvalidated);
+        if result.is_ok() || gone {
+            let mut g = lock(&self.inner);
+            if g.unreleased
+                .as_ref()
+                .is_some_and(|s| s.id() == session.id())
+            {
+                g.unreleased = None;
+            }
+            drop(g);
+            release_claim(&session, &contender, self.id);
+            return Ok(());
+        }
+        result
+    }
+
+    /// Before a new acquire with `session`: a pending give-back of a lost
+    /// holding of the same session is dropped (the acquire takes the slot over,
+    /// keeping the local claim); one of another session goes on in the background.
+    fn forget_lost_slot(self: &Arc<Self>, session: &Session) {
+        let _cleaning = lock(&self.cleaning);
+        let Some(old) = lock(&self.inner).unreleased.take() else {
+            return;
+        };
+        if old.id() != session.id() {
+            let contender = path_join(&self.prefix, old.id());
+            let claim = hand_over_claim(old.id(), &contender, self.id);
+            give_back_later(self, &old, claim);
         }
     }
+}
+
+/// Why a holding ends when its session is in `state`.
+fn sem_lost_reason(state: SessionState) -> SemaphoreLost {
+    match state {
+        SessionState::Lost(LostReason::ClientClosed) => SemaphoreLost::ClientClosed,
+        SessionState::Lost(r) => SemaphoreLost::SessionLost(r),
+        _ => SemaphoreLost::SessionLost(LostReason::Invalidated),
+    }
+}
+
+/// Whether a contender entry is held by session `sid`.
+fn contender_ours(e: Option<&KvPair>, sid: &str) -> bool {
+    e.is_some_and(|p| p.session.as_deref() == Some(sid))
+}
+
+/// Whether a `.lock` entry lists session `sid` as a holder.
+fn listed(e: Option<&KvPair>, sid: &str, limit: u64) -> bool {
+    e.is_some_and(|p| {
+        LockDoc::decode(p.value.as_deref(), limit)
+            .map(|d| d.holders.contains_key(sid))
+            .unwrap_or(false)
+    })
+}
+
+/// Go's `Release` steps for session `sid`: remove it from `.lock` by CAS, then
+/// delete its contender key.
+fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) -> Result<()> {
+    let lock_key = path_join(prefix, ".lock");
+    loop {
+        let current = client.kv().get(&lock_key)?;
+        let (raw, index) = match &current {
+            Some(p) => (p.value.as_deref(), p.modify_index),
+            None => (None, 0),
+        };
+        let mut doc = LockDoc::decode(raw, limit)?;
+        if doc.holders.remove(sid).is_none() {
+            break;
+        }
+        let ok = client.kv().put_with(
+            &lock_key,
+            &doc.encode(),
+            &WriteOptions {
+                flags: SEMAPHORE_FLAG_VALUE,
+                cas: Some(index),
+                ..Default::default()
+            },
+        )?;
+        if ok {
+            break;
+        }
+    }
+    client.kv().delete(&path_join(prefix, sid))?;
+    Ok(())
+}
+
+/// Gives the slot of `session` back on the clean-up thread, retried until
+/// Consul answers (or, once the session is no longer valid, for 2×TTL);
+/// `claim` is freed when the task ends.
+fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
+    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
+    let session = session.clone();
+    let ttl = session.ttl().unwrap_or(Duration::from_secs(15));
+    let mut give_up: Option<Instant> = None;
+    let mut tries = 0u32;
+    sh.client.clean_up(move |c| {
+        let _claim = &claim;
+        match give_back(c, &prefix, limit, session.id()) {
+            Ok(()) => return Next::Done,
+            Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
+                return Next::Done
+            }
+            Err(e) => log::debug!("baton semaphore {prefix}: giving a slot back: {e}"),
+        }
+        if !session.is_valid() {
+            let end = *give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
+            if Instant::now() >= end {
+                return Next::Done;
+            }
+        }
+        tries += 1;
+        Next::RetryAfter(retry_backoff(tries))
+    });
 }
 
 /// The next listing from the prefix watch, or `None` at the deadline.
@@ -740,7 +963,7 @@ fn watch_next(
         c.on_cancel(move || s3.cancel())
     });
     let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    match watch.next(timeout, Some(&stop)) {
+    match watch.next_strict(timeout, Some(&stop)) {
         Ok(ev) => Ok(Some(ev.entries)),
         Err(e) if e.kind() == ErrorKind::Timeout => Ok(None),
         Err(e) if e.kind() == ErrorKind::Cancelled => {
@@ -768,6 +991,45 @@ fn watch_next(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue "A holding never lies", item 4: a key-hub poll answer made before
+    /// our `.lock` write, delivered after the holding subscribed, must not end it.
+    /// The hub is paused (a test-only pause point) with such an answer in hand
+    /// while the semaphore is acquired, then let go.
+    #[test]
+    fn a_late_poll_answer_does_not_end_a_new_holding() {
+        let dev = baton_devserver::DevServer::start(baton_devserver::Config {
+            session_ttl_min: Duration::from_millis(500),
+            ..Default::default()
+        })
+        .unwrap();
+        let c = Client::builder().address(dev.http_addr()).build().unwrap();
+        let patience = Some(Duration::from_secs(20));
+        // Two locks held under `latepoll/`: the hub polls the prefix by recursion,
+        // which covers the semaphore's keys before it subscribes to them.
+        let n1 = c.lock("latepoll/x/1").unwrap();
+        let n2 = c.lock("latepoll/y/1").unwrap();
+        assert!(n1.acquire(patience, None).unwrap());
+        assert!(n2.acquire(patience, None).unwrap());
+        let (reached, go) = crate::keyhub::failpoint::arm("latepoll/");
+        // A write under the prefix makes the hub take an answer (older than
+        // anything the semaphore writes next).
+        c.kv().put("latepoll/filler", b"x").unwrap();
+        reached
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the hub took an answer");
+        let sem = c.semaphore("latepoll/sem", 2).unwrap();
+        assert!(sem.acquire(patience, None).unwrap());
+        go.send(()).unwrap();
+        // The late answer lands at once; a false loss would follow it.
+        let e = sem
+            .wait_lost(Some(Duration::from_secs(1)), None)
+            .expect_err("not lost");
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(sem.is_held());
+        assert!(sem.release().unwrap(), "release found the slot gone");
+        c.close(Duration::from_secs(5));
+    }
 
     #[test]
     fn path_join_cleans_like_go() {

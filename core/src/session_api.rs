@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{printable, Error, ErrorKind, Result, SHOWN_TEXT_MAX};
 use crate::godur::format_go_duration;
 use crate::http::{encode_component, QueryMeta, QueryOptions, Request};
 
@@ -224,19 +224,38 @@ struct CreateAnswer {
 
 impl SessionApi<'_> {
     /// `PUT /v1/session/create`: creates a session, returns its ID.
+    ///
+    /// The ID must have the form Consul gives session IDs (a UUID,
+    /// `8-4-4-4-12` hex digits); any other answer is an error of kind
+    /// [`ErrorKind::BadResponse`], since the ID goes into URL paths and
+    /// transactions afterwards.
     pub fn create(&self, options: &SessionOptions) -> Result<String> {
         let mut req = Request::new("PUT", "/v1/session/create");
         req.json_body(&options.to_json());
         let resp = self.client.call(&req)?;
         let a: CreateAnswer = resp.json(&req.endpoint())?;
+        if !is_session_id(&a.id) {
+            return Err(Error::new(
+                ErrorKind::BadResponse,
+                format!(
+                    "Consul answered a session ID that is not a UUID: {}",
+                    quoted(&a.id)
+                ),
+            )
+            .with_endpoint(req.endpoint()));
+        }
         Ok(a.id)
     }
 
     /// `PUT /v1/session/destroy/<id>`: destroys a session (unknown IDs are fine).
+    ///
+    /// `id` is sent percent-encoded as one path segment; only an empty ID and
+    /// the dot segments `.` and `..` (which would name another endpoint) are
+    /// refused, with [`ErrorKind::InvalidArgument`].
     pub fn destroy(&self, id: &str) -> Result<()> {
         let req = Request::new(
             "PUT",
-            format!("/v1/session/destroy/{}", encode_component(id)),
+            format!("/v1/session/destroy/{}", path_segment("session ID", id)?),
         );
         self.client.call(&req)?;
         Ok(())
@@ -244,9 +263,14 @@ impl SessionApi<'_> {
 
     /// `PUT /v1/session/renew/<id>`: renews a session and returns it as Consul
     /// now has it (use its TTL). An unknown session gives an error of kind
-    /// [`ErrorKind::SessionInvalidated`].
+    /// [`ErrorKind::SessionInvalidated`]; an answer describing another session
+    /// one of kind [`ErrorKind::BadResponse`]. `id` is checked as for
+    /// [`SessionApi::destroy`].
     pub fn renew(&self, id: &str) -> Result<SessionEntry> {
-        let req = Request::new("PUT", format!("/v1/session/renew/{}", encode_component(id)));
+        let req = Request::new(
+            "PUT",
+            format!("/v1/session/renew/{}", path_segment("session ID", id)?),
+        );
         self.renew_req(&req)
     }
 
@@ -261,16 +285,26 @@ impl SessionApi<'_> {
     }
 
     /// Like [`SessionApi::info`], with blocking/consistency options.
+    ///
+    /// `id` is checked as for [`SessionApi::destroy`]; an answer describing
+    /// another session is an error of kind [`ErrorKind::BadResponse`].
     pub fn info_with(
         &self,
         id: &str,
         options: &QueryOptions,
     ) -> Result<(Option<SessionEntry>, QueryMeta)> {
-        let mut req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
+        let mut req = Request::new(
+            "GET",
+            format!("/v1/session/info/{}", path_segment("session ID", id)?),
+        );
         options.apply(&mut req);
         let resp = self.client.call(&req)?;
         let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
-        Ok((list.into_iter().next(), resp.meta))
+        let entry = list.into_iter().next();
+        if let Some(e) = &entry {
+            check_answer_names(&req, &e.id)?;
+        }
+        Ok((entry, resp.meta))
     }
 
     /// `GET /v1/session/list`: every session.
@@ -286,21 +320,93 @@ impl SessionApi<'_> {
         Ok((resp.json(&req.endpoint())?, resp.meta))
     }
 
-    /// `GET /v1/session/node/<node>`: the sessions of one node.
+    /// `GET /v1/session/node/<node>`: the sessions of one node. The node name is
+    /// checked as the ID of [`SessionApi::destroy`].
     pub fn node(&self, node: &str) -> Result<Vec<SessionEntry>> {
         let req = Request::new(
             "GET",
-            format!("/v1/session/node/{}", encode_component(node)),
+            format!("/v1/session/node/{}", path_segment("node name", node)?),
         );
         let resp = self.client.call(&req)?;
         resp.json(&req.endpoint())
     }
 }
 
+/// Whether `id` has the form Consul gives session IDs: 36 characters, hex
+/// digits in groups of 8-4-4-4-12 joined by `-`.
+///
+/// This is the check of `ParseUUID` in hashicorp/go-uuid, the package whose
+/// `GenerateUUID` makes Consul's session IDs (`Session.Apply` in
+/// `agent/consul/session_endpoint.go`) and whose format go-memdb's
+/// `UUIDFieldIndex` enforces for sessions in older Consul versions. Like it,
+/// hex digits of either case pass (Consul itself produces lowercase).
+pub(crate) fn is_session_id(id: &str) -> bool {
+    id.len() == 36
+        && id.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// A value from a server, quoted for a message: Rust string escapes, at most
+/// 64 bytes of it, then `… (N bytes)`.
+fn quoted(value: &str) -> String {
+    const SHOWN: usize = 64;
+    if value.len() <= SHOWN {
+        return format!("{value:?}");
+    }
+    let mut end = SHOWN;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}\u{2026} ({} bytes)", &value[..end], value.len())
+}
+
+/// A session ID or node name given by the caller, encoded as one URL path
+/// segment.
+///
+/// Anything else is left to Consul (which answers "not found" for IDs it does
+/// not know), but an empty value would address the collection rather than an
+/// item and `.`/`..` would be resolved away by HTTP path normalisation (Go's
+/// server redirects them elsewhere), so those three fail here.
+fn path_segment(what: &str, value: &str) -> Result<String> {
+    if value.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{what} must not be empty"),
+        ));
+    }
+    if value == "." || value == ".." {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{what} {value:?} is a dot segment, not a valid {what}"),
+        ));
+    }
+    Ok(encode_component(value))
+}
+
+/// Checks that a session answer describes the session of the request path
+/// (`.../<encoded id>`); Consul matches IDs without regard to case.
+fn check_answer_names(req: &Request, answered: &str) -> Result<()> {
+    let asked = req.path.rsplit_once('/').map_or("", |(_, id)| id);
+    if encode_component(answered).eq_ignore_ascii_case(asked) {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::BadResponse,
+            format!(
+                "Consul answered about another session: {}",
+                quoted(answered)
+            ),
+        )
+        .with_endpoint(req.endpoint()))
+    }
+}
+
 /// Interprets a renew answer: 404 means the session is gone.
 pub(crate) fn renew_answer(req: &Request, resp: crate::http::Response) -> Result<SessionEntry> {
     if resp.status == 404 {
-        let text = String::from_utf8_lossy(&resp.body).trim().to_string();
+        let text = printable(resp.body.trim_ascii(), SHOWN_TEXT_MAX);
         return Err(Error::new(
             ErrorKind::SessionInvalidated,
             format!("session is gone (404 {text})"),
@@ -309,10 +415,12 @@ pub(crate) fn renew_answer(req: &Request, resp: crate::http::Response) -> Result
     }
     let resp = crate::http::check(req, resp)?;
     let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
-    list.into_iter().next().ok_or_else(|| {
+    let entry = list.into_iter().next().ok_or_else(|| {
         Error::new(ErrorKind::BadResponse, "renew answered an empty list")
             .with_endpoint(req.endpoint())
-    })
+    })?;
+    check_answer_names(req, &entry.id)?;
+    Ok(entry)
 }
 
 #[cfg(test)]
@@ -350,5 +458,66 @@ mod tests {
         assert_eq!(e.lock_delay(), Duration::from_secs(15));
         assert_eq!(e.ttl(), Some(Duration::from_secs(15)));
         assert_eq!(e.node_checks, Some(vec!["serfHealth".to_string()]));
+    }
+
+    #[test]
+    fn session_ids_follow_go_uuid_parse() {
+        for ok in [
+            "adf4238a-882b-9ddc-4a9d-5b6758e4159e",
+            "ADF4238A-882B-9DDC-4A9D-5B6758E4159E",
+            "00000000-0000-0000-0000-000000000000",
+        ] {
+            assert!(is_session_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "../../v1/kv/x?y=#z",
+            "adf4238a-882b-9ddc-4a9d-5b6758e4159",
+            "adf4238a-882b-9ddc-4a9d-5b6758e4159e0",
+            "adf4238a0882b-9ddc-4a9d-5b6758e4159e",
+            "adf4238a-882b-9ddc-4a9d-5b6758e4159g",
+            "adf4238a-882b-9ddc-4a9d+5b6758e4159e",
+            " adf4238a-882b-9ddc-4a9d-5b6758e4159",
+            "adf4238a-882b-9ddc-4a9d-5b6758e4159\u{e9}",
+            "{df4238a-882b-9ddc-4a9d-5b6758e4159}",
+        ] {
+            assert!(!is_session_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn server_values_are_quoted_safely() {
+        assert_eq!(quoted(""), "\"\"");
+        assert_eq!(quoted("a\u{1b}[0m\"b"), "\"a\\u{1b}[0m\\\"b\"");
+        let long = "\u{fc}".repeat(100);
+        assert_eq!(
+            quoted(&long),
+            format!("{:?}\u{2026} (200 bytes)", "\u{fc}".repeat(32))
+        );
+    }
+
+    #[test]
+    fn user_ids_become_one_path_segment() {
+        assert_eq!(
+            path_segment("session ID", "a/b?c#d").unwrap(),
+            "a%2Fb%3Fc%23d"
+        );
+        assert_eq!(path_segment("session ID", "...").unwrap(), "...");
+        for bad in ["", ".", ".."] {
+            let e = path_segment("session ID", bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn answers_must_name_the_session_asked_for() {
+        let id = "adf4238a-882b-9ddc-4a9d-5b6758e4159e";
+        let req = Request::new("PUT", format!("/v1/session/renew/{id}"));
+        assert!(check_answer_names(&req, id).is_ok());
+        assert!(check_answer_names(&req, &id.to_uppercase()).is_ok());
+        let e = check_answer_names(&req, "00000000-0000-0000-0000-000000000000").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadResponse);
+        let req = Request::new("GET", "/v1/session/info/a%2Fb");
+        assert!(check_answer_names(&req, "a/b").is_ok());
     }
 }

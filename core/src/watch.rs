@@ -72,6 +72,9 @@ struct Data {
     version: u64,
     current: Option<WatchEvent>,
     last_error: Option<String>,
+    /// The last answer that could not be decoded (numbered), which retrying
+    /// will not fix: subscribers that asked for it get it as an error.
+    bad_answer: Option<(u64, String)>,
     subscribers: Vec<(u64, Sender<()>)>,
     next_sub: u64,
 }
@@ -104,6 +107,7 @@ pub struct Watch {
     sub: u64,
     notify: Receiver<()>,
     seen: u64,
+    seen_bad: u64,
 }
 
 impl fmt::Debug for Watch {
@@ -146,6 +150,7 @@ impl Client {
                         version: 0,
                         current: None,
                         last_error: None,
+                        bad_answer: None,
                         subscribers: Vec::new(),
                         next_sub: 0,
                     }),
@@ -181,6 +186,7 @@ impl Client {
             sub,
             notify: rx,
             seen: 0,
+            seen_bad: 0,
         })
     }
 }
@@ -218,7 +224,27 @@ impl Watch {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<WatchEvent> {
-        let end = timeout.map(|t| Instant::now() + t);
+        self.next_inner(timeout, cancel, false)
+    }
+
+    /// Like [`Watch::next`], but an answer of the server that cannot be decoded
+    /// (bad base64, a number out of range, invalid UTF-8) is returned as a
+    /// `BadResponse` error instead of being retried in silence.
+    pub(crate) fn next_strict(
+        &mut self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<WatchEvent> {
+        self.next_inner(timeout, cancel, true)
+    }
+
+    fn next_inner(
+        &mut self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+        strict: bool,
+    ) -> Result<WatchEvent> {
+        let end = crate::scope::deadline_after(timeout);
         let never = crossbeam_channel::never();
         let cancel_rx = cancel
             .map(|c| c.receiver())
@@ -232,6 +258,12 @@ impl Watch {
                     if let Some(ev) = &d.current {
                         self.seen = d.version;
                         return Ok(ev.clone());
+                    }
+                }
+                if let (true, Some((n, msg))) = (strict, &d.bad_answer) {
+                    if *n > self.seen_bad {
+                        self.seen_bad = *n;
+                        return Err(Error::new(ErrorKind::BadResponse, msg.clone()));
                     }
                 }
             }
@@ -329,6 +361,7 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
                 index = next_index(index, meta.index);
                 let mut d = lock(&shared.data);
                 d.last_error = None;
+                d.bad_answer = None;
                 let changed = d.current.as_ref().map_or(true, |c| c.entries != entries);
                 if changed {
                     d.version += 1;
@@ -344,8 +377,21 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
                 }
             }
             Err(e) => {
-                log::debug!("baton watch {:?}: {e}", shared.target);
-                lock(&shared.data).last_error = Some(e.to_string());
+                let mut d = lock(&shared.data);
+                d.last_error = Some(e.to_string());
+                if e.kind() == ErrorKind::BadResponse {
+                    if d.bad_answer.is_none() {
+                        log::warn!("baton watch {:?}: {e}", shared.target);
+                    }
+                    let n = d.bad_answer.as_ref().map_or(0, |b| b.0) + 1;
+                    d.bad_answer = Some((n, e.to_string()));
+                    for (_, tx) in &d.subscribers {
+                        let _ = tx.try_send(());
+                    }
+                } else {
+                    log::debug!("baton watch {:?}: {e}", shared.target);
+                }
+                drop(d);
                 index = 0;
                 let wait = backoff.next();
                 let stop = shared.stop.receiver();

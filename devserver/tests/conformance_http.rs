@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use baton_devserver::Config;
 use raw::*;
+use serde_json::json;
 
 #[test]
 fn kv_get_meta_headers_use_go_canonical_names() {
@@ -577,7 +578,7 @@ fn pause_makes_requests_hang_until_resume() {
 fn pause_and_resume_over_the_control_path() {
     let s = start();
     let a = s.addr();
-    assert_eq!(put(a, "/_devserver/pause", b"").text(), "true");
+    assert_eq!(put(a, "/_devserver/pause", b"").json(), json!(true));
     assert!(req_timeout(a, "GET", "/v1/kv/x", &[], b"", Duration::from_millis(300)).is_err());
     put(a, "/_devserver/resume", b"");
     assert_eq!(get(a, "/v1/kv/x").status, 404);
@@ -608,7 +609,7 @@ fn restart_loses_all_state_and_drops_connections() {
         Duration::from_secs(30),
     );
     std::thread::sleep(Duration::from_millis(150));
-    assert_eq!(put(a, "/_devserver/restart", b"").text(), "true");
+    assert_eq!(put(a, "/_devserver/restart", b"").json(), json!(true));
     assert!(
         waiter.join().unwrap().is_err(),
         "open connections are dropped"
@@ -637,7 +638,7 @@ fn no_leader_mode_answers_500_and_status_leader_empty() {
             "{m} {p}"
         );
     }
-    assert_eq!(get(a, "/v1/status/leader").text(), "\"\"");
+    assert_eq!(get(a, "/v1/status/leader").json(), json!(""));
     std::thread::sleep(Duration::from_millis(600));
     put(a, "/_devserver/leader?present=true", b"");
     assert!(
@@ -657,18 +658,18 @@ fn invalidate_session_control_applies_lock_delay() {
     let other = session(a, "{}");
     put(a, &format!("/v1/kv/k?acquire={id}"), b"");
     assert_eq!(
-        put(a, &format!("/_devserver/session/invalidate/{id}"), b"").text(),
-        "true"
+        put(a, &format!("/_devserver/session/invalidate/{id}"), b"").json(),
+        json!(true)
     );
     assert!(!session_exists(a, &id));
     assert_eq!(
-        put(a, &format!("/v1/kv/k?acquire={other}"), b"").text(),
-        "false",
+        put(a, &format!("/v1/kv/k?acquire={other}"), b"").json(),
+        json!(false),
         "lock-delay in force"
     );
     assert_eq!(
-        put(a, "/_devserver/session/invalidate/unknown", b"").text(),
-        "false"
+        put(a, "/_devserver/session/invalidate/unknown", b"").json(),
+        json!(false)
     );
 }
 

@@ -5,6 +5,7 @@ mod raw;
 use std::time::Duration;
 
 use raw::*;
+use serde_json::json;
 
 const LOCK_FLAGS: &str = "3304740253564472344";
 
@@ -41,13 +42,30 @@ fn kv_entry_json_has_consul_field_order_base64_value_and_omits_empty_session() {
     let r = get(a, "/v1/kv/svc/leader");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Type"), Some("application/json"));
-    let text = r.text();
     let idx = r.index();
+    let v = r.json();
     assert_eq!(
-        text,
-        format!(
-            "[{{\"LockIndex\":0,\"Key\":\"svc/leader\",\"Flags\":42,\"Value\":\"aGVsbG8=\",\"CreateIndex\":{idx},\"ModifyIndex\":{idx}}}]"
-        )
+        v,
+        json!([{"LockIndex": 0, "Key": "svc/leader", "Flags": 42, "Value": "aGVsbG8=",
+                "CreateIndex": idx, "ModifyIndex": idx}])
+    );
+    // serde_json keeps document order here (`preserve_order`), and map equality ignores it.
+    let fields: Vec<&str> = v[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "LockIndex",
+            "Key",
+            "Flags",
+            "Value",
+            "CreateIndex",
+            "ModifyIndex"
+        ]
     );
     put(a, "/v1/kv/empty", b"");
     assert!(
@@ -163,20 +181,23 @@ fn raw_get_returns_value_bytes_with_consul_headers() {
 fn plain_put_always_returns_true_and_cas_zero_is_create_only() {
     let s = start();
     let a = s.addr();
-    assert_eq!(put(a, "/v1/kv/c?cas=0", b"1").text(), "true");
-    assert_eq!(put(a, "/v1/kv/c?cas=0", b"2").text(), "false");
+    assert_eq!(put(a, "/v1/kv/c?cas=0", b"1").json(), json!(true));
+    assert_eq!(put(a, "/v1/kv/c?cas=0", b"2").json(), json!(false));
     let mi = entry(a, "c").unwrap()["ModifyIndex"].as_u64().unwrap();
     assert_eq!(
-        put(a, &format!("/v1/kv/c?cas={}", mi + 100), b"3").text(),
-        "false"
+        put(a, &format!("/v1/kv/c?cas={}", mi + 100), b"3").json(),
+        json!(false)
     );
-    assert_eq!(put(a, &format!("/v1/kv/c?cas={mi}"), b"4").text(), "true");
     assert_eq!(
-        put(a, "/v1/kv/nocas?cas=5", b"x").text(),
-        "false",
+        put(a, &format!("/v1/kv/c?cas={mi}"), b"4").json(),
+        json!(true)
+    );
+    assert_eq!(
+        put(a, "/v1/kv/nocas?cas=5", b"x").json(),
+        json!(false),
         "cas>0 on a missing key fails"
     );
-    assert_eq!(put(a, "/v1/kv/c", b"5").text(), "true");
+    assert_eq!(put(a, "/v1/kv/c", b"5").json(), json!(true));
 }
 
 #[test]
@@ -193,7 +214,7 @@ fn identical_put_keeps_modify_index_and_wakes_no_watcher() {
         Duration::from_secs(10),
     );
     std::thread::sleep(Duration::from_millis(150));
-    assert_eq!(put(a, "/v1/kv/same", b"v").text(), "true");
+    assert_eq!(put(a, "/v1/kv/same", b"v").json(), json!(true));
     let r = watcher.join().unwrap().unwrap();
     assert_eq!(
         r.index(),
@@ -214,8 +235,8 @@ fn acquire_creates_missing_key_with_lock_index_1() {
             &format!("/v1/kv/lk?acquire={sid}&flags={LOCK_FLAGS}"),
             b"me"
         )
-        .text(),
-        "true"
+        .json(),
+        json!(true)
     );
     let e = entry(a, "lk").unwrap();
     assert_eq!(e["LockIndex"], 1);
@@ -236,8 +257,8 @@ fn reacquire_by_holder_keeps_lock_index_and_is_noop_when_identical() {
     put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v");
     let e1 = entry(a, "lk").unwrap();
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v").text(),
-        "true"
+        put(a, &format!("/v1/kv/lk?acquire={sid}"), b"v").json(),
+        json!(true)
     );
     assert_eq!(
         entry(a, "lk").unwrap(),
@@ -258,13 +279,13 @@ fn acquire_of_key_held_by_another_session_is_false_and_lock_index_counts_new_hol
     let s2 = session(a, r#"{"LockDelay":"0s"}"#);
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
-        "false"
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").json(),
+        json!(false)
     );
     put(a, &format!("/v1/kv/lk?release={s1}"), b"");
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").json(),
+        json!(true)
     );
     assert_eq!(entry(a, "lk").unwrap()["LockIndex"], 2);
 }
@@ -280,8 +301,8 @@ fn release_overwrites_value_and_flags_and_keeps_lock_index() {
         b"value",
     );
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?release={sid}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/kv/lk?release={sid}"), b"").json(),
+        json!(true)
     );
     let e = entry(a, "lk").unwrap();
     assert!(
@@ -301,12 +322,12 @@ fn release_by_non_holder_or_of_missing_key_is_false() {
     let s2 = session(a, "{}");
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?release={s2}"), b"").text(),
-        "false"
+        put(a, &format!("/v1/kv/lk?release={s2}"), b"").json(),
+        json!(false)
     );
     assert_eq!(
-        put(a, &format!("/v1/kv/missing?release={s1}"), b"").text(),
-        "false"
+        put(a, &format!("/v1/kv/missing?release={s1}"), b"").json(),
+        json!(false)
     );
     assert_eq!(entry(a, "lk").unwrap()["Session"], s1.as_str());
 }
@@ -317,7 +338,7 @@ fn plain_put_on_locked_key_keeps_holder() {
     let a = s.addr();
     let sid = session(a, "{}");
     put(a, &format!("/v1/kv/lk?acquire={sid}"), b"a");
-    assert_eq!(put(a, "/v1/kv/lk", b"b").text(), "true");
+    assert_eq!(put(a, "/v1/kv/lk", b"b").json(), json!(true));
     let e = entry(a, "lk").unwrap();
     assert_eq!(e["Session"], sid.as_str());
     assert_eq!(e["Value"], "Yg==");
@@ -330,11 +351,11 @@ fn delete_on_locked_key_removes_it_without_lock_delay() {
     let s1 = session(a, r#"{"LockDelay":"30s"}"#);
     let s2 = session(a, "{}");
     put(a, &format!("/v1/kv/lk?acquire={s1}"), b"");
-    assert_eq!(delete(a, "/v1/kv/lk").text(), "true");
+    assert_eq!(delete(a, "/v1/kv/lk").json(), json!(true));
     assert!(entry(a, "lk").is_none());
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
-        "true",
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").json(),
+        json!(true),
         "no lock-delay after delete"
     );
 }
@@ -343,15 +364,15 @@ fn delete_on_locked_key_removes_it_without_lock_delay() {
 fn delete_cas_on_missing_key_is_true_and_stale_index_is_false() {
     let s = start();
     let a = s.addr();
-    assert_eq!(delete(a, "/v1/kv/missing?cas=7").text(), "true");
+    assert_eq!(delete(a, "/v1/kv/missing?cas=7").json(), json!(true));
     put(a, "/v1/kv/d", b"x");
     let mi = entry(a, "d").unwrap()["ModifyIndex"].as_u64().unwrap();
     assert_eq!(
-        delete(a, &format!("/v1/kv/d?cas={}", mi + 1)).text(),
-        "false"
+        delete(a, &format!("/v1/kv/d?cas={}", mi + 1)).json(),
+        json!(false)
     );
     assert!(entry(a, "d").is_some());
-    assert_eq!(delete(a, &format!("/v1/kv/d?cas={mi}")).text(), "true");
+    assert_eq!(delete(a, &format!("/v1/kv/d?cas={mi}")).json(), json!(true));
     assert!(entry(a, "d").is_none());
 }
 
@@ -362,10 +383,10 @@ fn delete_recurse_removes_subtree_and_empty_key_removes_everything() {
     for k in ["t/1", "t/2", "u/1"] {
         put(a, &format!("/v1/kv/{k}"), b"");
     }
-    assert_eq!(delete(a, "/v1/kv/t?recurse").text(), "true");
+    assert_eq!(delete(a, "/v1/kv/t?recurse").json(), json!(true));
     assert_eq!(get(a, "/v1/kv/t?recurse").status, 404);
     assert!(entry(a, "u/1").is_some());
-    assert_eq!(delete(a, "/v1/kv/?recurse").text(), "true");
+    assert_eq!(delete(a, "/v1/kv/?recurse").json(), json!(true));
     assert_eq!(get(a, "/v1/kv/?recurse").status, 404);
 }
 
@@ -397,15 +418,15 @@ fn session_id_case_matters_for_holder_check() {
     let upper = sid.to_uppercase();
     // Lookup is case-insensitive, the holder comparison is not.
     assert_eq!(
-        put(a, &format!("/v1/kv/k?acquire={upper}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/kv/k?acquire={upper}"), b"").json(),
+        json!(true)
     );
     assert_eq!(
-        put(a, &format!("/v1/kv/k?release={sid}"), b"").text(),
-        "false"
+        put(a, &format!("/v1/kv/k?release={sid}"), b"").json(),
+        json!(false)
     );
     assert_eq!(
-        put(a, &format!("/v1/kv/k?release={upper}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/kv/k?release={upper}"), b"").json(),
+        json!(true)
     );
 }

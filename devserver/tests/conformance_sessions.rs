@@ -5,6 +5,7 @@ mod raw;
 use std::time::{Duration, Instant};
 
 use raw::*;
+use serde_json::json;
 
 #[test]
 fn session_defaults_to_agent_node_serf_health_release_and_15s_lock_delay() {
@@ -13,12 +14,34 @@ fn session_defaults_to_agent_node_serf_health_release_and_15s_lock_delay() {
     let id = session(a, "");
     let r = get(a, &format!("/v1/session/info/{id}"));
     let idx = r.index();
+    let v = r.json();
     assert_eq!(
-        r.text(),
-        format!(
-            "[{{\"ID\":\"{id}\",\"Name\":\"\",\"Node\":\"{}\",\"LockDelay\":15000000000,\"Behavior\":\"release\",\"TTL\":\"\",\"NodeChecks\":[\"serfHealth\"],\"ServiceChecks\":null,\"CreateIndex\":{idx},\"ModifyIndex\":{idx}}}]",
-            s.node_name()
-        )
+        v,
+        json!([{"ID": id, "Name": "", "Node": s.node_name(), "LockDelay": 15000000000u64,
+                "Behavior": "release", "TTL": "", "NodeChecks": ["serfHealth"],
+                "ServiceChecks": null, "CreateIndex": idx, "ModifyIndex": idx}])
+    );
+    // serde_json keeps document order here (`preserve_order`), and map equality ignores it.
+    let fields: Vec<&str> = v[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "ID",
+            "Name",
+            "Node",
+            "LockDelay",
+            "Behavior",
+            "TTL",
+            "NodeChecks",
+            "ServiceChecks",
+            "CreateIndex",
+            "ModifyIndex"
+        ]
     );
 }
 
@@ -265,10 +288,10 @@ fn destroy_unknown_session_is_200_true_and_info_unknown_is_empty_array() {
     let a = s.addr();
     let before = s.current_index();
     let r = put(a, "/v1/session/destroy/abc", b"");
-    assert_eq!((r.status, r.text().as_str()), (200, "true"));
+    assert_eq!((r.status, r.json()), (200, json!(true)));
     assert_eq!(s.current_index(), before, "nothing to destroy, no write");
     let r = get(a, "/v1/session/info/abc");
-    assert_eq!((r.status, r.text().as_str()), (200, "[]"));
+    assert_eq!((r.status, r.json()), (200, json!([])));
 }
 
 #[test]
@@ -341,8 +364,8 @@ fn invalidation_releases_keys_applies_lock_delay_and_bumps_indexes() {
     let sessions_idx = get(a, "/v1/session/list").index();
     let destroyed = Instant::now();
     assert_eq!(
-        put(a, &format!("/v1/session/destroy/{holder}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/session/destroy/{holder}"), b"").json(),
+        json!(true)
     );
     let after = entry(a, "lk").unwrap();
     assert!(after.get("Session").is_none(), "released");
@@ -357,12 +380,12 @@ fn invalidation_releases_keys_applies_lock_delay_and_bumps_indexes() {
     // Lock-delay: every session is refused until it ends, with no index consumed.
     let idx = s.current_index();
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={other}"), b"").text(),
-        "false"
+        put(a, &format!("/v1/kv/lk?acquire={other}"), b"").json(),
+        json!(false)
     );
     assert_eq!(
-        put(a, "/v1/kv/lk?acquire=", b"").text(),
-        "false",
+        put(a, "/v1/kv/lk?acquire=", b"").json(),
+        json!(false),
         "the delay check runs before session checks"
     );
     assert_eq!(
@@ -379,8 +402,8 @@ fn invalidation_releases_keys_applies_lock_delay_and_bumps_indexes() {
         &format!("/v1/kv/lk?acquire={other}"),
         b""
     )
-    .text()
-        == "true"));
+    .json()
+        == json!(true)));
     assert!(
         destroyed.elapsed() >= Duration::from_secs(2),
         "not before the delay ended"
@@ -397,8 +420,8 @@ fn explicit_release_sets_no_lock_delay() {
     put(a, &format!("/v1/kv/lk?release={s1}"), b"");
     put(a, &format!("/v1/session/destroy/{s1}"), b"");
     assert_eq!(
-        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").text(),
-        "true"
+        put(a, &format!("/v1/kv/lk?acquire={s2}"), b"").json(),
+        json!(true)
     );
 }
 
@@ -452,8 +475,8 @@ fn node_deregistration_invalidates_its_sessions_and_new_ones_fail_until_reregist
             "/v1/catalog/deregister",
             format!(r#"{{"Node":"{node}"}}"#).as_bytes()
         )
-        .text(),
-        "true"
+        .json(),
+        json!(true)
     );
     assert!(!session_exists(a, &id));
     assert!(entry(a, "lk").unwrap().get("Session").is_none());

@@ -84,7 +84,7 @@ fn latency_over_http_control_is_reported_in_status() {
     let p = Req::put("/v1/kv/k").body("v").spawn(&s);
     thread::sleep(HANG * 2);
     assert!(p.still_waiting());
-    assert_eq!(p.expect(Duration::from_secs(10)).0.text(), "true");
+    assert_eq!(p.expect(Duration::from_secs(10)).0.json(), json!(true));
     assert_eq!(put(&s, "/_devserver/latency?d=0s", b"").status, 200);
     assert_eq!(get(&s, "/_devserver/status").json()["latency_ms"], 0);
 }
@@ -102,8 +102,8 @@ fn restart_loses_all_state_restarts_index_and_keeps_the_port() {
     s.restart();
     assert_eq!(s.addr(), addr);
     assert!(kv_entry(&s, "k0").is_none());
-    assert_eq!(get(&s, "/v1/kv/?keys").text(), "[]");
-    assert_eq!(get(&s, "/v1/session/list").text(), "[]");
+    assert_eq!(get(&s, "/v1/kv/?keys").json(), json!([]));
+    assert_eq!(get(&s, "/v1/session/list").json(), json!([]));
     put(&s, &format!("/v1/session/renew/{sid}"), b"")
         .assert(404, &format!("Session id '{sid}' not found"));
     assert!(s.current_index() < old_index, "index restarts");
@@ -187,7 +187,7 @@ fn no_leader_gives_500_no_cluster_leader_and_empty_status_leader() {
         );
     }
     let r = get(&s, "/v1/status/leader");
-    assert_eq!((r.status, r.text().as_str()), (200, "\"\""));
+    assert_eq!((r.status, r.json()), (200, json!("")));
     assert_eq!(get(&s, "/_devserver/status").json()["leader"], false);
     s.set_leader(true);
     assert_eq!(
@@ -204,7 +204,7 @@ fn no_leader_over_http_control_path() {
     let s = start();
     assert_eq!(put(&s, "/_devserver/leader?present=false", b"").status, 200);
     get(&s, "/v1/kv/k").assert(500, "No cluster leader");
-    assert_eq!(get(&s, "/v1/status/leader").text(), "\"\"");
+    assert_eq!(get(&s, "/v1/status/leader").json(), json!(""));
     assert_eq!(put(&s, "/_devserver/leader?present=true", b"").status, 200);
     assert_eq!(get(&s, "/v1/kv/k").status, 404);
 }

@@ -84,7 +84,7 @@ fn session_reads_emit_meta_headers_in_go_canonical_case() {
 fn session_list_index_is_never_zero_on_a_fresh_server() {
     let s = start();
     let r = get(&s, "/v1/session/list");
-    assert_eq!(r.text(), "[]");
+    assert_eq!(r.json(), json!([]));
     assert_ne!(r.index(), 0);
 }
 
@@ -160,7 +160,8 @@ fn results_filtered_by_acls_header_is_absent_without_acls() {
 
 #[test]
 fn json_bodies_are_compact_and_application_json_by_default() {
-    let s = start();
+    // Consul's layout without `-dev` (whatever BATON_TEST_DEVSERVER_PRETTY says).
+    let s = start_with(|c| c.pretty = false);
     let sid = session_create(&s, &json!({}));
     for (what, r) in [
         ("kv put", put(&s, "/v1/kv/k", b"v")),
@@ -201,6 +202,107 @@ fn pretty_config_mimics_consul_dev_mode() {
     assert!(t.ends_with('\n'));
     // Raw values are never reformatted.
     assert_eq!(get(&s, "/v1/kv/k?raw").body, b"v");
+}
+
+/// One answer of every shape baton reads (booleans, objects, arrays, a string, a 409 body), from
+/// a server that pretty-prints (`pretty`) or not, with `?pretty` on the request when `param`.
+fn json_answers(s: &DevServer, param: bool) -> Vec<(&'static str, Response)> {
+    let q = if param { "?pretty" } else { "" };
+    let amp = if param { "&pretty" } else { "" };
+    let sid = session_create(s, &json!({"TTL": "10s"}));
+    put(s, "/v1/kv/shape", b"v").assert(200, "true");
+    let stale_cas = json!([{"KV": {"Verb": "cas", "Key": "shape", "Index": 1, "Value": "eA=="}}]);
+    let ok_txn = json!([{"KV": {"Verb": "get", "Key": "shape"}}]);
+    vec![
+        ("kv put", put(s, &format!("/v1/kv/k{q}"), b"v")),
+        (
+            "kv cas false",
+            put(s, &format!("/v1/kv/k?cas=1{amp}"), b"v"),
+        ),
+        ("kv get", get(s, &format!("/v1/kv/shape{q}"))),
+        ("kv keys", get(s, &format!("/v1/kv/?keys{amp}"))),
+        ("kv delete", delete(s, &format!("/v1/kv/k{q}"))),
+        (
+            "session create",
+            put(s, &format!("/v1/session/create{q}"), b""),
+        ),
+        (
+            "session info",
+            get(s, &format!("/v1/session/info/{sid}{q}")),
+        ),
+        (
+            "session renew",
+            put(s, &format!("/v1/session/renew/{sid}{q}"), b""),
+        ),
+        (
+            "session destroy",
+            put(s, &format!("/v1/session/destroy/{sid}{q}"), b""),
+        ),
+        ("txn 200", put_json(s, &format!("/v1/txn{q}"), &ok_txn)),
+        ("txn 409", put_json(s, &format!("/v1/txn{q}"), &stale_cas)),
+        ("status leader", get(s, &format!("/v1/status/leader{q}"))),
+    ]
+}
+
+/// Consul's `marshalJSON` (agent/http.go): `json.Marshal` (compact, no newline) unless the
+/// agent runs `-dev` or the request has `?pretty`; then `json.MarshalIndent(obj, "", "    ")`
+/// followed by one `\n`. The same JSON either way.
+#[test]
+fn every_json_answer_ends_with_a_newline_exactly_when_pretty() {
+    let compact = start_with(|c| c.pretty = false);
+    let dev = start_with(|c| c.pretty = true);
+    for (mode, s, param, pretty) in [
+        ("compact", &compact, false, false),
+        ("?pretty", &compact, true, true),
+        ("--pretty", &dev, false, true),
+    ] {
+        let mut values = Vec::new();
+        for (what, r) in json_answers(s, param) {
+            let t = r.text();
+            assert!(r.is_json(), "{mode} {what}: {:?} {t:?}", r.headers);
+            assert!(
+                [200, 409].contains(&r.status),
+                "{mode} {what}: {} {t:?}",
+                r.status
+            );
+            let v = r.json();
+            if pretty {
+                assert!(
+                    t.ends_with('\n') && !t.ends_with("\n\n"),
+                    "{mode} {what}: one trailing newline: {t:?}"
+                );
+                if v.is_object() || v.as_array().is_some_and(|a| !a.is_empty()) {
+                    assert!(t.contains("\n    "), "{mode} {what}: 4-space indent: {t:?}");
+                }
+            } else {
+                assert!(
+                    !t.contains('\n'),
+                    "{mode} {what}: compact, no newline: {t:?}"
+                );
+            }
+            values.push(v);
+        }
+        // The values themselves do not depend on the layout.
+        let shape: Vec<&str> = values
+            .iter()
+            .map(|v| match v {
+                Value::Bool(true) => "true",
+                Value::Bool(false) => "false",
+                Value::Object(_) => "object",
+                Value::Array(_) => "array",
+                Value::String(_) => "string",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "true", "false", "array", "array", "true", "object", "array", "array", "true",
+                "object", "object", "string"
+            ],
+            "{mode}"
+        );
+    }
 }
 
 #[test]
@@ -252,7 +354,7 @@ fn keep_alive_connection_serves_several_requests() {
         let r = c
             .send(&Req::put(&format!("/v1/kv/k{i}")).body("v"))
             .unwrap();
-        assert_eq!(r.text(), "true");
+        assert_eq!(r.json(), json!(true));
     }
     let r = c.send(&Req::get("/v1/kv/?keys")).unwrap();
     assert_eq!(r.json().as_array().unwrap().len(), 5);

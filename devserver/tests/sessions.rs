@@ -228,17 +228,17 @@ fn session_list_is_ordered_by_id_and_node_lookup_is_case_insensitive() {
     assert_eq!(by_node.status, 200);
     assert_eq!(by_node.json().as_array().unwrap().len(), 6);
     let none = get(&s, "/v1/session/node/other-node");
-    assert_eq!((none.status, none.text().as_str()), (200, "[]"));
+    assert_eq!((none.status, none.json()), (200, json!([])));
 }
 
 #[test]
 fn session_info_of_unknown_id_is_200_empty_array() {
     let s = start();
     let r = get(&s, "/v1/session/info/6f5a9a4c-0000-4000-8000-000000000000");
-    assert_eq!((r.status, r.text().as_str()), (200, "[]"));
+    assert_eq!((r.status, r.json()), (200, json!([])));
     r.index();
     let l = get(&s, "/v1/session/list");
-    assert_eq!((l.status, l.text().as_str()), (200, "[]"));
+    assert_eq!((l.status, l.json()), (200, json!([])));
 }
 
 // ---- renew -----------------------------------------------------------------------------
@@ -556,7 +556,7 @@ fn lock_delay_expires_after_the_session_lock_delay() {
         first.assert(200, "false");
     }
     let won = poll_until(Duration::from_secs(10), || {
-        acquire(&s, "ld", &other, b"x").text() == "true"
+        acquire(&s, "ld", &other, b"x").json() == json!(true)
     })
     .expect("lock-delay of 2.5s never ended");
     assert!(

@@ -19,7 +19,10 @@ async function target() {
   if (!fs.existsSync(bin)) {
     throw new Error(`CONSUL_HTTP_ADDR is unset and ${bin} is missing: run cargo build -p baton-devserver`)
   }
-  const server = spawn(bin, ['--port', '0', '--session-ttl-min', '1s'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  // BATON_TEST_DEVSERVER_PRETTY: answer in `consul agent -dev`'s layout (indented JSON).
+  const pretty = !['', '0'].includes(process.env.BATON_TEST_DEVSERVER_PRETTY ?? '')
+  const args = ['--port', '0', '--session-ttl-min', '1s', ...(pretty ? ['--pretty'] : [])]
+  const server = spawn(bin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const line = await new Promise((resolve, reject) => {
     readline.createInterface({ input: server.stdout }).once('line', resolve)
     server.once('exit', (code) => reject(new Error(`the dev server exited with ${code}`)))

@@ -20,7 +20,10 @@ def consul_address():
     if binary is None:
         raise SystemExit("CONSUL_HTTP_ADDR is unset and baton-devserver is not built "
                          "(cargo build -p baton-devserver)")
-    proc = subprocess.Popen([str(binary), "--port", "0", "--session-ttl-min", "1s"],
+    # BATON_TEST_DEVSERVER_PRETTY: answer in `consul agent -dev`'s layout (indented JSON).
+    pretty = os.environ.get("BATON_TEST_DEVSERVER_PRETTY", "") not in ("", "0")
+    proc = subprocess.Popen([str(binary), "--port", "0", "--session-ttl-min", "1s"]
+                            + (["--pretty"] if pretty else []),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline().strip()

@@ -39,8 +39,11 @@ def contenders():
 
 
 def start_devserver():
+    # BATON_TEST_DEVSERVER_PRETTY: answer in `consul agent -dev`'s layout (indented JSON).
+    pretty = os.environ.get("BATON_TEST_DEVSERVER_PRETTY", "") not in ("", "0")
     p = subprocess.Popen(
-        [os.path.join(ROOT, "target", "debug", "baton-devserver"), "--port", "0"],
+        [os.path.join(ROOT, "target", "debug", "baton-devserver"), "--port", "0"]
+        + (["--pretty"] if pretty else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

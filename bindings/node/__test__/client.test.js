@@ -2,44 +2,24 @@
 // Runs against a real baton-devserver process (never a mocked HTTP client).
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 const fs = require('node:fs')
-const readline = require('node:readline')
-const http = require('node:http')
 const { Client, BatonError } = require('..')
+const { startServer, destroySession } = require('./helpers')
 
-const root = path.resolve(__dirname, '../../..')
 let server
 let addr
 
+// A dev server (pretty-printing when BATON_TEST_DEVSERVER_PRETTY is set), or BATON_TEST_CONSUL.
 before(async () => {
-  if (process.env.BATON_TEST_CONSUL) {
-    addr = process.env.BATON_TEST_CONSUL.replace(/^http:\/\//, '')
-    return
-  }
-  const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
-  assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
-  server = spawn(bin, ['--port', '0', '--session-ttl-min', '100ms'], { stdio: ['ignore', 'pipe', 'ignore'] })
-  const line = await new Promise((resolve, reject) => {
-    readline.createInterface({ input: server.stdout }).once('line', resolve)
-    server.once('exit', (code) => reject(new Error(`devserver exited ${code}`)))
-  })
-  assert.match(line, /^BATON_DEVSERVER_ADDR=/)
-  addr = line.split('=')[1]
+  server = await startServer()
+  addr = server.addr
 })
 
-after(() => server?.kill('SIGTERM'))
+after(() => server?.stop())
 
+/** Destroys a session as another client would; the answer must be 200 `true`. */
 function destroyFromOutside(id) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(`http://${addr}/v1/session/destroy/${id}`, { method: 'PUT' }, (res) => {
-      res.resume()
-      res.on('end', resolve)
-    })
-    req.on('error', reject)
-    req.end()
-  })
+  return destroySession(addr, id)
 }
 
 test('kv round trip, missing key is null; Symbol.asyncDispose closes', async () => {

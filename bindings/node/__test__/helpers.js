@@ -10,15 +10,22 @@ const http = require('node:http')
 
 const root = path.resolve(__dirname, '../../..')
 const realConsul = Boolean(process.env.BATON_TEST_CONSUL)
+// BATON_TEST_DEVSERVER_PRETTY (set, not empty, not "0"): the dev server pretty-prints every JSON
+// answer as `consul agent -dev` does (indented, ending with a newline), like a real -dev agent.
+const pretty = !['', '0'].includes(process.env.BATON_TEST_DEVSERVER_PRETTY ?? '')
 
-/** Starts a dev server (sessions may have TTLs down to 100 ms); returns { addr, stop }. */
+/**
+ * Starts a dev server (sessions may have TTLs down to 100 ms; pretty-printing when
+ * BATON_TEST_DEVSERVER_PRETTY is set); returns { addr, stop }.
+ */
 async function startServer() {
   if (realConsul) {
     return { addr: process.env.BATON_TEST_CONSUL.replace(/^https?:\/\//, ''), stop() {} }
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
-  const server = spawn(bin, ['--port', '0', '--session-ttl-min', '100ms'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  const args = ['--port', '0', '--session-ttl-min', '100ms', ...(pretty ? ['--pretty'] : [])]
+  const server = spawn(bin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const line = await new Promise((resolve, reject) => {
     readline.createInterface({ input: server.stdout }).once('line', resolve)
     server.once('exit', (code) => reject(new Error(`devserver exited ${code}`)))
@@ -40,10 +47,27 @@ function request(addr, method, urlPath, body) {
   })
 }
 
+const BIG = '\u0000bigint:'
+
+/**
+ * JSON.parse, except that integers beyond Number.MAX_SAFE_INTEGER come back as exact BigInts
+ * (Consul's Flags and indexes are uint64; Go's api.Lock flag is above 2^53, and plain JSON.parse
+ * would round it). Node 20 has no reviver source access, so such literals are first quoted with
+ * a marker, string contents left alone, whatever the layout (compact or pretty).
+ */
+function parseJson(text) {
+  const token = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g
+  const marked = text.replace(token, (t) =>
+    t[0] !== '"' && /^-?\d+$/.test(t) && !Number.isSafeInteger(Number(t)) ? JSON.stringify(BIG + t) : t,
+  )
+  return JSON.parse(marked, (_, v) => (typeof v === 'string' && v.startsWith(BIG) ? BigInt(v.slice(BIG.length)) : v))
+}
+
 /** Destroys a session as another client would (works on Consul and the dev server). */
 async function destroySession(addr, id) {
   const r = await request(addr, 'PUT', `/v1/session/destroy/${id}`)
   assert.equal(r.status, 200, r.body)
+  assert.equal(parseJson(r.body), true, r.body)
 }
 
 /** The raw KV entry of `key` (Consul's JSON), or null. */
@@ -51,13 +75,14 @@ async function rawEntry(addr, key) {
   const r = await request(addr, 'GET', `/v1/kv/${key}`)
   if (r.status === 404) return null
   assert.equal(r.status, 200, r.body)
-  return JSON.parse(r.body)[0]
+  return parseJson(r.body)[0]
 }
 
 /** Deletes `key` as another client would. */
 async function deleteKey(addr, key) {
   const r = await request(addr, 'DELETE', `/v1/kv/${key}`)
   assert.equal(r.status, 200, r.body)
+  assert.equal(parseJson(r.body), true, r.body)
 }
 
 let unique = 0
@@ -67,4 +92,4 @@ function freshKey(prefix) {
   return `node-test/${process.pid}/${prefix}-${unique}`
 }
 
-module.exports = { startServer, request, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }
+module.exports = { startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }

@@ -21,14 +21,22 @@ def _devserver_binary() -> str:
     pytest.exit("baton-devserver is not built: run `cargo build -p baton-devserver` first", returncode=2)
 
 
+def _pretty() -> bool:
+    """BATON_TEST_DEVSERVER_PRETTY (set, not empty, not "0"): the dev server pretty-prints every
+    JSON answer as `consul agent -dev` does (a test that compares raw bodies then fails)."""
+    return os.environ.get("BATON_TEST_DEVSERVER_PRETTY", "") not in ("", "0")
+
+
 @pytest.fixture(scope="session")
 def devserver():
-    """The address (host:port) of a dev server with session_ttl_min=100ms."""
+    """The address (host:port) of a dev server with session_ttl_min=100ms (pretty-printing
+    when BATON_TEST_DEVSERVER_PRETTY is set)."""
     if os.environ.get("BATON_TEST_CONSUL"):
         yield os.environ["BATON_TEST_CONSUL"].removeprefix("http://")
         return
     proc = subprocess.Popen(
-        [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms"],
+        [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms"]
+        + (["--pretty"] if _pretty() else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

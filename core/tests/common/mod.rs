@@ -26,11 +26,16 @@ impl Fixture {
         })
     }
 
-    pub fn start_with(config: Config) -> Fixture {
+    /// `config` as given, except that `BATON_TEST_DEVSERVER_PRETTY` (set, not empty, not `0`)
+    /// makes the dev server pretty-print every JSON answer as `consul agent -dev` does.
+    pub fn start_with(mut config: Config) -> Fixture {
         if let Ok(addr) = std::env::var("BATON_TEST_CONSUL") {
             if config.acl_token.is_none() {
                 return Fixture { dev: None, addr };
             }
+        }
+        if std::env::var("BATON_TEST_DEVSERVER_PRETTY").is_ok_and(|v| !v.is_empty() && v != "0") {
+            config.pretty = true;
         }
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();

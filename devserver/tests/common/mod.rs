@@ -28,10 +28,18 @@ pub fn start() -> DevServer {
     start_with(|_| {})
 }
 
-/// Starts a dev server with the fixture defaults, then `f` applied to the config.
+/// Whether `BATON_TEST_DEVSERVER_PRETTY` (set, not empty, not `0`) asks for dev servers that
+/// pretty-print every JSON answer as `consul agent -dev` does.
+pub fn pretty_from_env() -> bool {
+    std::env::var("BATON_TEST_DEVSERVER_PRETTY").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Starts a dev server with the fixture defaults (pretty-printing when
+/// `BATON_TEST_DEVSERVER_PRETTY` is set), then `f` applied to the config.
 pub fn start_with(f: impl FnOnce(&mut Config)) -> DevServer {
     let mut config = Config {
         session_ttl_min: TTL_MIN,
+        pretty: pretty_from_env(),
         ..Default::default()
     };
     f(&mut config);
@@ -103,15 +111,36 @@ impl Response {
             .unwrap_or_else(|_| panic!("X-Consul-Index {v:?} is not a u64"))
     }
 
-    /// Asserts status and exact body text.
+    /// Whether the answer says it is JSON (`Content-Type: application/json`).
+    pub fn is_json(&self) -> bool {
+        self.header("Content-Type")
+            .is_some_and(|t| t.starts_with("application/json"))
+    }
+
+    /// Asserts status and body. A JSON answer is compared as parsed JSON with `body` parsed
+    /// too (Consul's layout varies: `-dev` indents and ends with a newline); any other answer
+    /// (plain-text errors) byte for byte.
     #[track_caller]
     pub fn assert(&self, status: u16, body: &str) {
-        assert_eq!(
-            (self.status, self.text().as_str()),
-            (status, body),
-            "headers: {:?}",
-            self.headers
-        );
+        if self.is_json() {
+            let want: Value = serde_json::from_str(body).unwrap_or_else(|e| {
+                panic!("expected body {body:?} is not JSON ({e}) but the answer is JSON: {self:?}")
+            });
+            assert_eq!(
+                (self.status, self.json()),
+                (status, want),
+                "body {:?}, headers: {:?}",
+                self.text(),
+                self.headers
+            );
+        } else {
+            assert_eq!(
+                (self.status, self.text().as_str()),
+                (status, body),
+                "headers: {:?}",
+                self.headers
+            );
+        }
     }
 
     /// Asserts status and that the body starts with `prefix`.
@@ -612,17 +641,22 @@ pub fn sleep_until(t: Instant) {
     }
 }
 
-/// A fingerprint of all user-visible state: the whole KV store and the session list, with
-/// their table indexes. Used to check that bad input changed nothing.
-pub fn snapshot(s: &DevServer) -> (u16, String, u64, String, u64) {
+/// A fingerprint of all user-visible state: the whole KV store (`null` when empty) and the
+/// session list, parsed, with their table indexes. Used to check that bad input changed nothing.
+pub fn snapshot(s: &DevServer) -> (u16, Value, u64, Value, u64) {
     let kv = get(s, "/v1/kv/?recurse");
     let sessions = get(s, "/v1/session/list");
     assert_eq!(sessions.status, 200);
+    let entries = if kv.status == 404 {
+        Value::Null
+    } else {
+        kv.json()
+    };
     (
         kv.status,
-        kv.text(),
+        entries,
         kv.index(),
-        sessions.text(),
+        sessions.json(),
         sessions.index(),
     )
 }

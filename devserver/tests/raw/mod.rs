@@ -14,10 +14,13 @@ use baton_devserver::{Config, DevServer};
 /// Default read timeout: far above anything a passing test waits for.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A dev server with a low `session_ttl_min`, for short TTLs.
+/// A dev server with a low `session_ttl_min`, for short TTLs; it pretty-prints like
+/// `consul agent -dev` when `BATON_TEST_DEVSERVER_PRETTY` is set (not empty, not `0`).
 pub fn start() -> DevServer {
     start_with(Config {
         session_ttl_min: Duration::from_millis(100),
+        pretty: std::env::var("BATON_TEST_DEVSERVER_PRETTY")
+            .is_ok_and(|v| !v.is_empty() && v != "0"),
         ..Config::default()
     })
 }
@@ -55,7 +58,7 @@ impl Resp {
 
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {} {:?}", self.status, self.text()))
     }
 
     /// `X-Consul-Index` as a number (panics when absent).
@@ -101,7 +104,17 @@ pub fn req_timeout(
     }
     msg.push_str("\r\n");
     s.write_all(msg.as_bytes())?;
-    s.write_all(body)?;
+    if body.len() <= 64 * 1024 {
+        s.write_all(body)?;
+    } else {
+        // A server may answer (413) and close before reading a big body, as Go's does: write it
+        // from another thread while this one reads the answer (the write may then fail).
+        let mut w = s.try_clone()?;
+        let body = body.to_vec();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&body);
+        });
+    }
     read_response(&mut BufReader::new(s))
 }
 

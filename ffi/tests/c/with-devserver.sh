@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Usage: with-devserver.sh DEVSERVER_BIN CMD...
 # Starts a dev server on a free port, exports CONSUL_HTTP_ADDR, runs CMD, stops the server.
+# BATON_TEST_DEVSERVER_PRETTY (set, not empty, not 0): the server indents JSON as `consul agent -dev`.
 set -euo pipefail
 bin=$1; shift
 out=$(mktemp)
-"$bin" --port 0 --session-ttl-min 100ms >"$out" &
+pretty=()
+case "${BATON_TEST_DEVSERVER_PRETTY:-0}" in ""|0) ;; *) pretty=(--pretty) ;; esac
+"$bin" --port 0 --session-ttl-min 100ms ${pretty[@]+"${pretty[@]}"} >"$out" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$out"' EXIT
 for _ in $(seq 1 200); do

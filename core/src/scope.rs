@@ -1,0 +1,124 @@
+//! The call scope: limits every request made by the calling thread while a
+//! call with a deadline (an acquire with a timeout) is running.
+//!
+//! A recipe call makes several requests (session create, read, transaction,
+//! session lookup); each must be bounded by what is left of the caller's
+//! deadline, not by the client's `request_timeout`. Rather than threading a
+//! deadline through every low-level function, the call enters a scope on its
+//! own thread and [`Client::send`](crate::Client) shortens each request to the
+//! time left. Scopes nest; the earliest deadline wins. The clean-up thread
+//! also uses a scope, to make its requests interruptible by `close`.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use crate::cancel::CancelToken;
+use crate::error::{Error, ErrorKind, Result};
+
+#[derive(Clone, Default)]
+struct Scope {
+    deadline: Option<Instant>,
+    cancel: Option<CancelToken>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Scope> = RefCell::new(Scope::default());
+}
+
+/// Restores the previous scope when dropped.
+pub(crate) struct ScopeGuard {
+    previous: Option<Scope>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.previous.take() {
+            CURRENT.with(|c| *c.borrow_mut() = p);
+        }
+    }
+}
+
+/// Bounds the calling thread's requests by `deadline` until the guard drops
+/// (`None` leaves the current bound as it is).
+pub(crate) fn deadline(deadline: Option<Instant>) -> ScopeGuard {
+    enter(|s| {
+        if let Some(d) = deadline {
+            s.deadline = Some(s.deadline.map_or(d, |old| old.min(d)));
+        }
+    })
+}
+
+/// Makes the calling thread's requests interruptible by `cancel` until the
+/// guard drops. Such requests cannot share pooled connections, so this is for
+/// rare requests (clean-up), not for the hot path.
+pub(crate) fn cancel_with(cancel: CancelToken) -> ScopeGuard {
+    enter(|s| s.cancel = Some(cancel))
+}
+
+fn enter(change: impl FnOnce(&mut Scope)) -> ScopeGuard {
+    CURRENT.with(|c| {
+        let mut cur = c.borrow_mut();
+        let previous = cur.clone();
+        change(&mut cur);
+        ScopeGuard {
+            previous: Some(previous),
+        }
+    })
+}
+
+/// What the current scope imposes on one request: the time left (an error
+/// when none is) and the cancel token.
+pub(crate) fn limits(endpoint: &str) -> Result<(Option<Duration>, Option<CancelToken>)> {
+    CURRENT.with(|c| {
+        let s = c.borrow();
+        let left = match s.deadline {
+            None => None,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::new(
+                        ErrorKind::Timeout,
+                        "the call's deadline passed before this request could be sent",
+                    )
+                    .with_endpoint(endpoint.to_string()));
+                }
+                Some(left)
+            }
+        };
+        Ok((left, s.cancel.clone()))
+    })
+}
+
+/// The instant `timeout` from now; `None` for no timeout, and for one too large
+/// to represent (it would end after the machine does: wait without one).
+pub(crate) fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| Instant::now().checked_add(t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_nest_and_restore() {
+        assert!(limits("x").unwrap().0.is_none());
+        let far = Instant::now() + Duration::from_secs(100);
+        {
+            let _a = deadline(Some(far));
+            let left = limits("x").unwrap().0.unwrap();
+            assert!(left > Duration::from_secs(90));
+            {
+                let _b = deadline(Some(Instant::now() + Duration::from_secs(10)));
+                assert!(limits("x").unwrap().0.unwrap() <= Duration::from_secs(10));
+                // A later deadline does not widen the bound.
+                let _c = deadline(Some(far + Duration::from_secs(100)));
+                assert!(limits("x").unwrap().0.unwrap() <= Duration::from_secs(10));
+            }
+            assert!(limits("x").unwrap().0.unwrap() > Duration::from_secs(90));
+            let _d = deadline(Some(Instant::now()));
+            let e = limits("PUT /v1/txn").unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Timeout);
+        }
+        assert!(limits("x").unwrap().0.is_none());
+    }
+}
