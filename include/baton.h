@@ -725,6 +725,15 @@ baton_result baton_session_id(const struct baton_session *session,
 // deadline. False for NULL and in a forked child.
 bool baton_session_is_valid(const struct baton_session *session);
 
+// Writes to `*ms_out` the time left until the session's local lease deadline, in
+// whole milliseconds (rounded down): how long its holdings can still be trusted
+// without another successful renew ("is there enough lease left to start this
+// job?"). The deadline is the send time of the last successful renew + TTL − a
+// margin (TTL/10, at most 2 s) and moves forward with each renew. 0 once the
+// session is lost or the deadline has passed; `BATON_WAIT_FOREVER` for a session
+// without a TTL (it has no local deadline) that is not lost.
+baton_result baton_session_time_left_ms(const struct baton_session *session, uint64_t *ms_out);
+
 // Blocks until the session is lost (`BATON_OK`, reason in `*reason_out` if not
 // NULL), `timeout_ms` passes (`BATON_TIMEOUT`; 0 checks once,
 // `BATON_WAIT_FOREVER` has no limit) or `cancel` (may be NULL) is cancelled

@@ -153,6 +153,11 @@ export declare class Session {
   private constructor()
   readonly id: string
   isValid(): boolean
+  /**
+   * Milliseconds (fractional) left until the local lease deadline, which each successful renew
+   * moves forward; 0 once lost or past it; null for a session without a TTL.
+   */
+  timeLeftMs(): number | null
   waitLost(options?: WaitOptions): Promise<string>
   destroy(): Promise<void>
 }

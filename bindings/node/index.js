@@ -395,6 +395,16 @@ class Session {
   isValid() {
     return this.#native.isValid()
   }
+  /**
+   * Milliseconds (fractional) left until the session's local lease deadline: how long its
+   * holdings can still be trusted without another successful renew ("is there enough lease
+   * left to start this job?"). The deadline is the send time of the last successful renew +
+   * TTL - a margin (TTL/10, at most 2 s) and moves forward with each renew. 0 once the session
+   * is lost or the deadline has passed; null for a session without a TTL.
+   */
+  timeLeftMs() {
+    return this.#native.timeLeftMs()
+  }
   /** Resolves with the loss reason; rejects with code BATON_TIMEOUT, or an AbortError. */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)

@@ -142,6 +142,11 @@ export declare class NativeSession {
   /** True while the session is held. */
   isValid(): boolean
   /**
+   * Milliseconds (fractional) left until the session's local lease deadline; 0 once lost
+   * or past it; null for a session without a TTL.
+   */
+  timeLeftMs(): number | null
+  /**
    * Resolves with the loss reason once the session is lost; rejects with `BATON_TIMEOUT`
    * after `timeoutMs`, or `BATON_CANCELLED` when `cancel()` is called.
    */

@@ -273,6 +273,47 @@ pub unsafe extern "C" fn baton_session_is_valid(session: *const baton_session) -
     })
 }
 
+/// Writes to `*ms_out` the time left until the session's local lease deadline, in
+/// whole milliseconds (rounded down): how long its holdings can still be trusted
+/// without another successful renew ("is there enough lease left to start this
+/// job?"). The deadline is the send time of the last successful renew + TTL − a
+/// margin (TTL/10, at most 2 s) and moves forward with each renew. 0 once the
+/// session is lost or the deadline has passed; `BATON_WAIT_FOREVER` for a session
+/// without a TTL (it has no local deadline) that is not lost.
+#[no_mangle]
+pub unsafe extern "C" fn baton_session_time_left_ms(
+    session: *const baton_session,
+    ms_out: *mut u64,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let s = unsafe { handle(session, "session") }?.get()?;
+        if ms_out.is_null() {
+            return Err(null("ms_out"));
+        }
+        let ms = match time_left(s) {
+            None => crate::BATON_WAIT_FOREVER,
+            // A finite time never reads as "no deadline".
+            Some(d) => u64::try_from(d.as_millis())
+                .unwrap_or(u64::MAX)
+                .min(crate::BATON_WAIT_FOREVER - 1),
+        };
+        // SAFETY: checked non-NULL; the caller guarantees it is writable.
+        unsafe { ms_out.write(ms) };
+        Ok(())
+    })
+}
+
+/// The time left until `s`'s local deadline: zero once lost, `None` without a TTL.
+fn time_left(s: &Session) -> Option<std::time::Duration> {
+    // The deadline first: a renew landing in between only makes the answer smaller.
+    let until = s.valid_until();
+    if !s.is_valid() {
+        return Some(std::time::Duration::ZERO);
+    }
+    until.map(|u| u.saturating_duration_since(std::time::Instant::now()))
+}
+
 /// Blocks until the session is lost (`BATON_OK`, reason in `*reason_out` if not
 /// NULL), `timeout_ms` passes (`BATON_TIMEOUT`; 0 checks once,
 /// `BATON_WAIT_FOREVER` has no limit) or `cancel` (may be NULL) is cancelled

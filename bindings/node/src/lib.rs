@@ -314,6 +314,22 @@ impl NativeSession {
         self.inner.is_valid()
     }
 
+    /// Milliseconds (fractional) left until the session's local lease deadline; 0 once lost
+    /// or past it; null for a session without a TTL.
+    #[napi]
+    pub fn time_left_ms(&self) -> Option<f64> {
+        // The deadline first: a renew landing in between only makes the answer smaller.
+        let until = self.inner.valid_until();
+        if !self.inner.is_valid() {
+            return Some(0.0);
+        }
+        until.map(|u| {
+            u.saturating_duration_since(std::time::Instant::now())
+                .as_secs_f64()
+                * 1000.0
+        })
+    }
+
     /// Resolves with the loss reason once the session is lost; rejects with `BATON_TIMEOUT`
     /// after `timeoutMs`, or `BATON_CANCELLED` when `cancel()` is called.
     #[napi(ts_return_type = "Promise<string>")]

@@ -308,6 +308,20 @@ impl Session {
         self.inner.is_valid()
     }
 
+    /// Seconds left until the session's local lease deadline: how long its holdings can still
+    /// be trusted without another successful renew ("is there enough lease left to start this
+    /// job?"). The deadline is the send time of the last successful renew + TTL - a margin
+    /// (TTL/10, at most 2 s) and moves forward with each renew. `0.0` once the session is lost
+    /// or the deadline has passed; `None` for a session without a TTL that is not lost.
+    fn time_left(&self) -> Option<f64> {
+        // The deadline first: a renew landing in between only makes the answer smaller.
+        let until = self.inner.valid_until();
+        if !self.inner.is_valid() {
+            return Some(0.0);
+        }
+        until.map(|u| u.saturating_duration_since(Instant::now()).as_secs_f64())
+    }
+
     /// `"held"`, `"suspect"` (a renew failed; not lost yet) or `"lost:<reason>"`.
     #[getter]
     fn state(&self) -> String {

@@ -206,6 +206,47 @@ static void test_session_lost(baton_client *c, baton_client *other) {
     CHECK(atomic_load(&k.freed) == 1);
 }
 
+/* The time left until the local lease deadline: within the TTL, moved forward by renewals,
+ * 0 once lost, BATON_WAIT_FOREVER for a session without a TTL. */
+static void test_session_time_left(baton_client *c, baton_client *other) {
+    baton_session *s = NULL;
+    baton_session_options o = baton_session_options_default();
+    o.ttl_ms = 1000;
+    o.lock_delay_ms = 0;
+    CHECK_RC(baton_session_create(c, &o, &s), BATON_OK);
+    uint64_t left = 0;
+    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    CHECK(left > 0 && left <= 1000);
+    CHECK_RC(baton_session_time_left_ms(NULL, &left), BATON_NULL_ARGUMENT);
+    CHECK_RC(baton_session_time_left_ms(s, NULL), BATON_NULL_ARGUMENT);
+    /* A renew (every ~TTL/3) moves the deadline forward: a later reading is larger. */
+    bool moved = false;
+    uint64_t prev = left;
+    for (int i = 0; i < 1000 && !moved; i++) {
+        sleep_ms(5);
+        CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+        moved = left > prev;
+        prev = left;
+    }
+    CHECK(moved);
+    char id[64];
+    CHECK_RC(baton_session_id(s, id, sizeof id, NULL), BATON_OK);
+    CHECK_RC(baton_client_destroy_session_id(other, id), BATON_OK);
+    CHECK_RC(baton_session_wait_lost(s, 10000, NULL, NULL), BATON_OK);
+    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    CHECK(left == 0);
+    baton_session_free(s);
+
+    o.ttl_ms = 0; /* no TTL: no local deadline */
+    CHECK_RC(baton_session_create(c, &o, &s), BATON_OK);
+    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    CHECK(left == BATON_WAIT_FOREVER);
+    CHECK_RC(baton_session_destroy(s), BATON_OK);
+    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    CHECK(left == 0);
+    baton_session_free(s);
+}
+
 /* No callback after _free returns, and userdata_free exactly once. */
 static void test_no_callback_after_free(baton_client *c, baton_client *other) {
     baton_session *s = NULL;
@@ -325,6 +366,7 @@ int main(void) {
         test_kv(c);
         test_session_basics(c);
         test_session_lost(c, other);
+        test_session_time_left(c, other);
         test_no_callback_after_free(c, other);
         test_free_inside_callback(c, other);
         test_cancel_from_thread(c);

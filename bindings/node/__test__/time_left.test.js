@@ -1,0 +1,54 @@
+'use strict'
+// Session.timeLeftMs(): the time left until the session's local lease deadline.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { Client } = require('..')
+const { startServer, destroySession, realConsul } = require('./helpers')
+
+let server
+let client
+
+before(async () => {
+  server = await startServer()
+  client = new Client({ address: server.addr })
+})
+
+after(async () => {
+  await client?.close()
+  server?.stop()
+})
+
+test('timeLeftMs is within the TTL while held and 0 once lost', async () => {
+  const s = await client.createSession({ ttlMs: 10000, lockDelayMs: 0 })
+  const left = s.timeLeftMs()
+  assert.equal(typeof left, 'number')
+  assert.ok(left > 0 && left <= 10000, `timeLeftMs ${left}`)
+  await destroySession(server.addr, s.id)
+  assert.equal(await s.waitLost({ timeoutMs: 10000 }), 'invalidated')
+  assert.equal(s.timeLeftMs(), 0)
+})
+
+test('renewals move the deadline forward', { skip: realConsul && 'needs a 1 s TTL (Consul\'s session_ttl_min is 10s)' }, async () => {
+  const s = await client.createSession({ ttlMs: 1000, lockDelayMs: 0 })
+  // Renewed about every TTL/3: a later reading is larger than an earlier one.
+  let prev = s.timeLeftMs()
+  let moved = false
+  const end = Date.now() + 5000
+  while (!moved && Date.now() < end) {
+    await sleep(5)
+    const left = s.timeLeftMs()
+    moved = left > prev
+    prev = left
+  }
+  assert.ok(moved, 'the deadline never moved forward')
+  assert.ok(s.isValid())
+  await s.destroy()
+})
+
+test('no TTL: null; destroyed: 0', async () => {
+  const s = await client.createSession({ lockDelayMs: 0 })
+  assert.equal(s.timeLeftMs(), null)
+  await s.destroy()
+  assert.equal(s.timeLeftMs(), 0)
+})
