@@ -16,6 +16,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
 use crate::client::{Client, WeakClient};
+use crate::lease::Session;
 use crate::threads::Worker;
 
 /// What a task wants after one run.
@@ -72,11 +73,41 @@ impl Cleanup {
     }
 }
 
-/// Backoff between retries of a clean-up: 100 ms doubling to 2 s.
-pub(crate) fn retry_backoff(tries: u32) -> Duration {
-    Duration::from_millis(100)
-        .saturating_mul(1 << tries.min(5))
-        .min(Duration::from_secs(2))
+/// How long a clean-up owed on behalf of a session keeps being retried: while
+/// the session is valid (what it holds stays held otherwise), then for 2×TTL
+/// (by then Consul has expired it and freed what it held), with a backoff of
+/// 100 ms doubling to 2 s.
+pub(crate) struct Owed {
+    session: Session,
+    give_up: Option<Instant>,
+    tries: u32,
+}
+
+impl Owed {
+    pub(crate) fn new(session: &Session) -> Owed {
+        Owed {
+            session: session.clone(),
+            give_up: None,
+            tries: 0,
+        }
+    }
+
+    /// After a failed try: when to try again, or `Done` to stop.
+    pub(crate) fn failed(&mut self) -> Next {
+        if !self.session.is_valid() {
+            let ttl = self.session.ttl().unwrap_or(Duration::from_secs(15));
+            let end = *self.give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
+            if Instant::now() >= end {
+                return Next::Done;
+            }
+        }
+        self.tries += 1;
+        Next::RetryAfter(
+            Duration::from_millis(100)
+                .saturating_mul(1 << self.tries.min(5))
+                .min(Duration::from_secs(2)),
+        )
+    }
 }
 
 fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {

@@ -12,7 +12,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use once_cell::sync::Lazy;
 
 use crate::cancel::{CancelToken, HookGuard};
-use crate::cleanup::{retry_backoff, Next};
+use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
@@ -1225,31 +1225,25 @@ pub(crate) fn unlock_later(
     claim: Option<ClaimGuard>,
 ) {
     let op = KvOp::unlock(key, &value, LOCK_FLAG_VALUE, session.id());
-    let session = session.clone();
     let key = key.to_string();
-    let ttl = session.ttl().unwrap_or(Duration::from_secs(15));
-    let mut give_up: Option<Instant> = None;
-    let mut tries = 0u32;
+    let mut owed = Owed::new(session);
     client.clean_up(move |c| {
         let _claim = &claim;
         match c.txn(std::slice::from_ref(&op)) {
-            Ok(_) => return Next::Done,
+            Ok(_) => Next::Done,
             Err(e)
-                if e.kind() == ErrorKind::Conflict || e.kind() == ErrorKind::PermissionDenied =>
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Conflict | ErrorKind::PermissionDenied | ErrorKind::Closed
+                ) =>
             {
-                return Next::Done
+                Next::Done
             }
-            Err(e) if e.kind() == ErrorKind::Closed => return Next::Done,
-            Err(e) => log::debug!("baton lock {key}: unlock after loss failed: {e}"),
-        }
-        if !session.is_valid() {
-            let end = *give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
-            if Instant::now() >= end {
-                return Next::Done;
+            Err(e) => {
+                log::debug!("baton lock {key}: unlock after loss failed: {e}");
+                owed.failed()
             }
         }
-        tries += 1;
-        Next::RetryAfter(retry_backoff(tries))
     });
 }
 

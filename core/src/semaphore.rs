@@ -12,7 +12,7 @@ use crossbeam_channel::select;
 use serde_json::Value;
 
 use crate::cancel::{CancelToken, HookGuard};
-use crate::cleanup::{retry_backoff, Next};
+use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keyhub::{Hook, KeySub};
@@ -779,7 +779,7 @@ impl Shared {
         // Give our slot back (our `.lock` entry may outlive the holding: a session
         // that passed its deadline can still be alive at Consul).
         let weak = Arc::downgrade(self);
-        let mut tries = 0u32;
+        let mut owed = Owed::new(&session);
         self.client.clean_up(move |_| {
             let Some(sh) = weak.upgrade() else {
                 return Next::Done;
@@ -791,8 +791,7 @@ impl Shared {
                         "baton semaphore {}: giving a lost slot back: {e}",
                         sh.prefix
                     );
-                    tries += 1;
-                    Next::RetryAfter(retry_backoff(tries))
+                    owed.failed()
                 }
             }
         });
@@ -920,27 +919,20 @@ fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) -> Result<()>
 /// `claim` is freed when the task ends.
 fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
     let (prefix, limit) = (sh.prefix.clone(), sh.limit);
-    let session = session.clone();
-    let ttl = session.ttl().unwrap_or(Duration::from_secs(15));
-    let mut give_up: Option<Instant> = None;
-    let mut tries = 0u32;
+    let sid = session.id().to_string();
+    let mut owed = Owed::new(session);
     sh.client.clean_up(move |c| {
         let _claim = &claim;
-        match give_back(c, &prefix, limit, session.id()) {
-            Ok(()) => return Next::Done,
+        match give_back(c, &prefix, limit, &sid) {
+            Ok(()) => Next::Done,
             Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
-                return Next::Done
+                Next::Done
             }
-            Err(e) => log::debug!("baton semaphore {prefix}: giving a slot back: {e}"),
-        }
-        if !session.is_valid() {
-            let end = *give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
-            if Instant::now() >= end {
-                return Next::Done;
+            Err(e) => {
+                log::debug!("baton semaphore {prefix}: giving a slot back: {e}");
+                owed.failed()
             }
         }
-        tries += 1;
-        Next::RetryAfter(retry_backoff(tries))
     });
 }
 

@@ -31,24 +31,32 @@ fn patient_client(addr: &str) -> Client {
         .unwrap()
 }
 
-/// Blocks until `key`'s `Session` is empty (or the key is gone), with a bound.
-fn wait_unlocked(c: &Client, key: &str) {
+/// Blocks (on blocking queries of the prefix `prefix`) until `done` holds for
+/// its entries, failing after `PATIENCE`.
+fn wait_for_entries(c: &Client, prefix: &str, what: &str, done: impl Fn(&[baton::KvPair]) -> bool) {
     let end = Instant::now() + PATIENCE;
     let mut index = 0;
     loop {
-        let (pair, meta) = c
+        let (entries, meta) = c
             .kv()
-            .get_with(
-                key,
+            .list_with(
+                prefix,
                 &baton::QueryOptions::blocking(index, Duration::from_secs(2)),
             )
             .unwrap();
-        if pair.as_ref().and_then(|p| p.session.as_ref()).is_none() {
+        if done(&entries) {
             return;
         }
-        assert!(Instant::now() < end, "{key} still locked: {pair:?}");
+        assert!(Instant::now() < end, "{what}: {entries:?}");
         index = meta.index;
     }
+}
+
+/// Blocks until `key`'s `Session` is empty (or the key is gone), with a bound.
+fn wait_unlocked(c: &Client, key: &str) {
+    wait_for_entries(c, key, "still locked", |entries| {
+        !entries.iter().any(|p| p.key == key && p.session.is_some())
+    });
 }
 
 /// Item 1: with the server silent, the lost callbacks of a lock, a semaphore
@@ -387,25 +395,9 @@ fn a_semaphore_reports_undecodable_answers() {
     assert!(!sem.is_held());
     // Nothing is left behind: the contender entry is removed again.
     let direct = f.client();
-    let end = Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (left, meta) = direct
-            .kv()
-            .list_with(
-                &prefix,
-                &baton::QueryOptions::blocking(index, Duration::from_secs(2)),
-            )
-            .unwrap();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "contender entry left behind: {left:?}"
-        );
-        index = meta.index;
-    }
+    wait_for_entries(&direct, &prefix, "contender entry left behind", |e| {
+        e.is_empty()
+    });
     c.close(Duration::from_secs(5));
 }
 
@@ -481,23 +473,13 @@ fn a_removed_semaphore_holding_gives_its_slot_back() {
         SemaphoreLost::Removed
     );
     let lock_key = format!("{prefix}/.lock");
-    let end = Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (pair, meta) = direct
-            .kv()
-            .get_with(
-                &lock_key,
-                &baton::QueryOptions::blocking(index, Duration::from_secs(2)),
-            )
-            .unwrap();
-        let doc: Value = serde_json::from_slice(pair.unwrap().value.as_deref().unwrap()).unwrap();
-        if doc["Holders"].get(session.id()).is_none() {
-            break;
-        }
-        assert!(Instant::now() < end, ".lock still lists us: {doc}");
-        index = meta.index;
-    }
+    let sid = session.id().to_string();
+    wait_for_entries(&direct, &lock_key, ".lock still lists us", |e| {
+        e.iter().filter(|p| p.key == lock_key).all(|p| {
+            let doc: Value = serde_json::from_slice(p.value.as_deref().unwrap()).unwrap();
+            doc["Holders"].get(&sid).is_none()
+        })
+    });
     assert!(!sem.release().unwrap());
     // The slot is usable again, by us or anyone.
     assert!(sem.acquire(Some(PATIENCE), None).unwrap());
