@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c examples-c test-python test-node test-cross test-readme
+test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-cross test-readme stress-short
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -102,11 +102,33 @@ test-node: node-build
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
+## The Rust core, Python and Node suites against dev servers that pretty-print like
+## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
+.PHONY: test-pretty
+test-pretty: python-install node-build
+	$(CARGO) build -p baton-devserver
+	BATON_TEST_DEVSERVER_PRETTY=1 $(CARGO) test -p baton
+	BATON_TEST_DEVSERVER_PRETTY=1 $(PY) -m pytest -q bindings/python/tests
+	cd $(NODE_DIR) && BATON_TEST_DEVSERVER_PRETTY=1 node --test __test__/
+
 ## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
 ## dev server it starts; a failing one fails the target.
 NODE_EXAMPLES := leader_election semaphore_worker
 examples-node:
 	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
+
+## The lock and semaphore contention examples of every language (Rust, C, Python, Node),
+## RUNS times each, STRESS_J at a time (default: the number of CPUs), each run against its own
+## dev server; fails if any run failed (exit status, 120 s timeout, output checks) and keeps
+## those runs' output in target/stress/ (tests/stress/run.py). `make stress RUNS=200` is the
+## long run; make test runs stress-short (STRESS_SHORT_RUNS each).
+.PHONY: stress stress-short
+RUNS ?= 20
+STRESS_SHORT_RUNS ?= 3
+stress stress-short: python-install node-build examples-c-build
+	$(CARGO) build -p baton-devserver -p baton-examples --bins
+	$(PY) tests/stress/run.py --self-test
+	$(PY) tests/stress/run.py --runs $(if $(filter stress-short,$@),$(STRESS_SHORT_RUNS),$(RUNS)) $(if $(STRESS_J),-j $(STRESS_J))
 
 bench: bench-devserver bench-sessions bench-locks
 
@@ -122,6 +144,20 @@ bench-sessions:
 bench-locks:
 	$(CARGO) build --release -p baton-devserver -p bench-locks
 	./target/release/bench-locks
+
+## How soon each loss signal (is_held false, callback, wait_lost, cancel token / lostSignal)
+## fires after the local lease deadline, in Rust, C, Python and Node, with the dev server paused
+## and with each holder blackholed through its own proxy; prints p50/p99/max and signals late
+## after a contender acquired (bench/loss/README.md). Options: BENCH_LOSS_ARGS="--episodes 50".
+.PHONY: bench-loss
+BENCH_LOSS_OUT := target/bench-loss
+bench-loss: python-install node-build
+	$(CARGO) build --release -p baton-devserver -p bench-loss
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	mkdir -p $(BENCH_LOSS_OUT)
+	cc -std=c11 -O2 $(CWARN) -Iinclude bench/loss/holder.c -Ltarget/release/baton-lib -lbaton -pthread \
+		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_LOSS_OUT)/holder
+	$(PY) bench/loss/run.py $(BENCH_LOSS_ARGS)
 
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's
@@ -183,16 +219,20 @@ test-c:
 ## The C examples against a fresh dev server each: semaphore-limited workers (fails if more
 ## than LIMIT jobs ever run at once) and three leader-election workers stepping down on SIGTERM.
 C_EXAMPLES_OUT := target/c-examples
-examples-c:
+examples-c: examples-c-build
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
+
+## Builds the C examples (and the debug libbaton and dev server they run against).
+.PHONY: examples-c-build
+examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
 	$(CARGO) build -p baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
 	set -e; for ex in leader_worker semaphore_worker; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
-	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
-	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
-	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
 
 ## The README's Rust, Python and JavaScript snippets, run as written against a dev server (its
 ## C snippet runs in examples-c).

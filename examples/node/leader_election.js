@@ -72,7 +72,15 @@ async function main() {
   const started = Date.now()
   try {
     await Promise.all(['node-a', 'node-b', 'node-c'].map((name) => candidate(t.address, key, name)))
-    await Promise.race([observed, sleep(10000).then(() => stop.abort())])
+    // Give the observer 10 s to see every leader; the timer is cancelled once it has,
+    // so the process does not idle until it fires.
+    const giveUp = new AbortController()
+    const deadline = sleep(10000, undefined, { signal: giveUp.signal }).then(
+      () => stop.abort(),
+      () => {}
+    )
+    await Promise.race([observed, deadline])
+    giveUp.abort()
     await observed
   } finally {
     await watcher.close()
