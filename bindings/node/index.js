@@ -119,11 +119,17 @@ function checkKey(key, name = 'key') {
   if (key.startsWith('/')) throw new TypeError(`${name} must not start with '/': ${JSON.stringify(key)}`)
 }
 
+/** The longest finite duration accepted (Go's and Python's limit: 2^63 ns, about 292 years). */
+const MAX_MS = 9223372036000
+
 function checkMillis(name, v, { positive = false } = {}) {
   if (v === undefined || v === null) return
   if (typeof v !== 'number') throw new TypeError(`${name} must be a number of milliseconds, got ${typeof v}`)
   if (Number.isNaN(v) || v < 0 || (positive && v === 0) || (v === Infinity && positive)) {
     throw new RangeError(`${name} must be a ${positive ? 'positive' : 'non-negative'} number of milliseconds, got ${v}`)
+  }
+  if (v !== Infinity && v > MAX_MS) {
+    throw new RangeError(`${name} must be at most ${MAX_MS} ms (about 292 years)${positive ? '' : ' or Infinity'}, got ${v}`)
   }
 }
 

@@ -121,7 +121,11 @@ where
 pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
     match v {
         None => Ok(None),
-        Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(Duration::from_secs_f64(ms / 1000.0))),
+        // `try_from`: a value too large for a Duration is an error, never a panic (a panic
+        // here aborts the Node process).
+        Some(ms) if ms.is_finite() && ms >= 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
+            .map(Some)
+            .map_err(|_| invalid(format!("{name} is too large: {ms} ms"))),
         Some(ms) => Err(invalid(format!(
             "{name} must be a non-negative number of milliseconds, got {ms}"
         ))),
