@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 mod cancel;
+mod claim;
 mod cleanup;
 mod client;
 mod config;

@@ -2,23 +2,28 @@
 //!
 //! See [`Semaphore`] for the protocol.
 
-use std::collections::BTreeMap;
+mod format;
+mod give_back;
+
+use format::{contender_ours, listed};
+pub(crate) use format::{path_join, LockDoc};
+use give_back::{give_back, give_back_later};
+
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::select;
-use serde_json::Value;
 
 use crate::cancel::{CancelToken, HookGuard};
+use crate::claim::{hand_over_claim, release_claim, take_claim};
 use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
-use crate::lock::{hand_over_claim, release_claim, take_claim, ClaimGuard};
 use crate::session_api::{Behavior, SessionOptions};
 use crate::sync::lock;
 
@@ -76,104 +81,6 @@ impl SemaphoreLost {
             SemaphoreLost::SessionLost(_) => "session_lost",
             SemaphoreLost::ClientClosed => "client_closed",
         }
-    }
-}
-
-/// Go's `path.Join(a, b)`: join with `/`, then clean (collapse slashes, resolve
-/// `.` and `..`, no trailing slash).
-pub(crate) fn path_join(a: &str, b: &str) -> String {
-    let joined = format!("{a}/{b}");
-    let rooted = joined.starts_with('/');
-    let mut out: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if out.last().is_some_and(|p| *p != "..") {
-                    out.pop();
-                } else if !rooted {
-                    out.push("..");
-                }
-            }
-            p => out.push(p),
-        }
-    }
-    let body = out.join("/");
-    match (rooted, body.is_empty()) {
-        (true, _) => format!("/{body}"),
-        (false, true) => ".".to_string(),
-        (false, false) => body,
-    }
-}
-
-/// The decoded `.lock` value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LockDoc {
-    pub(crate) limit: u64,
-    pub(crate) holders: BTreeMap<String, bool>,
-}
-
-impl LockDoc {
-    /// Decodes like Go's `json.Unmarshal` into `{Limit int; Holders map[string]bool}`
-    /// (field names match case-insensitively); a missing value gives `local_limit`.
-    pub(crate) fn decode(value: Option<&[u8]>, local_limit: u64) -> Result<LockDoc> {
-        let Some(bytes) = value else {
-            return Ok(LockDoc {
-                limit: local_limit,
-                holders: BTreeMap::new(),
-            });
-        };
-        let bad = |why: String| {
-            Error::new(
-                ErrorKind::BadResponse,
-                format!("lock decoding failed: {why}"),
-            )
-        };
-        let v: Value = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-        let Value::Object(map) = v else {
-            return Err(bad("not a JSON object".into()));
-        };
-        let field = |name: &str| {
-            map.iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v)
-        };
-        let limit = match field("Limit") {
-            None | Some(Value::Null) => 0,
-            Some(Value::Number(n)) => n.as_u64().ok_or_else(|| bad(format!("bad Limit {n}")))?,
-            Some(other) => return Err(bad(format!("bad Limit {other}"))),
-        };
-        let mut holders = BTreeMap::new();
-        match field("Holders") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(h)) => {
-                for (k, v) in h {
-                    let b = v
-                        .as_bool()
-                        .ok_or_else(|| bad(format!("bad holder value {v}")))?;
-                    holders.insert(k.clone(), b);
-                }
-            }
-            Some(other) => return Err(bad(format!("bad Holders {other}"))),
-        }
-        Ok(LockDoc { limit, holders })
-    }
-
-    /// Encodes as Go does: compact, `Limit` first, holders sorted.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let holders: serde_json::Map<String, Value> = self
-            .holders
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::Bool(*v)))
-            .collect();
-        let mut out = format!("{{\"Limit\":{},\"Holders\":", self.limit).into_bytes();
-        out.extend_from_slice(
-            serde_json::to_string(&Value::Object(holders))
-                .expect("a map of bools encodes")
-                .as_bytes(),
-        );
-        out.push(b'}');
-        out
     }
 }
 
@@ -815,49 +722,6 @@ impl Shared {
             .is_some_and(|h| h.generation == generation)
             .then_some(generation)
     }
-
-    /// Gives back the slot of a lost holding, if one is pending (Go's `Release`
-    /// steps), then frees the local claim. Errors leave it pending.
-    fn give_back_lost_slot(&self) -> Result<()> {
-        let _cleaning = lock(&self.cleaning);
-        let Some(session) = lock(&self.inner).unreleased.clone() else {
-            return Ok(());
-        };
-        let contender = path_join(&self.prefix, session.id());
-        let result = give_back(&self.client, &self.prefix, self.limit, session.id());
-        let gone = !session.is_valid()
-            && result
-                .as_ref()
-                .is_err_and(|e| e.kind() == ErrorKind::SessionInvalidated);
-        if result.is_ok() || gone {
-            let mut g = lock(&self.inner);
-            if g.unreleased
-                .as_ref()
-                .is_some_and(|s| s.id() == session.id())
-            {
-                g.unreleased = None;
-            }
-            drop(g);
-            release_claim(&session, &contender, self.id);
-            return Ok(());
-        }
-        result
-    }
-
-    /// Before a new acquire with `session`: a pending give-back of a lost
-    /// holding of the same session is dropped (the acquire takes the slot over,
-    /// keeping the local claim); one of another session goes on in the background.
-    fn forget_lost_slot(self: &Arc<Self>, session: &Session) {
-        let _cleaning = lock(&self.cleaning);
-        let Some(old) = lock(&self.inner).unreleased.take() else {
-            return;
-        };
-        if old.id() != session.id() {
-            let contender = path_join(&self.prefix, old.id());
-            let claim = hand_over_claim(old.id(), &contender, self.id);
-            give_back_later(self, &old, claim);
-        }
-    }
 }
 
 /// Why a holding ends when its session is in `state`.
@@ -867,73 +731,6 @@ fn sem_lost_reason(state: SessionState) -> SemaphoreLost {
         SessionState::Lost(r) => SemaphoreLost::SessionLost(r),
         _ => SemaphoreLost::SessionLost(LostReason::Invalidated),
     }
-}
-
-/// Whether a contender entry is held by session `sid`.
-fn contender_ours(e: Option<&KvPair>, sid: &str) -> bool {
-    e.is_some_and(|p| p.session.as_deref() == Some(sid))
-}
-
-/// Whether a `.lock` entry lists session `sid` as a holder.
-fn listed(e: Option<&KvPair>, sid: &str, limit: u64) -> bool {
-    e.is_some_and(|p| {
-        LockDoc::decode(p.value.as_deref(), limit)
-            .map(|d| d.holders.contains_key(sid))
-            .unwrap_or(false)
-    })
-}
-
-/// Go's `Release` steps for session `sid`: remove it from `.lock` by CAS, then
-/// delete its contender key.
-fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) -> Result<()> {
-    let lock_key = path_join(prefix, ".lock");
-    loop {
-        let current = client.kv().get(&lock_key)?;
-        let (raw, index) = match &current {
-            Some(p) => (p.value.as_deref(), p.modify_index),
-            None => (None, 0),
-        };
-        let mut doc = LockDoc::decode(raw, limit)?;
-        if doc.holders.remove(sid).is_none() {
-            break;
-        }
-        let ok = client.kv().put_with(
-            &lock_key,
-            &doc.encode(),
-            &WriteOptions {
-                flags: SEMAPHORE_FLAG_VALUE,
-                cas: Some(index),
-                ..Default::default()
-            },
-        )?;
-        if ok {
-            break;
-        }
-    }
-    client.kv().delete(&path_join(prefix, sid))?;
-    Ok(())
-}
-
-/// Gives the slot of `session` back on the clean-up thread, retried until
-/// Consul answers (or, once the session is no longer valid, for 2×TTL);
-/// `claim` is freed when the task ends.
-fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
-    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
-    let sid = session.id().to_string();
-    let mut owed = Owed::new(session);
-    sh.client.clean_up(move |c| {
-        let _claim = &claim;
-        match give_back(c, &prefix, limit, &sid) {
-            Ok(()) => Next::Done,
-            Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
-                Next::Done
-            }
-            Err(e) => {
-                log::debug!("baton semaphore {prefix}: giving a slot back: {e}");
-                owed.failed()
-            }
-        }
-    });
 }
 
 /// The next listing from the prefix watch, or `None` at the deadline.
@@ -1021,35 +818,5 @@ mod tests {
         assert!(sem.is_held());
         assert!(sem.release().unwrap(), "release found the slot gone");
         c.close(Duration::from_secs(5));
-    }
-
-    #[test]
-    fn path_join_cleans_like_go() {
-        assert_eq!(path_join("service/x", "abc"), "service/x/abc");
-        assert_eq!(path_join("service//x/", ".lock"), "service/x/.lock");
-        assert_eq!(path_join("a/./b/../c", "d"), "a/c/d");
-        assert_eq!(path_join("/a", "b"), "/a/b");
-        assert_eq!(path_join("..", "x"), "../x");
-    }
-
-    #[test]
-    fn lock_doc_encodes_like_go_and_decodes_leniently() {
-        let mut d = LockDoc {
-            limit: 3,
-            holders: BTreeMap::new(),
-        };
-        assert_eq!(d.encode(), br#"{"Limit":3,"Holders":{}}"#);
-        d.holders.insert("b".into(), true);
-        d.holders.insert("a".into(), true);
-        assert_eq!(d.encode(), br#"{"Limit":3,"Holders":{"a":true,"b":true}}"#);
-        assert_eq!(LockDoc::decode(Some(&d.encode()), 9).unwrap(), d);
-        let lower =
-            LockDoc::decode(Some(br#"{"limit":3,"holders":{"a":true,"b":true}}"#), 9).unwrap();
-        assert_eq!(lower, d);
-        let empty = LockDoc::decode(None, 4).unwrap();
-        assert_eq!(empty.limit, 4);
-        assert!(empty.holders.is_empty());
-        let e = LockDoc::decode(Some(b"{not json"), 1).unwrap_err();
-        assert!(e.to_string().contains("lock decoding failed"), "{e}");
     }
 }

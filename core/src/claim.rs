@@ -1,0 +1,136 @@
+//! Local claims: one contender per (session, key) in the process talks to
+//! Consul. Several `Lock`s (or `Semaphore`s) of one process on the same key and
+//! session queue here instead of racing each other at the server; a clean-up
+//! that must not undo a new holding keeps the claim until it is done.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use once_cell::sync::Lazy;
+
+use crate::cancel::CancelToken;
+use crate::client::Client;
+use crate::error::Result;
+use crate::lease::Session;
+use crate::lock::{wait_signals, Woke};
+use crate::sync::lock;
+
+/// Owners given to handed-over claims (locks count from 1, semaphores from 2^62).
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1 << 63);
+
+struct LocalClaim {
+    owner: u64,
+    waiters: Vec<Sender<()>>,
+}
+
+static LOCAL: Lazy<Mutex<HashMap<(String, String), LocalClaim>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+
+/// Claims (session, key) for `owner`, or returns a receiver woken when it is free.
+fn try_claim(session: &str, key: &str, owner: u64) -> std::result::Result<(), Receiver<()>> {
+    let mut map = lock(&LOCAL);
+    let k = (session.to_string(), key.to_string());
+    match map.get_mut(&k) {
+        Some(c) if c.owner != owner => {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            c.waiters.push(tx);
+            Err(rx)
+        }
+        Some(_) => Ok(()),
+        None => {
+            map.insert(
+                k,
+                LocalClaim {
+                    owner,
+                    waiters: Vec::new(),
+                },
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Waits until `owner` is the process's one contender for (session, key).
+/// Returns `Ok(false)` at the deadline.
+pub(crate) fn take_claim(
+    session: &Session,
+    key: &str,
+    owner: u64,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    client: &Client,
+) -> Result<bool> {
+    loop {
+        let rx = match try_claim(session.id(), key, owner) {
+            Ok(()) => return Ok(true),
+            Err(rx) => rx,
+        };
+        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, &client.core().closing)? {
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Gives up `owner`'s claim on (session, key), waking the next local contender.
+pub(crate) fn release_claim(session: &Session, key: &str, owner: u64) {
+    unclaim(session.id(), key, owner)
+}
+
+/// Hands `from`'s claim on (session, key) to a new owner (a clean-up), which
+/// gives it up when the returned guard drops: local contenders wait until the
+/// clean-up is over, so it never undoes their holding.
+pub(crate) fn hand_over_claim(session: &str, key: &str, from: u64) -> ClaimGuard {
+    let to = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+    let mut map = lock(&LOCAL);
+    let k = (session.to_string(), key.to_string());
+    match map.get_mut(&k) {
+        Some(c) if c.owner == from => c.owner = to,
+        Some(_) => {}
+        None => {
+            map.insert(
+                k,
+                LocalClaim {
+                    owner: to,
+                    waiters: Vec::new(),
+                },
+            );
+        }
+    }
+    ClaimGuard {
+        session: session.to_string(),
+        key: key.to_string(),
+        owner: to,
+    }
+}
+
+/// Gives up a claim handed over to a clean-up when dropped.
+pub(crate) struct ClaimGuard {
+    session: String,
+    key: String,
+    owner: u64,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        unclaim(&self.session, &self.key, self.owner);
+    }
+}
+
+pub(crate) fn unclaim(session: &str, key: &str, owner: u64) {
+    let waiters = {
+        let mut map = lock(&LOCAL);
+        let k = (session.to_string(), key.to_string());
+        match map.get(&k) {
+            Some(c) if c.owner == owner => map.remove(&k).map(|c| c.waiters),
+            _ => None,
+        }
+    };
+    for w in waiters.into_iter().flatten() {
+        let _ = w.try_send(());
+    }
+}

@@ -1,0 +1,603 @@
+//! `Lock`: a distributed mutex on one KV key, wire-compatible with Go's `api.Lock`.
+//!
+//! See [`Lock`] for the protocol.
+
+mod shared;
+
+pub(crate) use shared::{unlock_later, wait_signals, Woke};
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+
+use crate::cancel::{CancelToken, HookGuard};
+use crate::claim::{hand_over_claim, unclaim};
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fence::Sequencer;
+use crate::http::QueryOptions;
+use crate::keyhub::{Hook, KeySub};
+use crate::kv::KvPair;
+use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::sync::lock;
+use crate::txn::KvOp;
+
+/// The `Flags` value Go's `api.Lock` writes on its key (`0x2ddccbc058a50c18`).
+pub const LOCK_FLAG_VALUE: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// Go's `ErrLockConflict` text.
+pub(crate) const LOCK_CONFLICT: &str = "Existing key does not match lock use";
+
+/// When the delay of the previous holder is unknown, retries after a lock-delay
+/// refusal back off from this...
+const DELAY_BACKOFF_START: Duration = Duration::from_millis(250);
+/// ...up to this (Go's fixed retry time).
+const DELAY_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Added to a known lock-delay, for the server's timer granularity.
+const DELAY_MARGIN: Duration = Duration::from_millis(10);
+
+/// Options of a [`Lock`].
+#[derive(Debug, Clone, Default)]
+pub struct LockOptions {
+    value: Vec<u8>,
+    session: Option<Session>,
+}
+
+impl LockOptions {
+    /// Default options: empty value, the client's default session.
+    pub fn new() -> LockOptions {
+        LockOptions::default()
+    }
+
+    /// The value written on acquire and sent again on release.
+    pub fn value(mut self, value: impl Into<Vec<u8>>) -> Self {
+        self.value = value.into();
+        self
+    }
+
+    /// Hold the lock with this session instead of the client's default one.
+    pub fn session(mut self, session: Session) -> Self {
+        self.session = Some(session);
+        self
+    }
+}
+
+/// Why a holding ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockLost {
+    /// Released by this process ([`Lock::release`]).
+    Released,
+    /// The key no longer carries our session: released, deleted or taken by
+    /// someone else.
+    KeyChanged,
+    /// The session holding the lock was lost.
+    SessionLost(LostReason),
+    /// The client was closed.
+    ClientClosed,
+}
+
+impl LockLost {
+    /// A stable lowercase name: `"released"`, `"key_changed"`, `"session_lost"`,
+    /// `"client_closed"` (the one the bindings report).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockLost::Released => "released",
+            LockLost::KeyChanged => "key_changed",
+            LockLost::SessionLost(_) => "session_lost",
+            LockLost::ClientClosed => "client_closed",
+        }
+    }
+}
+
+type LostCallback = Arc<dyn Fn(LockLost) + Send + Sync + 'static>;
+
+/// A state of the key this lock learnt, with the raft index it is current as of
+/// and when it was learnt.
+#[derive(Debug, Clone)]
+struct Known {
+    entry: Option<KvPair>,
+    as_of: u64,
+    seen_at: Instant,
+}
+
+struct Holding {
+    /// Process-unique id of this holding (key of `Core::held_keys`).
+    held_id: u64,
+    session: Session,
+    sequencer: Sequencer,
+    generation: u64,
+    token: CancelToken,
+    sub: Option<KeySub>,
+    _session_hook: Option<HookGuard>,
+}
+
+struct Inner {
+    value: Vec<u8>,
+    holding: Option<Holding>,
+    generation: u64,
+    known: Option<Known>,
+    /// The last other session seen holding the key, and its LockDelay if looked up.
+    last_holder: Option<(String, Option<Duration>)>,
+    callbacks: Vec<(u64, LostCallback)>,
+    next_callback: u64,
+    last_lost: Option<LockLost>,
+}
+
+pub(crate) struct LockShared {
+    client: Client,
+    key: String,
+    explicit_session: Option<Session>,
+    id: u64,
+    inner: Mutex<Inner>,
+    /// Serialises acquires of this object.
+    acquiring: Mutex<()>,
+}
+
+/// A distributed lock on one key.
+///
+/// On the wire it follows Go's contract exactly (consul-semantics §7): the key is
+/// acquired with flags [`LOCK_FLAG_VALUE`] and the lock's value, the value is sent
+/// again on release, a key with other flags is a conflict, and "held" means the key
+/// has a non-empty `Session`. A Go service using `api.Lock` and a baton process on
+/// the same key therefore exclude each other.
+///
+/// Where it differs from Go, it is in cost and in what the holder learns:
+///
+/// * A warm acquire (the key's state is known from a previous read, release or
+///   watch) is one `/v1/txn` request: `check-index` (or `check-not-exists`) then
+///   `lock`. The check makes the flags test atomic, so a foreign key is never
+///   overwritten. Waiters park on the client's key hub (one long poll per group of
+///   keys), not on a thread per lock.
+/// * When the key is free but Consul refuses it (lock-delay after the previous
+///   holder's session was invalidated, which the server does not announce), the
+///   retry happens when that session's LockDelay ends, measured from when the key
+///   was seen free — learnt while the holder held the key — not after a fixed 5 s.
+/// * Locks share the client's session by default; several `Lock`s of one process on
+///   the same key and session queue locally, so only one of them talks to Consul.
+/// * Loss (key taken or cleared by someone else, session invalidated, local lease
+///   deadline passed) ends the holding: [`Lock::is_held`] turns false, callbacks run
+///   once on the dispatcher, waiters and the holding's cancel token wake. The lock
+///   can be acquired again afterwards.
+///
+/// Dropping a held `Lock` releases it.
+pub struct Lock {
+    pub(crate) shared: Arc<LockShared>,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", &self.shared.key)
+            .field("held", &lock(&self.shared.inner).holding.is_some())
+            .finish()
+    }
+}
+
+static NEXT_LOCK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Validates a key for a lock, election or guarded write (Go: `missing key`).
+pub(crate) fn check_key(key: &str) -> Result<String> {
+    let k = key.strip_prefix('/').unwrap_or(key);
+    if k.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidArgument, "missing key"));
+    }
+    if k.contains('\0') {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "invalid key: it contains a NUL byte",
+        ));
+    }
+    Ok(k.to_string())
+}
+
+impl Client {
+    /// A lock on `key` held with the client's default session and an empty value.
+    pub fn lock(&self, key: &str) -> Result<Lock> {
+        self.lock_with(key, LockOptions::new())
+    }
+
+    /// A lock on `key` with options.
+    pub fn lock_with(&self, key: &str, options: LockOptions) -> Result<Lock> {
+        self.core().check_usable()?;
+        let key = check_key(key)?;
+        Ok(Lock {
+            shared: Arc::new(LockShared {
+                client: self.clone(),
+                key,
+                explicit_session: options.session,
+                id: NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed),
+                inner: Mutex::new(Inner {
+                    value: options.value,
+                    holding: None,
+                    generation: 0,
+                    known: None,
+                    last_holder: None,
+                    callbacks: Vec::new(),
+                    next_callback: 0,
+                    last_lost: None,
+                }),
+                acquiring: Mutex::new(()),
+            }),
+        })
+    }
+}
+
+impl Lock {
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+
+    /// The value written by the next acquire (and resent on release).
+    pub fn value(&self) -> Vec<u8> {
+        lock(&self.shared.inner).value.clone()
+    }
+
+    /// Sets the value for the next acquire. Does not change the key while held
+    /// (an [`Election`](crate::Election) can, with `proclaim`).
+    pub fn set_value(&self, value: impl Into<Vec<u8>>) {
+        lock(&self.shared.inner).value = value.into();
+    }
+
+    /// The session of the current holding, or the one the next acquire will use
+    /// if it was given in the options.
+    pub fn session(&self) -> Option<Session> {
+        let g = lock(&self.shared.inner);
+        g.holding
+            .as_ref()
+            .map(|h| h.session.clone())
+            .or_else(|| self.shared.explicit_session.clone())
+    }
+
+    /// Acquires the lock, waiting up to `timeout` (`None` waits forever,
+    /// `Some(Duration::ZERO)` tries once). Returns `Ok(true)` when held,
+    /// `Ok(false)` when the timeout passed first.
+    ///
+    /// Errors: kind `Conflict` if the key exists with other flags (text
+    /// `Existing key does not match lock use`) or this `Lock` is already held
+    /// (`Lock already held`); `Cancelled` when `cancel` fires; `Closed` when the
+    /// client closes; `SessionInvalidated` when an explicitly given session is
+    /// lost (the default session is replaced instead); transport errors as they come.
+    pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        let sh = &self.shared;
+        sh.client.core().check_usable()?;
+        let _serial = lock(&sh.acquiring);
+        if self.is_held() {
+            return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
+        }
+        let deadline = crate::scope::deadline_after(timeout);
+        // Every request below is bounded by what is left of the timeout (a try-once
+        // acquire gets the client's request timeout for its one attempt).
+        let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
+        let past_deadline = |e: &Error| {
+            e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
+        };
+        loop {
+            let session = match &sh.explicit_session {
+                Some(s) => s.clone(),
+                None => match sh.client.default_session() {
+                    Ok(s) => s,
+                    Err(e) if past_deadline(&e) => return Ok(false),
+                    Err(e) => return Err(e),
+                },
+            };
+            if !session.is_valid() {
+                if sh.explicit_session.is_some() {
+                    return Err(Error::new(
+                        ErrorKind::SessionInvalidated,
+                        format!("the lock's session {} is lost", session.id()),
+                    ));
+                }
+                continue;
+            }
+            if !sh.wait_local(&session, deadline, cancel)? {
+                return Ok(false);
+            }
+            let result = sh.acquire_remote(&session, deadline, cancel);
+            match result {
+                Ok(true) => return Ok(true),
+                Err(e)
+                    if e.kind() == ErrorKind::SessionInvalidated
+                        && sh.explicit_session.is_none()
+                        && !session.is_valid() =>
+                {
+                    // The default session died while we waited: take the new one.
+                    unclaim(session.id(), &sh.key, sh.id);
+                    continue;
+                }
+                Err(e) if past_deadline(&e) => {
+                    unclaim(session.id(), &sh.key, sh.id);
+                    return Ok(false);
+                }
+                other => {
+                    unclaim(session.id(), &sh.key, sh.id);
+                    return other;
+                }
+            }
+        }
+    }
+
+    /// Tries once: `acquire(Some(Duration::ZERO), None)`.
+    pub fn try_acquire(&self) -> Result<bool> {
+        self.acquire(Some(Duration::ZERO), None)
+    }
+
+    /// Releases the lock (Go's `Unlock`: the key keeps its value and flags and
+    /// loses its session; no lock-delay applies). Returns `Ok(false)` if this
+    /// `Lock` did not hold it, or Consul says it was no longer ours.
+    /// Callbacks are not called for a release.
+    pub fn release(&self) -> Result<bool> {
+        let sh = &self.shared;
+        let (holding, value) = {
+            let mut g = lock(&sh.inner);
+            let Some(h) = g.holding.take() else {
+                return Ok(false);
+            };
+            g.last_lost = Some(LockLost::Released);
+            g.known = None;
+            (h, g.value.clone())
+        };
+        lock(&sh.client.core().held_keys).remove(&holding.held_id);
+        let Holding {
+            session,
+            token,
+            sub,
+            _session_hook,
+            ..
+        } = holding;
+        drop(sub);
+        drop(_session_hook);
+        token.cancel();
+        let result = sh
+            .client
+            .txn(&[KvOp::unlock(&sh.key, &value, LOCK_FLAG_VALUE, session.id())]);
+        let answered = match &result {
+            Ok(_) => true,
+            Err(e) => e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty(),
+        };
+        if answered {
+            unclaim(session.id(), &sh.key, sh.id);
+        }
+        match result {
+            Ok(entries) => {
+                if let Some(p) = entries.into_iter().rev().find(|p| p.key == sh.key) {
+                    let as_of = p.modify_index;
+                    lock(&sh.inner).known = Some(Known {
+                        entry: Some(p),
+                        as_of,
+                        seen_at: Instant::now(),
+                    });
+                }
+                Ok(true)
+            }
+            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+                log::warn!(
+                    "baton lock {}: release found the key no longer ours: {e}",
+                    sh.key
+                );
+                Ok(false)
+            }
+            Err(e) => {
+                // The key may still carry our session: keep trying in the background
+                // (local contenders on this session wait for it).
+                let claim = hand_over_claim(session.id(), &sh.key, sh.id);
+                unlock_later(&sh.client, &sh.key, value, &session, Some(claim));
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the lock is held: acquired, not released, not lost, and the
+    /// session's local lease deadline has not passed (checked without network).
+    pub fn is_held(&self) -> bool {
+        self.shared.held_generation().is_some()
+    }
+
+    /// The fencing sequencer of the current holding.
+    pub fn sequencer(&self) -> Option<Sequencer> {
+        if !self.is_held() {
+            return None;
+        }
+        lock(&self.shared.inner)
+            .holding
+            .as_ref()
+            .map(|h| h.sequencer.clone())
+    }
+
+    /// A token cancelled when the current holding ends (already cancelled when
+    /// not held), for the holder's work to watch.
+    pub fn cancel_token(&self) -> CancelToken {
+        let _ = self.is_held();
+        match &lock(&self.shared.inner).holding {
+            Some(h) => h.token.clone(),
+            None => {
+                let t = CancelToken::new();
+                t.cancel();
+                t
+            }
+        }
+    }
+
+    /// Registers a callback run once per lost holding (not for
+    /// [`Lock::release`], not after the client is closed), on the client's
+    /// dispatcher thread, never under a library lock. A panic in it is caught.
+    pub fn on_lost(&self, callback: impl Fn(LockLost) + Send + Sync + 'static) -> CallbackId {
+        let mut g = lock(&self.shared.inner);
+        let id = g.next_callback;
+        g.next_callback += 1;
+        g.callbacks.push((id, Arc::new(callback)));
+        CallbackId::new(id)
+    }
+
+    /// Removes a callback. It may still run once if already queued.
+    pub fn remove_callback(&self, id: CallbackId) {
+        lock(&self.shared.inner)
+            .callbacks
+            .retain(|(i, _)| *i != id.get());
+    }
+
+    /// Blocks until the current holding ends and returns why; returns at once
+    /// (with the last reason, or `Released`) when not held. Errors: `Timeout`
+    /// when still held at `timeout`, `Cancelled` when `cancel` fires.
+    pub fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockLost> {
+        let end = crate::scope::deadline_after(timeout);
+        let never = crossbeam_channel::never();
+        let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
+        loop {
+            if self.shared.held_generation().is_none() {
+                let g = lock(&self.shared.inner);
+                return Ok(g.last_lost.unwrap_or(LockLost::Released));
+            }
+            let (token, session) = {
+                let g = lock(&self.shared.inner);
+                match &g.holding {
+                    None => continue,
+                    Some(h) => (h.token.clone(), h.session.clone()),
+                }
+            };
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "wait for lock loss cancelled",
+                ));
+            }
+            let now = Instant::now();
+            if end.is_some_and(|e| e <= now) {
+                return Err(Error::new(ErrorKind::Timeout, "lock still held at timeout"));
+            }
+            let mut wake = end;
+            if let Some(until) = session.valid_until() {
+                wake = Some(wake.map_or(until, |w| w.min(until)));
+            }
+            let tick = wake.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+            let lost = token.receiver();
+            select! {
+                recv(lost) -> _ => {}
+                recv(cancel_rx) -> _ => {}
+                recv(tick) -> _ => {}
+            }
+        }
+    }
+
+    /// Deletes the lock's key if nobody holds it (Go's `Destroy`). Errors: kind
+    /// `Conflict` with `Lock already held` (this object holds it), `Lock in use`
+    /// (someone does), or `Existing key does not match lock use` (foreign flags).
+    pub fn destroy(&self) -> Result<()> {
+        if self.is_held() {
+            return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
+        }
+        destroy_key(
+            &self.shared.client,
+            &self.shared.key,
+            LOCK_FLAG_VALUE,
+            LOCK_CONFLICT,
+            "Lock in use",
+        )
+    }
+
+    /// Replaces the value of the held key, keeping its LockIndex (a `lock` by the
+    /// same session, behind a `check-session` so a lost lock is never re-taken).
+    pub(crate) fn update_value(&self, value: &[u8]) -> Result<KvPair> {
+        let sh = &self.shared;
+        let (session, generation, held_id) = {
+            let g = lock(&sh.inner);
+            match &g.holding {
+                Some(h) => (h.session.clone(), h.generation, h.held_id),
+                None => return Err(Error::new(ErrorKind::Conflict, "Lock not held")),
+            }
+        };
+        let result = sh.client.txn(&[
+            KvOp::check_session(&sh.key, session.id()),
+            KvOp::lock(&sh.key, value, LOCK_FLAG_VALUE, session.id()),
+        ]);
+        match result {
+            Ok(entries) => {
+                let pair = entries
+                    .into_iter()
+                    .rev()
+                    .find(|p| p.key == sh.key)
+                    .ok_or_else(|| {
+                        Error::new(ErrorKind::BadResponse, "txn answer without the key")
+                    })?;
+                if let Some(h) = lock(&sh.client.core().held_keys).get_mut(&held_id) {
+                    h.2 = value.to_vec();
+                }
+                let mut g = lock(&sh.inner);
+                g.value = value.to_vec();
+                // Observers in this process see the new value without waiting for a
+                // poll (the txn answer carries no Value: it is the one we wrote).
+                let mut pair = pair;
+                pair.value.get_or_insert_with(|| value.to_vec());
+                if let Some(sub) = g.holding.as_ref().and_then(|h| h.sub.as_ref()) {
+                    sub.learn(Some(pair.clone()), pair.modify_index);
+                }
+                Ok(pair)
+            }
+            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+                sh.lose(generation, LockLost::KeyChanged);
+                Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("Lock not held: {}", e.message()),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What a failed acquire may keep for the next one. A free key is worth keeping
+/// (the next acquire is one check-index txn, which also proves it current); a key
+/// held by another session is not: nothing watches it after we return, so the
+/// next try would believe a holder that may be long gone.
+fn cacheable(k: Known, session: &Session) -> Option<Known> {
+    let holder = k.entry.as_ref().and_then(|p| p.session.as_deref());
+    holder.map_or(true, |h| h == session.id()).then_some(k)
+}
+
+/// Go's `Destroy` for a lock or semaphore coordination key: delete it by CAS if it
+/// exists with `flags` and no session.
+pub(crate) fn destroy_key(
+    client: &Client,
+    key: &str,
+    flags: u64,
+    conflict: &str,
+    in_use: &str,
+) -> Result<()> {
+    let Some(p) = client.kv().get(key)? else {
+        return Ok(());
+    };
+    if p.flags != flags {
+        return Err(Error::new(ErrorKind::Conflict, conflict));
+    }
+    if p.session.is_some() {
+        return Err(Error::new(ErrorKind::Conflict, in_use));
+    }
+    if !client.kv().delete_cas(key, p.modify_index)? {
+        return Err(Error::new(ErrorKind::Conflict, in_use));
+    }
+    Ok(())
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if lock(&self.shared.inner).holding.is_some() && !self.shared.client.is_closed() {
+            if let Err(e) = self.release() {
+                log::warn!(
+                    "baton lock {}: release on drop failed: {e}",
+                    self.shared.key
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,580 @@
+//! The inside of a [`Lock`](super::Lock): the acquire loop against Consul, the
+//! recording of a holding, and its end.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver};
+
+use super::*;
+use crate::claim::{hand_over_claim, take_claim, unclaim, ClaimGuard};
+use crate::cleanup::{Next, Owed};
+
+/// What one acquire attempt found.
+enum Attempt {
+    Acquired(KvPair),
+    /// The key changed since our view: read again.
+    Stale,
+    /// Free, but refused for lock-delay.
+    Delayed,
+    /// No usable answer (transport error, or a success that does not show our
+    /// session): Consul may or may not have given us the key.
+    Unknown(Error),
+}
+
+/// Backoff when the server keeps refusing a check on a key that a read then
+/// shows unchanged: from this...
+const STALE_BACKOFF_START: Duration = Duration::from_millis(20);
+/// ...up to this.
+const STALE_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// How a wait ended.
+pub(crate) enum Woke {
+    Changed,
+    Tick,
+}
+
+impl LockShared {
+    /// Waits for this object's turn among the process's contenders for the same
+    /// (session, key). Returns `Ok(false)` at the deadline.
+    pub(super) fn wait_local(
+        &self,
+        session: &Session,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        take_claim(session, &self.key, self.id, deadline, cancel, &self.client)
+    }
+
+    fn read(&self) -> Result<Known> {
+        let (entry, meta) = self
+            .client
+            .kv()
+            .get_with(&self.key, &QueryOptions::default())?;
+        let as_of = entry
+            .as_ref()
+            .map_or(meta.index, |p| p.modify_index.max(meta.index));
+        Ok(Known {
+            entry,
+            as_of,
+            seen_at: Instant::now(),
+        })
+    }
+
+    fn attempt(&self, session: &Session, known: &Known, value: &[u8]) -> Result<Attempt> {
+        let check = match &known.entry {
+            Some(p) => KvOp::check_index(&self.key, p.modify_index),
+            None => KvOp::check_not_exists(&self.key),
+        };
+        let ops = [
+            check,
+            KvOp::lock(&self.key, value, LOCK_FLAG_VALUE, session.id()),
+        ];
+        match self.client.txn(&ops) {
+            Ok(entries) => match entries.into_iter().rev().find(|p| p.key == self.key) {
+                Some(p) if p.session.as_deref() == Some(session.id()) => Ok(Attempt::Acquired(p)),
+                _ => Ok(Attempt::Unknown(Error::new(
+                    ErrorKind::BadResponse,
+                    format!(
+                        "lock txn on {:?} succeeded without returning our session",
+                        self.key
+                    ),
+                ))),
+            },
+            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+                let texts: Vec<&str> = e.txn_errors().iter().map(|t| t.what.as_str()).collect();
+                if texts.iter().any(|t| t.contains("invalid session")) {
+                    session.shared.lose(LostReason::Invalidated);
+                    return Err(Error::new(
+                        ErrorKind::SessionInvalidated,
+                        format!("failed to acquire lock: {}", texts.join("; ")),
+                    ));
+                }
+                // The check (op 0) failing means our view was stale. The lock op (op 1)
+                // may fail for lock-delay, or because the key is held (a holder our
+                // view missed); anything else will not go away by retrying.
+                let check_failed = e.txn_errors().iter().any(|t| t.op_index == 0);
+                let lock_what: Vec<&str> = e
+                    .txn_errors()
+                    .iter()
+                    .filter(|t| t.op_index != 0)
+                    .map(|t| t.what.as_str())
+                    .collect();
+                if check_failed {
+                    Ok(Attempt::Stale)
+                } else if lock_what.iter().all(|t| t.contains("lock delay")) {
+                    Ok(Attempt::Delayed)
+                } else if lock_what.iter().all(|t| t.contains("already held")) {
+                    Ok(Attempt::Stale)
+                } else {
+                    Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "Consul refused the lock on {:?}: {}",
+                            self.key,
+                            texts.join("; ")
+                        ),
+                    ))
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Timeout
+                        | ErrorKind::Connection
+                        | ErrorKind::Server
+                        | ErrorKind::BadResponse
+                ) =>
+            {
+                Ok(Attempt::Unknown(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The retry time after a lock-delay refusal of a key seen free at `free_at`.
+    fn delay_retry(&self, free_at: Instant, tries: u32) -> Instant {
+        let known = lock(&self.inner).last_holder.as_ref().and_then(|(_, d)| *d);
+        let now = Instant::now();
+        match known {
+            Some(d) if tries == 0 => (free_at + d + DELAY_MARGIN).max(now),
+            _ => {
+                let step = DELAY_BACKOFF_START
+                    .saturating_mul(1 << tries.min(8))
+                    .min(DELAY_BACKOFF_MAX);
+                now + step
+            }
+        }
+    }
+
+    /// Remembers a holder other than us, looking its LockDelay up once.
+    fn note_holder(&self, holder: &str) {
+        {
+            let g = lock(&self.inner);
+            if g.last_holder.as_ref().is_some_and(|(s, _)| s == holder) {
+                return;
+            }
+        }
+        let delay = match self.client.sessions().info(holder) {
+            Ok(Some(e)) => Some(e.lock_delay()),
+            _ => None,
+        };
+        lock(&self.inner).last_holder = Some((holder.to_string(), delay));
+    }
+
+    pub(super) fn acquire_remote(
+        self: &Arc<Self>,
+        session: &Session,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        let core = self.client.core().clone();
+        let mut known = lock(&self.inner).known.take();
+        let mut sub: Option<KeySub> = None;
+        let mut retry_at: Option<Instant> = None;
+        let mut delay_tries = 0u32;
+        let mut stale_tries = 0u32;
+        let passed = || deadline.is_some_and(|d| d <= Instant::now());
+        loop {
+            core.check_usable()?;
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled"));
+            }
+            if !session.is_valid() {
+                return Err(lost_while_acquiring(session));
+            }
+            let k = match known.take() {
+                Some(k) => k,
+                None => self.read()?,
+            };
+            if let Some(p) = &k.entry {
+                if p.flags != LOCK_FLAG_VALUE {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{LOCK_CONFLICT} (key {:?} has flags {})", self.key, p.flags),
+                    ));
+                }
+            }
+            let holder = k.entry.as_ref().and_then(|p| p.session.clone());
+            let free = holder.as_deref().map_or(true, |h| h == session.id());
+            let now = Instant::now();
+            if free && retry_at.map_or(true, |t| t <= now) {
+                let value = lock(&self.inner).value.clone();
+                let mut reread = true;
+                let granted = match self.attempt(session, &k, &value)? {
+                    Attempt::Acquired(mut p) => {
+                        // Consul's txn answer for a write carries no Value; the hub is
+                        // seeded with this entry, so give it the value we wrote.
+                        p.value.get_or_insert(value);
+                        Some(p)
+                    }
+                    Attempt::Unknown(e) => match self.learn_outcome(session) {
+                        Ok(Some(p)) => Some(p),
+                        Ok(None) if e.kind() == ErrorKind::BadResponse => {
+                            // The key is not ours: the odd answer changed nothing.
+                            stale_tries += 1;
+                            None
+                        }
+                        outcome => {
+                            // Not known to be ours and maybe applied late: undo it in the
+                            // background, holding back local contenders meanwhile.
+                            let claim = hand_over_claim(session.id(), &self.key, self.id);
+                            unlock_later(&self.client, &self.key, value, session, Some(claim));
+                            return Err(match outcome {
+                                Err(read_err) if e.kind() != ErrorKind::Timeout => read_err,
+                                _ => e,
+                            });
+                        }
+                    },
+                    Attempt::Stale => {
+                        stale_tries += 1;
+                        None
+                    }
+                    Attempt::Delayed => {
+                        reread = false;
+                        stale_tries = 0;
+                        retry_at = Some(self.delay_retry(k.seen_at, delay_tries));
+                        delay_tries += 1;
+                        None
+                    }
+                };
+                if let Some(p) = granted {
+                    let generation = self.hold(session, p, sub.take())?;
+                    if self.holding_valid(generation) {
+                        return Ok(true);
+                    }
+                    // Lost before we could return it (the session passed its deadline
+                    // while the answer was on its way, or the key changed): never report
+                    // a holding that is not valid.
+                    if !session.is_valid() {
+                        return Err(lost_while_acquiring(session));
+                    }
+                    stale_tries += 1;
+                }
+                if reread {
+                    // Read again, at once the first time; a server that keeps refusing
+                    // views it then confirms is retried with a growing pause.
+                    retry_at = None;
+                    if passed() {
+                        return Ok(false);
+                    }
+                    if stale_tries > 1 {
+                        let pause = STALE_BACKOFF_START
+                            .saturating_mul(1 << (stale_tries - 2).min(10))
+                            .min(STALE_BACKOFF_MAX);
+                        let until = Instant::now() + pause;
+                        let wake = deadline.map_or(until, |d| d.min(until));
+                        let never = crossbeam_channel::never();
+                        wait_signals(&never, Some(wake), cancel, session, &core.closing)?;
+                    }
+                    continue;
+                }
+            } else if let Some(h) = &holder {
+                if h != session.id() {
+                    self.note_holder(h);
+                    retry_at = None;
+                    delay_tries = 0;
+                    stale_tries = 0;
+                }
+            }
+            if passed() {
+                lock(&self.inner).known = cacheable(k, session);
+                return Ok(false);
+            }
+            // Wait for the key to change, the retry time, or the deadline.
+            let s = match &mut sub {
+                Some(s) => s,
+                None => sub.insert(KeySub::new(
+                    &core,
+                    &self.key,
+                    Some((k.entry.clone(), k.as_of)),
+                    None,
+                )?),
+            };
+            if let Some(v) = s.take_new() {
+                if v.as_of > k.as_of || v.entry != k.entry {
+                    known = Some(Known {
+                        entry: v.entry,
+                        as_of: v.as_of,
+                        seen_at: v.seen_at,
+                    });
+                    continue;
+                }
+            }
+            let wake = match (deadline, retry_at) {
+                (Some(d), Some(r)) => Some(d.min(r)),
+                (d, r) => d.or(r),
+            };
+            match wait_signals(s.changes(), wake, cancel, session, &core.closing)? {
+                Woke::Changed => {
+                    known = s.take_new().map(|v| Known {
+                        entry: v.entry,
+                        as_of: v.as_of,
+                        seen_at: v.seen_at,
+                    });
+                    if known.is_none() {
+                        known = Some(k);
+                    }
+                }
+                Woke::Tick => {
+                    if passed() {
+                        lock(&self.inner).known = cacheable(k, session);
+                        return Ok(false);
+                    }
+                    known = Some(k);
+                }
+            }
+        }
+    }
+
+    /// After an attempt without a usable answer: reads the key and returns it if
+    /// it carries our session (the server did give it to us).
+    fn learn_outcome(&self, session: &Session) -> Result<Option<KvPair>> {
+        let k = self.read()?;
+        Ok(k.entry
+            .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == LOCK_FLAG_VALUE))
+    }
+
+    /// The generation of the current holding if it is still valid, ending it
+    /// first if its session was found lost.
+    pub(super) fn held_generation(&self) -> Option<u64> {
+        let (session, generation) = {
+            let g = lock(&self.inner);
+            let h = g.holding.as_ref()?;
+            (h.session.clone(), h.generation)
+        };
+        if !session.is_valid() {
+            // The session is lost (maybe another thread is still signalling it):
+            // end the holding now rather than report it held meanwhile.
+            self.lose(generation, session_lost_reason(&session));
+            return None;
+        }
+        let g = lock(&self.inner);
+        g.holding
+            .as_ref()
+            .is_some_and(|h| h.generation == generation)
+            .then_some(generation)
+    }
+
+    fn holding_valid(&self, generation: u64) -> bool {
+        self.held_generation() == Some(generation)
+    }
+
+    /// Records a new holding and starts watching it.
+    fn hold(self: &Arc<Self>, session: &Session, pair: KvPair, sub: Option<KeySub>) -> Result<u64> {
+        drop(sub);
+        let core = self.client.core().clone();
+        let generation = {
+            let mut g = lock(&self.inner);
+            g.generation += 1;
+            g.generation
+        };
+        let sequencer = Sequencer {
+            key: self.key.clone(),
+            session: session.id().to_string(),
+            lock_index: pair.lock_index,
+            token: pair.modify_index,
+        };
+        let weak: Weak<LockShared> = Arc::downgrade(self);
+        let sid = session.id().to_string();
+        let hook_session = Arc::downgrade(&session.shared);
+        let value = lock(&self.inner).value.clone();
+        let hook: Hook = Arc::new(move |entry: Option<&KvPair>| {
+            let ours = entry.is_some_and(|p| p.session.as_deref() == Some(sid.as_str()));
+            if ours {
+                return;
+            }
+            let Some(sh) = weak.upgrade() else { return };
+            // Tell a released-by-invalidation key from one taken from us.
+            let gone = matches!(sh.client.sessions().info(&sid), Ok(None));
+            match (gone, hook_session.upgrade()) {
+                (true, Some(s)) => s.lose(LostReason::Invalidated),
+                _ => sh.lose(generation, LockLost::KeyChanged),
+            }
+        });
+        let as_of = pair.modify_index;
+        let key_sub = match KeySub::new(&core, &self.key, Some((Some(pair), as_of)), Some(hook)) {
+            Ok(s) => s,
+            Err(e) => {
+                // Granted but not recorded: give the key back.
+                let claim = hand_over_claim(session.id(), &self.key, self.id);
+                unlock_later(&self.client, &self.key, value, session, Some(claim));
+                return Err(e);
+            }
+        };
+        let weak: Weak<LockShared> = Arc::downgrade(self);
+        let s_weak = Arc::downgrade(&session.shared);
+        let session_hook = session.cancel_token().on_cancel(move || {
+            let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
+                return;
+            };
+            sh.lose(generation, lost_reason_of(s.state()));
+        });
+        let current = key_sub.view();
+        let held_id = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
+        lock(&core.held_keys).insert(
+            held_id,
+            (
+                self.key.clone(),
+                session.id().to_string(),
+                lock(&self.inner).value.clone(),
+            ),
+        );
+        {
+            let mut g = lock(&self.inner);
+            g.holding = Some(Holding {
+                held_id,
+                session: session.clone(),
+                sequencer,
+                generation,
+                token: CancelToken::new(),
+                sub: Some(key_sub),
+                _session_hook: Some(session_hook),
+            });
+            g.last_lost = None;
+        }
+        // The session may have died, or the hub seen the key change, in between.
+        if !session.is_valid() {
+            self.lose(generation, session_lost_reason(session));
+        } else if let Some(v) = current {
+            if !v
+                .entry
+                .as_ref()
+                .is_some_and(|p| p.session.as_deref() == Some(session.id()))
+            {
+                self.lose(generation, LockLost::KeyChanged);
+            }
+        }
+        Ok(generation)
+    }
+
+    /// Ends holding `generation` (idempotent), signalling loss: the holding
+    /// ends first, then its token and callbacks fire; logging and the
+    /// best-effort unlock come after, off this thread.
+    pub(crate) fn lose(&self, generation: u64, reason: LockLost) {
+        let (holding, callbacks, value) = {
+            let mut g = lock(&self.inner);
+            match &g.holding {
+                Some(h) if h.generation == generation => {}
+                _ => return,
+            }
+            let h = g.holding.take();
+            g.last_lost = Some(reason);
+            g.known = None;
+            let cbs: Vec<LostCallback> = g.callbacks.iter().map(|(_, c)| c.clone()).collect();
+            (h, cbs, g.value.clone())
+        };
+        let Some(h) = holding else { return };
+        lock(&self.client.core().held_keys).remove(&h.held_id);
+        h.token.cancel();
+        unclaim(h.session.id(), &self.key, self.id);
+        let core = self.client.core().clone();
+        if reason != LockLost::ClientClosed {
+            for cb in callbacks {
+                core.post(Box::new(move || cb(reason)));
+            }
+            let key = self.key.clone();
+            core.post(Box::new(move || {
+                log::warn!("baton lock {key} lost: {reason:?}")
+            }));
+        }
+        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
+            // Consul may still think we hold it: release it as soon as we can reach it.
+            unlock_later(&self.client, &self.key, value, &h.session, None);
+        }
+        drop(h);
+    }
+}
+
+/// The error of an acquire whose session was lost meanwhile.
+fn lost_while_acquiring(session: &Session) -> Error {
+    Error::new(
+        ErrorKind::SessionInvalidated,
+        format!("session {} was lost while acquiring the lock", session.id()),
+    )
+}
+
+/// Why a holding ends when its session is in `state`.
+pub(crate) fn lost_reason_of(state: SessionState) -> LockLost {
+    match state {
+        SessionState::Lost(LostReason::ClientClosed) => LockLost::ClientClosed,
+        SessionState::Lost(r) => LockLost::SessionLost(r),
+        _ => LockLost::SessionLost(LostReason::Invalidated),
+    }
+}
+
+fn session_lost_reason(session: &Session) -> LockLost {
+    lost_reason_of(session.state())
+}
+
+/// Queues an unlock of `key` by `session` on the clean-up thread, retried until
+/// Consul answers (an `unlock` only frees the key while `session` holds it), or,
+/// once the session is no longer valid, until Consul must have expired it.
+/// `claim` (if any) is given up when the task ends.
+pub(crate) fn unlock_later(
+    client: &Client,
+    key: &str,
+    value: Vec<u8>,
+    session: &Session,
+    claim: Option<ClaimGuard>,
+) {
+    let op = KvOp::unlock(key, &value, LOCK_FLAG_VALUE, session.id());
+    let key = key.to_string();
+    let mut owed = Owed::new(session);
+    client.clean_up(move |c| {
+        let _claim = &claim;
+        match c.txn(std::slice::from_ref(&op)) {
+            Ok(_) => Next::Done,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Conflict | ErrorKind::PermissionDenied | ErrorKind::Closed
+                ) =>
+            {
+                Next::Done
+            }
+            Err(e) => {
+                log::debug!("baton lock {key}: unlock after loss failed: {e}");
+                owed.failed()
+            }
+        }
+    });
+}
+
+/// Blocks on `changes` until a message, `wake`, cancel, session loss or client
+/// close.
+pub(crate) fn wait_signals(
+    changes: &Receiver<()>,
+    wake: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    session: &Session,
+    closing: &CancelToken,
+) -> Result<Woke> {
+    let never = crossbeam_channel::never();
+    let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
+    let lost = session.cancel_token().receiver();
+    let closed = closing.receiver();
+    let mut until = wake;
+    if let Some(v) = session.valid_until() {
+        until = Some(until.map_or(v, |w| w.min(v)));
+    }
+    let tick = until.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+    select! {
+        recv(changes) -> _ => Ok(Woke::Changed),
+        recv(cancel_rx) -> _ => Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled")),
+        recv(lost) -> _ => Err(Error::new(
+            ErrorKind::SessionInvalidated,
+            format!("session {} was lost while acquiring the lock", session.id()),
+        )),
+        recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
+        recv(tick) -> _ => {
+            if !session.is_valid() {
+                return Err(Error::new(
+                    ErrorKind::SessionInvalidated,
+                    format!("session {} passed its lease deadline while acquiring the lock", session.id()),
+                ));
+            }
+            Ok(Woke::Tick)
+        }
+    }
+}

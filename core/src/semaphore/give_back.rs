@@ -1,0 +1,106 @@
+//! Giving a semaphore slot back: Go's `Release` steps, now, in the background
+//! after a loss, or for a lost holding before the next acquire.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::claim::{hand_over_claim, release_claim, ClaimGuard};
+use crate::cleanup::{Next, Owed};
+
+impl Shared {
+    /// Gives back the slot of a lost holding, if one is pending (Go's `Release`
+    /// steps), then frees the local claim. Errors leave it pending.
+    pub(super) fn give_back_lost_slot(&self) -> Result<()> {
+        let _cleaning = lock(&self.cleaning);
+        let Some(session) = lock(&self.inner).unreleased.clone() else {
+            return Ok(());
+        };
+        let contender = path_join(&self.prefix, session.id());
+        let result = give_back(&self.client, &self.prefix, self.limit, session.id());
+        let gone = !session.is_valid()
+            && result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::SessionInvalidated);
+        if result.is_ok() || gone {
+            let mut g = lock(&self.inner);
+            if g.unreleased
+                .as_ref()
+                .is_some_and(|s| s.id() == session.id())
+            {
+                g.unreleased = None;
+            }
+            drop(g);
+            release_claim(&session, &contender, self.id);
+            return Ok(());
+        }
+        result
+    }
+
+    /// Before a new acquire with `session`: a pending give-back of a lost
+    /// holding of the same session is dropped (the acquire takes the slot over,
+    /// keeping the local claim); one of another session goes on in the background.
+    pub(super) fn forget_lost_slot(self: &Arc<Self>, session: &Session) {
+        let _cleaning = lock(&self.cleaning);
+        let Some(old) = lock(&self.inner).unreleased.take() else {
+            return;
+        };
+        if old.id() != session.id() {
+            let contender = path_join(&self.prefix, old.id());
+            let claim = hand_over_claim(old.id(), &contender, self.id);
+            give_back_later(self, &old, claim);
+        }
+    }
+}
+
+/// Go's `Release` steps for session `sid`: remove it from `.lock` by CAS, then
+/// delete its contender key.
+pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) -> Result<()> {
+    let lock_key = path_join(prefix, ".lock");
+    loop {
+        let current = client.kv().get(&lock_key)?;
+        let (raw, index) = match &current {
+            Some(p) => (p.value.as_deref(), p.modify_index),
+            None => (None, 0),
+        };
+        let mut doc = LockDoc::decode(raw, limit)?;
+        if doc.holders.remove(sid).is_none() {
+            break;
+        }
+        let ok = client.kv().put_with(
+            &lock_key,
+            &doc.encode(),
+            &WriteOptions {
+                flags: SEMAPHORE_FLAG_VALUE,
+                cas: Some(index),
+                ..Default::default()
+            },
+        )?;
+        if ok {
+            break;
+        }
+    }
+    client.kv().delete(&path_join(prefix, sid))?;
+    Ok(())
+}
+
+/// Gives the slot of `session` back on the clean-up thread, retried until
+/// Consul answers (or, once the session is no longer valid, for 2×TTL);
+/// `claim` is freed when the task ends.
+pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
+    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
+    let sid = session.id().to_string();
+    let mut owed = Owed::new(session);
+    sh.client.clean_up(move |c| {
+        let _claim = &claim;
+        match give_back(c, &prefix, limit, &sid) {
+            Ok(()) => Next::Done,
+            Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
+                Next::Done
+            }
+            Err(e) => {
+                log::debug!("baton semaphore {prefix}: giving a slot back: {e}");
+                owed.failed()
+            }
+        }
+    });
+}
