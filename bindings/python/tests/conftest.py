@@ -1,6 +1,7 @@
 """Fixtures: a real baton-devserver process per test session (never a mocked HTTP client)."""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,14 @@ def client(devserver):
     c = baton.Client(devserver)
     yield c
     c.close()
+
+
+@pytest.fixture
+def sigint_handled():
+    """Python's own SIGINT handler for the test. A process started with SIGINT
+    ignored (a background job of a non-interactive shell, `nohup`) keeps it
+    ignored, so neither `os.kill(SIGINT)` nor `_thread.interrupt_main()` would
+    reach the test, which would then wait for nothing."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

@@ -142,7 +142,7 @@ def test_other_python_threads_run_while_one_blocks(client):
     assert len(ticks) >= 10, "the GIL was released during the blocking wait"
 
 
-def test_keyboard_interrupt_interrupts_a_blocking_wait(client):
+def test_keyboard_interrupt_interrupts_a_blocking_wait(client, sigint_handled):
     s = client.create_session(ttl=2)
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()

@@ -83,7 +83,7 @@ def test_a_second_thread_runs_while_one_blocks_in_acquire(client, devserver):
         holder.close()
 
 
-def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, devserver):
+def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, devserver, sigint_handled):
     k = key("sigint")
     holder = baton.Client(devserver)
     try:
@@ -94,7 +94,8 @@ def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, dev
         start = time.monotonic()
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            lock.acquire()
+            # Bounded, so a signal that never arrives fails the test instead of hanging it.
+            lock.acquire(timeout=30)
         took = time.monotonic() - start - 0.3
         print(f"KeyboardInterrupt raised {took * 1000:.0f} ms after SIGINT")
         assert not lock.locked()
