@@ -31,6 +31,25 @@ def kv_session(devserver: str, k: str):
         raise
 
 
+def wait_key_free(devserver: str, k: str, within: float = 10.0) -> None:
+    """Blocks (on blocking queries) until no session holds `k`, failing after `within` s."""
+    end = time.monotonic() + within
+    index = 0
+    while True:
+        url = f"http://{devserver}/v1/kv/{k}?index={index}&wait=1s"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                holder = json.load(r)[0].get("Session")
+                index = int(r.headers.get("X-Consul-Index", "0"))
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+            return
+        if holder is None:
+            return
+        assert time.monotonic() < end, f"{k} still held by {holder}"
+
+
 def test_async_with_releases_on_exception_and_other_clients_wait(devserver):
     k = key("with")
 
@@ -100,11 +119,12 @@ def test_a_cancel_racing_a_successful_acquire_releases_it(devserver):
                     await lock.release()  # it won the race: ours to release
                 except asyncio.CancelledError:
                     pass
-                for _ in range(100):  # a raced success is released in the background
-                    if not lock.locked():
-                        break
-                    await asyncio.sleep(0.01)
+                # A raced success is released in the background: `locked()` can already
+                # be false while the acquire (or its undoing release) is still on its way,
+                # so wait for the server to show the key free.
+                await asyncio.to_thread(wait_key_free, devserver, k)
                 assert not lock.locked()
+            await asyncio.to_thread(wait_key_free, devserver, k)
             assert kv_session(devserver, k) is None
 
     asyncio.run(main())
