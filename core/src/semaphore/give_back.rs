@@ -83,6 +83,25 @@ pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) ->
     Ok(())
 }
 
+/// Gives the slot of `session` back now (`listed`: `.lock` may list it; else
+/// only its contender entry is removed); if that fails, keeps trying in the
+/// background, holding back local contenders of the session meanwhile.
+pub(super) fn give_back_now(sh: &Arc<Shared>, session: &Session, listed: bool) -> Result<()> {
+    let contender = path_join(&sh.prefix, session.id());
+    let result = if listed {
+        give_back(&sh.client, &sh.prefix, sh.limit, session.id())
+    } else {
+        sh.client.kv().delete(&contender).map(|_| ())
+    };
+    if result.is_ok() {
+        release_claim(session, &contender, sh.id);
+    } else {
+        let claim = hand_over_claim(session.id(), &contender, sh.id);
+        give_back_later(sh, session, claim);
+    }
+    result
+}
+
 /// Gives the slot of `session` back on the clean-up thread, retried until
 /// Consul answers (or, once the session is no longer valid, for 2×TTL);
 /// `claim` is freed when the task ends.

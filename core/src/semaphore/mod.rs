@@ -7,7 +7,7 @@ mod give_back;
 
 use format::{contender_ours, listed};
 pub(crate) use format::{path_join, LockDoc};
-use give_back::{give_back, give_back_later};
+use give_back::give_back_now;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 
 use crate::cancel::{CancelToken, HookGuard};
-use crate::claim::{hand_over_claim, release_claim, take_claim};
+use crate::claim::{release_claim, take_claim};
 use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
@@ -270,15 +270,10 @@ impl Semaphore {
         if matches!(result, Ok(true)) {
             return result;
         }
-        // Give up our contender entry (and a slot a late write may have taken): now
-        // if time is left, else in the background, holding back local contenders
-        // of this session meanwhile.
-        if give_back(&sh.client, &sh.prefix, sh.limit, session.id()).is_ok() {
-            release_claim(&session, &contender, sh.id);
-        } else {
-            let claim = hand_over_claim(session.id(), &contender, sh.id);
-            give_back_later(sh, &session, claim);
-        }
+        // Give up our contender entry, and the slot a write of `.lock` may have taken
+        // (a timeout is reached only while waiting, never with a `.lock` write
+        // unanswered: then the contender entry is all there is to remove).
+        let _ = give_back_now(sh, &session, !matches!(result, Ok(false)));
         match result {
             Err(e) if past_deadline(&e) => Ok(false),
             other => other,
@@ -510,16 +505,7 @@ impl Semaphore {
         let session = holding.session.clone();
         holding.token.cancel();
         drop(holding);
-        let contender = self.contender_key(&session);
-        let result = give_back(&sh.client, &sh.prefix, sh.limit, session.id());
-        if result.is_err() {
-            // Keep trying in the background; local contenders wait for it.
-            let claim = hand_over_claim(session.id(), &contender, sh.id);
-            give_back_later(sh, &session, claim);
-        } else {
-            release_claim(&session, &contender, sh.id);
-        }
-        result.map(|()| true)
+        give_back_now(sh, &session, true).map(|()| true)
     }
 
     /// Whether a slot is held (false once lost or past the session's deadline).
