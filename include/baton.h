@@ -77,6 +77,8 @@ enum baton_result
   BATON_SERVER = 206,
   // Consul's answer could not be understood.
   BATON_BAD_RESPONSE = 207,
+  // The Consul server is too old for what was asked (the message names the version).
+  BATON_UNSUPPORTED = 208,
   // The call was cancelled through a `baton_cancel`.
   BATON_CANCELLED = 300,
   // The client was closed.

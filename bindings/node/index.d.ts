@@ -11,7 +11,7 @@ export interface ClientOptions extends NativeClientOptions {}
  * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
  * 'BATON_CONFLICT', 'BATON_CANCELLED', 'BATON_CLOSED', 'BATON_SESSION_INVALIDATED',
  * 'BATON_CONNECTION', 'BATON_PERMISSION_DENIED', 'BATON_NOT_FOUND', 'BATON_INVALID_ARGUMENT',
- * 'BATON_SERVER', 'BATON_BAD_RESPONSE'); errors from a Consul answer also carry it.
+ * 'BATON_SERVER', 'BATON_BAD_RESPONSE', 'BATON_UNSUPPORTED'); errors from a Consul answer also carry it.
  */
 export declare class BatonError extends Error {
   readonly name: 'BatonError'
@@ -37,6 +37,7 @@ export type BatonErrorCode =
   | 'BATON_SESSION_INVALIDATED'
   | 'BATON_SERVER'
   | 'BATON_BAD_RESPONSE'
+  | 'BATON_UNSUPPORTED'
   | 'BATON_CLOSED'
 
 /**

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, HookGuard};
 use crate::cleanup::{Cleanup, Task};
+use crate::compat::Learned;
 use crate::config::ClientBuilder;
 use crate::dispatcher::{Dispatcher, Job};
 use crate::error::{Error, ErrorKind, Result};
@@ -57,6 +58,8 @@ pub(crate) struct Core {
     pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
+    /// What the answers so far taught about the server's behaviour.
+    pub(crate) learned: Learned,
 }
 
 impl Core {
@@ -227,9 +230,8 @@ impl Core {
                 ok = false;
                 break;
             }
-            let op = crate::txn::KvOp::unlock(&key, &value, crate::lock::LOCK_FLAG_VALUE, &sid);
-            let mut req = Request::new("PUT", "/v1/txn");
-            req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
+            let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
+            let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid);
             req.timeout = Some(left);
             if let Err(e) = self.transport.call(&req) {
                 log::warn!("baton: could not release lock {key} on close: {e}");
@@ -364,6 +366,7 @@ impl Client {
             held_keys: Mutex::new(HashMap::new()),
             watches: Mutex::new(HashMap::new()),
             keyhub: KeyHub::default(),
+            learned: Learned::default(),
         });
         Ok(Client {
             handle: Arc::new(Handle { core }),

@@ -18,7 +18,7 @@ use crate::http::{Consistency, QueryOptions};
 use crate::keyhub::KeySub;
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, Session};
-use crate::lock::{check_key, Lock, LockLost, LockOptions, LOCK_CONFLICT, LOCK_FLAG_VALUE};
+use crate::lock::{check_key, is_lock_flags, Lock, LockLost, LockOptions, LOCK_CONFLICT};
 
 /// Options of an [`Election`].
 #[derive(Debug, Clone, Default)]
@@ -64,7 +64,7 @@ pub enum LeaderEvent {
 /// Reads the leader from a key entry; foreign flags are a conflict.
 fn leader_of(key: &str, entry: Option<&KvPair>) -> Result<Option<Leader>> {
     let Some(p) = entry else { return Ok(None) };
-    if p.flags != LOCK_FLAG_VALUE {
+    if !is_lock_flags(p.flags) {
         return Err(Error::new(
             ErrorKind::Conflict,
             format!("{LOCK_CONFLICT} (key {key:?} has flags {})", p.flags),

@@ -31,6 +31,9 @@ pub enum ErrorKind {
     BadResponse,
     /// The client was closed, or is used in a process forked from the one that made it.
     Closed,
+    /// The Consul server is too old for what was asked (the message names the
+    /// version that added it), e.g. the `get-or-empty` txn verb before 1.14.
+    Unsupported,
 }
 
 impl ErrorKind {
@@ -51,11 +54,12 @@ impl ErrorKind {
             ErrorKind::Server => "BATON_SERVER",
             ErrorKind::BadResponse => "BATON_BAD_RESPONSE",
             ErrorKind::Closed => "BATON_CLOSED",
+            ErrorKind::Unsupported => "BATON_UNSUPPORTED",
         }
     }
 
     /// Every kind, in a fixed order (for bindings that build tables).
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Connection,
         ErrorKind::Timeout,
         ErrorKind::Cancelled,
@@ -67,6 +71,7 @@ impl ErrorKind {
         ErrorKind::Server,
         ErrorKind::BadResponse,
         ErrorKind::Closed,
+        ErrorKind::Unsupported,
     ];
 }
 

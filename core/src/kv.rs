@@ -70,11 +70,11 @@ pub struct Kv<'a> {
     pub(crate) client: &'a Client,
 }
 
-fn strip_slash(key: &str) -> &str {
+pub(crate) fn strip_slash(key: &str) -> &str {
     key.strip_prefix('/').unwrap_or(key)
 }
 
-fn kv_path(key: &str) -> String {
+pub(crate) fn kv_path(key: &str) -> String {
     format!("/v1/kv/{}", encode_key(key))
 }
 
@@ -236,7 +236,7 @@ impl Kv<'_> {
     }
 }
 
-fn parse_bool(req: &Request, body: &[u8]) -> Result<bool> {
+pub(crate) fn parse_bool(req: &Request, body: &[u8]) -> Result<bool> {
     let text = String::from_utf8_lossy(body);
     match text.trim() {
         "true" => Ok(true),

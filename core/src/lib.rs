@@ -39,6 +39,7 @@ mod cancel;
 mod claim;
 mod cleanup;
 mod client;
+mod compat;
 mod config;
 mod dispatcher;
 mod election;

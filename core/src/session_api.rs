@@ -136,8 +136,25 @@ impl SessionOptions {
             m.insert("LockDelay".into(), json!(format_go_duration(d)));
         }
         m.insert("Behavior".into(), json!(self.behavior.as_str()));
-        if let Some(c) = &self.node_checks {
-            m.insert("NodeChecks".into(), json!(c));
+        if self.node_checks.is_some() || !self.service_checks.is_empty() {
+            // The same checks in both forms, so they take effect on every version:
+            // Consul before 1.7.0 knows only `Checks` (node and service check IDs
+            // alike) and ignores the newer fields; from 1.7.0 `NodeChecks` and
+            // `ServiceChecks` apply, and its fix-up of `Checks` keeps nothing
+            // beyond them (`[]` empties NodeChecks too; `["serfHealth"]` or an
+            // empty NodeChecks drop `Checks`).
+            let node = self
+                .node_checks
+                .clone()
+                .unwrap_or_else(|| vec![SERF_HEALTH.to_string()]);
+            let mut all = node.clone();
+            for c in &self.service_checks {
+                if !all.contains(&c.id) {
+                    all.push(c.id.clone());
+                }
+            }
+            m.insert("Checks".into(), json!(all));
+            m.insert("NodeChecks".into(), json!(node));
         }
         if !self.service_checks.is_empty() {
             let list: Vec<Value> = self
@@ -195,7 +212,29 @@ pub struct SessionEntry {
     pub modify_index: u64,
 }
 
+/// The node check every session is bound to unless told otherwise.
+const SERF_HEALTH: &str = "serfHealth";
+
 impl SessionEntry {
+    /// Every check the session is bound to, on any Consul version: `Checks`
+    /// (the only form before 1.7.0), then `NodeChecks` and `ServiceChecks`,
+    /// each ID once.
+    pub fn bound_checks(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        let ids = self
+            .checks
+            .iter()
+            .flatten()
+            .chain(self.node_checks.iter().flatten())
+            .chain(self.service_checks.iter().flatten().map(|c| &c.id));
+        for id in ids {
+            if !all.contains(id) {
+                all.push(id.clone());
+            }
+        }
+        all
+    }
+
     /// The lock-delay as a duration.
     pub fn lock_delay(&self) -> Duration {
         Duration::from_nanos(self.lock_delay_ns)
@@ -440,7 +479,16 @@ mod tests {
         assert_eq!(
             o.to_json(),
             json!({"Name":"n","Node":"node1","TTL":"10s","LockDelay":"0s","Behavior":"delete",
-                   "NodeChecks":[],"ServiceChecks":[{"ID":"svc:1"}]})
+                   "Checks":["svc:1"],"NodeChecks":[],"ServiceChecks":[{"ID":"svc:1"}]})
+        );
+        assert_eq!(
+            SessionOptions::new().node_checks(vec![]).to_json(),
+            json!({"Behavior":"release","Checks":[],"NodeChecks":[]})
+        );
+        assert_eq!(
+            SessionOptions::new().service_check("svc:1").to_json(),
+            json!({"Behavior":"release","Checks":["serfHealth","svc:1"],
+                   "NodeChecks":["serfHealth"],"ServiceChecks":[{"ID":"svc:1"}]})
         );
         assert_eq!(
             SessionOptions::new().to_json(),
@@ -458,6 +506,18 @@ mod tests {
         assert_eq!(e.lock_delay(), Duration::from_secs(15));
         assert_eq!(e.ttl(), Some(Duration::from_secs(15)));
         assert_eq!(e.node_checks, Some(vec!["serfHealth".to_string()]));
+        assert_eq!(e.bound_checks(), vec!["serfHealth".to_string()]);
+        // Consul before 1.7.0 has only `Checks`.
+        let e: SessionEntry = serde_json::from_str(
+            r#"{"ID":"a","Name":"","Node":"n","Checks":["serfHealth","svc:1"],"LockDelay":0,
+            "Behavior":"release","TTL":"","CreateIndex":5,"ModifyIndex":5}"#,
+        )
+        .unwrap();
+        assert_eq!(e.node_checks, None);
+        assert_eq!(
+            e.bound_checks(),
+            vec!["serfHealth".to_string(), "svc:1".to_string()]
+        );
     }
 
     #[test]

@@ -5,11 +5,16 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::client::Client;
+use crate::compat::{
+    exact_in_f64, lossy_number_error, TxnNumbers, GET_OR_EMPTY_SINCE, TXN_128_OPS_SINCE,
+    TXN_FLOAT64_BEFORE,
+};
 use crate::error::{Error, ErrorKind, Result, TxnOpError};
-use crate::http::Request;
-use crate::kv::KvPair;
+use crate::http::{Request, Response};
+use crate::kv::{KvPair, WriteOptions};
 
-/// Consul's limit of operations per transaction.
+/// Consul's limit of operations per transaction since 1.14.0 (64 before; such
+/// a server's refusal teaches the client, which then refuses more itself).
 pub const MAX_TXN_OPS: usize = 128;
 
 /// A KV verb of a transaction operation.
@@ -251,49 +256,257 @@ struct TxnErrorEntry {
     what: String,
 }
 
+impl KvOp {
+    /// Whether the op writes (Consul's `isWrite`).
+    pub(crate) fn is_write(&self) -> bool {
+        matches!(
+            self.verb,
+            KvVerb::Set
+                | KvVerb::Cas
+                | KvVerb::Lock
+                | KvVerb::Unlock
+                | KvVerb::Delete
+                | KvVerb::DeleteCas
+                | KvVerb::DeleteTree
+        )
+    }
+
+    /// Whether the op stores `flags` (and so teaches how the server stores numbers).
+    fn stores_flags(&self) -> bool {
+        matches!(
+            self.verb,
+            KvVerb::Set | KvVerb::Cas | KvVerb::Lock | KvVerb::Unlock
+        )
+    }
+}
+
 impl Client {
     /// Runs KV operations atomically (`PUT /v1/txn`). On success returns the
     /// entries Consul reported (ops without an entry contribute none). When any
     /// op fails nothing is applied and the error (kind
     /// [`ErrorKind::Conflict`], or `PermissionDenied` for ACL denials) lists
     /// every failing op in [`Error::txn_errors`].
+    ///
+    /// Differences between Consul versions are handled here (see the README's
+    /// compatibility table): a server before 1.6.2 rounds every number of a txn
+    /// body through a float64, so flags above 2^53 would be stored wrongly. The
+    /// first flagged write shows it; the keys it wrote are then repaired at once
+    /// with exact writes (`set`/`cas` by a CAS on the index just written, `lock`
+    /// by a re-acquire with the same session), and from then on such numbers are
+    /// refused with [`ErrorKind::Unsupported`] before anything is sent. An
+    /// `unlock` cannot be repaired without resetting the key's LockIndex: that
+    /// case is an `Unsupported` error naming the key. A verb or an op count the
+    /// server does not support is also `Unsupported`, naming the version that
+    /// added it.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
-        if ops.len() > MAX_TXN_OPS {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "Transaction contains too many operations ({} > {MAX_TXN_OPS})",
-                    ops.len()
-                ),
-            ));
-        }
+        self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
         let resp = self.send(&req)?;
-        match resp.status {
-            200 | 409 => {}
-            _ => return Err(crate::http::check(&req, resp).err().expect("non-2xx")),
+        let entries = match txn_answer(&req, resp) {
+            Ok(entries) => entries,
+            Err(e) => return Err(self.learn_refusal(ops, e)),
+        };
+        self.check_stored_flags(ops, entries)
+    }
+
+    /// Refuses, before sending, what the server is known not to support.
+    fn refuse_unsupported(&self, ops: &[KvOp]) -> Result<()> {
+        let learned = &self.core().learned;
+        let cap = learned
+            .max_txn_ops()
+            .unwrap_or(MAX_TXN_OPS)
+            .min(MAX_TXN_OPS);
+        if ops.len() > cap {
+            return Err(too_many_ops(ops.len(), cap));
         }
-        let answer: TxnAnswer = resp.json(&req.endpoint())?;
-        if resp.status == 409 {
-            let errors = answer
-                .errors
-                .unwrap_or_default()
-                .into_iter()
-                .map(|e| TxnOpError {
-                    op_index: e.op_index,
-                    what: e.what,
-                })
-                .collect();
-            return Err(Error::txn_conflict(req.endpoint(), errors));
+        if learned.get_or_empty_unknown() && ops.iter().any(|o| o.verb == KvVerb::GetOrEmpty) {
+            return Err(get_or_empty_unsupported());
         }
-        Ok(answer
-            .results
+        if learned.txn_numbers() == TxnNumbers::Lossy {
+            for (i, op) in ops.iter().enumerate() {
+                if op.stores_flags() && !exact_in_f64(op.flags) {
+                    return Err(lossy_number_error(
+                        &format!("the flags of op {i} ({:?})", op.key),
+                        op.flags,
+                    ));
+                }
+                if !exact_in_f64(op.index) {
+                    return Err(lossy_number_error(
+                        &format!("the index of op {i} ({:?})", op.key),
+                        op.index,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns a refusal that means "this server is too old" into `Unsupported`,
+    /// remembering it.
+    fn learn_refusal(&self, ops: &[KvOp], e: Error) -> Error {
+        let learned = &self.core().learned;
+        if let Some(text) = e.server_text() {
+            if let Some(cap) = parse_op_cap(text) {
+                if cap < MAX_TXN_OPS {
+                    learned.learn_max_txn_ops(cap);
+                    return too_many_ops(ops.len(), cap).with_endpoint("PUT /v1/txn");
+                }
+            }
+        }
+        let unknown_verb = e.txn_errors().iter().any(|t| {
+            t.what.contains("unknown KV verb")
+                && ops
+                    .get(t.op_index)
+                    .is_some_and(|o| o.verb == KvVerb::GetOrEmpty)
+        });
+        if unknown_verb {
+            learned.learn_get_or_empty_unknown();
+            return get_or_empty_unsupported().with_endpoint("PUT /v1/txn");
+        }
+        e
+    }
+
+    /// Learns from the flags the answer shows for flagged writes, and repairs
+    /// the keys a server before 1.6.2 stored with rounded flags.
+    fn check_stored_flags(&self, ops: &[KvOp], mut entries: Vec<KvPair>) -> Result<Vec<KvPair>> {
+        let learned = &self.core().learned;
+        let mut rounded: Vec<&KvOp> = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if !op.stores_flags() || exact_in_f64(op.flags) {
+                continue;
+            }
+            // Only the last write of a key in the txn decides what it stores.
+            if ops[i + 1..].iter().any(|o| o.is_write() && o.key == op.key) {
+                continue;
+            }
+            let stored = entries
+                .iter()
+                .rev()
+                .find(|p| p.key == op.key)
+                .map(|p| p.flags);
+            if let Some(stored) = stored {
+                if !learned.learn_txn_flags(op.flags, stored) {
+                    rounded.push(op);
+                }
+            }
+        }
+        if rounded.is_empty() {
+            return Ok(entries);
+        }
+        let mut unrepairable = Vec::new();
+        for op in rounded {
+            let Some(at) = entries.iter().rposition(|p| p.key == op.key) else {
+                continue;
+            };
+            let value = op.value.as_deref().unwrap_or_default();
+            let written = entries[at].modify_index;
+            let options = match op.verb {
+                KvVerb::Lock => WriteOptions {
+                    flags: op.flags,
+                    acquire: op.session.clone(),
+                    ..WriteOptions::default()
+                },
+                KvVerb::Set | KvVerb::Cas => WriteOptions {
+                    flags: op.flags,
+                    cas: Some(written),
+                    ..WriteOptions::default()
+                },
+                _ => {
+                    unrepairable.push(op.key.clone());
+                    continue;
+                }
+            };
+            // `false`: the key changed since (someone else's write now stands).
+            match self.kv().put_with(&op.key, value, &options) {
+                Ok(true) => {
+                    if let Ok(Some(fresh)) = self.kv().get(&op.key) {
+                        for p in entries.iter_mut().filter(|p| p.key == op.key) {
+                            *p = fresh.clone();
+                        }
+                    }
+                }
+                Ok(false) => log::debug!(
+                    "baton: {:?} changed before its rounded flags could be repaired",
+                    op.key
+                ),
+                Err(e) => return Err(e),
+            }
+        }
+        if !unrepairable.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "this Consul (before {TXN_FLOAT64_BEFORE}) stored the flags of an unlock \
+                     rounded through a float64 on {unrepairable:?}, and they cannot be repaired \
+                     without resetting the LockIndex; release keys with flags above 2^53 with \
+                     Kv::release (flags in the query string are exact on every version)"
+                ),
+            ));
+        }
+        Ok(entries)
+    }
+}
+
+/// Parses a txn answer: the entries of a 200, the op errors of a 409.
+pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
+    match resp.status {
+        200 | 409 => {}
+        _ => return Err(crate::http::check(req, resp).err().expect("non-2xx")),
+    }
+    let answer: TxnAnswer = resp.json(&req.endpoint())?;
+    if resp.status == 409 {
+        let errors = answer
+            .errors
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|r| r.kv)
-            .collect())
+            .map(|e| TxnOpError {
+                op_index: e.op_index,
+                what: e.what,
+            })
+            .collect();
+        return Err(Error::txn_conflict(req.endpoint(), errors));
     }
+    Ok(answer
+        .results
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| r.kv)
+        .collect())
+}
+
+/// The cap in Consul's "Transaction contains too many operations (N > CAP)".
+fn parse_op_cap(text: &str) -> Option<usize> {
+    let rest = text.split("too many operations").nth(1)?;
+    let cap = rest.split('>').nth(1)?;
+    cap.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok()
+}
+
+fn too_many_ops(n: usize, cap: usize) -> Error {
+    if cap < MAX_TXN_OPS {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "Transaction contains too many operations ({n} > {cap}): this Consul (before \
+                 {TXN_128_OPS_SINCE}) allows {cap} per transaction"
+            ),
+        )
+    } else {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("Transaction contains too many operations ({n} > {cap})"),
+        )
+    }
+}
+
+fn get_or_empty_unsupported() -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "the get-or-empty transaction verb needs Consul {GET_OR_EMPTY_SINCE} or later; this \
+             server does not know it"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ fn session_create_with_every_option_and_zero_lock_delay() {
     assert_eq!(info.lock_delay_ns, 0, "LockDelay 0 must really be 0");
     assert_eq!(info.behavior, "delete");
     assert_eq!(info.ttl(), Some(ttl));
-    assert_eq!(info.node_checks, Some(vec![]));
+    assert!(info.bound_checks().is_empty(), "{info:?}");
     // Default lock-delay is 15 s.
     let id2 = c.sessions().create(&SessionOptions::new()).unwrap();
     let info2 = c.sessions().info(&id2).unwrap().unwrap();
@@ -348,7 +348,7 @@ fn connection_refused_is_a_connection_error() {
 #[test]
 fn env_address_with_scheme_and_prefix_reaches_the_server() {
     let f = Fixture::start();
-    let addr = format!("http://{}", f.addr);
+    let addr = f.url();
     let c =
         baton::ClientBuilder::from_lookup(move |n| (n == "CONSUL_HTTP_ADDR").then(|| addr.clone()))
             .build()

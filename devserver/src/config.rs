@@ -4,6 +4,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::version::ConsulVersion;
+
 /// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
 /// the points that matter to clients, except that it listens on an OS-chosen port.
 #[derive(Clone, Debug)]
@@ -29,7 +31,9 @@ pub struct Config {
     /// token and are denied; unknown tokens get `ACL not found`.
     pub acl_token: Option<String>,
     /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
-    /// `?pretty` on a request has the same effect for that request.
+    /// `?pretty` on a request has the same effect for that request. When
+    /// [`Config::consul_version`] is older than 1.17.0 every body is indented whatever this
+    /// says, as a `-dev` agent of those versions did (see [`Config::pretty_json`]).
     pub pretty: bool,
     /// Consul's `tombstone_ttl` (default 15 min): how long deleted keys keep contributing their
     /// delete index to list queries.
@@ -38,6 +42,10 @@ pub struct Config {
     pub default_query_time: Duration,
     /// Consul's `max_query_time` (600 s): the longest wait a blocking query may ask for.
     pub max_query_time: Duration,
+    /// The Consul release whose client-visible behaviour to reproduce (default
+    /// [`ConsulVersion::CURRENT`]); `baton-devserver --consul-version X.Y.Z`. The crate docs
+    /// list what changes, under "Emulating Consul versions".
+    pub consul_version: ConsulVersion,
 }
 
 impl Default for Config {
@@ -55,6 +63,7 @@ impl Default for Config {
             tombstone_ttl: Duration::from_secs(15 * 60),
             default_query_time: Duration::from_secs(300),
             max_query_time: Duration::from_secs(600),
+            consul_version: ConsulVersion::CURRENT,
         }
     }
 }
@@ -72,6 +81,13 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl Config {
+    /// Whether every JSON body is indented: [`Config::pretty`], or an emulated Consul older than
+    /// 1.17.0, whose `-dev` agent always pretty-printed
+    /// ([`ConsulVersion::dev_agent_always_pretty`]).
+    pub fn pretty_json(&self) -> bool {
+        self.pretty || self.consul_version.dev_agent_always_pretty()
+    }
+
     /// Checks the settings for values Consul itself would refuse to start with.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.node_name.is_empty() {

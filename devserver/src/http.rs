@@ -302,7 +302,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
             Reply::json(
                 200,
                 &serde_json::json!(leader),
-                shared.cfg.pretty || ctx.query.has("pretty"),
+                shared.cfg.pretty_json() || ctx.query.has("pretty"),
             )
         }
         "/v1/agent/self" => crate::session_endpoint::agent_self(&ctx),
@@ -344,7 +344,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Whether bodies are pretty-printed for this request.
     pub fn pretty(&self) -> bool {
-        self.shared.cfg.pretty || self.query.has("pretty")
+        self.shared.cfg.pretty_json() || self.query.has("pretty")
     }
 
     /// The RPC forwarding checks: a foreign `dc` has no path; without a leader nothing that

@@ -52,7 +52,7 @@ fn missing_key(key: &str) -> Result<(), Reply> {
 
 fn common(ctx: &Ctx) -> Result<Opts, Reply> {
     reject_enterprise(&ctx.query, &ctx.headers)?;
-    parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)
+    parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())
 }
 
 /// What a PUT will do, decided before the body is read.

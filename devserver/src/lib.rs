@@ -21,6 +21,32 @@
 //! Faults that hit one client alone (silence, latency, resets, truncated connections) come from
 //! a [`FaultProxy`] placed in front of that client, driven from its handle or over HTTP under
 //! `/_proxy/` (`baton-devserver proxy --to HOST:PORT` runs one as a process).
+//!
+//! # Emulating Consul versions
+//!
+//! By default the server answers as [`ConsulVersion::CURRENT`] (1.21.4, the newest release it
+//! matches fully: 1.21.5 added KV key-name validation, which it does not do). Set
+//! [`Config::consul_version`] (`--consul-version X.Y.Z` on the command line) to reproduce what
+//! older releases did differently where a client can tell. Each switch is a method on
+//! [`ConsulVersion`] citing its source; the boundary is the first release with today's
+//! behaviour. Sources are `hashicorp/consul` CHANGELOG lines, pull requests (GH-n, #n) and
+//! issues.
+//!
+//! | before | what the older release does | source |
+//! |---|---|---|
+//! | 1.6.2 | `/v1/txn` decodes numbers through float64: KV op `Flags` and `Index` are used as `uint64(float64(n))` (`3304740253564472344` → `3304740253564472320`). `PUT /v1/kv?flags=&cas=` stay exact. | CHANGELOG 1.6.2, GH-6680; issue #6655 |
+//! | 1.6.0 | An identical rewrite of a KV entry (same value, flags, session, LockIndex) bumps ModifyIndex and wakes watchers, by PUT or txn alike. | PR #5885; issue #7826 |
+//! | 1.8.0 (from 1.6.0) | A txn write that changed nothing reports the txn's new index as `ModifyIndex`; the stored entry keeps its old one. | CHANGELOG 1.8.0, GH-7832; issue #7826 |
+//! | 1.7.0 | Sessions have only `Checks`: default `["serfHealth"]`, replaced by a `Checks` key in the create body (`[]` = none); `NodeChecks`/`ServiceChecks` are ignored on create and absent from answers. | PR #10651; CHANGELOG 1.7.2, GH-7395 |
+//! | 1.7.0 | Unknown fields in a txn body are ignored instead of a 400 `json: unknown field`. | CHANGELOG 1.7.0, GH-6874 |
+//! | 1.11.0 (from 1.7.0) | The txn KV field `Partition` is unknown, so a strict decoder refuses it (400). | research notes §8 |
+//! | 1.14.0 | The txn verb `get-or-empty` is unknown (409, `unknown KV verb "get-or-empty"`). | CHANGELOG 1.14.0, GH-14474 |
+//! | 1.14.0 | A txn holds at most 64 ops, not 128 (413 `Transaction contains too many operations (65 > 64)`). | CHANGELOG 1.14.0, GH-14599 |
+//! | 1.17.0 | A `-dev` agent pretty-prints every JSON body (4-space indent, trailing newline), so [`Config::pretty`] is in effect always on. | CHANGELOG 1.17.0, GH-18367 |
+//!
+//! `/v1/agent/self` reports the emulated version in `Config.Version`. Not emulated: the
+//! 1.0.0–1.0.1 bug that kept `serfHealth` on `"Checks": []` (fixed in 1.0.2, GH-3732), the
+//! `/v1/agent/self` fields that came and went, and the older size-limit error texts.
 
 mod acl;
 mod config;
@@ -34,9 +60,11 @@ mod server;
 mod session_endpoint;
 mod state;
 mod txn_endpoint;
+mod version;
 mod watch;
 
 pub use config::{Config, ConfigError};
 pub use godur::{format_go_duration, parse_go_duration};
 pub use proxy::{FaultProxy, ProxyFaults, ProxyStats};
 pub use server::{DevServer, RequestCounts};
+pub use version::ConsulVersion;

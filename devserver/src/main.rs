@@ -13,7 +13,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use baton_devserver::{parse_go_duration, Config, DevServer, FaultProxy};
+use baton_devserver::{parse_go_duration, Config, ConsulVersion, DevServer, FaultProxy};
 
 const USAGE: &str = "usage: baton-devserver [options]
        baton-devserver proxy --to HOST:PORT [--listen HOST:PORT] [--control HOST:PORT]
@@ -27,6 +27,10 @@ const USAGE: &str = "usage: baton-devserver [options]
   --max-conns-per-client N   Consul's limits.http_max_conns_per_client (default 200, 0 = none)
   --kv-max-value-size N      Consul's kv_max_value_size in bytes (default 524288)
   --pretty                   indent JSON as `consul agent -dev` does
+  --consul-version X.Y.Z     answer as that Consul release does where clients can tell
+                             (default and `current`: {current}); e.g. 1.6.1 decodes txn numbers
+                             through float64, below 1.7.0 sessions have only `Checks`,
+                             below 1.17.0 every JSON body is pretty-printed as by `-dev`
   -h, --help                 this text
 
 Fault controls: PUT /_devserver/{pause,resume,restart,node/fail,node/heal},
@@ -60,6 +64,11 @@ Control API (answers JSON `true`, or 400 with a message naming the bad parameter
   GET /_proxy/status                    {mode, upstream, delay, jitter, drop_after,
                                         connections: {accepted, open},
                                         bytes: {to_upstream, to_client}}";
+
+/// The main help text, with the default Consul version filled in.
+fn usage() -> String {
+    USAGE.replace("{current}", &ConsulVersion::CURRENT.to_string())
+}
 
 /// What `baton-devserver proxy` was asked for.
 struct ProxyArgs {
@@ -163,6 +172,11 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                     .map_err(|_| format!("--kv-max-value-size {v:?}: not a number"))?;
             }
             "--pretty" => cfg.pretty = true,
+            "--consul-version" => {
+                let v = value()?;
+                cfg.consul_version =
+                    ConsulVersion::parse(&v).map_err(|e| format!("--consul-version: {e}"))?;
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -181,11 +195,11 @@ fn main() -> ExitCode {
     let cfg = match parse_args(&args) {
         Ok(c) => c,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            println!("{}", usage());
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("baton-devserver: {e}\n\n{USAGE}");
+            eprintln!("baton-devserver: {e}\n\n{}", usage());
             return ExitCode::from(2);
         }
     };
@@ -210,8 +224,9 @@ fn main() -> ExitCode {
     let _ = out.flush();
     drop(out);
     log::info!(
-        "baton-devserver listening on {} (node {}, dc {}, session_ttl_min {:?}, acl {})",
+        "baton-devserver listening on {} (Consul {}, node {}, dc {}, session_ttl_min {:?}, acl {})",
         server.http_addr(),
+        cfg.consul_version,
         cfg.node_name,
         cfg.datacenter,
         cfg.session_ttl_min,

@@ -52,7 +52,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn new(cfg: Config) -> Shared {
-        let state = State::new(&cfg.node_name, cfg.tombstone_ttl);
+        let state = State::new(&cfg.node_name, cfg.tombstone_ttl, cfg.consul_version);
         Shared {
             cfg,
             state: Mutex::new(state),
@@ -163,7 +163,11 @@ impl Shared {
     pub fn restart(&self) {
         {
             let mut st = self.lock();
-            *st = State::new(&self.cfg.node_name, self.cfg.tombstone_ttl);
+            *st = State::new(
+                &self.cfg.node_name,
+                self.cfg.tombstone_ttl,
+                self.cfg.consul_version,
+            );
         }
         self.generation.send_modify(|g| *g += 1);
         self.hub.notify_all();

@@ -10,13 +10,27 @@ use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
 use crate::state::{
     Behavior, CheckStatus, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX,
 };
+use crate::version::ConsulVersion;
 
 /// Consul converts lock-delays below this many nanoseconds into seconds (`15` means 15 s).
 const LOCK_DELAY_MIN_THRESHOLD: i64 = 1000;
 
-/// A session as Consul's JSON has it (CE field order).
-pub(crate) fn session_json(s: &Session) -> Value {
+/// A session as Consul's JSON has it (CE field order). Before 1.7.0 the only check list was
+/// `Checks`, between `Node` and `LockDelay` (`structs.Session` of 1.0 to 1.6).
+pub(crate) fn session_json(s: &Session, version: ConsulVersion) -> Value {
     let mut m = Map::new();
+    if version.legacy_session_checks() {
+        m.insert("ID".into(), json!(s.id));
+        m.insert("Name".into(), json!(s.name));
+        m.insert("Node".into(), json!(s.node));
+        m.insert("Checks".into(), json!(s.checks));
+        m.insert("LockDelay".into(), json!(s.lock_delay_ns));
+        m.insert("Behavior".into(), json!(s.behavior.as_str()));
+        m.insert("TTL".into(), json!(s.ttl));
+        m.insert("CreateIndex".into(), json!(s.create_index));
+        m.insert("ModifyIndex".into(), json!(s.create_index));
+        return Value::Object(m);
+    }
     m.insert("ID".into(), json!(s.id));
     m.insert("Name".into(), json!(s.name));
     m.insert("Node".into(), json!(s.node));
@@ -117,11 +131,17 @@ struct CreateBody {
     node_checks: Vec<String>,
     service_checks: Option<Vec<ServiceCheck>>,
     checks: Vec<String>,
+    /// Before 1.7.0, the only check list: `Checks` (default `["serfHealth"]`; `None` for a
+    /// `null` in the body).
+    legacy_checks: Option<Vec<String>>,
 }
 
 /// Decodes a session-create body as `structs.Session.UnmarshalJSON` does on top of the
-/// handler's defaults. Errors are the text after `Request decode failed: `.
-fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
+/// handler's defaults. Errors are the text after `Request decode failed: `. With `legacy`
+/// (before 1.7.0) it decodes as `FixupChecks` plus mapstructure did: `NodeChecks` and
+/// `ServiceChecks` are unknown fields, ignored, and a `Checks` key (any letter case) replaces
+/// the default list.
+fn decode_create(body: &[u8], node: &str, legacy: bool) -> Result<CreateBody, String> {
     let mut b = CreateBody {
         name: String::new(),
         node: node.to_string(),
@@ -131,6 +151,7 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
         node_checks: vec![SERF_CHECK_ID.into()],
         service_checks: None,
         checks: vec![SERF_CHECK_ID.into()],
+        legacy_checks: Some(vec![SERF_CHECK_ID.into()]),
     };
     if body.is_empty() {
         return Ok(b);
@@ -146,6 +167,15 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
     decode_string(&obj, "Node", &mut b.node)?;
     decode_string(&obj, "Behavior", &mut b.behavior)?;
     decode_string(&obj, "TTL", &mut b.ttl)?;
+    if legacy {
+        match field(&obj, "Checks") {
+            None => {}
+            Some(Value::Null) => b.legacy_checks = None,
+            Some(_) => b.legacy_checks = decode_strings(&obj, "Checks")?,
+        }
+        decode_lock_delay(&obj, &mut b)?;
+        return Ok(b);
+    }
     if let Some(v) = decode_strings(&obj, "NodeChecks")? {
         b.node_checks = v;
     }
@@ -173,7 +203,13 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
         }
         Some(v) => return Err(type_error(v, "ServiceChecks", "[]structs.ServiceCheck")),
     }
-    if let Some(v) = field(&obj, "LockDelay") {
+    decode_lock_delay(&obj, &mut b)?;
+    Ok(b)
+}
+
+/// `LockDelay`: a Go duration string or nanoseconds; below 1000 it counts seconds.
+fn decode_lock_delay(obj: &Map<String, Value>, b: &mut CreateBody) -> Result<(), String> {
+    if let Some(v) = field(obj, "LockDelay") {
         if !v.is_null() {
             let mut ns: i64 = match v {
                 Value::String(s) => parse_go_duration(s)?,
@@ -186,7 +222,7 @@ fn decode_create(body: &[u8], node: &str) -> Result<CreateBody, String> {
             b.lock_delay_ns = ns;
         }
     }
-    Ok(b)
+    Ok(())
 }
 
 /// A Go-flavoured text for a JSON syntax error.
@@ -207,21 +243,28 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     reject_enterprise(&ctx.query, &ctx.headers)?;
     let pretty = ctx.pretty();
+    let legacy = ctx.shared.cfg.consul_version.legacy_session_checks();
     let decoded = if ctx.content_length.unwrap_or(body.len() as u64) > 0 {
-        decode_create(body, &ctx.shared.cfg.node_name)
+        decode_create(body, &ctx.shared.cfg.node_name, legacy)
     } else {
-        decode_create(b"", &ctx.shared.cfg.node_name)
+        decode_create(b"", &ctx.shared.cfg.node_name, legacy)
     };
     let b = decoded.map_err(|e| Reply::text(400, format!("Request decode failed: {e}")))?;
-    // Consul's fixupEmptySessionChecks: an empty `Checks` empties NodeChecks too; a default
-    // `Checks` (just serfHealth) or an empty NodeChecks drops `Checks`; otherwise both apply.
-    let mut node_checks = b.node_checks;
-    let is_default = b.checks.len() == 1 && b.checks[0] == SERF_CHECK_ID;
-    if b.checks.is_empty() {
-        node_checks = Vec::new();
-    }
-    let checks =
-        (!b.checks.is_empty() && !is_default && !node_checks.is_empty()).then_some(b.checks);
+    let (node_checks, service_checks, checks) = if legacy {
+        (Vec::new(), None, b.legacy_checks)
+    } else {
+        // Consul's fixupEmptySessionChecks: an empty `Checks` empties NodeChecks too; a
+        // default `Checks` (just serfHealth) or an empty NodeChecks drops `Checks`; otherwise
+        // both apply.
+        let mut node_checks = b.node_checks;
+        let is_default = b.checks.len() == 1 && b.checks[0] == SERF_CHECK_ID;
+        if b.checks.is_empty() {
+            node_checks = Vec::new();
+        }
+        let checks =
+            (!b.checks.is_empty() && !is_default && !node_checks.is_empty()).then_some(b.checks);
+        (node_checks, b.service_checks, checks)
+    };
     ctx.rpc_check(&dc)?;
     if b.node.is_empty() {
         return Err(Reply::text(500, "Must provide Node"));
@@ -265,7 +308,7 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         ttl: b.ttl,
         ttl_dur,
         node_checks,
-        service_checks: b.service_checks,
+        service_checks,
         checks,
     };
     match ctx.shared.write(|st| st.session_create(req)) {
@@ -290,7 +333,7 @@ fn destroy(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
 }
 
 fn renew(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
-    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
+    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     reject_enterprise(&ctx.query, &ctx.headers)?;
     if id.is_empty() {
         return Err(Reply::text(400, "Missing session"));
@@ -300,7 +343,10 @@ fn renew(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
         acl::require(ctx.acl(), opts.token.as_deref(), "session:write", &node)?;
     }
     match ctx.shared.write(|st| st.session_renew(id)) {
-        Some(s) => Ok(Reply::json(200, &json!([session_json(&s)]), opts.pretty)),
+        Some(s) => {
+            let v = session_json(&s, ctx.shared.cfg.consul_version);
+            Ok(Reply::json(200, &json!([v]), opts.pretty))
+        }
         None => Err(Reply::text(404, format!("Session id '{id}' not found"))),
     }
 }
@@ -312,7 +358,7 @@ enum Listing<'a> {
 }
 
 async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
-    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
+    let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     reject_enterprise(&ctx.query, &ctx.headers)?;
     match which {
         Listing::Info("") => return Err(Reply::text(400, "Missing session")),
@@ -339,7 +385,8 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
         }
     })
     .await;
-    let body: Vec<Value> = run.value.iter().map(session_json).collect();
+    let version = ctx.shared.cfg.consul_version;
+    let body: Vec<Value> = run.value.iter().map(|s| session_json(s, version)).collect();
     Ok(Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index))
 }
 
@@ -359,7 +406,7 @@ pub(crate) fn agent_self(ctx: &Ctx) -> Reply {
             "NodeID": ctx.shared.node_id,
             "Revision": "baton-devserver",
             "Server": true,
-            "Version": "1.15.0",
+            "Version": cfg.consul_version.to_string(),
             "BuildDate": "2023-01-27T00:00:00Z"
         },
         "DebugConfig": {

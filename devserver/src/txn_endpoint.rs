@@ -1,7 +1,8 @@
 //! `PUT /v1/txn`: KV operations applied atomically. Decoding is strict (unknown fields are
 //! errors, names match case-insensitively as in Go), limits are checked as Consul checks them,
 //! a txn with no write verb takes the read-only path, and any failing op makes the whole txn a
-//! 409 listing every failing op with nothing applied.
+//! 409 listing every failing op with nothing applied. Older Consul releases decoded leniently
+//! and through float64, allowed fewer ops and lacked `get-or-empty` (see [`ConsulVersion`]).
 
 use base64::Engine;
 use bytes::Bytes;
@@ -14,9 +15,8 @@ use crate::kv_endpoint::entry_json;
 use crate::query::{parse_opts, Reply};
 use crate::session_endpoint::{field, json_kind};
 use crate::state::{Entry, State};
+use crate::version::{go_uint64_of_float64, ConsulVersion};
 
-/// Consul's `maxTxnOps`.
-const MAX_TXN_OPS: usize = 128;
 const TXN_DOCS: &str = "https://www.consul.io/docs/agent/config/config-files#txn_max_req_len";
 
 /// One decoded KV operation.
@@ -60,7 +60,7 @@ fn type_err(v: &Value, path: &str, go_type: &str) -> String {
 }
 
 /// Decodes one `KV` object of an op.
-fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
+fn decode_kv(obj: &Map<String, Value>, v: ConsulVersion) -> Result<KvOp, String> {
     const FIELDS: &[&str] = &[
         "Verb",
         "Key",
@@ -69,11 +69,14 @@ fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
         "Index",
         "Session",
         "Namespace",
-        "Partition",
     ];
-    for k in obj.keys() {
-        if !FIELDS.iter().any(|f| f.eq_ignore_ascii_case(k)) {
-            return Err(unknown_field(k));
+    if v.txn_rejects_unknown_fields() {
+        for k in obj.keys() {
+            let known = FIELDS.iter().any(|f| f.eq_ignore_ascii_case(k))
+                || ("Partition".eq_ignore_ascii_case(k) && v.txn_kv_knows_partition());
+            if !known {
+                return Err(unknown_field(k));
+            }
         }
     }
     let string = |name: &str| -> Result<String, String> {
@@ -86,6 +89,11 @@ fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
     let uint = |name: &str| -> Result<u64, String> {
         match field(obj, name) {
             None | Some(Value::Null) => Ok(0),
+            // Before 1.6.2 every number went through a float64 (mapstructure from interface{}).
+            Some(Value::Number(n)) if v.txn_numbers_through_float64() => match n.as_f64() {
+                Some(f) if f >= 0.0 => Ok(go_uint64_of_float64(f)),
+                _ => Err(format!("json: cannot unmarshal number {n} into Go struct field KVTxnOp.KV.{name} of type uint64")),
+            },
             Some(Value::Number(n)) => n.as_u64().ok_or_else(|| {
                 format!("json: cannot unmarshal number {n} into Go struct field KVTxnOp.KV.{name} of type uint64")
             }),
@@ -118,7 +126,7 @@ fn decode_kv(obj: &Map<String, Value>) -> Result<KvOp, String> {
 
 /// Decodes the body into its KV ops and the number of ops it listed. Errors are the text
 /// after `Failed to parse body: `.
-fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
+fn decode(body: &[u8], version: ConsulVersion) -> Result<(Vec<KvOp>, usize), String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         if e.is_eof() {
             "unexpected EOF".to_string()
@@ -149,10 +157,10 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
             }
         };
         for k in obj.keys() {
-            if !["KV", "Node", "Service", "Check"]
+            let known = ["KV", "Node", "Service", "Check"]
                 .iter()
-                .any(|f| f.eq_ignore_ascii_case(k))
-            {
+                .any(|f| f.eq_ignore_ascii_case(k));
+            if !known && version.txn_rejects_unknown_fields() {
                 return Err(unknown_field(k));
             }
         }
@@ -165,7 +173,7 @@ fn decode(body: &[u8]) -> Result<(Vec<KvOp>, usize), String> {
         }
         match field(obj, "KV") {
             None | Some(Value::Null) => ops.push(None),
-            Some(Value::Object(kv)) => ops.push(Some(decode_kv(kv)?)),
+            Some(Value::Object(kv)) => ops.push(Some(decode_kv(kv, version)?)),
             Some(v) => return Err(type_err(v, "TxnOp.KV", "api.KVTxnOp")),
         }
     }
@@ -195,12 +203,14 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             format!("Request body too large, max size: {max} bytes. See {TXN_DOCS}."),
         ));
     }
-    let (ops, count) =
-        decode(body).map_err(|e| Reply::text(400, format!("Failed to parse body: {e}")))?;
-    if count > MAX_TXN_OPS {
+    let version = ctx.shared.cfg.consul_version;
+    let (ops, count) = decode(body, version)
+        .map_err(|e| Reply::text(400, format!("Failed to parse body: {e}")))?;
+    let max_ops = version.txn_max_ops();
+    if count > max_ops {
         return Err(Reply::text(
             413,
-            format!("Transaction contains too many operations ({count} > {MAX_TXN_OPS})"),
+            format!("Transaction contains too many operations ({count} > {max_ops})"),
         ));
     }
     let max_value = ctx.shared.cfg.kv_max_value_size;
@@ -224,22 +234,22 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             ctx.query.get("dc").to_string(),
         )
     } else {
-        let o = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty)?;
+        let o = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
         (o.token, o.dc)
     };
     ctx.rpc_check(&dc)?;
     let access = acl::resolve(ctx.acl(), token.as_deref())?;
     let (results, errors) = ctx.shared.write(|st| {
-        let errors = precheck_ops(st, &ops, access, writes);
+        let errors = precheck_ops(st, &ops, access, writes, version);
         if !errors.is_empty() {
             return (Vec::new(), errors);
         }
         if !writes {
-            return run_ops(st, &ops, 0, access);
+            return run_ops(st, &ops, 0, access, version);
         }
         let idx = st.next_index();
         st.begin();
-        let (results, errors) = run_ops(st, &ops, idx, access);
+        let (results, errors) = run_ops(st, &ops, idx, access, version);
         if errors.is_empty() {
             st.commit();
         } else {
@@ -304,6 +314,7 @@ fn precheck_ops(
     ops: &[KvOp],
     access: Access,
     writes: bool,
+    version: ConsulVersion,
 ) -> Vec<(usize, String)> {
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
@@ -311,8 +322,10 @@ fn precheck_ops(
             errors.push((i, "Must provide key".to_string()));
             continue;
         }
+        // An unknown verb (`get-or-empty` before 1.14.0 too) needs key write permission.
         let needs = match op.verb.as_str() {
             "get" | "get-tree" => None,
+            "get-or-empty" if version.txn_get_or_empty() => None,
             "check-session" | "check-index" => Some("key:read"),
             _ => Some("key:write"),
         };
@@ -337,6 +350,7 @@ fn run_ops(
     ops: &[KvOp],
     idx: u64,
     access: Access,
+    version: ConsulVersion,
 ) -> (Vec<Value>, Vec<(usize, String)>) {
     let mut results = Vec::new();
     let mut errors = Vec::new();
@@ -367,7 +381,7 @@ fn run_ops(
                 .1
                 .map(|e| vec![(e, true)])
                 .ok_or(format!("key {q} doesn't exist")),
-            "get-or-empty" => Ok(vec![(
+            "get-or-empty" if version.txn_get_or_empty() => Ok(vec![(
                 st.kv_get(key).1.unwrap_or_else(|| {
                     let mut e = Entry::new(key, Vec::new(), op.flags);
                     e.session = op.session.clone();
@@ -416,7 +430,16 @@ fn run_ops(
             other => Err(format!("unknown KV verb {}", go_quote(other))),
         };
         match out {
-            Ok(entries) => {
+            Ok(mut entries) => {
+                // 1.6.x and 1.7.x answered a write that changed nothing with the txn's index
+                // (a real write always stores ModifyIndex = idx, so an older one was a no-op).
+                if version.txn_reports_new_index_for_noop_write()
+                    && matches!(op.verb.as_str(), "set" | "cas" | "lock" | "unlock")
+                {
+                    for (e, _) in &mut entries {
+                        e.modify_index = e.modify_index.max(idx);
+                    }
+                }
                 for (e, with_value) in entries {
                     // Reads are filtered by ACL on the way out, as Consul does.
                     if with_value && access != Access::All {

@@ -42,6 +42,8 @@ pub enum baton_result {
     BATON_SERVER = 206,
     /// Consul's answer could not be understood.
     BATON_BAD_RESPONSE = 207,
+    /// The Consul server is too old for what was asked (the message names the version).
+    BATON_UNSUPPORTED = 208,
     /// The call was cancelled through a `baton_cancel`.
     BATON_CANCELLED = 300,
     /// The client was closed.
@@ -55,7 +57,7 @@ pub enum baton_result {
 use baton_result::*;
 
 /// Every result, in number order (for tests and tables).
-pub(crate) const ALL_RESULTS: [baton_result; 19] = [
+pub(crate) const ALL_RESULTS: [baton_result; 20] = [
     BATON_OK,
     BATON_NULL_ARGUMENT,
     BATON_INVALID_UTF8,
@@ -71,6 +73,7 @@ pub(crate) const ALL_RESULTS: [baton_result; 19] = [
     BATON_SESSION_INVALIDATED,
     BATON_SERVER,
     BATON_BAD_RESPONSE,
+    BATON_UNSUPPORTED,
     BATON_CANCELLED,
     BATON_CLOSED,
     BATON_FORKED,
@@ -92,6 +95,7 @@ impl baton_result {
             ErrorKind::Server => BATON_SERVER,
             ErrorKind::BadResponse => BATON_BAD_RESPONSE,
             ErrorKind::Closed => BATON_CLOSED,
+            ErrorKind::Unsupported => BATON_UNSUPPORTED,
             // A kind added to the core later and not yet mapped here.
             _ => BATON_SERVER,
         }
@@ -115,6 +119,7 @@ impl baton_result {
             BATON_SESSION_INVALIDATED => "BATON_SESSION_INVALIDATED\0",
             BATON_SERVER => "BATON_SERVER\0",
             BATON_BAD_RESPONSE => "BATON_BAD_RESPONSE\0",
+            BATON_UNSUPPORTED => "BATON_UNSUPPORTED\0",
             BATON_CANCELLED => "BATON_CANCELLED\0",
             BATON_CLOSED => "BATON_CLOSED\0",
             BATON_FORKED => "BATON_FORKED\0",

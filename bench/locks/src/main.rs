@@ -66,15 +66,20 @@ impl Drop for Server {
     }
 }
 
-fn start_server() -> Server {
+/// A dev server process; `version` makes it emulate that Consul version.
+fn start_server(version: Option<&str>) -> Server {
     let path = arg("--devserver").unwrap_or_else(|| {
         let exe = std::env::current_exe().expect("own path");
         exe.with_file_name("baton-devserver")
             .to_string_lossy()
             .into_owned()
     });
+    let mut args = vec!["--port", "0", "--max-conns-per-client", "0"];
+    if let Some(v) = version {
+        args.extend(["--consul-version", v]);
+    }
     let mut child = Command::new(&path)
-        .args(["--port", "0", "--max-conns-per-client", "0"])
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -123,7 +128,7 @@ fn client(addr: &str, lock_delay: Duration) -> Client {
         .expect("client")
 }
 
-fn requests_per_cycle(addr: &str) {
+fn requests_per_cycle(addr: &str, on: &str) {
     let c = client(addr, Duration::from_secs(15));
     let lock = c.lock("bench/cost").unwrap();
     // Cold acquire (reads the key first) and a release that makes the next one warm.
@@ -139,7 +144,7 @@ fn requests_per_cycle(addr: &str) {
     let total = v["total"].as_u64().unwrap_or(0);
     let txn = v["by_route"]["PUT /v1/txn"].as_u64().unwrap_or(0);
     println!(
-        "requests per warm acquire+release: {:.2} (txn {:.2}, all routes over {n} cycles: {})",
+        "requests per warm acquire+release{on}: {:.2} (txn {:.2}, all routes over {n} cycles: {})",
         total as f64 / n as f64,
         txn as f64 / n as f64,
         v["by_route"]
@@ -159,7 +164,9 @@ fn requests_per_cycle(addr: &str) {
         total as f64 / n as f64,
         v["by_route"]
     );
-    println!("  (Go api.Lock: GET + PUT ?acquire per acquire, a monitor GET, PUT ?release per release, plus a session create/destroy per lock)");
+    if on.is_empty() {
+        println!("  (Go api.Lock: GET + PUT ?acquire per acquire, a monitor GET, PUT ?release per release, plus a session create/destroy per lock)");
+    }
 }
 
 fn cycles_per_sec(addr: &str, cycles: usize) {
@@ -286,10 +293,16 @@ fn held(addr: &str, n: usize) {
 }
 
 fn main() {
-    let server = start_server();
+    let server = start_server(None);
     let addr = server.addr.clone();
     println!("bench-locks: dev server (own process) at {addr}");
-    requests_per_cycle(&addr);
+    requests_per_cycle(&addr, "");
+    // Before 1.6.2 a txn rounds the lock flag through a float64: locks write their key
+    // with PUT ?acquire= / ?release= and read the entry back (README, compatibility).
+    for version in ["1.6.1", "1.0.8"] {
+        let old = start_server(Some(version));
+        requests_per_cycle(&old.addr, &format!(" on Consul {version} (emulated)"));
+    }
     cycles_per_sec(&addr, num("--cycles", 2000));
     handoff(&addr, num("--handoffs", 200));
     failover(&addr, num("--failovers", 5));

@@ -13,6 +13,11 @@ const realConsul = Boolean(process.env.BATON_TEST_CONSUL)
 // BATON_TEST_DEVSERVER_PRETTY (set, not empty, not "0"): the dev server pretty-prints every JSON
 // answer as `consul agent -dev` does (indented, ending with a newline), like a real -dev agent.
 const pretty = !['', '0'].includes(process.env.BATON_TEST_DEVSERVER_PRETTY ?? '')
+// BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server emulates that Consul version's
+// client-visible differences (baton-devserver --consul-version).
+const consulVersion = ['', 'current'].includes(process.env.BATON_TEST_CONSUL_VERSION ?? '')
+  ? []
+  : ['--consul-version', process.env.BATON_TEST_CONSUL_VERSION]
 
 /**
  * Starts a dev server (sessions may have TTLs down to 100 ms; pretty-printing when
@@ -24,7 +29,7 @@ async function startServer() {
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
-  const args = ['--port', '0', '--session-ttl-min', '100ms', ...(pretty ? ['--pretty'] : [])]
+  const args = ['--port', '0', '--session-ttl-min', '100ms', ...(pretty ? ['--pretty'] : []), ...consulVersion]
   const server = spawn(bin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const line = await new Promise((resolve, reject) => {
     readline.createInterface({ input: server.stdout }).once('line', resolve)

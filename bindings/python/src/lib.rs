@@ -65,6 +65,7 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
         baton::ErrorKind::Conflict => "ConflictError",
         baton::ErrorKind::SessionInvalidated => "SessionLostError",
         baton::ErrorKind::Closed => "ClosedError",
+        baton::ErrorKind::Unsupported => "UnsupportedError",
         _ => "ServerError",
     };
     let build = || -> PyResult<PyErr> {

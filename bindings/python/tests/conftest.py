@@ -1,6 +1,7 @@
 """Fixtures: a real baton-devserver process per test session (never a mocked HTTP client)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,16 +29,25 @@ def _pretty() -> bool:
     return os.environ.get("BATON_TEST_DEVSERVER_PRETTY", "") not in ("", "0")
 
 
+def _consul_version() -> list:
+    """BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server emulates that Consul version's
+    client-visible differences (`baton-devserver --consul-version`)."""
+    v = os.environ.get("BATON_TEST_CONSUL_VERSION", "")
+    return ["--consul-version", v] if v and v != "current" else []
+
+
 @pytest.fixture(scope="session")
 def devserver():
-    """The address (host:port) of a dev server with session_ttl_min=100ms (pretty-printing
-    when BATON_TEST_DEVSERVER_PRETTY is set)."""
+    """The address (host:port) of a dev server with
+    session_ttl_min=100ms (pretty-printing when BATON_TEST_DEVSERVER_PRETTY is set, emulating
+    BATON_TEST_CONSUL_VERSION when set), or the real Consul of BATON_TEST_CONSUL."""
     if os.environ.get("BATON_TEST_CONSUL"):
-        yield os.environ["BATON_TEST_CONSUL"].removeprefix("http://")
+        yield re.sub(r"^https?://", "", os.environ["BATON_TEST_CONSUL"]).rstrip("/")
         return
     proc = subprocess.Popen(
         [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms"]
-        + (["--pretty"] if _pretty() else []),
+        + (["--pretty"] if _pretty() else [])
+        + _consul_version(),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

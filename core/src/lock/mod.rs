@@ -3,8 +3,12 @@
 //! See [`Lock`] for the protocol.
 
 mod shared;
+mod wire;
 
 pub(crate) use shared::{unlock_later, wait_signals, Woke};
+pub(crate) use wire::{is_lock_flags, unlock_request};
+
+use wire::Unlocked;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -355,19 +359,13 @@ impl Lock {
         drop(sub);
         drop(_session_hook);
         token.cancel();
-        let result = sh
-            .client
-            .txn(&[KvOp::unlock(&sh.key, &value, LOCK_FLAG_VALUE, session.id())]);
-        let answered = match &result {
-            Ok(_) => true,
-            Err(e) => e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty(),
-        };
-        if answered {
+        let result = wire::unlock(&sh.client, &sh.key, &value, session.id());
+        if result.is_ok() {
             unclaim(session.id(), &sh.key, sh.id);
         }
         match result {
-            Ok(entries) => {
-                if let Some(p) = entries.into_iter().rev().find(|p| p.key == sh.key) {
+            Ok(Unlocked::Released(entry)) => {
+                if let Some(p) = entry {
                     let as_of = p.modify_index;
                     lock(&sh.inner).known = Some(Known {
                         entry: Some(p),
@@ -377,9 +375,9 @@ impl Lock {
                 }
                 Ok(true)
             }
-            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+            Ok(Unlocked::NotHeld(what)) => {
                 log::warn!(
-                    "baton lock {}: release found the key no longer ours: {e}",
+                    "baton lock {}: release found the key no longer ours: {what}",
                     sh.key
                 );
                 Ok(false)
@@ -517,19 +515,12 @@ impl Lock {
                 None => return Err(Error::new(ErrorKind::Conflict, "Lock not held")),
             }
         };
-        let result = sh.client.txn(&[
-            KvOp::check_session(&sh.key, session.id()),
-            KvOp::lock(&sh.key, value, LOCK_FLAG_VALUE, session.id()),
-        ]);
-        match result {
-            Ok(entries) => {
-                let pair = entries
-                    .into_iter()
-                    .rev()
-                    .find(|p| p.key == sh.key)
-                    .ok_or_else(|| {
-                        Error::new(ErrorKind::BadResponse, "txn answer without the key")
-                    })?;
+        let lock_index = lock(&sh.inner)
+            .holding
+            .as_ref()
+            .map_or(0, |h| h.sequencer.lock_index);
+        match wire::relock(&sh.client, &sh.key, value, session.id(), lock_index)? {
+            Ok(mut pair) => {
                 if let Some(h) = lock(&sh.client.core().held_keys).get_mut(&held_id) {
                     h.2 = value.to_vec();
                 }
@@ -537,21 +528,31 @@ impl Lock {
                 g.value = value.to_vec();
                 // Observers in this process see the new value without waiting for a
                 // poll (the txn answer carries no Value: it is the one we wrote).
-                let mut pair = pair;
                 pair.value.get_or_insert_with(|| value.to_vec());
                 if let Some(sub) = g.holding.as_ref().and_then(|h| h.sub.as_ref()) {
+                    // An unchanged value is a no-op that keeps the ModifyIndex, but
+                    // Consul 1.6.0-1.7.x answered a txn with the new raft index
+                    // anyway (GH-7832): keep the index we know.
+                    if let Some(known) = sub.view().and_then(|v| v.entry) {
+                        if known.session == pair.session
+                            && known.lock_index == pair.lock_index
+                            && known.flags == pair.flags
+                            && known.value == pair.value
+                        {
+                            pair.modify_index = known.modify_index;
+                        }
+                    }
                     sub.learn(Some(pair.clone()), pair.modify_index);
                 }
                 Ok(pair)
             }
-            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+            Err(what) => {
                 sh.lose(generation, LockLost::KeyChanged);
                 Err(Error::new(
                     ErrorKind::Conflict,
-                    format!("Lock not held: {}", e.message()),
+                    format!("Lock not held: {what}"),
                 ))
             }
-            Err(e) => Err(e),
         }
     }
 }
@@ -577,7 +578,8 @@ pub(crate) fn destroy_key(
     let Some(p) = client.kv().get(key)? else {
         return Ok(());
     };
-    if p.flags != flags {
+    // A lock key a Consul before 1.6.2 stored with rounded flags is a lock key too.
+    if p.flags != flags && !(flags == LOCK_FLAG_VALUE && is_lock_flags(p.flags)) {
         return Err(Error::new(ErrorKind::Conflict, conflict));
     }
     if p.session.is_some() {

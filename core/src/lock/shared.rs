@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
+use super::wire::is_lock_flags;
 use super::*;
 use crate::claim::{hand_over_claim, take_claim, unclaim, ClaimGuard};
 use crate::cleanup::{Next, Owed};
+use crate::compat::TxnNumbers;
 
 /// What one acquire attempt found.
 enum Attempt {
@@ -62,6 +64,9 @@ impl LockShared {
     }
 
     fn attempt(&self, session: &Session, known: &Known, value: &[u8]) -> Result<Attempt> {
+        if self.client.core().learned.txn_numbers() == TxnNumbers::Lossy {
+            return self.attempt_by_put(session, value);
+        }
         let check = match &known.entry {
             Some(p) => KvOp::check_index(&self.key, p.modify_index),
             None => KvOp::check_not_exists(&self.key),
@@ -72,7 +77,21 @@ impl LockShared {
         ];
         match self.client.txn(&ops) {
             Ok(entries) => match entries.into_iter().rev().find(|p| p.key == self.key) {
-                Some(p) if p.session.as_deref() == Some(session.id()) => Ok(Attempt::Acquired(p)),
+                Some(mut p) if p.session.as_deref() == Some(session.id()) => {
+                    // A re-acquire of a key we hold with the same value is a no-op that
+                    // keeps the ModifyIndex the check just proved, but Consul 1.6.0-1.7.x
+                    // answered a txn with the new raft index anyway (GH-7832).
+                    if let Some(k) = &known.entry {
+                        if k.session == p.session
+                            && k.lock_index == p.lock_index
+                            && k.flags == p.flags
+                            && k.value.as_deref().unwrap_or_default() == value
+                        {
+                            p.modify_index = k.modify_index;
+                        }
+                    }
+                    Ok(Attempt::Acquired(p))
+                }
                 _ => Ok(Attempt::Unknown(Error::new(
                     ErrorKind::BadResponse,
                     format!(
@@ -132,6 +151,58 @@ impl LockShared {
         }
     }
 
+    /// An attempt on a server that rounds txn numbers (before Consul 1.6.2): as
+    /// Go's `api.Lock` does it, a `PUT ?acquire=` with the flags in the query
+    /// string, then a read for the entry (its LockIndex and ModifyIndex).
+    fn attempt_by_put(&self, session: &Session, value: &[u8]) -> Result<Attempt> {
+        let acquired =
+            match self
+                .client
+                .kv()
+                .acquire(&self.key, value, session.id(), LOCK_FLAG_VALUE)
+            {
+                Ok(a) => a,
+                Err(e)
+                    if e.server_text()
+                        .is_some_and(|t| t.contains("invalid session")) =>
+                {
+                    session.shared.lose(LostReason::Invalidated);
+                    return Err(Error::new(
+                        ErrorKind::SessionInvalidated,
+                        format!("failed to acquire lock: {}", e.message()),
+                    ));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Timeout
+                            | ErrorKind::Connection
+                            | ErrorKind::Server
+                            | ErrorKind::BadResponse
+                    ) =>
+                {
+                    return Ok(Attempt::Unknown(e))
+                }
+                Err(e) => return Err(e),
+            };
+        let k = match self.read() {
+            Ok(k) => k,
+            Err(e) if acquired => return Ok(Attempt::Unknown(e)),
+            Err(e) => return Err(e),
+        };
+        let holder = k.entry.as_ref().and_then(|p| p.session.as_deref());
+        if holder == Some(session.id()) {
+            return Ok(Attempt::Acquired(k.entry.expect("held entry")));
+        }
+        if acquired || holder.is_some() {
+            // Granted and lost already, or refused because someone holds it.
+            Ok(Attempt::Stale)
+        } else {
+            // Refused on a free key: lock-delay (a PUT answers plain `false`).
+            Ok(Attempt::Delayed)
+        }
+    }
+
     /// The retry time after a lock-delay refusal of a key seen free at `free_at`.
     fn delay_retry(&self, free_at: Instant, tries: u32) -> Instant {
         let known = lock(&self.inner).last_holder.as_ref().and_then(|(_, d)| *d);
@@ -188,7 +259,12 @@ impl LockShared {
                 None => self.read()?,
             };
             if let Some(p) = &k.entry {
-                if p.flags != LOCK_FLAG_VALUE {
+                if p.flags != LOCK_FLAG_VALUE && is_lock_flags(p.flags) {
+                    // Written by a lock txn on a Consul before 1.6.2 and never repaired:
+                    // this server rounds txn numbers; our acquire rewrites the flags.
+                    self.client.core().learned.learn_lossy();
+                }
+                if !is_lock_flags(p.flags) {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("{LOCK_CONFLICT} (key {:?} has flags {})", self.key, p.flags),
@@ -331,7 +407,29 @@ impl LockShared {
     /// it carries our session (the server did give it to us).
     fn learn_outcome(&self, session: &Session) -> Result<Option<KvPair>> {
         let k = self.read()?;
-        Ok(k.entry
+        let Some(p) = k
+            .entry
+            .filter(|p| p.session.as_deref() == Some(session.id()) && is_lock_flags(p.flags))
+        else {
+            return Ok(None);
+        };
+        if p.flags == LOCK_FLAG_VALUE {
+            return Ok(Some(p));
+        }
+        // Ours, but written with rounded flags by a txn whose answer we missed:
+        // rewrite them while we hold it, as Go would see a foreign key.
+        self.client.core().learned.learn_lossy();
+        let value = p.value.clone().unwrap_or_default();
+        if !self
+            .client
+            .kv()
+            .acquire(&self.key, &value, session.id(), LOCK_FLAG_VALUE)?
+        {
+            return Ok(None);
+        }
+        Ok(self
+            .read()?
+            .entry
             .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == LOCK_FLAG_VALUE))
     }
 
@@ -518,12 +616,12 @@ pub(crate) fn unlock_later(
     session: &Session,
     claim: Option<ClaimGuard>,
 ) {
-    let op = KvOp::unlock(key, &value, LOCK_FLAG_VALUE, session.id());
     let key = key.to_string();
+    let sid = session.id().to_string();
     let mut owed = Owed::new(session);
     client.clean_up(move |c| {
         let _claim = &claim;
-        match c.txn(std::slice::from_ref(&op)) {
+        match super::wire::unlock(c, &key, &value, &sid) {
             Ok(_) => Next::Done,
             Err(e)
                 if matches!(

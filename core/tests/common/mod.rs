@@ -5,10 +5,22 @@
 use std::time::Duration;
 
 use baton::{Client, ClientBuilder};
-use baton_devserver::{Config, DevServer};
+use baton_devserver::{Config, ConsulVersion, DevServer};
 
 /// The smallest session TTL the dev server accepts in these tests.
 pub const TTL_MIN: Duration = Duration::from_millis(500);
+
+/// The version `BATON_TEST_CONSUL_VERSION` names (`current` or unset: none).
+pub fn test_consul_version() -> Option<ConsulVersion> {
+    let v = std::env::var("BATON_TEST_CONSUL_VERSION").ok()?;
+    if v.is_empty() || v == "current" {
+        return None;
+    }
+    Some(
+        v.parse()
+            .unwrap_or_else(|e| panic!("BATON_TEST_CONSUL_VERSION={v:?}: {e}")),
+    )
+}
 
 /// A server to test against.
 pub struct Fixture {
@@ -27,15 +39,20 @@ impl Fixture {
     }
 
     /// `config` as given, except that `BATON_TEST_DEVSERVER_PRETTY` (set, not empty, not `0`)
-    /// makes the dev server pretty-print every JSON answer as `consul agent -dev` does.
+    /// makes the dev server pretty-print every JSON answer as `consul agent -dev` does, and
+    /// `BATON_TEST_CONSUL_VERSION` (e.g. `1.0.8`) makes it emulate that Consul version.
     pub fn start_with(mut config: Config) -> Fixture {
         if let Ok(addr) = std::env::var("BATON_TEST_CONSUL") {
             if config.acl_token.is_none() {
+                let addr = addr.trim_end_matches('/').to_string();
                 return Fixture { dev: None, addr };
             }
         }
         if std::env::var("BATON_TEST_DEVSERVER_PRETTY").is_ok_and(|v| !v.is_empty() && v != "0") {
             config.pretty = true;
+        }
+        if let Some(v) = test_consul_version() {
+            config.consul_version = v;
         }
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
@@ -51,6 +68,16 @@ impl Fixture {
             eprintln!("skipped against real Consul: needs dev-server control ({why})");
         }
         self.dev.as_ref()
+    }
+
+    /// The server's base URL: `addr` with `http://` in front unless it names a scheme
+    /// (`BATON_TEST_CONSUL` may be `http://host:port` or `host:port`).
+    pub fn url(&self) -> String {
+        if self.addr.contains("://") {
+            self.addr.clone()
+        } else {
+            format!("http://{}", self.addr)
+        }
     }
 
     /// Whether short TTLs (below Consul's 10 s minimum) may be used.

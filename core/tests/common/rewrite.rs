@@ -33,7 +33,9 @@ pub struct Rewriter {
 }
 
 impl Rewriter {
+    /// A shim in front of `upstream` (`host:port`, or `http://host:port`).
     pub fn start(upstream: &str, rule: Rule) -> Rewriter {
+        let upstream = upstream.trim_start_matches("http://").trim_end_matches('/');
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let counts: Arc<Mutex<HashMap<String, usize>>> = Arc::default();

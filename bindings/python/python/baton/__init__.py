@@ -25,6 +25,7 @@ from ._errors import (
     ServerError,
     SessionLostError,
     TimeoutError,
+    UnsupportedError,
 )
 from ._native import Client, Election, Leader, Lock, Observer, Semaphore, Sequencer, Session, __version__
 
@@ -40,6 +41,7 @@ __all__ = [
     "ServerError",
     "SessionLostError",
     "TimeoutError",
+    "UnsupportedError",
     "Client",
     "Session",
     "Lock",

@@ -52,3 +52,8 @@ class ServerError(BatonError):
 
 class ClosedError(BatonError):
     """The client was closed (or this is a forked child of the process that made it)."""
+
+
+class UnsupportedError(BatonError):
+    """The Consul server is too old for what was asked; the message names the version that
+    added it (e.g. the ``get-or-empty`` transaction verb)."""

@@ -1,0 +1,216 @@
+//! The replicated-state equivalent, split by table as Consul's state store is: KV entries and
+//! tombstones plus the leader-only lock-delay map ([`kv`]), sessions and their TTL timers
+//! ([`sessions`]), nodes and their checks ([`catalog`]). This module holds what they share: the
+//! [`State`] itself, the global raft-like index, the write journal (begin/commit/rollback) and
+//! the watch topics a write changed.
+//!
+//! Everything here is synchronous and runs under one mutex (see `server.rs`). Each method that
+//! corresponds to a raft write consumes the next global index exactly where Consul would — also
+//! for writes that change nothing (failed CAS, acquire of a held key) — and records which watch
+//! topics changed, so the caller can wake blocking queries after the lock is released.
+
+mod catalog;
+mod kv;
+mod sessions;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::version::ConsulVersion;
+
+pub(crate) use catalog::{CheckStatus, Node, SERF_CHECK_ID};
+pub(crate) use kv::Entry;
+use kv::Tombstone;
+pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
+
+/// Raft index the store starts at, standing in for the bootstrap writes a real cluster makes.
+const BOOT_INDEX: u64 = 10;
+
+/// What a blocking query can wait on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Topic {
+    /// One key was created, modified or deleted.
+    Key(String),
+    /// Anything in the KV store (list queries and missing keys re-check on this).
+    KvTable,
+    /// A session was created or destroyed.
+    Sessions,
+}
+
+/// Error texts the FSM returns for session creation.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ApplyError {
+    /// Returned to the client as a 500 with this text.
+    Text(String),
+}
+
+/// Undo records of a write transaction in progress.
+struct Journal {
+    kv: Vec<(String, Option<Entry>)>,
+    tombstones: Vec<(String, Option<Tombstone>)>,
+    kvs_index: u64,
+    tombstones_index: u64,
+    changes_len: usize,
+}
+
+/// The whole store.
+pub(crate) struct State {
+    /// The Consul release whose write semantics to follow.
+    version: ConsulVersion,
+    tombstone_ttl: Duration,
+    index: u64,
+    kvs_index: u64,
+    tombstones_index: u64,
+    sessions_index: u64,
+    kv: BTreeMap<String, Entry>,
+    tombstones: BTreeMap<String, Tombstone>,
+    /// Sessions by lowercase ID (Consul looks IDs up case-insensitively).
+    sessions: HashMap<String, Session>,
+    /// Keys held, by lowercase session ID.
+    held: HashMap<String, BTreeSet<String>>,
+    /// TTL timers: (deadline, lowercase session ID).
+    timers: BTreeSet<(Instant, String)>,
+    lock_delays: HashMap<String, Instant>,
+    /// Nodes by lowercase name.
+    nodes: BTreeMap<String, Node>,
+    changes: Vec<Topic>,
+    journal: Option<Journal>,
+}
+
+impl State {
+    /// A fresh store with the agent's node registered and its `serfHealth` check passing.
+    pub fn new(node_name: &str, tombstone_ttl: Duration, version: ConsulVersion) -> State {
+        let mut st = State {
+            version,
+            tombstone_ttl,
+            index: BOOT_INDEX,
+            kvs_index: 0,
+            tombstones_index: 0,
+            sessions_index: 0,
+            kv: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+            sessions: HashMap::new(),
+            held: HashMap::new(),
+            timers: BTreeSet::new(),
+            lock_delays: HashMap::new(),
+            nodes: BTreeMap::new(),
+            changes: Vec::new(),
+            journal: None,
+        };
+        st.register_node(
+            node_name,
+            "127.0.0.1",
+            &[(SERF_CHECK_ID.to_string(), CheckStatus::Passing)],
+        );
+        st
+    }
+
+    /// The last index handed out.
+    pub fn current_index(&self) -> u64 {
+        self.index
+    }
+
+    /// Takes the topics changed since the last call.
+    pub fn take_changes(&mut self) -> Vec<Topic> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Consumes the next raft index (every raft-equivalent write does, even a no-op one).
+    pub fn next_index(&mut self) -> u64 {
+        self.index += 1;
+        self.index
+    }
+
+    /// Starts a write transaction: until `commit`/`rollback`, every KV change is journaled.
+    pub fn begin(&mut self) {
+        self.journal = Some(Journal {
+            kv: Vec::new(),
+            tombstones: Vec::new(),
+            kvs_index: self.kvs_index,
+            tombstones_index: self.tombstones_index,
+            changes_len: self.changes.len(),
+        });
+    }
+
+    /// Keeps the transaction's changes.
+    pub fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes every change since `begin` (the consumed global index stays consumed, as in raft).
+    pub fn rollback(&mut self) {
+        let Some(j) = self.journal.take() else { return };
+        for (key, old) in j.kv.into_iter().rev() {
+            self.put_entry(&key, old);
+        }
+        for (key, old) in j.tombstones.into_iter().rev() {
+            match old {
+                Some(t) => self.tombstones.insert(key, t),
+                None => self.tombstones.remove(&key),
+            };
+        }
+        self.kvs_index = j.kvs_index;
+        self.tombstones_index = j.tombstones_index;
+        self.changes.truncate(j.changes_len);
+    }
+}
+
+/// A random session ID: lowercase hex `8-4-4-4-12` from 16 random bytes.
+pub(crate) fn new_uuid() -> String {
+    let b: [u8; 16] = rand::random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Fixtures shared by the unit tests of the table modules.
+#[cfg(test)]
+mod testutil {
+    use super::*;
+
+    pub(super) fn st() -> State {
+        State::new("n1", Duration::from_secs(900), ConsulVersion::CURRENT)
+    }
+
+    pub(super) fn sess(st: &mut State, behavior: Behavior, delay_ns: i64) -> String {
+        st.session_create(NewSession {
+            name: String::new(),
+            node: "n1".into(),
+            lock_delay_ns: delay_ns,
+            behavior,
+            ttl: String::new(),
+            ttl_dur: None,
+            node_checks: vec![SERF_CHECK_ID.into()],
+            service_checks: None,
+            checks: None,
+        })
+        .unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{sess, st};
+    use super::*;
+
+    #[test]
+    fn rollback_restores_entries_and_holders() {
+        let mut s = st();
+        let id = sess(&mut s, Behavior::Delete, 0);
+        let before = s.kv_get("k");
+        s.begin();
+        let i = s.next_index();
+        s.kv_lock_at(i, Entry::new("k", vec![], 0), &id)
+            .unwrap()
+            .unwrap();
+        s.rollback();
+        assert_eq!(s.kv_get("k").1, before.1);
+        assert!(s.held.is_empty());
+    }
+}
