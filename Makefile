@@ -81,22 +81,22 @@ test-cross: python-install node-build demo-workers
 	$(PY) tests/cross/run.py --self-test
 	$(PY) tests/cross/run.py
 
-## The lock, election, semaphore and fencing suites of Rust, Python and Node against dev servers
-## emulating each Consul version in CONSUL_VERSIONS (`baton-devserver --consul-version`; see the
+## The Rust lock, election, semaphore, fencing, session and watch suites, and the whole Python and
+## Node suites, against dev servers emulating each Consul version in CONSUL_VERSIONS (`baton-devserver --consul-version`; see the
 ## README's compatibility table): 1.0.8 (txn numbers through float64, identical writes bump the
 ## index, legacy session `Checks`, no get-or-empty, 64 txn ops, pretty JSON), 1.6.1 (float64 txn
 ## numbers, the txn no-op index quirk) and the current behaviour. core/tests/versions.rs checks
 ## each version boundary on its own.
 .PHONY: test-versions
 CONSUL_VERSIONS ?= 1.0.8 1.6.1 current
-RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding
+RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch
 test-versions: python-install node-build
 	$(CARGO) build -p baton-devserver
 	set -e; for v in $(CONSUL_VERSIONS); do \
 		echo "== Consul $$v (emulated)"; \
 		BATON_TEST_CONSUL_VERSION=$$v $(CARGO) test -q -p baton $(RUST_VERSION_SUITES); \
-		BATON_TEST_CONSUL_VERSION=$$v $(PY) -m pytest -q bindings/python/tests/test_recipes.py; \
-		(cd $(NODE_DIR) && BATON_TEST_CONSUL_VERSION=$$v node --test __test__/recipes.test.js); \
+		BATON_TEST_CONSUL_VERSION=$$v $(PY) -m pytest -q bindings/python/tests; \
+		(cd $(NODE_DIR) && BATON_TEST_CONSUL_VERSION=$$v node --test __test__/); \
 	done
 
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).

@@ -12,13 +12,16 @@ use crossbeam_channel::select;
 
 use crate::cancel::CancelToken;
 use crate::client::Client;
+use crate::compat::through_f64;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
 use crate::http::{Consistency, QueryOptions};
 use crate::keyhub::KeySub;
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, Session};
-use crate::lock::{check_key, is_lock_flags, Lock, LockLost, LockOptions, LOCK_CONFLICT};
+use crate::lock::{
+    check_key, is_lock_flags, Lock, LockLost, LockOptions, LOCK_CONFLICT, LOCK_FLAG_VALUE,
+};
 
 /// Options of an [`Election`].
 #[derive(Debug, Clone, Default)]
@@ -255,6 +258,15 @@ impl Observer {
         loop {
             self.client.core().check_usable()?;
             if let Some(v) = self.sub.take_new() {
+                if v.entry
+                    .as_ref()
+                    .is_some_and(|p| p.session.is_some() && p.flags == through_f64(LOCK_FLAG_VALUE))
+                {
+                    // A lock txn on a Consul before 1.6.2 stored a rounded flag, and its
+                    // writer rewrites it at once: wait for that entry, whose index the
+                    // leader's sequencer carries (or for the key's release, if it died).
+                    continue;
+                }
                 let event = match leader_of(&self.key, v.entry.as_ref())? {
                     Some(l) => LeaderEvent::Leader(l),
                     None => LeaderEvent::NoLeader,

@@ -47,7 +47,7 @@ fn raw_flags(f: &Fixture, key: &str) -> u64 {
         .expect("Flags is a u64")
 }
 
-const VERSIONS: [&str; 4] = ["1.0.8", "1.6.1", "1.6.2", "1.22.0"];
+const VERSIONS: [&str; 4] = ["1.0.8", "1.6.1", "1.6.2", "current"];
 
 /// Issue 13: on a `< 1.6.2` server the lock txn stores a rounded flag; baton
 /// repairs it while holding, so what stays on the key is always Go's flag, and
@@ -244,7 +244,7 @@ fn verbs_and_op_caps_of_newer_versions_name_the_version() {
 /// sessions bound to its serfHealth.
 #[test]
 fn session_checks_take_effect_on_every_version() {
-    for version in ["1.0.8", "1.6.1", "1.7.2", "1.22.0"] {
+    for version in ["1.0.8", "1.6.1", "1.7.2", "current"] {
         let (f, known) = server(version);
         let c = f.client();
         let none = c
@@ -298,4 +298,37 @@ fn the_dev_server_reports_the_version_it_emulates() {
         serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
     assert_eq!(v["Config"]["Version"], "1.6.1");
     c.close(Duration::from_secs(5));
+}
+
+/// On a `< 1.6.2` server a fresh client's first campaign writes the rounded flag
+/// and then the exact one: observers see one leader, with the index the
+/// leader's sequencer carries, not the transient entry too.
+#[test]
+fn observers_see_one_leader_per_campaign_on_old_servers() {
+    let (f, _) = server("1.0.8");
+    let watcher = f.client();
+    let key = unique("observe-old");
+    let mut obs = watcher.observe_leader(&key).unwrap();
+    let wait = Some(Duration::from_secs(10));
+    assert_eq!(obs.next(wait, None).unwrap(), baton::LeaderEvent::NoLeader);
+    for round in 0..5 {
+        let c = f.client();
+        let e = c.election(&key).unwrap();
+        assert!(e.campaign(b"one", wait, None).unwrap());
+        let seq = e.sequencer().unwrap();
+        match obs.next(wait, None).unwrap() {
+            baton::LeaderEvent::Leader(l) => {
+                assert_eq!(l.token, seq.token, "round {round}");
+                assert_eq!(l.lock_index, seq.lock_index, "round {round}");
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+        assert!(e.resign().unwrap());
+        assert_eq!(
+            obs.next(wait, None).unwrap(),
+            baton::LeaderEvent::NoLeader,
+            "round {round}"
+        );
+        c.close(Duration::from_secs(5));
+    }
 }

@@ -97,4 +97,17 @@ function freshKey(prefix) {
   return `node-test/${process.pid}/${prefix}-${unique}`
 }
 
-module.exports = { startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }
+/**
+ * Whether the emulated Consul (BATON_TEST_CONSUL_VERSION) is older than `version` ('1.6.2').
+ * False for the current version and against a real Consul, whose version the tests do not know.
+ */
+function emulatedBefore(version) {
+  const v = process.env.BATON_TEST_CONSUL_VERSION ?? ''
+  if (realConsul || v === '' || v === 'current') return false
+  const parts = (s) => s.replace(/^v/, '').split('.').map(Number)
+  const [a, b] = [parts(v), parts(version)]
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i]
+  return false
+}
+
+module.exports = { emulatedBefore, startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }

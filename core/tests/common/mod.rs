@@ -40,7 +40,8 @@ impl Fixture {
 
     /// `config` as given, except that `BATON_TEST_DEVSERVER_PRETTY` (set, not empty, not `0`)
     /// makes the dev server pretty-print every JSON answer as `consul agent -dev` does, and
-    /// `BATON_TEST_CONSUL_VERSION` (e.g. `1.0.8`) makes it emulate that Consul version.
+    /// `BATON_TEST_CONSUL_VERSION` (e.g. `1.0.8`) makes it emulate that Consul version unless
+    /// `config` names another one.
     pub fn start_with(mut config: Config) -> Fixture {
         if let Ok(addr) = std::env::var("BATON_TEST_CONSUL") {
             if config.acl_token.is_none() {
@@ -51,8 +52,11 @@ impl Fixture {
         if std::env::var("BATON_TEST_DEVSERVER_PRETTY").is_ok_and(|v| !v.is_empty() && v != "0") {
             config.pretty = true;
         }
-        if let Some(v) = test_consul_version() {
-            config.consul_version = v;
+        // A test that names a version itself keeps it.
+        if config.consul_version == ConsulVersion::CURRENT {
+            if let Some(v) = test_consul_version() {
+                config.consul_version = v;
+            }
         }
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
