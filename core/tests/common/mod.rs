@@ -26,6 +26,8 @@ pub fn test_consul_version() -> Option<ConsulVersion> {
 pub struct Fixture {
     pub dev: Option<DevServer>,
     pub addr: String,
+    /// The Consul version the dev server emulates (unset against real Consul).
+    emulated: Option<ConsulVersion>,
 }
 
 impl Fixture {
@@ -46,7 +48,11 @@ impl Fixture {
         if let Ok(addr) = std::env::var("BATON_TEST_CONSUL") {
             if config.acl_token.is_none() {
                 let addr = addr.trim_end_matches('/').to_string();
-                return Fixture { dev: None, addr };
+                return Fixture {
+                    dev: None,
+                    addr,
+                    emulated: None,
+                };
             }
         }
         if std::env::var("BATON_TEST_DEVSERVER_PRETTY").is_ok_and(|v| !v.is_empty() && v != "0") {
@@ -58,11 +64,13 @@ impl Fixture {
                 config.consul_version = v;
             }
         }
+        let emulated = Some(config.consul_version);
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
         Fixture {
             dev: Some(dev),
             addr,
+            emulated,
         }
     }
 
@@ -82,6 +90,32 @@ impl Fixture {
         } else {
             format!("http://{}", self.addr)
         }
+    }
+
+    /// The server's Consul version: the one the dev server emulates, or what a real
+    /// Consul reports in `/v1/agent/self` (`None` if it will not say, e.g. a token
+    /// without `agent:read`).
+    pub fn consul_version(&self) -> Option<ConsulVersion> {
+        if self.emulated.is_some() {
+            return self.emulated;
+        }
+        let url = format!("{}/v1/agent/self", self.url());
+        let mut req = ureq::get(&url);
+        if let Ok(t) = std::env::var("CONSUL_HTTP_TOKEN") {
+            req = req.header("X-Consul-Token", &t);
+        }
+        let body = req.call().ok()?.body_mut().read_to_string().ok()?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let text = v["Config"]["Version"].as_str()?;
+        // "1.17.0+ent", "1.9.0-dev": the release part.
+        let release = text.split(['+', '-']).next()?;
+        release.parse().ok()
+    }
+
+    /// Whether the server is a Consul older than `version` (`false` when unknown).
+    pub fn before(&self, version: &str) -> bool {
+        let v: ConsulVersion = version.parse().expect("a version");
+        self.consul_version().is_some_and(|have| have < v)
     }
 
     /// Whether short TTLs (below Consul's 10 s minimum) may be used.
