@@ -25,7 +25,15 @@ const consulVersion = ['', 'current'].includes(process.env.BATON_TEST_CONSUL_VER
  */
 async function startServer() {
   if (realConsul) {
-    return { addr: process.env.BATON_TEST_CONSUL.replace(/^https?:\/\//, ''), stop() {} }
+    // The spawned dev server's stdout pipe keeps the event loop alive until stop(); loss
+    // notifications ('lost', lostSignal) come through an unref'd thread-safe function, so a test
+    // awaiting one would otherwise end with "Promise resolution is still pending but the event
+    // loop has already resolved" (and cancel every later test of the file). Same conditions here.
+    const keepAlive = setInterval(() => {}, 2 ** 30)
+    return {
+      addr: process.env.BATON_TEST_CONSUL.replace(/^https?:\/\//, ''),
+      stop: () => clearInterval(keepAlive),
+    }
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
@@ -97,17 +105,36 @@ function freshKey(prefix) {
   return `node-test/${process.pid}/${prefix}-${unique}`
 }
 
+/** Whether version string `a` ('1.0.8', 'v1.6.1', '1.15.2+ent') is older than `b`. */
+function versionBefore(a, b) {
+  const parts = (s) => s.replace(/^v/, '').split(/[^0-9.]/)[0].split('.').map(Number)
+  const [x, y] = [parts(a), parts(b)]
+  for (let i = 0; i < 3; i++) if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) < (y[i] ?? 0)
+  return false
+}
+
 /**
  * Whether the emulated Consul (BATON_TEST_CONSUL_VERSION) is older than `version` ('1.6.2').
- * False for the current version and against a real Consul, whose version the tests do not know.
+ * False for the current version and against a real Consul, whose version the tests do not know
+ * (consulBefore asks it).
  */
 function emulatedBefore(version) {
   const v = process.env.BATON_TEST_CONSUL_VERSION ?? ''
   if (realConsul || v === '' || v === 'current') return false
-  const parts = (s) => s.replace(/^v/, '').split('.').map(Number)
-  const [a, b] = [parts(v), parts(version)]
-  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i]
-  return false
+  return versionBefore(v, version)
 }
 
-module.exports = { emulatedBefore, startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }
+/**
+ * Whether the Consul at `addr` is older than `version`: emulatedBefore for the tests' own dev
+ * server, and for BATON_TEST_CONSUL the version the agent reports (GET /v1/agent/self).
+ */
+async function consulBefore(addr, version) {
+  if (!realConsul) return emulatedBefore(version)
+  const r = await request(addr, 'GET', '/v1/agent/self')
+  assert.equal(r.status, 200, `cannot read the Consul version from /v1/agent/self: ${r.body}`)
+  const reported = parseJson(r.body).Config?.Version
+  assert.match(String(reported), /^v?\d+\.\d+/, `unexpected Config.Version ${reported}`)
+  return versionBefore(reported, version)
+}
+
+module.exports = { consulBefore, emulatedBefore, startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }

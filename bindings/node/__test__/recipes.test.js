@@ -10,7 +10,7 @@ const { monitorEventLoopDelay } = require('node:perf_hooks')
 const {
   Client, Lock, Sequencer, Leader, KvEntry, BatonError, AbortError, LostError,
 } = require('..')
-const { emulatedBefore, startServer, destroySession, rawEntry, deleteKey, request, freshKey, realConsul } = require('./helpers')
+const { consulBefore, startServer, destroySession, rawEntry, deleteKey, request, freshKey, realConsul } = require('./helpers')
 
 let server
 let addr
@@ -207,7 +207,7 @@ test("lock: 'lost' with key_changed when another client deletes the key; re-acqu
   assert.equal(lock.lostSignal.reason.reason, 'released')
 })
 
-test('lock: lost via the dev server invalidating the session (as a failed check would)', { skip: realConsul && 'needs /_devserver controls' }, async () => {
+test('lock: lost via the dev server invalidating the session (as a failed check would)', { skip: realConsul && 'needs dev-server control: PUT /_devserver/session/invalidate (Consul cannot fail a session on demand)' }, async () => {
   const c = client()
   const key = freshKey('invalidate')
   const lock = await c.lock(key).acquire()
@@ -370,7 +370,7 @@ test('guarded writes: applied while the sequencer is current, refused once stale
   assert.deepEqual(await b.kvGet(data), Buffer.from('from the holder'))
   // 64-bit flags survive the round trip as BigInt.
   let flags = (1n << 63n) + 5n
-  if (emulatedBefore('1.6.2')) {
+  if (await consulBefore(addr, '1.6.2')) {
     // Such a server stores txn numbers through a float64 (README, Consul versions): the
     // lock's own txn taught the client, which refuses flags a float64 cannot hold.
     await assert.rejects(

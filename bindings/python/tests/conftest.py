@@ -36,12 +36,54 @@ def _consul_version() -> list:
     return ["--consul-version", v] if v and v != "current" else []
 
 
+def _real_consul() -> bool:
+    """BATON_TEST_CONSUL (e.g. http://127.0.0.1:8500): the tests run against that real Consul
+    instead of a dev server of their own."""
+    return bool(os.environ.get("BATON_TEST_CONSUL"))
+
+
+# Consul's session_ttl_min (also `baton-devserver`'s default); the dev server started below
+# uses 100 ms instead.
+CONSUL_SESSION_TTL_MIN = 10.0
+
+
+@pytest.fixture(scope="session")
+def real_consul() -> bool:
+    """True when the tests run against the real Consul of BATON_TEST_CONSUL."""
+    return _real_consul()
+
+
+@pytest.fixture(scope="session")
+def session_ttl(real_consul):
+    """`session_ttl(seconds)`: a session TTL the server accepts. `seconds` itself on our dev
+    server; at least Consul's 10 s session_ttl_min on a real Consul. For tests whose short TTL
+    only keeps them fast, not for tests that need the session to expire (those skip)."""
+
+    def legal(seconds: float) -> float:
+        return max(seconds, CONSUL_SESSION_TTL_MIN) if real_consul else seconds
+
+    return legal
+
+
+@pytest.fixture
+def dev_only(real_consul):
+    """`dev_only("what")`: skips the test against a real Consul, which has neither the dev
+    server's `/_devserver/...` fault controls (pause, restart, invalidate session, node fail,
+    request counts) nor session TTLs below 10 s."""
+
+    def need(what: str) -> None:
+        if real_consul:
+            pytest.skip(f"needs dev-server control: {what}")
+
+    return need
+
+
 @pytest.fixture(scope="session")
 def devserver():
     """The address (host:port) of a dev server with
     session_ttl_min=100ms (pretty-printing when BATON_TEST_DEVSERVER_PRETTY is set, emulating
     BATON_TEST_CONSUL_VERSION when set), or the real Consul of BATON_TEST_CONSUL."""
-    if os.environ.get("BATON_TEST_CONSUL"):
+    if _real_consul():
         yield re.sub(r"^https?://", "", os.environ["BATON_TEST_CONSUL"]).rstrip("/")
         return
     proc = subprocess.Popen(

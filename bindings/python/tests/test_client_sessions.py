@@ -61,8 +61,8 @@ def test_default_session_is_shared_and_valid(client):
     assert s1.is_valid() and s1.state == "held"
 
 
-def test_wait_lost_times_out_with_a_timeout_error(client):
-    s = client.create_session(ttl=1)
+def test_wait_lost_times_out_with_a_timeout_error(client, session_ttl):
+    s = client.create_session(ttl=session_ttl(1))
     t = time.monotonic()
     with pytest.raises(baton.TimeoutError) as e:
         s.wait_lost(timeout=0.3)
@@ -71,8 +71,8 @@ def test_wait_lost_times_out_with_a_timeout_error(client):
     assert e.value.code == "BATON_TIMEOUT"
 
 
-def test_loss_by_another_client_fires_callback_and_wait(devserver, client):
-    s = client.create_session(ttl=2, lock_delay=0)
+def test_loss_by_another_client_fires_callback_and_wait(devserver, client, session_ttl):
+    s = client.create_session(ttl=session_ttl(2), lock_delay=0)
     called = []
     done = threading.Event()
 
@@ -83,7 +83,7 @@ def test_loss_by_another_client_fires_callback_and_wait(devserver, client):
     s.on_lost(on_lost)
     with baton.Client(devserver) as other:
         # Destroy it from outside through the KV-free session API of a second client.
-        other_session = other.create_session(ttl=2)
+        other_session = other.create_session(ttl=session_ttl(2))
         assert other_session.id != s.id
         _destroy_foreign_session(devserver, s.id)
     assert s.wait_lost(timeout=5) == "invalidated"
@@ -103,7 +103,7 @@ def _destroy_foreign_session(addr, sid):
         assert json.load(r) is True
 
 
-def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkeypatch):
+def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkeypatch, session_ttl):
     seen = []
     got = threading.Event()
 
@@ -112,7 +112,7 @@ def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkey
         got.set()
 
     monkeypatch.setattr(sys, "unraisablehook", hook)
-    s = client.create_session(ttl=2, lock_delay=0)
+    s = client.create_session(ttl=session_ttl(2), lock_delay=0)
 
     def boom(reason):
         raise RuntimeError("from the callback: " + reason)
@@ -123,8 +123,8 @@ def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkey
     assert "from the callback" in str(seen[0])
 
 
-def test_other_python_threads_run_while_one_blocks(client):
-    s = client.create_session(ttl=2)
+def test_other_python_threads_run_while_one_blocks(client, session_ttl):
+    s = client.create_session(ttl=session_ttl(2))
     ticks = []
     stop = threading.Event()
 
@@ -142,8 +142,8 @@ def test_other_python_threads_run_while_one_blocks(client):
     assert len(ticks) >= 10, "the GIL was released during the blocking wait"
 
 
-def test_keyboard_interrupt_interrupts_a_blocking_wait(client, sigint_handled):
-    s = client.create_session(ttl=2)
+def test_keyboard_interrupt_interrupts_a_blocking_wait(client, sigint_handled, session_ttl):
+    s = client.create_session(ttl=session_ttl(2))
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()
     t = time.monotonic()
@@ -155,10 +155,10 @@ def test_keyboard_interrupt_interrupts_a_blocking_wait(client, sigint_handled):
     assert s.is_valid(), "nothing was lost or leaked by the interrupt"
 
 
-def test_core_log_records_go_to_the_baton_logger(devserver, caplog):
+def test_core_log_records_go_to_the_baton_logger(devserver, caplog, session_ttl):
     caplog.set_level(logging.DEBUG, logger="baton")
     c = baton.Client(devserver)
-    s = c.create_session(ttl=2, lock_delay=0)
+    s = c.create_session(ttl=session_ttl(2), lock_delay=0)
     _destroy_foreign_session(devserver, s.id)
     s.wait_lost(timeout=5)
     c.close()
