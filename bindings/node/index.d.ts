@@ -209,7 +209,11 @@ export declare class Lock extends Holdable {
   isHeld(): boolean
   /** The fencing sequencer of the current holding, or null. */
   readonly sequencer: Sequencer | null
-  /** Resolves with why the current holding ended (at once when not held). */
+  /**
+   * Resolves with why the current holding ended (at once when not held).
+   * `lostSignal` is aborted by the time it resolves; the 'lost' event comes through its own
+   * queue and may follow.
+   */
   waitLost(options?: WaitOptions): Promise<LostReason>
   /** Deletes the key if nobody holds it (Go's `Destroy`). */
   destroy(): Promise<void>
@@ -233,6 +237,10 @@ export declare class Semaphore extends Holdable {
   tryAcquire(options?: WaitOptions): Promise<boolean>
   release(): Promise<boolean>
   isHeld(): boolean
+  /**
+   * Resolves with why the holding ended (at once when not held). `lostSignal` is aborted by the
+   * time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
   waitLost(options?: WaitOptions): Promise<LostReason>
   destroy(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
@@ -270,6 +278,10 @@ export declare class Election extends Holdable {
   leader(): Promise<Leader | null>
   observe(options?: WaitOptions): LeaderObserver
   readonly sequencer: Sequencer | null
+  /**
+   * Resolves with why leadership ended (at once when not leading). `lostSignal` is aborted by the
+   * time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
   waitLost(options?: WaitOptions): Promise<LostReason>
   /** Resigns: `await using e = await election.campaign(v)`. */
   [Symbol.asyncDispose](): Promise<void>

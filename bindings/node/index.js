@@ -293,6 +293,15 @@ class Holdable extends EventEmitter {
     if (c && !c.signal.aborted) c.abort(new LostError(this.#what, reason))
   }
 
+  /**
+   * A loss `waitLost` reported: the 'lost' notification travels through another queue and may
+   * come later, so the signal is brought in line with the answer now (once not held).
+   */
+  _lostAnswer(reason) {
+    if (!this.isHeld()) this._ended(reason)
+    return reason
+  }
+
   [kLost](reason) {
     // The notification can be for an earlier holding if a new one began meanwhile.
     if (!this.isHeld()) this._ended(reason)
@@ -487,10 +496,13 @@ class Lock extends Holdable {
     const s = this.#native.sequencer()
     return s ? new Sequencer(s) : null
   }
-  /** Resolves with why the current holding ended (at once when not held). */
+  /**
+   * Resolves with why the current holding ended (at once when not held). `lostSignal` is aborted
+   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)
-    return cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   /** Deletes the key if nobody holds it (Go's `Destroy`). */
   destroy() {
@@ -553,10 +565,13 @@ class Semaphore extends Holdable {
   isHeld() {
     return this.#native.isHeld()
   }
-  /** Resolves with why the current holding ended (at once when not held). */
+  /**
+   * Resolves with why the current holding ended (at once when not held). `lostSignal` is aborted
+   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)
-    return cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   /** Deletes the coordination key when no live holder remains (Go's `Destroy`). */
   destroy() {
@@ -683,10 +698,13 @@ class Election extends Holdable {
     const s = this.#native.sequencer()
     return s ? new Sequencer(s) : null
   }
-  /** Resolves with why leadership ended (at once when not leading). */
+  /**
+   * Resolves with why leadership ended (at once when not leading). `lostSignal` is aborted
+   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)
-    return cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   async [Symbol.asyncDispose]() {
     await this.resign()

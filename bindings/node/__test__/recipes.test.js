@@ -188,6 +188,26 @@ test("lock: 'lost' event and lostSignal when the session is destroyed from outsi
   assert.equal(lock.sequencer, null)
 })
 
+test('lock: lostSignal is aborted by the time waitLost resolves (their queues differ)', async () => {
+  const c = client()
+  const key = freshKey('order')
+  // The 'lost' event and waitLost arrive through different queues; a race shows within a few
+  // rounds (before the fix, 4 in 30 resolved waitLost with the signal not yet aborted).
+  for (let round = 0; round < 30; round++) {
+    const s = await c.createSession({ ttlMs: 10000, lockDelayMs: 0 })
+    const lock = c.lock(key, { session: s })
+    await lock.acquire()
+    const signal = lock.lostSignal
+    const lost = once(lock, 'lost')
+    const waitLost = lock.waitLost({ timeoutMs: 10000 })
+    await destroySession(addr, s.id)
+    assert.equal(await waitLost, 'session_lost')
+    assert.equal(signal.aborted, true, `round ${round}: waitLost resolved before lostSignal aborted`)
+    assert.equal(signal.reason.reason, 'session_lost')
+    await lost
+  }
+})
+
 test("lock: 'lost' with key_changed when another client deletes the key; re-acquire gives a new signal", async () => {
   const c = client()
   const key = freshKey('deleted')
