@@ -360,7 +360,8 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
         if closing.is_cancelled() {
             return;
         }
-        // Decide what to poll.
+        // Decide what to poll, and from which index, in one look at the state: a
+        // key whose last subscriber left in between must not be polled from 0.
         let want = {
             let mut st = lock(&group.state);
             let t = match st.keys.len() {
@@ -369,6 +370,24 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                 _ => Some(Target::Prefix(common_prefix(st.keys.keys()))),
             };
             st.polling = t.clone();
+            if let Some(want) = &t {
+                if target.as_ref() != Some(want) {
+                    // Indexes of different targets are not comparable.
+                    index = 0;
+                    high = 0;
+                    target = Some(want.clone());
+                }
+                if index == 0 {
+                    // A single key's index is its ModifyIndex (or the table index when
+                    // it is missing): a view seeded by the subscriber lets us block
+                    // right away instead of reading first.
+                    if let Target::Key(k) = want {
+                        if let Some(v) = st.keys.get(k).and_then(|ks| ks.view.as_ref()) {
+                            index = v.as_of;
+                        }
+                    }
+                }
+            }
             t
         };
         let Some(want) = want else {
@@ -379,26 +398,6 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
             }
             continue;
         };
-        if target.as_ref() != Some(&want) {
-            // Indexes of different targets are not comparable.
-            index = 0;
-            high = 0;
-            target = Some(want.clone());
-        }
-        if index == 0 {
-            // A single key's index is its ModifyIndex (or the table index when it is
-            // missing): a view seeded by the subscriber lets us block right away
-            // instead of reading first.
-            if let Target::Key(k) = &want {
-                if let Some(v) = lock(&group.state)
-                    .keys
-                    .get(k)
-                    .and_then(|ks| ks.view.as_ref())
-                {
-                    index = v.as_of;
-                }
-            }
-        }
         // Drain a stale wake-up: the target above already includes every key.
         let _ = wake.try_recv();
         let (round, restart) = {

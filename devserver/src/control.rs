@@ -88,7 +88,11 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
             let c = shared.counts();
             Reply::json(
                 200,
-                &json!({"total": c.total, "by_route": c.by_route}),
+                &json!({
+                    "total": c.total,
+                    "by_route": c.by_route,
+                    "blocking_by_route": c.blocking_by_route,
+                }),
                 false,
             )
         }

@@ -264,8 +264,11 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
             true,
         );
     }
-    shared.count(format!("{} {}", method, pattern.trim_end_matches('/')));
     let query = Query::parse(req.uri().query());
+    shared.count(
+        format!("{} {}", method, pattern.trim_end_matches('/')),
+        method == Method::GET && query.has("index"),
+    );
     let headers = req.headers().clone();
     let content_length = headers
         .get(hyper::header::CONTENT_LENGTH)

@@ -27,6 +27,18 @@ pub struct RequestCounts {
     pub total: u64,
     /// Requests per `"<METHOD> <route>"`.
     pub by_route: BTreeMap<String, u64>,
+    /// Of those, the blocking queries (a GET with `?index=`), per route: a
+    /// client's watches poll on their own schedule, so a count of the requests
+    /// an operation costs leaves them out.
+    pub blocking_by_route: BTreeMap<String, u64>,
+}
+
+impl RequestCounts {
+    /// The requests on `route` (`"<METHOD> <route>"`) that were not blocking queries.
+    pub fn non_blocking(&self, route: &str) -> u64 {
+        let all = self.by_route.get(route).copied().unwrap_or(0);
+        all - self.blocking_by_route.get(route).copied().unwrap_or(0)
+    }
 }
 
 /// State shared by the listener, the connections and the handle.
@@ -96,10 +108,13 @@ impl Shared {
         r
     }
 
-    /// Counts one `/v1/` request.
-    pub fn count(&self, route: String) {
+    /// Counts one `/v1/` request; `blocking` when it is a blocking query.
+    pub fn count(&self, route: String, blocking: bool) {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         c.total += 1;
+        if blocking {
+            *c.blocking_by_route.entry(route.clone()).or_default() += 1;
+        }
         *c.by_route.entry(route).or_default() += 1;
     }
 

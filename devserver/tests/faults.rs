@@ -331,18 +331,29 @@ fn request_counts_by_route_and_reset() {
     kv_set(&s, "a", b"1");
     kv_set(&s, "b/c", b"1");
     get(&s, "/v1/kv/a");
+    let index = get(&s, "/v1/kv/a")
+        .header("x-consul-index")
+        .unwrap()
+        .to_string();
+    // A blocking query that answers at once (the index is older than the key's).
+    get(&s, "/v1/kv/a?index=1&wait=1s");
     let sid = session_create(&s, &json!({}));
     session_info(&s, &sid);
     txn(&s, &json!([{"KV": {"Verb": "get-or-empty", "Key": "a"}}]));
     let c = s.request_counts();
     assert_eq!(c.by_route.get("PUT /v1/kv"), Some(&2), "{:?}", c.by_route);
-    assert_eq!(c.by_route.get("GET /v1/kv"), Some(&1));
+    assert_eq!(c.by_route.get("GET /v1/kv"), Some(&3));
+    assert_eq!(c.blocking_by_route.get("GET /v1/kv"), Some(&1));
+    assert_eq!(c.non_blocking("GET /v1/kv"), 2);
+    assert_eq!(c.non_blocking("PUT /v1/kv"), 2);
+    assert!(index.parse::<u64>().unwrap() > 1);
     assert_eq!(c.by_route.get("PUT /v1/session/create"), Some(&1));
     assert_eq!(c.by_route.get("GET /v1/session/info"), Some(&1));
     assert_eq!(c.by_route.get("PUT /v1/txn"), Some(&1));
     assert!(c.total >= 6);
     let http = get(&s, "/_devserver/requests").json();
     assert_eq!(http["by_route"]["PUT /v1/kv"], 2, "{http}");
+    assert_eq!(http["blocking_by_route"]["GET /v1/kv"], 1, "{http}");
     assert!(http["total"].as_u64().unwrap() >= 6);
     assert_eq!(delete(&s, "/_devserver/requests").status, 200);
     let after = s.request_counts();
