@@ -450,7 +450,11 @@ impl Transport {
         };
         let started = std::time::Instant::now();
         let mut result = self.run(agent, req, timeout);
+        // Not a blocking query: its connection closing is news (the agent restarted, maybe
+        // with its state lost), and repeating it with the same index could wait on a server
+        // whose index is now below it. Its caller reads afresh instead.
         if result.as_ref().is_err_and(stale_connection)
+            && req.wait.is_none()
             && !req.cancel.as_ref().is_some_and(|c| c.is_cancelled())
             && !closing.is_some_and(|c| c.is_cancelled())
         {

@@ -356,6 +356,10 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
     let mut high = 0u64;
     let mut target: Option<Target> = None;
     let mut backoff = Backoff::new();
+    // After a failed poll the next one reads without an index: the server may have
+    // lost its state meanwhile (an agent restarted), and a blocking query from a
+    // view's index would wait on a server whose index is now below it.
+    let mut reread = false;
     loop {
         if closing.is_cancelled() {
             return;
@@ -377,7 +381,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                     high = 0;
                     target = Some(want.clone());
                 }
-                if index == 0 {
+                if index == 0 && !reread {
                     // A single key's index is its ModifyIndex (or the table index when
                     // it is missing): a view seeded by the subscriber lets us block
                     // right away instead of reading first.
@@ -461,6 +465,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
         match result {
             Ok((entries, meta)) => {
                 backoff.reset();
+                reread = false;
                 lock(&group.state).last_error = None;
                 let keys: Vec<String> = lock(&group.state)
                     .keys
@@ -502,6 +507,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                 st.last_error = Some(e.to_string());
                 drop(st);
                 index = 0;
+                reread = true;
                 agent = None;
                 let pause = backoff.next();
                 select! {

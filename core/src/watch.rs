@@ -29,24 +29,32 @@ pub fn next_index(prev: u64, got: u64) -> u64 {
     }
 }
 
-/// Exponential backoff for retrying failed polls: 100 ms doubling to 5 s.
+/// Backoff for retrying failed polls: the first retry after a success goes at
+/// once, then 100 ms doubling to 5 s.
+///
+/// A long poll is most often cut by the server closing its connections (an
+/// agent restart, a leader change): the state may have changed under the
+/// poll, and a holder must learn that before anyone else acts on it, so the
+/// first retry does not wait. A server that is down costs one refused connect
+/// more.
 #[derive(Debug)]
-pub(crate) struct Backoff(Duration);
+pub(crate) struct Backoff(Option<Duration>);
 
 impl Backoff {
     pub(crate) fn new() -> Backoff {
-        Backoff(Duration::ZERO)
+        Backoff(None)
     }
     pub(crate) fn reset(&mut self) {
-        self.0 = Duration::ZERO;
+        self.0 = None;
     }
     pub(crate) fn next(&mut self) -> Duration {
-        self.0 = if self.0.is_zero() {
-            Duration::from_millis(100)
-        } else {
-            (self.0 * 2).min(Duration::from_secs(5))
+        let next = match self.0 {
+            None => Duration::ZERO,
+            Some(d) if d.is_zero() => Duration::from_millis(100),
+            Some(d) => (d * 2).min(Duration::from_secs(5)),
         };
-        self.0
+        self.0 = Some(next);
+        next
     }
 }
 
@@ -421,8 +429,9 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_to_a_cap() {
+    fn backoff_retries_at_once_then_doubles_to_a_cap() {
         let mut b = Backoff::new();
+        assert_eq!(b.next(), Duration::ZERO);
         assert_eq!(b.next(), Duration::from_millis(100));
         assert_eq!(b.next(), Duration::from_millis(200));
         for _ in 0..10 {
@@ -430,6 +439,7 @@ mod tests {
         }
         assert_eq!(b.next(), Duration::from_secs(5));
         b.reset();
+        assert_eq!(b.next(), Duration::ZERO);
         assert_eq!(b.next(), Duration::from_millis(100));
     }
 }

@@ -521,3 +521,51 @@ fn is_held_is_false_once_the_session_is_lost() {
     ));
     c.close(Duration::from_secs(5));
 }
+
+/// A dev agent that restarts loses its state, and its index starts over. A
+/// holder must learn that its key is gone from its watches, which the restart
+/// cut, not at its next renew: a blocking query repeated on a new connection
+/// with the old index waited on such a server for its whole wait (5 minutes),
+/// so the loss showed only at the renew, TTL/3 later, while a contender could
+/// take the key at once (found by the fault harness, tests/faults).
+#[test]
+fn a_holder_learns_of_a_restarted_server_from_its_watches() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("restart") else {
+        return;
+    };
+    let c = f.client();
+    // A TTL whose renew comes after PATIENCE: only the watches can tell in time.
+    let ttl = Duration::from_secs(90);
+    let s = c
+        .create_session(&SessionOptions::new().ttl(ttl).lock_delay(Duration::ZERO))
+        .unwrap();
+    let lock = c
+        .lock_with(&unique("restart"), LockOptions::new().session(s.clone()))
+        .unwrap();
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    let lost = lock.cancel_token();
+    // Both watches have been answered once and wait at the server's index.
+    let key = lock.key().to_string();
+    wait_for_entries(&c, &key, "the lock held", |e| {
+        e.first().is_some_and(|p| p.session.is_some())
+    });
+    dev.restart();
+    let started = Instant::now();
+    while !lost.is_cancelled() {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the holding was not ended {PATIENCE:?} after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(!lock.is_held());
+    let end = Instant::now() + PATIENCE;
+    while s.is_valid() {
+        assert!(
+            Instant::now() < end,
+            "the session still valid after a restart"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

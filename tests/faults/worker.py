@@ -1,0 +1,199 @@
+"""The Python worker of the fault harness (tests/faults/run.py starts it; the protocol is in
+tests/faults/README.md, shared with worker.rs, worker.c and worker.js).
+
+    worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS
+
+with CONSUL_HTTP_ADDR set to its proxy. Runs until stdin reaches EOF or gets the line ``quit``;
+prints one ``@<event> t=<CLOCK_MONOTONIC ns> key=value ...`` line per event, flushed at once.
+"""
+
+import random
+import sys
+import threading
+import time
+
+import baton
+
+HOLD_NS = 200_000_000
+WORK_S = 0.020
+ACQUIRE_TIMEOUT_S = 1.0
+SESSION_RETRY_S = 0.100
+ACQUIRE_RETRY_S = 0.050
+REQUEST_TIMEOUT_S = 2.0
+
+# What guarded_put raises when Consul refused the write because the sequencer's session does not
+# hold the key (any longer): the check-session op failing is a ConflictError ("stale sequencer
+# ..."); an invalidated session is a SessionLostError. Either way the write was not applied.
+FENCED = (baton.ConflictError, baton.SessionLostError)
+
+
+def now():
+    return time.monotonic_ns()
+
+
+def emit(event, t=None, **fields):
+    if t is None:
+        t = now()
+    extra = "".join(f" {k}={v}" for k, v in fields.items())
+    print(f"@{event} t={t}{extra}", flush=True)
+
+
+def error(what):
+    # One line per event: the text is the last field and keeps no line breaks.
+    emit("error", what=" ".join(str(what).split()))
+
+
+def describe(e):
+    code = getattr(e, "code", None) or type(e).__name__
+    return f"{code}: {e}"
+
+
+def watch_stdin(quit_event):
+    """Sets quit_event on EOF or a `quit` line (a daemon thread)."""
+    try:
+        for line in sys.stdin:
+            if line.strip() == "quit":
+                break
+    finally:
+        quit_event.set()
+
+
+class Holding:
+    """One acquisition of the lock: the time its lost callback first ran (None before).
+
+    A fresh Lock is made for each acquire attempt and its callback is bound to that attempt's
+    Holding, so a late callback of an earlier holding never counts for a later one."""
+
+    def __init__(self):
+        self._mu = threading.Lock()
+        self.lost_at = None
+
+    def on_lost(self, _why):
+        t = now()
+        with self._mu:
+            if self.lost_at is None:
+                self.lost_at = t
+
+    def lost_time(self):
+        with self._mu:
+            return self.lost_at
+
+
+def read_counter(client, counter):
+    raw = client.kv_get(counter)
+    if raw is None:
+        return 0
+    return int(raw.decode("ascii"))
+
+
+def hold(client, session, lock, holding, counter, quit_event):
+    """Step 3 and 4: increments for 200 ms from the start, then exactly one @end."""
+    start = now()
+    seq = lock.sequencer
+    if seq is None:
+        # Lost between acquire returning and this read: no token to report or fence with.
+        error("acquired but the lock has no sequencer (lost at once)")
+        return
+    token = seq.token
+    emit("start", t=start, token=token, lock_index=seq.lock_index, session=session.id)
+
+    deadline = 0
+    seen_lost = None
+    while now() - start < HOLD_NS and not quit_event.is_set():
+        if holding.lost_time() is not None or not lock.locked():
+            seen_lost = now()
+            break
+        t0 = now()
+        left = session.time_left()
+        if left is not None:
+            deadline = max(deadline, t0 + int(left * 1e9))
+        try:
+            value = read_counter(client, counter)
+        except baton.BatonError as e:
+            error(f"read {counter}: {describe(e)}")
+            time.sleep(WORK_S)
+            continue
+        except (ValueError, UnicodeDecodeError) as e:
+            error(f"read {counter}: not a decimal value: {e}")
+            time.sleep(WORK_S)
+            continue
+        time.sleep(WORK_S)  # the "work"; a freeze here leaves a stale holder about to write
+        new = value + 1
+        try:
+            client.guarded_put(seq, counter, str(new).encode("ascii"))
+        except FENCED:
+            emit("fenced", value=new, token=token)
+        except baton.BatonError as e:
+            emit("incunk", value=new, token=token, err=e.code)
+        else:
+            emit("inc", value=new, token=token)
+
+    if seen_lost is None:
+        if holding.lost_time() is None and lock.locked():
+            emit("end", token=token, why="released", deadline=deadline)
+            try:
+                lock.release()
+            except (baton.BatonError, RuntimeError) as e:
+                error(f"release: {describe(e)}")
+            return
+        seen_lost = now()
+    cb = holding.lost_time()
+    t = seen_lost if cb is None else min(cb, seen_lost)
+    emit("end", t=t, token=token, why="lost", deadline=deadline)
+
+
+def run(name, key, counter, ttl_ms, lock_delay_ms):
+    quit_event = threading.Event()
+    threading.Thread(target=watch_stdin, args=(quit_event,), daemon=True).start()
+    client = baton.Client(request_timeout=REQUEST_TIMEOUT_S)
+    session = None
+    while not quit_event.is_set():
+        # 1. Session.
+        if session is None or not session.is_valid():
+            session = None  # dropped; client.close() destroys it if it is still alive
+            try:
+                session = client.create_session(
+                    name=f"faults-{name}",
+                    ttl=ttl_ms / 1000,
+                    lock_delay=lock_delay_ms / 1000,
+                    behavior="release",
+                )
+            except baton.BatonError as e:
+                error(f"create session: {describe(e)}")
+                quit_event.wait(SESSION_RETRY_S)
+                continue
+            emit("session", id=session.id)
+
+        # 2. Acquire.
+        lock = client.lock(key, value=name.encode(), session=session)
+        holding = Holding()
+        lock.on_lost(holding.on_lost)
+        try:
+            acquired = lock.acquire(timeout=ACQUIRE_TIMEOUT_S)
+        except baton.BatonError as e:
+            error(f"acquire: {describe(e)}")
+            time.sleep(ACQUIRE_RETRY_S)
+            continue
+        if not acquired:
+            continue
+
+        # 3 and 4. Hold, end.
+        hold(client, session, lock, holding, counter, quit_event)
+        time.sleep(random.uniform(0, 0.030))
+
+    # 5. Quit.
+    client.close()
+    emit("bye")
+    return 0
+
+
+def main(argv):
+    if len(argv) != 6:
+        print("usage: worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS", file=sys.stderr)
+        return 2
+    name, key, counter = argv[1], argv[2], argv[3]
+    return run(name, key, counter, int(argv[4]), int(argv[5]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
