@@ -4,10 +4,11 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use baton::{
-    Behavior, Client, ErrorKind, SemaphoreLost, SessionOptions, WriteOptions, SEMAPHORE_FLAG_VALUE,
+    Behavior, Client, ErrorKind, SemaphoreLost, SemaphoreOptions, SessionOptions, WriteOptions,
+    SEMAPHORE_FLAG_VALUE,
 };
 use common::{unique, Fixture};
 
@@ -398,4 +399,54 @@ fn two_semaphores_of_one_client_on_one_prefix_queue_locally() {
     assert!(a.is_held(), "b's timeout did not disturb a");
     assert!(a.release().unwrap());
     assert!(b.acquire(Some(PATIENCE), None).unwrap());
+}
+
+/// A holder cut off from Consul whose session an operator destroys: Consul sets
+/// the session's lock-delay on its contender key, and a waiter must keep the
+/// dead holder's slot until it ends — the holder cannot have learnt of its loss
+/// before (Go's `api.Semaphore` prunes it at once; a lock has lock-delay for
+/// exactly this). The lower bound below is Consul's own lock-delay, a safety
+/// property, not a speed measurement (found by the fault harness, tests/faults).
+#[test]
+fn a_dead_holder_s_slot_is_kept_for_its_lock_delay() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("fault proxy") else {
+        return;
+    };
+    let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
+        .expect("proxy");
+    let prefix = unique("sem-lock-delay");
+    let lock_delay = Duration::from_secs(2);
+    let ca = f
+        .builder()
+        .address(proxy.addr().to_string())
+        .build()
+        .unwrap();
+    let sa = ca
+        .create_session(
+            &SessionOptions::new()
+                .ttl(Duration::from_secs(60))
+                .lock_delay(lock_delay),
+        )
+        .unwrap();
+    let a = ca
+        .semaphore_with(&prefix, 1, SemaphoreOptions::new().session(sa.clone()))
+        .unwrap();
+    assert!(a.acquire(Some(PATIENCE), None).unwrap());
+    let cb = f.client();
+    let b = cb.semaphore(&prefix, 1).unwrap();
+    assert!(!b.try_acquire().unwrap(), "the slot is A's");
+    // A can no longer hear from Consul (nor give its slot back); an operator
+    // destroys its session.
+    proxy.blackhole();
+    let destroyed = Instant::now();
+    cb.sessions().destroy(sa.id()).unwrap();
+    assert!(b.acquire(Some(PATIENCE), None).unwrap(), "B gets the slot");
+    let waited = destroyed.elapsed();
+    assert!(
+        waited >= lock_delay,
+        "B took the dead holder's slot {waited:?} after the destroy, within its lock-delay"
+    );
+    assert!(b.release().unwrap());
+    proxy.heal();
 }

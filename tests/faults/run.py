@@ -82,8 +82,8 @@ def start_line(argv, prefix, logdir, name):
 class Worker:
     """One worker process: its stdout events go to `events` as (name, kind, fields)."""
 
-    def __init__(self, slot, name, argv, env, logdir):
-        self.slot, self.name = slot, name
+    def __init__(self, slot, mode, name, argv, env, logdir):
+        self.slot, self.mode, self.name = slot, mode, name
         self.err = open(os.path.join(logdir, f"{name}.stderr"), "w")
         self.out_path = os.path.join(logdir, f"{name}.stdout")
         self.p = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE,
@@ -137,6 +137,10 @@ class Run:
         self.run_id = os.getpid()
         self.key = f"faults/{self.run_id}/lock"
         self.counter = f"faults/{self.run_id}/counter"
+        self.pool = f"faults/{self.run_id}/pool"
+        # One slot per worker process: (language, "lock" or "sem"); a killed worker's
+        # replacement takes its slot (and its proxy).
+        self.slots = [(l, "lock") for l in args.langs] + [(l, "sem") for l in args.sem_langs]
         self.workers = {}  # name -> Worker
         self.proxies = {}  # slot -> (process, addr, control)
         self.seq = {}      # lang -> replacement count
@@ -153,7 +157,7 @@ class Run:
             [self.bin("baton-devserver"), "--port", "0", "--session-ttl-min", "100ms"],
             "BATON_DEVSERVER_ADDR=", self.logdir, "devserver")
         self.addr = line.split("=", 1)[1]
-        for slot, _ in enumerate(self.args.langs):
+        for slot, _ in enumerate(self.slots):
             p, line = start_line([self.bin("baton-devserver"), "proxy", "--to", self.addr],
                                  "BATON_PROXY_ADDR=", self.logdir, f"proxy-{slot}")
             f = dict(part.split("=", 1) for part in line.split())
@@ -169,15 +173,19 @@ class Run:
         }[lang]
 
     def spawn(self, slot):
-        lang = self.args.langs[slot]
-        n = self.seq.get(lang, 0) + 1
-        self.seq[lang] = n
-        name = f"{lang}-{n}"
+        lang, mode = self.slots[slot]
+        tag = lang if mode == "lock" else f"{lang}-sem"
+        n = self.seq.get(tag, 0) + 1
+        self.seq[tag] = n
+        name = f"{tag}-{n}"
         env = dict(os.environ, CONSUL_HTTP_ADDR=self.proxies[slot][1])
         env.pop("CONSUL_HTTP_TOKEN", None)
-        argv = self.argv(lang) + [name, self.key, self.counter, str(self.args.ttl_ms),
-                                  str(self.args.lock_delay_ms)]
-        self.workers[name] = Worker(slot, name, argv, env, self.logdir)
+        common = [str(self.args.ttl_ms), str(self.args.lock_delay_ms)]
+        if mode == "lock":
+            args = [name, self.key, self.counter] + common
+        else:
+            args = [name, self.pool, self.counter] + common + [str(self.args.limit)]
+        self.workers[name] = Worker(slot, mode, name, self.argv(lang) + args, env, self.logdir)
 
     def proxy(self, slot, path):
         put_ok(self.proxies[slot][2], path)
@@ -235,6 +243,8 @@ class Run:
         while time.monotonic() < end:
             now = mono_ns()
             for name, w in list(self.workers.items()):
+                if w.mode != "lock":
+                    continue
                 last = w.events[-1] if w.events else None
                 if last and last[0] == "start" and now - int(last[1]["t"]) < fresh_ns \
                         and w.p.poll() is None:
@@ -259,6 +269,16 @@ class Run:
         return json.loads(body) if status == 200 else None
 
     # ---- the schedule ---------------------------------------------------------------------
+    def slot_holder(self):
+        """A semaphore worker holding a slot now by its own log (the freshest), or None."""
+        best = None
+        for w in self.workers.values():
+            last = w.events[-1] if w.events else None
+            if w.mode == "sem" and last and last[0] == "start" and w.p.poll() is None:
+                if best is None or int(last[1]["t"]) > best[0]:
+                    best = (int(last[1]["t"]), w, last[1]["session"])
+        return best and (best[1], best[2])
+
     def episode(self, kind):
         ttl_s, ld_s = self.args.ttl_ms / 1000, self.args.lock_delay_ms / 1000
         h = self.wait_fresh_holder(3 * (2 * ttl_s + ld_s) + 5)
@@ -266,24 +286,34 @@ class Run:
             raise Failure(f"nobody held the lock before the {kind} episode "
                           f"(logs: {self.logdir})")
         name, session = h
-        w = self.workers[name]
+        # The same fault hits the lock's holder and a semaphore slot's holder at once.
+        targets = [(self.workers[name], session)]
+        sem = self.slot_holder()
+        if sem:
+            targets.append(sem)
         long_cut = 2 * ttl_s + ld_s + 0.5
         start = mono_ns()
         if kind == "partition":
-            self.proxy(w.slot, "/_proxy/blackhole")
+            for w, _ in targets:
+                self.proxy(w.slot, "/_proxy/blackhole")
             time.sleep(long_cut)
-            self.proxy(w.slot, "/_proxy/heal")
+            for w, _ in targets:
+                self.proxy(w.slot, "/_proxy/heal")
         elif kind == "freeze":
-            os.kill(w.p.pid, signal.SIGSTOP)
+            for w, _ in targets:
+                os.kill(w.p.pid, signal.SIGSTOP)
             t0 = mono_ns()
             time.sleep(long_cut)
-            os.kill(w.p.pid, signal.SIGCONT)
-            self.freezes.append((name, t0, mono_ns()))
+            for w, _ in targets:
+                os.kill(w.p.pid, signal.SIGCONT)
+            self.freezes += [(w.name, t0, mono_ns()) for w, _ in targets]
         elif kind == "kill":
-            os.kill(w.p.pid, signal.SIGKILL)
-            self.kills[name] = mono_ns()
-            w.p.wait()
-            self.spawn(w.slot)
+            for w, _ in targets:
+                os.kill(w.p.pid, signal.SIGKILL)
+                self.kills[w.name] = mono_ns()
+            for w, _ in targets:
+                w.p.wait()
+                self.spawn(w.slot)
         elif kind == "restart":
             t0 = mono_ns()
             put_ok(self.addr, "/_devserver/restart")
@@ -293,11 +323,14 @@ class Run:
             time.sleep(1.5 * ttl_s)
             put_ok(self.addr, "/_devserver/leader?present=true")
         elif kind == "latency":
-            self.proxy(w.slot, f"/_proxy/delay?d={self.args.ttl_ms // 3}ms")
+            for w, _ in targets:
+                self.proxy(w.slot, f"/_proxy/delay?d={self.args.ttl_ms // 3}ms")
             time.sleep(2 * ttl_s)
-            self.proxy(w.slot, "/_proxy/heal")
+            for w, _ in targets:
+                self.proxy(w.slot, "/_proxy/heal")
         elif kind == "destroy":
-            put_ok(self.addr, f"/v1/session/destroy/{session}")
+            for _, sid in targets:
+                put_ok(self.addr, f"/v1/session/destroy/{sid}")
         elif kind == "nodefail":
             put_ok(self.addr, "/_devserver/node/fail")
             time.sleep(0.5)
@@ -306,6 +339,7 @@ class Run:
             raise Failure(f"unknown fault {kind}")
         healed = mono_ns()
         self.episodes.append({"kind": kind, "holder": name, "session": session,
+                              "sem_holder": sem[0].name if sem else None,
                               "start": start, "healed": healed})
         # Let the fault's effects play out before the next one: someone holds again (checked
         # from the logs against the budget later), then a little quiet.
@@ -481,6 +515,41 @@ def check(logs, kills, freezes, restarts, episodes, final_counter, sessions_left
     return problems, figures
 
 
+def check_sem(logs, kills, freezes, restarts, episodes, limit, ttl_ns, lock_delay_ns, run_end):
+    """The semaphore's share of (1) and (4): never more than `limit` believed-held slots at
+    once (but for frozen holders and a server that lost its state), and some slot held again
+    within the budget after each heal. Returns (problems, figures)."""
+    ivs, problems = intervals(logs, kills, run_end)
+    frozen, state_loss, most = set(), set(), 0
+    active = []
+    for iv in ivs:
+        active = [a for a in active if a[1] > iv[0]]
+        if len(active) + 1 > limit:
+            excused = set()
+            for a in active:
+                if any(n == a[2] and t0 <= iv[0] and t1 >= a[0] for n, t0, t1 in freezes):
+                    excused.add(("frozen", a[2], a[3]))
+                elif any(a[0] <= r0 <= iv[0] for r0, _ in restarts):
+                    excused.add(("state", a[2], a[3]))
+            if len(active) + 1 - len(excused) > limit:
+                problems.append(f"semaphore: {len(active) + 1} slots believed held at once "
+                                f"(limit {limit}) when {iv[2]} acquired at {iv[0]}: "
+                                + ", ".join(f"{a[2]} since {a[0]}" for a in active))
+            frozen |= {(n, t) for k, n, t in excused if k == "frozen"}
+            state_loss |= {(n, t) for k, n, t in excused if k == "state"}
+        active.append(iv)
+        most = max(most, len(active))
+    budget = 2 * ttl_ns + lock_delay_ns + 1_000_000_000
+    if ivs:
+        for ep in episodes:
+            h = ep["healed"]
+            if not any(iv[0] <= h + budget and iv[1] >= h for iv in ivs):
+                problems.append(f"semaphore: {ep['kind']} episode (healed at {h}): no slot "
+                                f"held within {budget / 1e9:.1f} s")
+    return problems, {"holdings": len(ivs), "most": most, "frozen": len(frozen),
+                      "state_loss": len(state_loss)}
+
+
 def summary(problems, fig):
     m = fig["margins"]
     p50 = f"{statistics.median(m):.0f}" if m else "-"
@@ -564,9 +633,29 @@ def self_test():
     del bad["b"][5]
     assert any("never ended" in p for p in run(bad)[0])
     assert any("nobody wrote" in p for p in run(good(), final=6)[0])
+    # The semaphore: three slots believed held at once under a limit of 2 ...
+    sem = {
+        "x": [ev("start", 0, token=1), ev("end", 100 * ms, token=1, why="released", deadline=0)],
+        "y": [ev("start", 10 * ms, token=1), ev("end", 90 * ms, token=1, why="released",
+                                                    deadline=0)],
+        "z": [ev("start", 20 * ms, token=1), ev("end", 30 * ms, token=1, why="released",
+                                                    deadline=0)],
+    }
+    problems, fig = check_sem(sem, {}, [], [], [], 2, ttl, ld, 10_000 * ms)
+    assert any("3 slots believed held" in p for p in problems), problems
+    # ... unless one of them was frozen then;
+    problems, fig = check_sem(sem, {}, [("x", 5 * ms, 50 * ms)], [], [], 2, ttl, ld, 10_000 * ms)
+    assert problems == [] and fig["frozen"] == 1, (problems, fig)
+    # and no slot held within the budget after a heal.
+    early = [{"kind": "partition", "healed": 50 * ms}]
+    problems, _ = check_sem(sem, {}, [], [], early, 3, ttl, ld, 10_000 * ms)
+    assert problems == [], problems
+    late = [{"kind": "partition", "healed": 200 * ms}]
+    problems, _ = check_sem(sem, {}, [], [], late, 3, ttl, ld, 10_000 * ms)
+    assert any("no slot held" in p for p in problems), problems
     print("faults checker: self-test passed ((1) overlap, frozen overlap counted apart, (2) lost "
           "updates, (3) loss after the next holder and past the lease, (4) no holder within the "
-          "budget, (5) session left, plus unended holdings and unexplained counter values are "
+          "budget, (5) session left, the semaphore's limit and liveness, plus unended holdings and unexplained counter values are "
           "all caught)")
     return 0
 
@@ -577,7 +666,11 @@ def main():
     ap.add_argument("--episodes", type=int, default=16, help="fault episodes (default 16)")
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help=f"comma-separated, in rotation (default {','.join(FAULTS)})")
-    ap.add_argument("--langs", default="rust,c,python,node", help="worker languages")
+    ap.add_argument("--langs", default="rust,c,python,node",
+                    help="languages of the lock's workers, one worker each")
+    ap.add_argument("--sem-langs", default="rust,c,python,node",
+                    help="languages of the semaphore's workers (empty: none)")
+    ap.add_argument("--limit", type=int, default=2, help="the semaphore's limit (default 2)")
     ap.add_argument("--ttl-ms", type=int, default=1000)
     ap.add_argument("--lock-delay-ms", type=int, default=500)
     ap.add_argument("--profile", default="debug", help="target/<profile> holds the binaries")
@@ -586,13 +679,20 @@ def main():
     if args.self_test:
         return self_test()
     args.langs = [l for l in args.langs.split(",") if l]
+    args.sem_langs = [l for l in args.sem_langs.split(",") if l]
+    for l in args.langs + args.sem_langs:
+        if l not in ("rust", "c", "python", "node"):
+            ap.error(f"unknown language {l!r} (known: rust, c, python, node)")
+    if len(args.langs) < 2:
+        ap.error("the lock needs at least two workers (--langs)")
     faults = [f for f in args.faults.split(",") if f]
     for f in faults:
         if f not in FAULTS:
             ap.error(f"unknown fault {f!r} (known: {', '.join(FAULTS)})")
     r = Run(args)
     print(f"faults: logs in {r.logdir}; TTL {args.ttl_ms} ms, lock-delay {args.lock_delay_ms} ms, "
-          f"workers {', '.join(args.langs)}, {args.episodes} episodes of "
+          f"lock workers {', '.join(args.langs)}, semaphore (limit {args.limit}) workers "
+          f"{', '.join(args.sem_langs) or 'none'}, {args.episodes} episodes of "
           f"{', '.join(faults)}", flush=True)
     problems = []
     try:
@@ -613,7 +713,7 @@ def main():
         return 1
     finally:
         r.shutdown()
-    logs = {name: w.events for name, w in r.workers.items()}
+    logs = {name: w.events for name, w in r.workers.items() if w.mode == "lock"}
     p, fig = check(logs, r.kills, r.freezes, r.restarts, r.episodes, final, left,
                    r.ttl_ns, r.ld_ns, run_end)
     problems += p
@@ -621,6 +721,14 @@ def main():
           f"writes fenced, {fig['unknown']} of unknown outcome, "
           f"{fig['state_loss']} overlaps across a server restart (state lost), final counter "
           f"{final}")
+    sem_logs = {name: w.events for name, w in r.workers.items() if w.mode == "sem"}
+    if sem_logs:
+        p, sfig = check_sem(sem_logs, r.kills, r.freezes, r.restarts, r.episodes, args.limit,
+                            r.ttl_ns, r.ld_ns, run_end)
+        problems += p
+        print(f"  semaphore (limit {args.limit}): {sfig['holdings']} holdings, at most "
+              f"{sfig['most']} believed held at once, {sfig['frozen']} frozen and "
+              f"{sfig['state_loss']} state-lost holders over the limit")
     for prob in problems:
         print(f"faults: VIOLATION: {prob}")
     print(summary(problems, fig))

@@ -1,17 +1,20 @@
 /* The C worker of the fault harness (tests/faults/README.md has the protocol; run.py drives it).
  *
- *   worker-c NAME KEY COUNTER TTL_MS LOCK_DELAY_MS      (CONSUL_HTTP_ADDR: its proxy)
+ *   worker-c NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]      (CONSUL_HTTP_ADDR: its proxy)
  *
  * Loop: session -> acquire KEY (1 s) -> hold 200 ms, incrementing COUNTER with guarded_put ->
  * release -> sleep 0-30 ms. Prints `@<event> t=<CLOCK_MONOTONIC ns> ...` lines, flushed at once.
+ * With LIMIT (semaphore mode) it takes a slot of the semaphore of that limit on the prefix KEY
+ * instead, and while holding only looks every 10 ms whether the slot is still held (COUNTER is
+ * unused); @start's token counts its holdings from 1.
  * A thread reads stdin: EOF or a `quit` line sets the stop flag (and cancels a pending acquire);
  * the loop sees it at the next step boundary, ends a holding as released, closes the client
  * (destroying its session), prints @bye and exits 0.
  *
- * Each acquire attempt gets a lock handle of its own, with its own lost-callback state: a
- * holding's callback can only ever record into that holding's state, and baton_lock_free
- * guarantees it no longer runs once the holding is over, so a late callback of one holding is
- * never attributed to the next. */
+ * Each acquire attempt gets a lock (or semaphore) handle of its own, with its own lost-callback
+ * state: a holding's callback can only ever record into that holding's state, and
+ * baton_lock_free (baton_semaphore_free) guarantees it no longer runs once the holding is over,
+ * so a late callback of one holding is never attributed to the next. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +32,7 @@
 
 #define HOLD_NS (200LL * 1000000LL)
 #define WORK_MS 20
+#define SLOT_CHECK_MS 10 /* semaphore mode: how often a holder looks whether it still holds */
 #define ACQUIRE_TIMEOUT_MS 1000
 #define SESSION_RETRY_MS 100
 #define ACQUIRE_RETRY_MS 50
@@ -133,33 +137,133 @@ static bool read_counter(const baton_client *c, const char *key, uint64_t *out) 
     return true;
 }
 
-/* Holds the acquired lock for 200 ms (or until lost or quit) and prints its @start ... @end. */
-static void hold(const baton_client *c, baton_lock *lock, struct holding *h,
-                 const baton_session *s, const char *sid, const char *key,
-                 const char *counter, int64_t started) {
+/* One acquire attempt's handle: the lock (five arguments), or the semaphore (LIMIT given). */
+struct attempt {
+    baton_lock *lock;
+    baton_semaphore *sem;
+};
+
+/* Creates the attempt's handle (a semaphore when limit > 0) with value NAME and session s, and
+ * registers the lost callback recording into h. On failure the caller prints the error and frees
+ * the attempt. */
+static baton_result attempt_new(const baton_client *c, const char *name, const char *key,
+                                uint32_t limit, const baton_session *s, struct holding *h,
+                                struct attempt *a) {
+    baton_result rc;
+    a->lock = NULL;
+    a->sem = NULL;
+    if (limit == 0) {
+        baton_lock_options lo = baton_lock_options_default();
+        lo.session = s;
+        lo.value = (const uint8_t *)name;
+        lo.value_len = strlen(name);
+        rc = baton_lock_new(c, key, &lo, &a->lock);
+        if (rc == BATON_OK) rc = baton_lock_on_lost(a->lock, on_lost, h, NULL);
+    } else {
+        baton_semaphore_options so = baton_semaphore_options_default();
+        so.session = s;
+        so.value = (const uint8_t *)name;
+        so.value_len = strlen(name);
+        rc = baton_semaphore_new(c, key, limit, &so, &a->sem);
+        if (rc == BATON_OK) rc = baton_semaphore_on_lost(a->sem, on_lost, h, NULL);
+    }
+    return rc;
+}
+
+static baton_result attempt_acquire(const struct attempt *a) {
+    return a->lock ? baton_lock_acquire(a->lock, ACQUIRE_TIMEOUT_MS, stop_cancel)
+                   : baton_semaphore_acquire(a->sem, ACQUIRE_TIMEOUT_MS, stop_cancel);
+}
+
+static bool attempt_is_held(const struct attempt *a) {
+    return a->lock ? baton_lock_is_held(a->lock) : baton_semaphore_is_held(a->sem);
+}
+
+static baton_result attempt_release(const struct attempt *a) {
+    return a->lock ? baton_lock_release(a->lock) : baton_semaphore_release(a->sem);
+}
+
+/* Frees the handle, releasing it if held; no lost callback runs after this returns. */
+static void attempt_free(struct attempt *a) {
+    baton_lock_free(a->lock);
+    baton_semaphore_free(a->sem);
+    a->lock = NULL;
+    a->sem = NULL;
+}
+
+/* The sequencer of the held lock (malloc'ed) with its token and lock index, or NULL after an
+ * @error. */
+static char *lock_sequencer(const baton_lock *lock, const char *key, uint64_t *token,
+                            uint64_t *lock_index) {
     size_t seq_cap = strlen(key) + 128; /* <lock_index>:<token>:<session>:<key> */
     char *seq = malloc(seq_cap);
     if (!seq) {
         print_error_text("out of memory");
-        return; /* the caller frees the lock, which releases it */
+        return NULL;
     }
-    uint64_t token = 0;
-    baton_result rc = baton_lock_sequencer(lock, seq, seq_cap, NULL, &token);
+    baton_result rc = baton_lock_sequencer(lock, seq, seq_cap, NULL, token);
     if (rc != BATON_OK) {
         /* Lost between the acquire and now (or a bug): no token to report the holding with. */
         print_error("sequencer", rc);
         free(seq);
-        return;
+        return NULL;
     }
-    uint64_t lock_index = 0;
     const char *colon = strchr(seq, ':');
-    if (!colon || !parse_u64(seq, (size_t)(colon - seq), &lock_index)) {
+    if (!colon || !parse_u64(seq, (size_t)(colon - seq), lock_index)) {
         print_error_text("sequencer: malformed");
         free(seq);
+        return NULL;
+    }
+    return seq;
+}
+
+/* One increment of COUNTER under the lock's sequencer: read, the 20 ms of "work", then the
+ * guarded write without checking again, and its @inc / @fenced / @incunk line. */
+static void increment(const baton_client *c, const char *seq, const char *counter,
+                      uint64_t token) {
+    uint64_t value = 0;
+    if (!read_counter(c, counter, &value)) {
+        sleep_ms(WORK_MS);
         return;
     }
-    printf("@start t=%lld token=%llu lock_index=%llu session=%s\n", (long long)started,
-           (unsigned long long)token, (unsigned long long)lock_index, sid);
+    sleep_ms(WORK_MS); /* the "work": a freeze here leaves a stale holder about to write */
+    char text[24];
+    int n = snprintf(text, sizeof text, "%llu", (unsigned long long)(value + 1));
+    baton_result rc = baton_guarded_put(c, seq, counter, (const uint8_t *)text, (size_t)n);
+    int64_t t = mono_ns();
+    if (rc == BATON_OK) {
+        printf("@inc t=%lld value=%s token=%llu\n", (long long)t, text,
+               (unsigned long long)token);
+    } else if (rc == BATON_CONFLICT || rc == BATON_SESSION_INVALIDATED || rc == BATON_NOT_HELD) {
+        /* Consul refused it: the session no longer holds the key. Nothing was written. */
+        printf("@fenced t=%lld value=%s token=%llu\n", (long long)t, text,
+               (unsigned long long)token);
+    } else {
+        /* Timeout, connection, 5xx...: the write may or may not have been applied. */
+        printf("@incunk t=%lld value=%s token=%llu err=%s\n", (long long)t, text,
+               (unsigned long long)token, baton_result_name(rc));
+    }
+    fflush(stdout);
+}
+
+/* Holds what was acquired for 200 ms (or until lost or quit) and prints its @start ... @end:
+ * the lock incrementing COUNTER, a semaphore slot only looking every 10 ms whether it is still
+ * held. `holdings` numbers this worker's holdings from 1: a slot's token. */
+static void hold(const baton_client *c, const struct attempt *a, struct holding *h,
+                 const baton_session *s, const char *sid, const char *key,
+                 const char *counter, int64_t started, uint64_t holdings) {
+    char *seq = NULL; /* the lock's sequencer; NULL for a semaphore slot */
+    uint64_t token = holdings;
+    if (a->lock) {
+        uint64_t lock_index = 0;
+        seq = lock_sequencer(a->lock, key, &token, &lock_index);
+        if (!seq) return; /* the caller frees the lock, which releases it */
+        printf("@start t=%lld token=%llu lock_index=%llu session=%s\n", (long long)started,
+               (unsigned long long)token, (unsigned long long)lock_index, sid);
+    } else {
+        printf("@start t=%lld token=%llu session=%s\n", (long long)started,
+               (unsigned long long)token, sid);
+    }
     fflush(stdout);
 
     int64_t deadline = 0;
@@ -167,7 +271,7 @@ static void hold(const baton_client *c, baton_lock *lock, struct holding *h,
     int64_t end = 0;
     bool do_release = false;
     for (;;) {
-        bool held = baton_lock_is_held(lock);
+        bool held = attempt_is_held(a);
         int64_t now = mono_ns();
         int64_t cb = atomic_load(&h->lost_ns);
         if (!held || cb != 0) {
@@ -186,32 +290,12 @@ static void hold(const baton_client *c, baton_lock *lock, struct holding *h,
             int64_t d = now + (int64_t)left * 1000000LL;
             if (d > deadline) deadline = d;
         }
-        uint64_t value = 0;
-        if (!read_counter(c, counter, &value)) {
-            sleep_ms(WORK_MS);
-            continue;
-        }
-        sleep_ms(WORK_MS); /* the "work": a freeze here leaves a stale holder about to write */
-        char text[24];
-        int n = snprintf(text, sizeof text, "%llu", (unsigned long long)(value + 1));
-        rc = baton_guarded_put(c, seq, counter, (const uint8_t *)text, (size_t)n);
-        int64_t t = mono_ns();
-        if (rc == BATON_OK) {
-            printf("@inc t=%lld value=%s token=%llu\n", (long long)t, text,
-                   (unsigned long long)token);
-        } else if (rc == BATON_CONFLICT || rc == BATON_SESSION_INVALIDATED ||
-                   rc == BATON_NOT_HELD) {
-            /* Consul refused it: the session no longer holds the key. Nothing was written. */
-            printf("@fenced t=%lld value=%s token=%llu\n", (long long)t, text,
-                   (unsigned long long)token);
-        } else {
-            /* Timeout, connection, 5xx...: the write may or may not have been applied. */
-            printf("@incunk t=%lld value=%s token=%llu err=%s\n", (long long)t, text,
-                   (unsigned long long)token, baton_result_name(rc));
-        }
-        fflush(stdout);
+        if (seq)
+            increment(c, seq, counter, token);
+        else
+            sleep_ms(SLOT_CHECK_MS);
     }
-    rc = do_release ? baton_lock_release(lock) : BATON_OK;
+    baton_result rc = do_release ? attempt_release(a) : BATON_OK;
     printf("@end t=%lld token=%llu why=%s deadline=%lld\n", (long long)end,
            (unsigned long long)token, why, (long long)deadline);
     fflush(stdout);
@@ -220,8 +304,8 @@ static void hold(const baton_client *c, baton_lock *lock, struct holding *h,
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s NAME KEY COUNTER TTL_MS LOCK_DELAY_MS\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]\n", argv[0]);
         return 2;
     }
     const char *name = argv[1], *key = argv[2], *counter = argv[3];
@@ -229,6 +313,13 @@ int main(int argc, char **argv) {
     if (!parse_u64(argv[4], strlen(argv[4]), &ttl_ms) ||
         !parse_u64(argv[5], strlen(argv[5]), &lock_delay_ms)) {
         fprintf(stderr, "worker-c: TTL_MS and LOCK_DELAY_MS must be decimal numbers\n");
+        return 2;
+    }
+    uint64_t limit = 0; /* 0: the lock; else semaphore mode */
+    if (argc == 7 &&
+        (!parse_u64(argv[6], strlen(argv[6]), &limit) || limit == 0 || limit > UINT32_MAX)) {
+        fprintf(stderr, "worker-c: LIMIT must be a decimal number from 1 to %lu\n",
+                (unsigned long)UINT32_MAX);
         return 2;
     }
     size_t session_name_len = strlen(name) + sizeof "faults-";
@@ -267,6 +358,7 @@ int main(int argc, char **argv) {
 
     baton_session *s = NULL;
     char sid[BATON_SESSION_ID_SIZE] = "";
+    uint64_t holdings = 0; /* successful acquires so far */
     while (!stopping()) {
         /* 1. Session. */
         if (s && !baton_session_is_valid(s)) {
@@ -293,35 +385,31 @@ int main(int argc, char **argv) {
         }
         if (stopping()) break;
 
-        /* 2. Acquire, with a lock handle and lost-callback state for this attempt only. */
+        /* 2. Acquire, with a lock (or semaphore) handle and lost-callback state for this
+         * attempt only. */
         struct holding h;
         atomic_init(&h.lost_ns, 0);
-        baton_lock_options lo = baton_lock_options_default();
-        lo.session = s;
-        lo.value = (const uint8_t *)name;
-        lo.value_len = strlen(name);
-        baton_lock *lock = NULL;
-        rc = baton_lock_new(c, key, &lo, &lock);
-        if (rc == BATON_OK) rc = baton_lock_on_lost(lock, on_lost, &h, NULL);
+        struct attempt a;
+        rc = attempt_new(c, name, key, (uint32_t)limit, s, &h, &a);
         if (rc != BATON_OK) {
-            print_error("lock", rc);
-            baton_lock_free(lock);
+            print_error(limit ? "semaphore" : "lock", rc);
+            attempt_free(&a);
             sleep_ms(ACQUIRE_RETRY_MS);
             continue;
         }
-        rc = baton_lock_acquire(lock, ACQUIRE_TIMEOUT_MS, stop_cancel);
+        rc = attempt_acquire(&a);
         int64_t started = mono_ns();
         if (rc == BATON_OK) {
             /* 3 and 4. Hold, end. */
-            hold(c, lock, &h, s, sid, key, counter, started);
-            baton_lock_free(lock); /* no callback runs after this returns; h may go */
+            hold(c, &a, &h, s, sid, key, counter, started, ++holdings);
+            attempt_free(&a); /* no callback runs after this returns; h may go */
             sleep_us(rand() % 30001);
         } else {
             /* Timeout: back to 1. Cancelled: quit. Else an error (printed before the free,
              * which could replace this thread's last error message). */
             bool retry = rc == BATON_TIMEOUT || rc == BATON_CANCELLED;
             if (!retry) print_error("acquire", rc);
-            baton_lock_free(lock);
+            attempt_free(&a);
             if (!retry) sleep_ms(ACQUIRE_RETRY_MS);
         }
     }

@@ -1,11 +1,13 @@
 // The Node worker of the fault harness (tests/faults/run.py starts it; the protocol is in
 // tests/faults/README.md, shared with worker.rs, worker.c and worker.py).
 //
-//   worker.js NAME KEY COUNTER TTL_MS LOCK_DELAY_MS
+//   worker.js NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]
 //
 // Loops session -> acquire KEY -> 200 ms of fenced increments of COUNTER -> end, printing
 // `@event t=<CLOCK_MONOTONIC ns> ...` lines (`process.hrtime.bigint()`), until stdin ends or
 // says `quit`; then it releases, closes the client (destroying its session), prints `@bye`.
+// With LIMIT it holds a slot of the semaphore on KEY (a prefix) instead, checking every 10 ms
+// during the 200 ms that it still does; COUNTER is unused.
 'use strict'
 
 const path = require('node:path')
@@ -15,6 +17,7 @@ const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'))
 
 const HOLD_NS = 200_000_000n
 const WORK_MS = 20
+const SLOT_CHECK_MS = 10 // how often a semaphore holder looks whether it still holds its slot
 const ACQUIRE_TIMEOUT_MS = 1000
 const REQUEST_TIMEOUT_MS = 2000
 // guardedPut refused because the session no longer holds the key: the check-session failed
@@ -43,12 +46,12 @@ function stop() {
   process.stdin.destroy()
 }
 
-// The end of a holding: `t` as the protocol defines it, and why.
-async function endHolding(lock, holding, why, t, deadline) {
+// The end of a holding (of a Lock or a Semaphore): `t` as the protocol defines it, and why.
+async function endHolding(held, holding, why, t, deadline) {
   let err = null
   if (why === 'released') {
     try {
-      await lock.release()
+      await held.release()
     } catch (e) {
       err = e
     }
@@ -57,18 +60,19 @@ async function endHolding(lock, holding, why, t, deadline) {
   if (err) error(err)
 }
 
-async function hold(client, session, lock, holding, counter) {
+// 3.-4. Hold for 200 ms, doing the mode's `work` while still held, then end.
+async function hold(session, held, holding, work) {
   let deadline = 0n
   for (;;) {
-    const held = lock.isHeld()
+    const isHeld = held.isHeld()
     const seen = now()
-    if (!held || holding.lostAt !== null) {
+    if (!isHeld || holding.lostAt !== null) {
       let t = holding.lostAt ?? seen
-      if (!held && seen < t) t = seen
-      return endHolding(lock, holding, 'lost', t, deadline)
+      if (!isHeld && seen < t) t = seen
+      return endHolding(held, holding, 'lost', t, deadline)
     }
     if (stopping || seen - holding.start >= HOLD_NS) {
-      return endHolding(lock, holding, 'released', now(), deadline)
+      return endHolding(held, holding, 'released', now(), deadline)
     }
     const t0 = now()
     const left = session.timeLeftMs()
@@ -76,35 +80,76 @@ async function hold(client, session, lock, holding, counter) {
       const d = t0 + BigInt(Math.floor(left * 1e6))
       if (d > deadline) deadline = d
     }
-    let value
-    try {
-      const buf = await client.kvGet(counter)
-      const text = buf ? buf.toString('ascii').trim() : ''
-      value = text === '' ? 0 : Number(text)
-      if (!Number.isSafeInteger(value)) throw new Error(`${counter} holds ${JSON.stringify(text)}, not a count`)
-    } catch (e) {
-      error(e)
-      await sleep(WORK_MS)
-      continue
-    }
-    await sleep(WORK_MS) // the work: a freeze here leaves a stale holder about to write
-    const next = value + 1
-    try {
-      await client.guardedPut(holding.sequencer, counter, String(next))
-      say('inc', now(), ` value=${next} token=${holding.token}`)
-    } catch (e) {
-      if (FENCED.has(e && e.code)) {
-        say('fenced', now(), ` value=${next} token=${holding.token}`)
-      } else {
-        say('incunk', now(), ` value=${next} token=${holding.token} err=${(e && (e.code || e.name)) || 'UNKNOWN'}`)
-      }
+    await work(holding)
+  }
+}
+
+// One fenced increment of `counter`: read, work, write `value + 1` without checking again.
+async function increment(client, counter, holding) {
+  let value
+  try {
+    const buf = await client.kvGet(counter)
+    const text = buf ? buf.toString('ascii').trim() : ''
+    value = text === '' ? 0 : Number(text)
+    if (!Number.isSafeInteger(value)) throw new Error(`${counter} holds ${JSON.stringify(text)}, not a count`)
+  } catch (e) {
+    error(e)
+    await sleep(WORK_MS)
+    return
+  }
+  await sleep(WORK_MS) // the work: a freeze here leaves a stale holder about to write
+  const next = value + 1
+  try {
+    await client.guardedPut(holding.sequencer, counter, String(next))
+    say('inc', now(), ` value=${next} token=${holding.token}`)
+  } catch (e) {
+    if (FENCED.has(e && e.code)) {
+      say('fenced', now(), ` value=${next} token=${holding.token}`)
+    } else {
+      say('incunk', now(), ` value=${next} token=${holding.token} err=${(e && (e.code || e.name)) || 'UNKNOWN'}`)
     }
   }
 }
 
+// What the two modes contend for, how a holding starts (`@start`; false: nothing to hold after
+// all) and the work done while holding it.
+function lockMode(client, name, key, counter) {
+  return {
+    make: (session) => client.lock(key, { value: name, session }),
+    start(lock, holding, session) {
+      const seq = lock.sequencer
+      if (!seq) {
+        // Lost between the grant and this line: never held as far as this worker knows.
+        error(new Error('the lock was lost before its sequencer could be read'))
+        return false
+      }
+      holding.sequencer = seq
+      holding.token = String(seq.token)
+      say('start', holding.start, ` token=${seq.token} lock_index=${seq.lockIndex} session=${session.id}`)
+      return true
+    },
+    work: (holding) => increment(client, counter, holding),
+  }
+}
+
+function semaphoreMode(client, name, prefix, limit) {
+  let holdings = 0 // a semaphore has no sequencer: the token counts this worker's holdings
+  return {
+    make: (session) => client.semaphore(prefix, limit, { value: name, session }),
+    start(_sem, holding, session) {
+      holdings += 1
+      holding.token = String(holdings)
+      say('start', holding.start, ` token=${holding.token} session=${session.id}`)
+      return true
+    },
+    work: () => sleep(SLOT_CHECK_MS),
+  }
+}
+
 async function main(argv) {
-  if (argv.length !== 5) {
-    process.stderr.write('usage: worker.js NAME KEY COUNTER TTL_MS LOCK_DELAY_MS\n')
+  const limit = argv.length === 6 ? Number(argv[5]) : null // a semaphore's limit: semaphore mode
+  if ((argv.length !== 5 && argv.length !== 6) || !(limit === null || (Number.isSafeInteger(limit) && limit > 0))) {
+    process.stderr.write('usage: worker.js NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]\n')
     process.exitCode = 2
     return
   }
@@ -120,6 +165,7 @@ async function main(argv) {
   process.stdout.on('error', stop) // the reader is gone (EPIPE): nobody to report to
 
   const client = new Client({ requestTimeoutMs: REQUEST_TIMEOUT_MS })
+  const mode = limit === null ? lockMode(client, name, key, counter) : semaphoreMode(client, name, key, limit)
   let session = null
   try {
     while (!stopping) {
@@ -136,15 +182,15 @@ async function main(argv) {
         say('session', now(), ` id=${session.id}`)
       }
 
-      // 2. Acquire. A Lock per attempt: its 'lost' events can only be about its own holding,
-      // so a late notification of an earlier holding never counts for this one.
-      const lock = client.lock(key, { value: name, session })
+      // 2. Acquire. A Lock (Semaphore) per attempt: its 'lost' events can only be about its
+      // own holding, so a late notification of an earlier holding never counts for this one.
+      const held = mode.make(session)
       const holding = { start: 0n, lostAt: null, sequencer: null, token: '' }
-      lock.on('lost', () => {
+      held.on('lost', () => {
         if (holding.lostAt === null) holding.lostAt = now()
       })
       try {
-        await lock.acquire({ timeoutMs: ACQUIRE_TIMEOUT_MS })
+        await held.acquire({ timeoutMs: ACQUIRE_TIMEOUT_MS })
       } catch (e) {
         if (e && e.code === 'BATON_TIMEOUT') continue
         error(e)
@@ -152,18 +198,10 @@ async function main(argv) {
         continue
       }
       holding.start = now()
-      const seq = lock.sequencer
-      if (!seq) {
-        // Lost between the grant and this line: never held as far as this worker knows.
-        error(new Error('the lock was lost before its sequencer could be read'))
-        continue
-      }
-      holding.sequencer = seq
-      holding.token = String(seq.token)
-      say('start', holding.start, ` token=${seq.token} lock_index=${seq.lockIndex} session=${session.id}`)
+      if (!mode.start(held, holding, session)) continue
 
       // 3.-4. Hold, then end.
-      await hold(client, session, lock, holding, counter)
+      await hold(session, held, holding, mode.work)
       if (stopping) break
       await sleep(Math.floor(Math.random() * 31))
     }

@@ -1,10 +1,12 @@
 """The Python worker of the fault harness (tests/faults/run.py starts it; the protocol is in
 tests/faults/README.md, shared with worker.rs, worker.c and worker.js).
 
-    worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS
+    worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]
 
 with CONSUL_HTTP_ADDR set to its proxy. Runs until stdin reaches EOF or gets the line ``quit``;
 prints one ``@<event> t=<CLOCK_MONOTONIC ns> key=value ...`` line per event, flushed at once.
+With LIMIT (semaphore mode) it holds a slot of the semaphore on KEY, the prefix, instead of the
+lock, and COUNTER is unused.
 """
 
 import random
@@ -16,6 +18,7 @@ import baton
 
 HOLD_NS = 200_000_000
 WORK_S = 0.020
+SLOT_CHECK_S = 0.010  # how often a semaphore holder looks whether it still holds its slot
 ACQUIRE_TIMEOUT_S = 1.0
 SESSION_RETRY_S = 0.100
 ACQUIRE_RETRY_S = 0.050
@@ -59,10 +62,11 @@ def watch_stdin(quit_event):
 
 
 class Holding:
-    """One acquisition of the lock: the time its lost callback first ran (None before).
+    """One acquisition of the lock (or a semaphore slot): the time its lost callback first ran
+    (None before).
 
-    A fresh Lock is made for each acquire attempt and its callback is bound to that attempt's
-    Holding, so a late callback of an earlier holding never counts for a later one."""
+    A fresh Lock (Semaphore) is made for each acquire attempt and its callback is bound to that
+    attempt's Holding, so a late callback of an earlier holding never counts for a later one."""
 
     def __init__(self):
         self._mu = threading.Lock()
@@ -86,7 +90,38 @@ def read_counter(client, counter):
     return int(raw.decode("ascii"))
 
 
-def hold(client, session, lock, holding, counter, quit_event):
+def still_held(primitive, holding):
+    """False once the holding's lost callback ran or its Lock/Semaphore is no longer held."""
+    return holding.lost_time() is None and primitive.locked()
+
+
+def track_deadline(session, deadline):
+    """deadline = max(deadline, now + session time left)."""
+    t0 = now()
+    left = session.time_left()
+    if left is not None:
+        deadline = max(deadline, t0 + int(left * 1e9))
+    return deadline
+
+
+def end(primitive, holding, token, deadline, seen_lost):
+    """Step 4: the holding's one @end. seen_lost is when the hold loop saw it lost (None when
+    the 200 ms ran out or quit came): released if still held, else lost."""
+    if seen_lost is None:
+        if still_held(primitive, holding):
+            emit("end", token=token, why="released", deadline=deadline)
+            try:
+                primitive.release()
+            except (baton.BatonError, RuntimeError) as e:
+                error(f"release: {describe(e)}")
+            return
+        seen_lost = now()
+    cb = holding.lost_time()
+    t = seen_lost if cb is None else min(cb, seen_lost)
+    emit("end", t=t, token=token, why="lost", deadline=deadline)
+
+
+def hold_lock(client, session, lock, holding, counter, quit_event):
     """Step 3 and 4: increments for 200 ms from the start, then exactly one @end."""
     start = now()
     seq = lock.sequencer
@@ -100,13 +135,10 @@ def hold(client, session, lock, holding, counter, quit_event):
     deadline = 0
     seen_lost = None
     while now() - start < HOLD_NS and not quit_event.is_set():
-        if holding.lost_time() is not None or not lock.locked():
+        if not still_held(lock, holding):
             seen_lost = now()
             break
-        t0 = now()
-        left = session.time_left()
-        if left is not None:
-            deadline = max(deadline, t0 + int(left * 1e9))
+        deadline = track_deadline(session, deadline)
         try:
             value = read_counter(client, counter)
         except baton.BatonError as e:
@@ -127,26 +159,32 @@ def hold(client, session, lock, holding, counter, quit_event):
             emit("incunk", value=new, token=token, err=e.code)
         else:
             emit("inc", value=new, token=token)
-
-    if seen_lost is None:
-        if holding.lost_time() is None and lock.locked():
-            emit("end", token=token, why="released", deadline=deadline)
-            try:
-                lock.release()
-            except (baton.BatonError, RuntimeError) as e:
-                error(f"release: {describe(e)}")
-            return
-        seen_lost = now()
-    cb = holding.lost_time()
-    t = seen_lost if cb is None else min(cb, seen_lost)
-    emit("end", t=t, token=token, why="lost", deadline=deadline)
+    end(lock, holding, token, deadline, seen_lost)
 
 
-def run(name, key, counter, ttl_ms, lock_delay_ms):
+def hold_slot(session, sem, holding, token, quit_event):
+    """Step 3 and 4 in semaphore mode: for 200 ms from the start only checks every 10 ms that
+    the slot is still held, then exactly one @end. token is the holding's number (from 1)."""
+    start = now()
+    emit("start", t=start, token=token, session=session.id)
+
+    deadline = 0
+    seen_lost = None
+    while now() - start < HOLD_NS and not quit_event.is_set():
+        if not still_held(sem, holding):
+            seen_lost = now()
+            break
+        deadline = track_deadline(session, deadline)
+        time.sleep(SLOT_CHECK_S)
+    end(sem, holding, token, deadline, seen_lost)
+
+
+def run(name, key, counter, ttl_ms, lock_delay_ms, limit=None):
     quit_event = threading.Event()
     threading.Thread(target=watch_stdin, args=(quit_event,), daemon=True).start()
     client = baton.Client(request_timeout=REQUEST_TIMEOUT_S)
     session = None
+    holdings = 0  # semaphore mode: the @start tokens
     while not quit_event.is_set():
         # 1. Session.
         if session is None or not session.is_valid():
@@ -164,12 +202,15 @@ def run(name, key, counter, ttl_ms, lock_delay_ms):
                 continue
             emit("session", id=session.id)
 
-        # 2. Acquire.
-        lock = client.lock(key, value=name.encode(), session=session)
+        # 2. Acquire: the lock on KEY, or in semaphore mode a slot of the semaphore on KEY.
+        if limit is None:
+            primitive = client.lock(key, value=name.encode(), session=session)
+        else:
+            primitive = client.semaphore(key, limit, value=name.encode(), session=session)
         holding = Holding()
-        lock.on_lost(holding.on_lost)
+        primitive.on_lost(holding.on_lost)
         try:
-            acquired = lock.acquire(timeout=ACQUIRE_TIMEOUT_S)
+            acquired = primitive.acquire(timeout=ACQUIRE_TIMEOUT_S)
         except baton.BatonError as e:
             error(f"acquire: {describe(e)}")
             time.sleep(ACQUIRE_RETRY_S)
@@ -178,7 +219,11 @@ def run(name, key, counter, ttl_ms, lock_delay_ms):
             continue
 
         # 3 and 4. Hold, end.
-        hold(client, session, lock, holding, counter, quit_event)
+        if limit is None:
+            hold_lock(client, session, primitive, holding, counter, quit_event)
+        else:
+            holdings += 1
+            hold_slot(session, primitive, holding, holdings, quit_event)
         time.sleep(random.uniform(0, 0.030))
 
     # 5. Quit.
@@ -188,11 +233,17 @@ def run(name, key, counter, ttl_ms, lock_delay_ms):
 
 
 def main(argv):
-    if len(argv) != 6:
-        print("usage: worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS", file=sys.stderr)
+    if len(argv) not in (6, 7):
+        print("usage: worker.py NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]", file=sys.stderr)
         return 2
     name, key, counter = argv[1], argv[2], argv[3]
-    return run(name, key, counter, int(argv[4]), int(argv[5]))
+    limit = None
+    if len(argv) == 7:
+        limit = int(argv[6])
+        if limit < 1:
+            print(f"worker.py: LIMIT must be positive, got {limit}", file=sys.stderr)
+            return 2
+    return run(name, key, counter, int(argv[4]), int(argv[5]), limit)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 //! fenced counter while it believes it holds the lock, and prints every event
 //! with CLOCK_MONOTONIC nanoseconds for the checker.
 //!
-//!     faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS
+//!     faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]
+//!
+//! With `LIMIT` it holds a slot of the semaphore on `KEY` instead of the lock.
 
 #![allow(unsafe_code)] // clock_gettime, to share CLOCK_MONOTONIC with the other processes
 
@@ -13,10 +15,15 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use baton::{Client, ErrorKind, KvOp, Lock, LockOptions, Session, SessionOptions};
+use baton::{
+    Client, ErrorKind, KvOp, Lock, LockOptions, Semaphore, SemaphoreOptions, Session,
+    SessionOptions,
+};
 
 const HOLD: Duration = Duration::from_millis(200);
 const WORK: Duration = Duration::from_millis(20);
+/// How often a semaphore holder looks whether it still holds its slot.
+const SLOT_CHECK: Duration = Duration::from_millis(10);
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(2000);
 
@@ -56,12 +63,14 @@ struct Args {
     counter: String,
     ttl: Duration,
     lock_delay: Duration,
+    /// A semaphore's limit: semaphore mode.
+    limit: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() != 5 {
-        return Err("usage: faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS".into());
+    if a.len() != 5 && a.len() != 6 {
+        return Err("usage: faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]".into());
     }
     let ms = |s: &str, what: &str| {
         s.parse::<u64>()
@@ -74,6 +83,10 @@ fn parse_args() -> Result<Args, String> {
         counter: a[2].clone(),
         ttl: ms(&a[3], "TTL_MS")?,
         lock_delay: ms(&a[4], "LOCK_DELAY_MS")?,
+        limit: match a.get(5) {
+            Some(l) => Some(l.parse().map_err(|e| format!("LIMIT {l:?}: {e}"))?),
+            None => None,
+        },
     })
 }
 
@@ -118,6 +131,28 @@ fn main() {
     emit("bye", "");
 }
 
+/// What a worker holds: the lock with its sequencer, or a semaphore slot.
+enum Held {
+    Lock(Lock, baton::Sequencer),
+    Slot(Semaphore),
+}
+
+impl Held {
+    fn is_held(&self) -> bool {
+        match self {
+            Held::Lock(l, _) => l.is_held(),
+            Held::Slot(s) => s.is_held(),
+        }
+    }
+
+    fn release(&self) -> baton::Result<bool> {
+        match self {
+            Held::Lock(l, _) => l.release(),
+            Held::Slot(s) => s.release(),
+        }
+    }
+}
+
 fn run(client: &Client, args: &Args, stop: &AtomicBool) {
     let lost_at = Arc::new(LostAt {
         generation: AtomicU64::new(0),
@@ -128,9 +163,7 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
     while !stop.load(Ordering::SeqCst) {
         // 1. A valid session.
         if !session.as_ref().is_some_and(Session::is_valid) {
-            if let Some(old) = session.take() {
-                let _ = old.destroy();
-            }
+            session = None;
             let options = SessionOptions::new()
                 .name(format!("faults-{}", args.name))
                 .ttl(args.ttl)
@@ -148,36 +181,13 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
             }
         }
         let s = session.clone().expect("a session");
-        // 2. Acquire.
-        let lock = match client.lock_with(
-            &args.key,
-            LockOptions::new()
-                .value(args.name.as_bytes().to_vec())
-                .session(s.clone()),
-        ) {
-            Ok(l) => l,
-            Err(e) => {
-                emit("error", &format!(" what=lock: {}", one_line(&e)));
-                thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        match lock.acquire(Some(ACQUIRE_TIMEOUT), None) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            Err(e) => {
-                emit("error", &format!(" what=acquire: {}", one_line(&e)));
-                thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        }
-        generation += 1;
-        lost_at.generation.store(generation, Ordering::SeqCst);
+        // 2. Acquire; the callback is registered first and knows its holding.
+        let mine = generation + 1;
+        lost_at.generation.store(mine, Ordering::SeqCst);
         lost_at.at.store(0, Ordering::SeqCst);
-        {
+        let on_lost = {
             let lost_at = lost_at.clone();
-            let mine = generation;
-            lock.on_lost(move |_| {
+            move || {
                 if lost_at.generation.load(Ordering::SeqCst) == mine {
                     let _ = lost_at.at.compare_exchange(
                         0,
@@ -186,57 +196,110 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
                         Ordering::SeqCst,
                     );
                 }
-            });
-        }
-        let Some(seq) = lock.sequencer() else {
-            // Lost between the acquire and here: the callback has the time.
-            emit("error", " what=acquired but no sequencer");
-            continue;
+            }
         };
-        emit(
-            "start",
-            &format!(
-                " token={} lock_index={} session={}",
-                seq.token,
-                seq.lock_index,
-                s.id()
-            ),
-        );
-        hold(client, args, &lock, &s, &seq, &lost_at, stop);
+        let held = match acquire(client, args, &s, on_lost) {
+            Ok(Some(h)) => h,
+            Ok(None) => continue,
+            Err(e) => {
+                emit("error", &format!(" what=acquire: {}", one_line(&e)));
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        generation = mine;
+        let token = match &held {
+            Held::Lock(_, seq) => {
+                emit(
+                    "start",
+                    &format!(
+                        " token={} lock_index={} session={}",
+                        seq.token,
+                        seq.lock_index,
+                        s.id()
+                    ),
+                );
+                seq.token
+            }
+            Held::Slot(_) => {
+                emit("start", &format!(" token={mine} session={}", s.id()));
+                mine
+            }
+        };
+        hold(client, args, &held, token, &s, &lost_at, stop);
         lost_at.generation.store(0, Ordering::SeqCst);
         let pause = (mono_ns() as u64 / 7) % 30;
         thread::sleep(Duration::from_millis(pause));
     }
-    if let Some(s) = session {
-        let _ = s.destroy();
-    }
 }
 
-/// 3. and 4.: increments while held, then ends the holding with one `@end`.
+/// Acquires the lock (or a slot) with a 1 s timeout: `None` when it timed out,
+/// or when the holding was lost before it could be looked at.
+fn acquire(
+    client: &Client,
+    args: &Args,
+    session: &Session,
+    on_lost: impl Fn() + Send + Sync + 'static,
+) -> baton::Result<Option<Held>> {
+    let value = args.name.as_bytes().to_vec();
+    let held = match args.limit {
+        None => {
+            let lock = client.lock_with(
+                &args.key,
+                LockOptions::new().value(value).session(session.clone()),
+            )?;
+            lock.on_lost(move |_| on_lost());
+            if !lock.acquire(Some(ACQUIRE_TIMEOUT), None)? {
+                return Ok(None);
+            }
+            let Some(seq) = lock.sequencer() else {
+                emit("error", " what=acquired but no sequencer (lost at once)");
+                return Ok(None);
+            };
+            Held::Lock(lock, seq)
+        }
+        Some(limit) => {
+            let sem = client.semaphore_with(
+                &args.key,
+                limit,
+                SemaphoreOptions::new()
+                    .value(value)
+                    .session(session.clone()),
+            )?;
+            sem.on_lost(move |_| on_lost());
+            if !sem.acquire(Some(ACQUIRE_TIMEOUT), None)? {
+                return Ok(None);
+            }
+            Held::Slot(sem)
+        }
+    };
+    Ok(Some(held))
+}
+
+/// Steps 3 and 4: increments while the lock is held (a slot is only watched), then
+/// ends the holding with exactly one `@end`.
 fn hold(
     client: &Client,
     args: &Args,
-    lock: &Lock,
+    held: &Held,
+    token: u64,
     session: &Session,
-    seq: &baton::Sequencer,
     lost_at: &LostAt,
     stop: &AtomicBool,
 ) {
     let started = Instant::now();
     let mut deadline: i64 = 0;
     loop {
-        let lost_cb = lost_at.at.load(Ordering::SeqCst);
-        if !lock.is_held() || lost_cb != 0 {
+        if !held.is_held() || lost_at.at.load(Ordering::SeqCst) != 0 {
             let seen = mono_ns();
             let cb = lost_at.at.load(Ordering::SeqCst);
             let t = if cb != 0 { cb.min(seen) } else { seen };
-            println_end(t, seq.token, "lost", deadline);
+            emit_end(t, token, "lost", deadline);
             return;
         }
         if started.elapsed() >= HOLD || stop.load(Ordering::SeqCst) {
-            let t = mono_ns();
-            println_end(t, seq.token, "released", deadline);
-            if let Err(e) = lock.release() {
+            emit_end(mono_ns(), token, "released", deadline);
+            if let Err(e) = held.release() {
                 emit("error", &format!(" what=release: {}", one_line(&e)));
             }
             return;
@@ -245,52 +308,55 @@ fn hold(
             let left = until.saturating_duration_since(Instant::now());
             deadline = deadline.max(mono_ns() + left.as_nanos() as i64);
         }
-        let current = match client.kv().get(&args.counter) {
-            Ok(Some(p)) => {
-                let text = String::from_utf8_lossy(p.value.as_deref().unwrap_or_default());
-                match text.trim().parse::<u64>() {
-                    Ok(n) => n,
-                    Err(_) => {
-                        emit("error", &format!(" what=counter holds {text:?}"));
-                        return_end_on_error(lock, seq, deadline);
-                        return;
-                    }
-                }
-            }
-            Ok(None) => 0,
-            Err(e) => {
-                emit("error", &format!(" what=read: {}", one_line(&e)));
-                continue;
-            }
-        };
-        thread::sleep(WORK);
-        let next = current + 1;
-        let op = KvOp::set(&args.counter, next.to_string().as_bytes(), 0);
-        match client.guarded_txn(seq, &[op]) {
-            Ok(_) => emit("inc", &format!(" value={next} token={}", seq.token)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::Conflict | ErrorKind::SessionInvalidated
-                ) =>
-            {
-                emit("fenced", &format!(" value={next} token={}", seq.token))
-            }
-            Err(e) => emit(
-                "incunk",
-                &format!(" value={next} token={} err={}", seq.token, e.kind().code()),
-            ),
+        match held {
+            Held::Slot(_) => thread::sleep(SLOT_CHECK),
+            Held::Lock(_, seq) => increment(client, args, seq),
         }
     }
 }
 
-/// A counter we cannot parse: release and stop counting (the checker reports it).
-fn return_end_on_error(lock: &Lock, seq: &baton::Sequencer, deadline: i64) {
-    println_end(mono_ns(), seq.token, "released", deadline);
-    let _ = lock.release();
+/// Read, "work", then a fenced write of the next value, not checking again.
+fn increment(client: &Client, args: &Args, seq: &baton::Sequencer) {
+    let current = match client.kv().get(&args.counter) {
+        Ok(Some(p)) => {
+            let text = String::from_utf8_lossy(p.value.as_deref().unwrap_or_default());
+            match text.trim().parse::<u64>() {
+                Ok(n) => n,
+                Err(_) => {
+                    emit("error", &format!(" what=counter holds {text:?}"));
+                    thread::sleep(WORK);
+                    return;
+                }
+            }
+        }
+        Ok(None) => 0,
+        Err(e) => {
+            emit("error", &format!(" what=read: {}", one_line(&e)));
+            thread::sleep(WORK);
+            return;
+        }
+    };
+    thread::sleep(WORK);
+    let next = current + 1;
+    let op = KvOp::set(&args.counter, next.to_string().as_bytes(), 0);
+    match client.guarded_txn(seq, &[op]) {
+        Ok(_) => emit("inc", &format!(" value={next} token={}", seq.token)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Conflict | ErrorKind::SessionInvalidated
+            ) =>
+        {
+            emit("fenced", &format!(" value={next} token={}", seq.token))
+        }
+        Err(e) => emit(
+            "incunk",
+            &format!(" value={next} token={} err={}", seq.token, e.kind().code()),
+        ),
+    }
 }
 
-fn println_end(t: i64, token: u64, why: &str, deadline: i64) {
+fn emit_end(t: i64, token: u64, why: &str, deadline: i64) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(

@@ -4,6 +4,7 @@
 
 mod format;
 mod give_back;
+mod prune;
 
 use format::{contender_ours, listed};
 pub(crate) use format::{path_join, LockDoc};
@@ -31,6 +32,10 @@ use crate::sync::lock;
 pub const SEMAPHORE_FLAG_VALUE: u64 = 0xe0f6_9a2b_aa41_4de0;
 
 const SEMAPHORE_CONFLICT: &str = "Existing key does not match semaphore use";
+
+/// How often a waiter looks again at a slot kept back for a dead holder's
+/// lock-delay (Consul does not tell how long the delay still runs).
+const LOCK_DELAY_RECHECK: Duration = Duration::from_millis(250);
 
 /// Options of a [`Semaphore`].
 #[derive(Debug, Clone, Default)]
@@ -126,7 +131,11 @@ struct Shared {
 /// session, and the holders are listed in `<prefix>/.lock` as
 /// `{"Limit":N,"Holders":{"<session>":true}}`, written only by check-and-set.
 /// Holders whose session no longer appears on any key under the prefix are
-/// pruned. Go services using `api.Semaphore` on the same prefix share the slots.
+/// pruned — unless Consul still holds their contender key back for lock-delay
+/// (their session was invalidated less than its lock-delay ago): such a holder
+/// may not know yet that it lost its slot, so the slot stays taken until the
+/// delay ends or the holder gives it back (Go prunes at once).
+/// Go services using `api.Semaphore` on the same prefix share the slots.
 ///
 /// Waiters share one blocking query per prefix and write to Consul only when
 /// the listing shows a free slot, so a change that frees no slot costs nothing.
@@ -315,14 +324,21 @@ impl Semaphore {
         // Our own read first: an answer that cannot be decoded is an error at once,
         // and the listing includes our contender entry.
         let mut fresh: Option<Vec<KvPair>> = Some(sh.client.kv().list(&sh.prefix)?);
+        // When a dead holder's slot is kept back for its lock-delay: when to look again
+        // (the delay ending changes nothing a watch would see).
+        let mut look_again: Option<Instant> = None;
         loop {
             let entries = match fresh.take() {
                 Some(e) => e,
                 None => {
-                    let wake = deadline;
+                    let wake = match (deadline, look_again.take()) {
+                        (Some(d), Some(l)) => Some(d.min(l)),
+                        (d, l) => d.or(l),
+                    };
                     match watch_next(&mut watch, wake, cancel, session, &closing)? {
                         Some(ev) => ev,
-                        None => return Ok(false),
+                        None if deadline.is_some_and(|d| d <= Instant::now()) => return Ok(false),
+                        None => sh.client.kv().list(&sh.prefix)?,
                     }
                 }
             };
@@ -344,11 +360,9 @@ impl Semaphore {
                     ),
                 ));
             }
-            let alive: Vec<&str> = entries
-                .iter()
-                .filter_map(|p| p.session.as_deref())
-                .collect();
-            doc.holders.retain(|h, _| alive.contains(&h.as_str()));
+            if prune::prune_dead(&sh.client, &sh.prefix, session.id(), &mut doc, &entries)? {
+                look_again = Some(Instant::now() + LOCK_DELAY_RECHECK);
+            }
             let ours = doc.holders.contains_key(session.id());
             if !ours && doc.holders.len() as u64 >= sh.limit {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
