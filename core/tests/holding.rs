@@ -535,6 +535,7 @@ fn a_holder_learns_of_a_restarted_server_from_its_watches() {
         return;
     };
     let c = f.client();
+    dev.reset_request_counts();
     // A TTL whose renew comes after PATIENCE: only the watches can tell in time.
     let ttl = Duration::from_secs(90);
     let s = c
@@ -545,11 +546,15 @@ fn a_holder_learns_of_a_restarted_server_from_its_watches() {
         .unwrap();
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
     let lost = lock.cancel_token();
-    // Both watches have been answered once and wait at the server's index.
-    let key = lock.key().to_string();
-    wait_for_entries(&c, &key, "the lock held", |e| {
-        e.first().is_some_and(|p| p.session.is_some())
-    });
+    // The restart must cut the watches' long polls: wait until the key's and the
+    // session list's are at the server (a poll still on its way when the state is
+    // lost would ask the new server from the old index, and wait on it).
+    let parked = |route: &str| dev.request_counts().blocking_by_route.get(route).copied();
+    let end = Instant::now() + PATIENCE;
+    while parked("GET /v1/kv").is_none() || parked("GET /v1/session/list").is_none() {
+        assert!(Instant::now() < end, "{:?}", dev.request_counts());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     dev.restart();
     let started = Instant::now();
     while !lost.is_cancelled() {

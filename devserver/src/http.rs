@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -39,6 +39,11 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/catalog/register", &["PUT"]),
     ("/v1/catalog/deregister", &["PUT"]),
 ];
+
+/// What a connection has carried: nothing yet, control requests only, or Consul requests.
+const CONN_NEW: u8 = 0;
+const CONN_CONTROL: u8 = 1;
+const CONN_CONSUL: u8 = 2;
 
 /// Accepts connections until the task is dropped.
 pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -75,9 +80,11 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
         return;
     }
     let mut generation = shared.generation.subscribe();
-    // A restart drops the connections Consul clients use; one that only ever carried control
-    // requests (such as the one asking for the restart) is left open to get its answer.
-    let consul_client = Arc::new(AtomicBool::new(false));
+    // A restart drops every connection, as an agent process that restarts does, except one
+    // that only ever carried control requests (such as the one asking for the restart, left
+    // open to get its answer). A connection that has carried nothing yet is dropped too: a
+    // Consul request on its way in must not reach the new state as if nothing happened.
+    let consul_client = Arc::new(AtomicU8::new(CONN_NEW));
     let s2 = shared.clone();
     let flag = consul_client.clone();
     let svc = hyper::service::service_fn(move |req| {
@@ -99,7 +106,7 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
                 break;
             }
             changed = generation.changed() => {
-                if changed.is_err() || consul_client.load(Ordering::SeqCst) {
+                if changed.is_err() || consul_client.load(Ordering::SeqCst) != CONN_CONTROL {
                     break;
                 }
             }
@@ -112,16 +119,23 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    consul_client: &AtomicBool,
+    consul_client: &AtomicU8,
 ) -> Response<Full<Bytes>> {
     let raw_path = req.uri().path().to_string();
     if raw_path.starts_with("/_devserver/") || raw_path == "/_devserver" {
+        // Control only so far (a Consul client's connection stays one).
+        let _ = consul_client.compare_exchange(
+            CONN_NEW,
+            CONN_CONTROL,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
         let method = req.method().clone();
         let query = Query::parse(req.uri().query());
         let reply = crate::control::handle(&shared, &method, &raw_path, &query).await;
         return finish(reply);
     }
-    consul_client.store(true, Ordering::SeqCst);
+    consul_client.store(CONN_CONSUL, Ordering::SeqCst);
     shared.wait_unpaused().await;
     let latency = shared.latency();
     if !latency.is_zero() {

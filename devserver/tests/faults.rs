@@ -142,6 +142,22 @@ fn restart_drops_open_connections() {
     }
 }
 
+/// A connection that has carried nothing yet is dropped too, as by an agent
+/// process that restarts: a request on its way in must not reach the new state
+/// (a blocking query from an old index would wait on it for its whole wait).
+#[test]
+fn restart_drops_connections_that_carried_nothing_yet() {
+    let s = start();
+    let mut fresh = Conn::open(s.addr()).unwrap();
+    // The server has accepted it (its connection task runs) before the restart.
+    thread::sleep(HANG);
+    s.restart();
+    assert!(
+        fresh.closed_within(Duration::from_secs(5)),
+        "a connection with no request yet survived the restart"
+    );
+}
+
 #[test]
 fn restart_over_http_control_path() {
     let s = start();
