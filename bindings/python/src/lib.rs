@@ -5,7 +5,10 @@
 //! `baton.aio` and type stubs.
 
 mod aio;
+mod detached;
 mod recipes;
+
+use detached::Detached;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -134,7 +137,7 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 /// variables, with keyword arguments taking precedence.
 #[pyclass(frozen, module = "baton._native")]
 struct Client {
-    inner: baton::Client,
+    inner: Detached<baton::Client>,
 }
 
 #[pymethods]
@@ -169,7 +172,9 @@ impl Client {
             b = b.request_timeout(t);
         }
         let inner = b.build().map_err(|e| to_py(py, e))?;
-        Ok(Client { inner })
+        Ok(Client {
+            inner: Detached::new(inner),
+        })
     }
 
     /// The address requests go to (`http://host:port`).
@@ -398,11 +403,16 @@ impl Session {
 struct PyLogger;
 
 impl log::Log for PyLogger {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
+    /// baton's own records only: the HTTP stack's debug records (several per request, on
+    /// every baton thread) would each take the GIL for nothing.
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.target().starts_with("baton")
     }
 
     fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
         let level = match record.level() {
             log::Level::Error => 40,
             log::Level::Warn => 30,

@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::{float_repr, seconds, to_py, Session, SLICE};
+use crate::{float_repr, seconds, to_py, Detached, Session, SLICE};
 
 /// Runs `call` on a helper thread with a cancel token; waits interruptibly. On a Python
 /// exception (Ctrl-C) the token is cancelled, `undo` runs on a successful late result,
@@ -155,7 +155,7 @@ fn register_lost<R: Copy + Send + 'static>(
 /// Keep a reference while holding: a `Lock` that is garbage-collected releases its key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Lock {
-    pub(crate) inner: Arc<baton::Lock>,
+    pub(crate) inner: Detached<Arc<baton::Lock>>,
 }
 
 #[pymethods]
@@ -265,7 +265,7 @@ impl Lock {
 /// `threading.Semaphore`: `acquire(blocking=True, timeout=-1)`, `release()`, `with`.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Semaphore {
-    pub(crate) inner: Arc<baton::Semaphore>,
+    pub(crate) inner: Detached<Arc<baton::Semaphore>>,
 }
 
 #[pymethods]
@@ -384,8 +384,8 @@ impl Leader {
 /// A participant in the leader election on one key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Election {
-    pub(crate) inner: Arc<baton::Election>,
-    client: baton::Client,
+    pub(crate) inner: Detached<Arc<baton::Election>>,
+    client: Detached<baton::Client>,
 }
 
 #[pymethods]
@@ -442,7 +442,7 @@ impl Election {
             .detach(move || c.observe_leader(&key))
             .map_err(|e| to_py(py, e))?;
         Ok(Observer {
-            inner: Arc::new(std::sync::Mutex::new(obs)),
+            inner: Detached::new(Arc::new(std::sync::Mutex::new(obs))),
         })
     }
 
@@ -479,7 +479,7 @@ impl Election {
 /// Iterator over an election's leader changes (see `Election.observe`).
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Observer {
-    pub(crate) inner: Arc<std::sync::Mutex<baton::Observer>>,
+    pub(crate) inner: Detached<Arc<std::sync::Mutex<baton::Observer>>>,
 }
 
 #[pymethods]
@@ -534,7 +534,9 @@ impl crate::Client {
             o = o.session(s.inner.clone());
         }
         let l = self.inner.lock_with(key, o).map_err(|e| to_py(py, e))?;
-        Ok(Lock { inner: Arc::new(l) })
+        Ok(Lock {
+            inner: Detached::new(Arc::new(l)),
+        })
     }
 
     /// A semaphore with `limit` slots on `prefix`.
@@ -561,7 +563,9 @@ impl crate::Client {
             .inner
             .semaphore_with(prefix, limit as u64, o)
             .map_err(|e| to_py(py, e))?;
-        Ok(Semaphore { inner: Arc::new(s) })
+        Ok(Semaphore {
+            inner: Detached::new(Arc::new(s)),
+        })
     }
 
     /// An election on `key`.
@@ -579,8 +583,8 @@ impl crate::Client {
         }
         let e = self.inner.election_with(key, o).map_err(|e| to_py(py, e))?;
         Ok(Election {
-            inner: Arc::new(e),
-            client: self.inner.clone(),
+            inner: Detached::new(Arc::new(e)),
+            client: Detached::new((*self.inner).clone()),
         })
     }
 

@@ -189,3 +189,49 @@ def test_election_observe_failover_and_fencing(client, devserver):
     finally:
         a_client.close()
         b_client.close()
+
+
+def _set_latency(devserver: str, d: str) -> None:
+    import urllib.request
+
+    req = urllib.request.Request(f"http://{devserver}/_devserver/latency?d={d}", method="PUT", data=b"")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200
+
+
+@pytest.mark.parametrize("kind", ["lock", "semaphore"])
+def test_a_dropped_holding_releases_without_holding_the_gil(client, devserver, dev_only, kind):
+    """A held Lock or Semaphore that is garbage-collected releases its key over the network.
+    That drop must not hold the GIL while it waits: other threads run meanwhile, and a baton
+    thread that needs the GIL (a callback, a log record) cannot deadlock with it (the fault
+    harness found a worker stuck so, in a semaphore's drop)."""
+    dev_only("latency")
+    k = key(f"drop-{kind}")
+    held = client.lock(k) if kind == "lock" else client.semaphore(k, 1)
+    assert held.acquire(timeout=5)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    _set_latency(devserver, "500ms")
+    try:
+        start = time.monotonic()
+        del held  # the last reference: the release runs now
+        took = time.monotonic() - start
+    finally:
+        _set_latency(devserver, "0s")
+        stop.set()
+        t.join()
+    during = [x for x in ticks if start <= x <= start + took]
+    assert took >= 0.4, f"the drop did not wait for the release ({took:.3f} s): nothing was tested"
+    assert len(during) >= 10, f"the other thread starved during a {took:.2f} s drop: {len(during)} ticks"
+    # And the key is free.
+    other = client.lock(k) if kind == "lock" else client.semaphore(k, 1)
+    assert other.acquire(timeout=5)
+    other.release()
