@@ -99,12 +99,12 @@ test-versions: python-install node-build
 		(cd $(NODE_DIR) && BATON_TEST_CONSUL_VERSION=$$v node --test __test__/); \
 	done
 
-## The fault harness (tests/faults/README.md): Rust, C, Python and Node workers contend for one
-## lock, each through its own fault proxy, under partitions, SIGSTOP, SIGKILL, dev server
+## The fault harness (tests/faults/README.md): Rust, C, Python and Node workers contend for a lock
+## and a 2-slot semaphore, each through its own fault proxy, under partitions, SIGSTOP, SIGKILL, dev server
 ## restarts, no-leader windows, latency spikes, destroyed sessions and node failures; an external
 ## checker proves from their logs that no two believed they held at once (frozen holders aside),
 ## no fenced update was lost, loss was signalled before the next holder, the lock came back
-## within its budget, and no session was left. FAULT_EPISODES episodes (default 16, ~2 min).
+## within its budget, and no session was left. FAULT_EPISODES episodes (default 16: about 35 s on the 2-core VM).
 ## `make bench-faults EPISODES=N` is the long soak (logs in target/faults/soak).
 .PHONY: test-faults bench-faults faults-workers
 FAULT_EPISODES ?= 16

@@ -65,6 +65,8 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let ip = peer.ip();
+    // Before the connection counts as open: a restart after that point drops it.
+    let mut generation = shared.generation.subscribe();
     if !shared.conn_open(ip) {
         // Consul's connection limiter answers 429 and closes. Take in the request first (briefly)
         // so that closing does not reset the connection before the client reads the answer.
@@ -79,14 +81,13 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
         let _ = stream.shutdown().await;
         return;
     }
-    let mut generation = shared.generation.subscribe();
     // A restart drops every connection, as an agent process that restarts does, except one
     // that only ever carried control requests (such as the one asking for the restart, left
     // open to get its answer). A connection that has carried nothing yet is dropped too: a
     // Consul request on its way in must not reach the new state as if nothing happened.
-    let consul_client = Arc::new(AtomicU8::new(CONN_NEW));
+    let carried = Arc::new(AtomicU8::new(CONN_NEW));
     let s2 = shared.clone();
-    let flag = consul_client.clone();
+    let flag = carried.clone();
     let svc = hyper::service::service_fn(move |req| {
         let shared = s2.clone();
         let flag = flag.clone();
@@ -106,7 +107,7 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
                 break;
             }
             changed = generation.changed() => {
-                if changed.is_err() || consul_client.load(Ordering::SeqCst) != CONN_CONTROL {
+                if changed.is_err() || carried.load(Ordering::SeqCst) != CONN_CONTROL {
                     break;
                 }
             }
@@ -119,23 +120,19 @@ async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared:
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    consul_client: &AtomicU8,
+    carried: &AtomicU8,
 ) -> Response<Full<Bytes>> {
     let raw_path = req.uri().path().to_string();
     if raw_path.starts_with("/_devserver/") || raw_path == "/_devserver" {
         // Control only so far (a Consul client's connection stays one).
-        let _ = consul_client.compare_exchange(
-            CONN_NEW,
-            CONN_CONTROL,
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        let _ =
+            carried.compare_exchange(CONN_NEW, CONN_CONTROL, Ordering::SeqCst, Ordering::SeqCst);
         let method = req.method().clone();
         let query = Query::parse(req.uri().query());
         let reply = crate::control::handle(&shared, &method, &raw_path, &query).await;
         return finish(reply);
     }
-    consul_client.store(CONN_CONSUL, Ordering::SeqCst);
+    carried.store(CONN_CONSUL, Ordering::SeqCst);
     shared.wait_unpaused().await;
     let latency = shared.latency();
     if !latency.is_zero() {
@@ -281,7 +278,8 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
     let query = Query::parse(req.uri().query());
     shared.count(
         format!("{} {}", method, pattern.trim_end_matches('/')),
-        method == Method::GET && query.has("index"),
+        // Blocking as `query::blocking` decides it: a GET whose index is above 0.
+        method == Method::GET && query.get("index").parse::<u64>().is_ok_and(|i| i > 0),
     );
     let headers = req.headers().clone();
     let content_length = headers

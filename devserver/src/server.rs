@@ -27,7 +27,7 @@ pub struct RequestCounts {
     pub total: u64,
     /// Requests per `"<METHOD> <route>"`.
     pub by_route: BTreeMap<String, u64>,
-    /// Of those, the blocking queries (a GET with `?index=`), per route: a
+    /// Of those, the blocking queries (a GET with `?index=` above 0), per route: a
     /// client's watches poll on their own schedule, so a count of the requests
     /// an operation costs leaves them out.
     pub blocking_by_route: BTreeMap<String, u64>,
@@ -138,6 +138,15 @@ impl Shared {
         }
         *n += 1;
         true
+    }
+
+    /// Connections open now, from every client.
+    pub fn open_connections(&self) -> usize {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .sum()
     }
 
     pub fn conn_closed(&self, ip: IpAddr) {
@@ -341,6 +350,11 @@ impl DevServer {
     /// Marks the agent node's `serfHealth` check passing again.
     pub fn heal_node(&self) {
         self.shared.set_serf_health(CheckStatus::Passing);
+    }
+
+    /// The connections the server holds open now (accepted and not yet closed).
+    pub fn open_connections(&self) -> usize {
+        self.shared.open_connections()
     }
 
     /// The `/v1/` requests seen since start or the last [`DevServer::reset_request_counts`].

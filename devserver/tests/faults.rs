@@ -149,8 +149,10 @@ fn restart_drops_open_connections() {
 fn restart_drops_connections_that_carried_nothing_yet() {
     let s = start();
     let mut fresh = Conn::open(s.addr()).unwrap();
-    // The server has accepted it (its connection task runs) before the restart.
-    thread::sleep(HANG);
+    assert!(
+        poll_until(Duration::from_secs(5), || s.open_connections() == 1).is_some(),
+        "the server never took the connection in"
+    );
     s.restart();
     assert!(
         fresh.closed_within(Duration::from_secs(5)),

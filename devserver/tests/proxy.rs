@@ -272,8 +272,12 @@ fn drop_after_forwards_exactly_the_budget_on_a_new_connection() {
 
 #[test]
 fn a_refused_upstream_resets_the_client_instead_of_leaving_it_silent() {
-    let free = TcpListener::bind(local0()).unwrap().local_addr().unwrap();
-    let p = FaultProxy::start(free, local0()).unwrap();
+    // Bound, never listening: connections to it are refused, and the port stays ours (a
+    // listener bound and dropped gave its port back, and a parallel test could take it).
+    let closed = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    closed.bind(&local0().into()).unwrap();
+    let refusing = closed.local_addr().unwrap().as_socket().unwrap();
+    let p = FaultProxy::start(refusing, local0()).unwrap();
     let r = Req::get("/v1/status/leader").try_send_to(p.addr());
     assert!(
         matches!(&r, Err(e) if !is_timeout(e)),

@@ -121,62 +121,62 @@ def end(primitive, holding, token, deadline, seen_lost):
     emit("end", t=t, token=token, why="lost", deadline=deadline)
 
 
-def hold_lock(client, session, lock, holding, counter, quit_event):
-    """Step 3 and 4: increments for 200 ms from the start, then exactly one @end."""
+def hold(session, held, holding, token, quit_event, work):
+    """Steps 3 and 4: `work()` again and again for 200 ms from the start while `held` (a Lock
+    or a Semaphore) is held, then exactly one @end."""
     start = now()
+    deadline = 0
+    seen_lost = None
+    while now() - start < HOLD_NS and not quit_event.is_set():
+        if not still_held(held, holding):
+            seen_lost = now()
+            break
+        deadline = track_deadline(session, deadline)
+        work()
+    end(held, holding, token, deadline, seen_lost)
+
+
+def increment(client, seq, counter):
+    """One fenced increment: read, the "work", then guarded_put of value + 1 without checking
+    again (a freeze in the work leaves a stale holder about to write)."""
+    try:
+        value = read_counter(client, counter)
+    except baton.BatonError as e:
+        error(f"read {counter}: {describe(e)}")
+        time.sleep(WORK_S)
+        return
+    except (ValueError, UnicodeDecodeError) as e:
+        error(f"read {counter}: not a decimal value: {e}")
+        time.sleep(WORK_S)
+        return
+    time.sleep(WORK_S)
+    new = value + 1
+    try:
+        client.guarded_put(seq, counter, str(new).encode("ascii"))
+    except FENCED:
+        emit("fenced", value=new, token=seq.token)
+    except baton.BatonError as e:
+        emit("incunk", value=new, token=seq.token, err=e.code)
+    else:
+        emit("inc", value=new, token=seq.token)
+
+
+def hold_lock(client, session, lock, holding, counter, quit_event):
+    """Lock mode: @start with the sequencer, then fenced increments."""
     seq = lock.sequencer
     if seq is None:
         # Lost between acquire returning and this read: no token to report or fence with.
         error("acquired but the lock has no sequencer (lost at once)")
         return
-    token = seq.token
-    emit("start", t=start, token=token, lock_index=seq.lock_index, session=session.id)
-
-    deadline = 0
-    seen_lost = None
-    while now() - start < HOLD_NS and not quit_event.is_set():
-        if not still_held(lock, holding):
-            seen_lost = now()
-            break
-        deadline = track_deadline(session, deadline)
-        try:
-            value = read_counter(client, counter)
-        except baton.BatonError as e:
-            error(f"read {counter}: {describe(e)}")
-            time.sleep(WORK_S)
-            continue
-        except (ValueError, UnicodeDecodeError) as e:
-            error(f"read {counter}: not a decimal value: {e}")
-            time.sleep(WORK_S)
-            continue
-        time.sleep(WORK_S)  # the "work"; a freeze here leaves a stale holder about to write
-        new = value + 1
-        try:
-            client.guarded_put(seq, counter, str(new).encode("ascii"))
-        except FENCED:
-            emit("fenced", value=new, token=token)
-        except baton.BatonError as e:
-            emit("incunk", value=new, token=token, err=e.code)
-        else:
-            emit("inc", value=new, token=token)
-    end(lock, holding, token, deadline, seen_lost)
+    emit("start", token=seq.token, lock_index=seq.lock_index, session=session.id)
+    hold(session, lock, holding, seq.token, quit_event, lambda: increment(client, seq, counter))
 
 
 def hold_slot(session, sem, holding, token, quit_event):
-    """Step 3 and 4 in semaphore mode: for 200 ms from the start only checks every 10 ms that
-    the slot is still held, then exactly one @end. token is the holding's number (from 1)."""
-    start = now()
-    emit("start", t=start, token=token, session=session.id)
-
-    deadline = 0
-    seen_lost = None
-    while now() - start < HOLD_NS and not quit_event.is_set():
-        if not still_held(sem, holding):
-            seen_lost = now()
-            break
-        deadline = track_deadline(session, deadline)
-        time.sleep(SLOT_CHECK_S)
-    end(sem, holding, token, deadline, seen_lost)
+    """Semaphore mode: @start with the holding's number (from 1), then only checks every
+    10 ms that the slot is still held."""
+    emit("start", token=token, session=session.id)
+    hold(session, sem, holding, token, quit_event, lambda: time.sleep(SLOT_CHECK_S))
 
 
 def run(name, key, counter, ttl_ms, lock_delay_ms, limit=None):

@@ -1,10 +1,13 @@
 """Fixtures: a real baton-devserver process per test session (never a mocked HTTP client)."""
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,30 @@ def sigint_handled():
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture
+def ticker():
+    """`with ticker() as ticks:` runs a thread that appends `time.monotonic()` to `ticks`
+    every 10 ms while the block runs: how a test sees that another Python thread was not
+    starved (no GIL held) while a baton call waited."""
+
+    @contextlib.contextmanager
+    def run():
+        ticks = []
+        stop = threading.Event()
+
+        def tick():
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                time.sleep(0.01)
+
+        t = threading.Thread(target=tick)
+        t.start()
+        try:
+            yield ticks
+        finally:
+            stop.set()
+            t.join()
+
+    return run

@@ -123,22 +123,11 @@ def test_callback_exceptions_reach_the_unraisable_hook(devserver, client, monkey
     assert "from the callback" in str(seen[0])
 
 
-def test_other_python_threads_run_while_one_blocks(client, session_ttl):
+def test_other_python_threads_run_while_one_blocks(client, session_ttl, ticker):
     s = client.create_session(ttl=session_ttl(2))
-    ticks = []
-    stop = threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.01)
-
-    t = threading.Thread(target=ticker)
-    t.start()
-    with pytest.raises(baton.TimeoutError):
-        s.wait_lost(timeout=0.5)
-    stop.set()
-    t.join()
+    with ticker() as ticks:
+        with pytest.raises(baton.TimeoutError):
+            s.wait_lost(timeout=0.5)
     assert len(ticks) >= 10, "the GIL was released during the blocking wait"
 
 

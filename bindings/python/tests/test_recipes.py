@@ -59,25 +59,14 @@ def test_bad_arguments_raise_clear_errors(client):
         lock.on_lost(3)
 
 
-def test_a_second_thread_runs_while_one_blocks_in_acquire(client, devserver):
+def test_a_second_thread_runs_while_one_blocks_in_acquire(client, devserver, ticker):
     k = key("gil")
     holder = baton.Client(devserver)
     try:
         held = holder.lock(k)  # keep a reference: a dropped Lock releases itself
         assert held.acquire()
-        ticks = []
-        stop = threading.Event()
-
-        def ticker():
-            while not stop.is_set():
-                ticks.append(time.monotonic())
-                time.sleep(0.01)
-
-        t = threading.Thread(target=ticker)
-        t.start()
-        assert client.lock(k).acquire(timeout=0.5) is False
-        stop.set()
-        t.join()
+        with ticker() as ticks:
+            assert client.lock(k).acquire(timeout=0.5) is False
         assert len(ticks) >= 10, f"the other thread starved: {len(ticks)} ticks"
     finally:
         holder.close()
@@ -200,7 +189,7 @@ def _set_latency(devserver: str, d: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["lock", "semaphore"])
-def test_a_dropped_holding_releases_without_holding_the_gil(client, devserver, dev_only, kind):
+def test_a_dropped_holding_releases_without_holding_the_gil(client, devserver, dev_only, ticker, kind):
     """A held Lock or Semaphore that is garbage-collected releases its key over the network.
     That drop must not hold the GIL while it waits: other threads run meanwhile, and a baton
     thread that needs the GIL (a callback, a log record) cannot deadlock with it (the fault
@@ -209,25 +198,14 @@ def test_a_dropped_holding_releases_without_holding_the_gil(client, devserver, d
     k = key(f"drop-{kind}")
     held = client.lock(k) if kind == "lock" else client.semaphore(k, 1)
     assert held.acquire(timeout=5)
-    ticks = []
-    stop = threading.Event()
-
-    def ticker():
-        while not stop.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.01)
-
-    t = threading.Thread(target=ticker)
-    t.start()
-    _set_latency(devserver, "500ms")
-    try:
-        start = time.monotonic()
-        del held  # the last reference: the release runs now
-        took = time.monotonic() - start
-    finally:
-        _set_latency(devserver, "0s")
-        stop.set()
-        t.join()
+    with ticker() as ticks:
+        _set_latency(devserver, "500ms")
+        try:
+            start = time.monotonic()
+            del held  # the last reference: the release runs now
+            took = time.monotonic() - start
+        finally:
+            _set_latency(devserver, "0s")
     during = [x for x in ticks if start <= x <= start + took]
     assert took >= 0.4, f"the drop did not wait for the release ({took:.3f} s): nothing was tested"
     assert len(during) >= 10, f"the other thread starved during a {took:.2f} s drop: {len(during)} ticks"

@@ -360,7 +360,8 @@ impl Semaphore {
                     ),
                 ));
             }
-            if prune::prune_dead(&sh.client, &sh.prefix, session.id(), &mut doc, &entries)? {
+            let (prefix, sid) = (&sh.prefix, session.id());
+            if prune::make_room(&sh.client, prefix, sid, sh.limit, &mut doc, &entries)? {
                 look_again = Some(Instant::now() + LOCK_DELAY_RECHECK);
             }
             let ours = doc.holders.contains_key(session.id());

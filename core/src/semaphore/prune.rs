@@ -30,17 +30,26 @@ use super::format::{path_join, LockDoc};
 /// makes a probe fail whatever else happens.
 const NO_SESSION: &str = "00000000-0000-0000-0000-000000000000";
 
-/// Drops from `doc` the holders no key under the prefix carries, except those
-/// whose contender key is still under lock-delay. Returns whether any holder
-/// was kept back for that reason (the caller looks again later: a lock-delay
-/// ending changes nothing in the KV store).
-pub(super) fn prune_dead(
+/// Makes room for `session` in `doc` if it needs a slot: drops holders no key
+/// under the prefix carries, one at a time until a slot is free, except those
+/// whose contender key is still under lock-delay. Dead holders are only
+/// probed (one txn each) while a slot is still needed; when there is room
+/// already, or `session` is listed, `doc` is left as it is. Returns whether a
+/// holder was kept back for lock-delay (the caller looks again later: a
+/// lock-delay ending changes nothing in the KV store).
+pub(super) fn make_room(
     client: &Client,
     prefix: &str,
     session: &str,
+    limit: u64,
     doc: &mut LockDoc,
     entries: &[KvPair],
 ) -> Result<bool> {
+    let full =
+        |doc: &LockDoc| !doc.holders.contains_key(session) && doc.holders.len() as u64 >= limit;
+    if !full(doc) {
+        return Ok(false);
+    }
     let alive: HashSet<&str> = entries
         .iter()
         .filter_map(|p| p.session.as_deref())
@@ -53,6 +62,9 @@ pub(super) fn prune_dead(
         .collect();
     let mut kept = false;
     for holder in dead {
+        if !full(doc) {
+            break;
+        }
         if under_lock_delay(client, &path_join(prefix, &holder), session)? {
             kept = true;
         } else {
