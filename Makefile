@@ -185,6 +185,15 @@ bench-locks:
 	$(CARGO) build --release -p baton-devserver -p bench-locks
 	./target/release/bench-locks
 
+## Holders and waiters across Consul leader elections: N "no cluster leader" windows of TTL/2
+## and 2xTTL on the dev server (client-agent 500s, requests held as rpc_hold_timeout does);
+## prints holdings kept, false losses, keys left held by an unrenewed session, and the time
+## from the new leader to the next holder. Options: BENCH_FAILOVER_ARGS="--windows 20 --ttl-ms 2000".
+.PHONY: bench-failover
+bench-failover:
+	$(CARGO) build --release -p bench-failover
+	./target/release/bench-failover $(BENCH_FAILOVER_ARGS)
+
 ## How soon each loss signal (is_held false, callback, wait_lost, cancel token / lostSignal)
 ## fires after the local lease deadline, in Rust, C, Python and Node, with the dev server paused
 ## and with each holder blackholed through its own proxy; prints p50/p99/max and signals late

@@ -10,12 +10,14 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
 use crate::client::{Client, WeakClient};
+use crate::error::Error;
 use crate::lease::Session;
 use crate::threads::Worker;
 
@@ -23,9 +25,24 @@ use crate::threads::Worker;
 pub(crate) enum Next {
     /// Finished (done, or nothing left worth trying).
     Done,
-    /// Run again after this long.
+    /// Consul answered, but the task must try again after this long.
     RetryAfter(Duration),
+    /// Not yet for a local reason (e.g. it waits for other clean-ups): look
+    /// again after this long. Says nothing of Consul's state.
+    Wait(Duration),
+    /// Consul could not be reached or cannot serve now (a transient failure,
+    /// see [`Error::is_transient`](crate::Error::is_transient)): try again once it
+    /// answers. While any task is in this state, the thread sends one probe
+    /// at a time (the longest-waiting task, every [`PROBE_MIN`] doubling to
+    /// [`PROBE_MAX`]), and runs every task at once when a probe gets an answer.
+    Unavailable,
 }
+
+/// First pause between probes of an unavailable Consul...
+pub(crate) const PROBE_MIN: Duration = Duration::from_millis(100);
+/// ...doubling up to this: a key whose release failed during an outage is
+/// free within about this long of Consul answering again.
+pub(crate) const PROBE_MAX: Duration = Duration::from_millis(250);
 
 /// One clean-up: runs on the clean-up thread with a live client.
 pub(crate) type Task = Box<dyn FnMut(&Client) -> Next + Send + 'static>;
@@ -73,10 +90,16 @@ impl Cleanup {
     }
 }
 
-/// How long a clean-up owed on behalf of a session keeps being retried: while
-/// the session is valid (what it holds stays held otherwise), then for 2×TTL
-/// (by then Consul has expired it and freed what it held), with a backoff of
-/// 100 ms doubling to 2 s.
+/// A clean-up owed on behalf of a session (an unlock, a slot to give back):
+/// how long it is retried. While Consul cannot answer (a transient failure)
+/// it is retried until it does, however long that takes: Consul restarts
+/// its session timers when a new raft leader is elected, so a session whose
+/// local deadline passed during an outage may still hold keys afterwards.
+/// When Consul answers with another failure, it is retried while the
+/// session is valid, then for 2×TTL (by then Consul has expired it and freed
+/// what it held), with a backoff of 100 ms doubling to 2 s. While any owed
+/// task of a session is pending, the session counts it
+/// (`SessionShared::owed`), so that it is destroyed only after them.
 pub(crate) struct Owed {
     session: Session,
     give_up: Option<Instant>,
@@ -85,6 +108,7 @@ pub(crate) struct Owed {
 
 impl Owed {
     pub(crate) fn new(session: &Session) -> Owed {
+        session.shared.owed.fetch_add(1, Ordering::SeqCst);
         Owed {
             session: session.clone(),
             give_up: None,
@@ -92,8 +116,11 @@ impl Owed {
         }
     }
 
-    /// After a failed try: when to try again, or `Done` to stop.
-    pub(crate) fn failed(&mut self) -> Next {
+    /// After a try that failed with `err`: when to try again, or `Done` to stop.
+    pub(crate) fn failed(&mut self, err: &Error) -> Next {
+        if err.is_transient() {
+            return Next::Unavailable;
+        }
         if !self.session.is_valid() {
             let ttl = self.session.ttl().unwrap_or(Duration::from_secs(15));
             let end = *self.give_up.get_or_insert_with(|| Instant::now() + 2 * ttl);
@@ -110,16 +137,25 @@ impl Owed {
     }
 }
 
+impl Drop for Owed {
+    fn drop(&mut self) {
+        self.session.shared.owed.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
     // Every request made here can be interrupted by close.
     let _scope = crate::scope::cancel_with(closing.clone());
     let closed = closing.receiver();
     let mut heap: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
     let mut seq = 0u64;
+    // While Consul is unavailable: when the next probe goes, and the pause after it.
+    let mut outage: Option<(Instant, Duration)> = None;
     loop {
-        let timer = match heap.peek() {
-            Some(Reverse(q)) => crossbeam_channel::at(q.at),
-            None => crossbeam_channel::never(),
+        let timer = match (heap.peek(), &outage) {
+            (None, _) => crossbeam_channel::never(),
+            (Some(_), Some((probe, _))) => crossbeam_channel::at(*probe),
+            (Some(Reverse(q)), None) => crossbeam_channel::at(q.at),
         };
         select! {
             recv(rx) -> msg => match msg {
@@ -132,9 +168,20 @@ fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
             recv(closed) -> _ => return,
             recv(timer) -> _ => {}
         }
-        while heap.peek().is_some_and(|Reverse(q)| q.at <= Instant::now()) {
+        loop {
             if closing.is_cancelled() {
                 return;
+            }
+            let now = Instant::now();
+            let due = match &outage {
+                // One probe at a time: the task that has waited longest.
+                Some((probe, _)) => {
+                    *probe <= now && heap.peek().is_some_and(|Reverse(q)| q.at <= now)
+                }
+                None => heap.peek().is_some_and(|Reverse(q)| q.at <= now),
+            };
+            if !due {
+                break;
             }
             let Reverse(mut q) = heap.pop().expect("peeked");
             let Some(client) = q.client.upgrade() else {
@@ -144,10 +191,30 @@ fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
             // The last clone may be this one: dropping it closes the client, which
             // joins this thread (a join of oneself returns at once).
             drop(client);
-            if let Next::RetryAfter(d) = next {
-                seq += 1;
-                q.at = Instant::now() + d;
-                q.seq = seq;
+            let now = Instant::now();
+            let again = match next {
+                Next::Done => {
+                    outage = None;
+                    None
+                }
+                Next::RetryAfter(d) => {
+                    outage = None;
+                    Some(now + d)
+                }
+                Next::Wait(d) => Some(now + d),
+                Next::Unavailable => {
+                    let pause = outage.map_or(PROBE_MIN, |(_, p)| (p * 2).min(PROBE_MAX));
+                    outage = Some((now + pause, pause));
+                    // Keeps its place: it is the first to probe again.
+                    Some(q.at)
+                }
+            };
+            if let Some(at) = again {
+                if at != q.at {
+                    seq += 1;
+                    q.at = at;
+                    q.seq = seq;
+                }
                 heap.push(Reverse(q));
             }
         }

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, HookGuard};
-use crate::cleanup::{Cleanup, Task};
+use crate::cleanup::{Cleanup, Next, Task};
 use crate::compat::Learned;
 use crate::config::ClientBuilder;
 use crate::dispatcher::{Dispatcher, Job};
@@ -60,6 +60,14 @@ pub(crate) struct Core {
     pub(crate) keyhub: KeyHub,
     /// What the answers so far taught about the server's behaviour.
     pub(crate) learned: Learned,
+    /// Unlocks owed to Consul (a release that failed, an unlock after a lost
+    /// lease) and not yet confirmed: `close` tries them too.
+    owed_unlocks: Mutex<HashMap<u64, HeldKey>>,
+    /// The client handle, for clean-ups queued by the core itself.
+    handle: OnceLock<Weak<Handle>>,
+    /// Transient failures (no leader, connection refused, …) that calls with
+    /// time left waited out and tried again (see `ride_out`).
+    pub(crate) transient_retries: AtomicU64,
 }
 
 impl Core {
@@ -154,6 +162,53 @@ impl Core {
         }
     }
 
+    /// Records an unlock owed to Consul until the returned guard drops.
+    pub(crate) fn owe_unlock(self: &Arc<Self>, key: HeldKey) -> OwedUnlock {
+        let id = NEXT_OWED.fetch_add(1, Ordering::Relaxed);
+        lock(&self.owed_unlocks).insert(id, key);
+        OwedUnlock {
+            core: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    /// Destroys session `id`, which this client declared lost while Consul may
+    /// still have it, once Consul answers and the clean-ups owed on its behalf
+    /// (unlocks first: a destroy would impose lock-delay on keys it still
+    /// holds) are done; then forgets it. Best effort, on the clean-up thread.
+    pub(crate) fn destroy_later(&self, id: &str) {
+        let Some(client) = self.handle.get().map(|h| WeakClient { handle: h.clone() }) else {
+            return;
+        };
+        let id = id.to_string();
+        self.clean_up(
+            client,
+            Box::new(move |c: &Client| {
+                let core = c.core();
+                let owed = lock(&core.sessions)
+                    .get(&id)
+                    .map_or(0, |s| s.owed.load(Ordering::SeqCst));
+                if owed > 0 {
+                    return Next::Wait(Duration::from_millis(50));
+                }
+                match c.sessions().destroy(&id) {
+                    Ok(()) => {
+                        log::debug!("baton session {id}: destroyed after its loss");
+                        core.unregister_session(&id);
+                        Next::Done
+                    }
+                    Err(e) if e.is_transient() => Next::Unavailable,
+                    Err(e) => {
+                        // Consul refused (e.g. an ACL): it expires by its TTL; close
+                        // tries once more.
+                        log::debug!("baton session {id}: destroy after loss failed: {e}");
+                        Next::Done
+                    }
+                }
+            }),
+        );
+    }
+
     /// Sessions that are still tracked and not lost.
     pub(crate) fn live_sessions(&self) -> Vec<Arc<SessionShared>> {
         lock(&self.sessions)
@@ -186,55 +241,73 @@ impl Core {
         Ok(())
     }
 
-    fn close(&self, timeout: Duration) -> bool {
+    fn close(&self, timeout: Duration) -> CloseReport {
         // A timeout too large to represent waits as long as anything can.
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let mut report = CloseReport::default();
         if self.closed.swap(true, Ordering::SeqCst) {
-            return true;
+            return report;
         }
         if std::process::id() != self.pid {
             // The threads do not exist in a forked child: nothing to join.
-            return true;
+            return report;
         }
+        // Unlocks still owed to Consul (a failed release, an unlock after a lost
+        // lease): the clean-up thread stops below, so they are made here.
+        let owed: Vec<HeldKey> = lock(&self.owed_unlocks).drain().map(|(_, h)| h).collect();
         self.closing.cancel();
-        let mut ok = true;
         let rt = std::mem::take(&mut *lock(&self.runtime));
+        let mut joined = |ok: bool| {
+            if !ok {
+                report.threads_not_joined += 1;
+            }
+        };
         let watches: Vec<WatchSlot> = lock(&self.watches).drain().map(|(_, w)| w).collect();
         for mut w in watches {
             w.stop();
-            ok &= w.worker.join_until(deadline);
+            joined(w.worker.join_until(deadline));
         }
-        ok &= self.keyhub.stop(deadline);
+        joined(self.keyhub.stop(deadline));
         if let Some(mut r) = rt.renewer {
-            ok &= r.worker.join_until(deadline);
-            ok &= r.timer.join_until(deadline);
+            joined(r.worker.join_until(deadline));
+            joined(r.timer.join_until(deadline));
         }
         if let Some(mut m) = rt.monitor {
-            ok &= m.join_until(deadline);
+            joined(m.join_until(deadline));
         }
         if let Some(mut d) = rt.dispatcher {
-            ok &= d.worker.join_until(deadline);
+            joined(d.worker.join_until(deadline));
         }
         if let Some(mut c) = rt.cleanup {
-            ok &= c.worker.join_until(deadline);
+            joined(c.worker.join_until(deadline));
         }
         *lock(&self.default_session) = None;
         *lock(&self.semaphore_session) = None;
-        // Release held locks first: destroying their sessions would impose lock-delay.
-        let held: Vec<HeldKey> = lock(&self.held_keys).drain().map(|(_, h)| h).collect();
-        for (key, sid, value) in held {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                ok = false;
-                break;
+        // Release held and owed locks first: destroying their sessions would impose
+        // lock-delay. Consul being briefly unavailable is waited out until the deadline.
+        let mut held: Vec<HeldKey> = lock(&self.held_keys).drain().map(|(_, h)| h).collect();
+        for h in owed {
+            if !held.contains(&h) {
+                held.push(h);
             }
-            let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
-            let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid);
-            req.timeout = Some(left);
-            if let Err(e) = self.transport.call(&req) {
-                log::warn!("baton: could not release lock {key} on close: {e}");
+        }
+        for (key, sid, value) in held {
+            let result = until_answered(deadline, |left| {
+                let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
+                let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid);
+                req.timeout = Some(left);
+                self.transport.call(&req).map(|_| ())
+            });
+            match result {
+                Ok(()) => {}
+                // Consul answered that the key is not held by the session: nothing to free.
+                Err(e) if e.kind() == ErrorKind::Conflict => {}
+                Err(e) => {
+                    log::warn!("baton: could not release lock {key} on close: {e}");
+                    report.unconfirmed_releases.push(key);
+                }
             }
         }
         let sessions: Vec<Arc<SessionShared>> =
@@ -252,28 +325,91 @@ impl Core {
             if !needs_destroy {
                 continue;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                ok = false;
-                continue;
-            }
-            let mut req = Request::new(
-                "PUT",
-                format!(
-                    "/v1/session/destroy/{}",
-                    crate::http::encode_component(&s.id)
-                ),
-            );
-            req.timeout = Some(left);
-            match self.transport.call(&req) {
-                Ok(_) => {}
-                Err(e) => {
-                    log::warn!("baton: could not destroy session {} on close: {e}", s.id);
-                    ok = false;
-                }
+            let result = until_answered(deadline, |left| {
+                let mut req = Request::new(
+                    "PUT",
+                    format!(
+                        "/v1/session/destroy/{}",
+                        crate::http::encode_component(&s.id)
+                    ),
+                );
+                req.timeout = Some(left);
+                self.transport.call(&req).map(|_| ())
+            });
+            if let Err(e) = result {
+                log::warn!("baton: could not destroy session {} on close: {e}", s.id);
+                report.sessions_not_destroyed.push(s.id.clone());
             }
         }
-        ok
+        report
+    }
+}
+
+/// Runs `op` with the time left until `deadline`, again after transient
+/// failures (with a short pause), until it gets an answer or the deadline passes.
+fn until_answered(deadline: Instant, mut op: impl FnMut(Duration) -> Result<()>) -> Result<()> {
+    let mut pause = crate::cleanup::PROBE_MIN;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                "the close timeout passed before Consul answered",
+            ));
+        }
+        match op(left) {
+            Err(e) if e.is_transient() => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left <= pause {
+                    return Err(e);
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(crate::cleanup::PROBE_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What [`Client::close_report`] did and could not do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CloseReport {
+    /// Background threads that had not stopped by the timeout (they stop on
+    /// their own; no callback runs after close returns either way).
+    pub threads_not_joined: usize,
+    /// Lock keys whose release Consul did not confirm by the timeout: held
+    /// locks, and releases that had failed earlier and were still being retried.
+    /// Such a key stays held until Consul expires the session (TTL, then
+    /// lock-delay), or until the session's destroy below frees it.
+    pub unconfirmed_releases: Vec<String>,
+    /// IDs of sessions this client created that Consul was not seen to destroy.
+    pub sessions_not_destroyed: Vec<String>,
+}
+
+impl CloseReport {
+    /// Whether close finished everything: threads joined, every release
+    /// confirmed, every session destroyed.
+    pub fn is_complete(&self) -> bool {
+        self.threads_not_joined == 0
+            && self.unconfirmed_releases.is_empty()
+            && self.sessions_not_destroyed.is_empty()
+    }
+}
+
+static NEXT_OWED: AtomicU64 = AtomicU64::new(0);
+
+/// An entry of `Core::owed_unlocks`, removed when dropped.
+pub(crate) struct OwedUnlock {
+    core: Weak<Core>,
+    id: u64,
+}
+
+impl Drop for OwedUnlock {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.upgrade() {
+            lock(&core.owed_unlocks).remove(&self.id);
+        }
     }
 }
 
@@ -367,10 +503,13 @@ impl Client {
             watches: Mutex::new(HashMap::new()),
             keyhub: KeyHub::default(),
             learned: Learned::default(),
+            transient_retries: AtomicU64::new(0),
+            owed_unlocks: Mutex::new(HashMap::new()),
+            handle: OnceLock::new(),
         });
-        Ok(Client {
-            handle: Arc::new(Handle { core }),
-        })
+        let handle = Arc::new(Handle { core: core.clone() });
+        let _ = core.handle.set(Arc::downgrade(&handle));
+        Ok(Client { handle })
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {
@@ -476,10 +615,21 @@ impl Client {
     }
 
     /// Closes the client: stops and joins its threads (interrupting long polls),
-    /// destroys the sessions it created, and guarantees that no callback runs
-    /// after it returns. Returns whether everything finished within `timeout`.
-    /// Later calls on any clone fail with [`ErrorKind::Closed`]. Idempotent.
+    /// releases the locks it holds and those whose release failed earlier and
+    /// is still being retried, destroys the sessions it created, and
+    /// guarantees that no callback runs after it returns. Consul being
+    /// unavailable for a moment (no raft leader, a restarting agent) is waited
+    /// out within `timeout`. Returns whether everything finished within
+    /// `timeout` ([`Client::close_report`] says what did not). Later calls on
+    /// any clone fail with [`ErrorKind::Closed`]. Idempotent.
     pub fn close(&self, timeout: Duration) -> bool {
+        self.close_report(timeout).is_complete()
+    }
+
+    /// [`Client::close`], reporting what could not be finished within
+    /// `timeout`: threads still running, releases Consul did not confirm,
+    /// sessions it was not seen to destroy. A second close reports nothing.
+    pub fn close_report(&self, timeout: Duration) -> CloseReport {
         self.core().close(timeout)
     }
 
@@ -487,6 +637,15 @@ impl Client {
     /// group of keys sharing a first path segment). For tests and benches.
     pub fn key_watch_threads(&self) -> usize {
         self.core().keyhub.threads()
+    }
+
+    /// How many times a call with time left (an acquire, a campaign, a
+    /// semaphore wait) met a transient failure — Consul without a raft leader,
+    /// a refused connection, a 429 — and tried again instead of failing (see
+    /// [`Error::is_transient`]). Each retry is also logged at debug level. For
+    /// monitoring and benches.
+    pub fn transient_retries(&self) -> u64 {
+        self.core().transient_retries.load(Ordering::Relaxed)
     }
 
     /// Whether [`Client::close`] was called.

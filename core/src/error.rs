@@ -105,6 +105,7 @@ pub struct Error {
     server_text: Option<String>,
     txn_errors: Vec<TxnOpError>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    transient: bool,
 }
 
 impl Error {
@@ -123,7 +124,14 @@ impl Error {
             server_text: None,
             txn_errors: Vec::new(),
             source: None,
+            transient: false,
         }
+    }
+
+    /// Marks the error as one that goes away by itself (see [`Error::is_transient`]).
+    pub(crate) fn transient(mut self) -> Error {
+        self.transient = true;
+        self
     }
 
     pub(crate) fn with_source(
@@ -131,6 +139,12 @@ impl Error {
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
         self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The same error, its message preceded by `context` and `": "`.
+    pub(crate) fn prefixed(mut self, context: &str) -> Error {
+        self.message = bounded(format!("{context}: {}", self.message), MESSAGE_MAX);
         self
     }
 
@@ -146,7 +160,9 @@ impl Error {
     /// the printable, bounded form of it.
     pub(crate) fn from_status(endpoint: String, status: u16, body: &[u8]) -> Error {
         let raw = body.trim_ascii();
-        let kind = classify_status(status, &String::from_utf8_lossy(raw));
+        let text = String::from_utf8_lossy(raw);
+        let kind = classify_status(status, &text);
+        let transient = kind == ErrorKind::Server && transient_status(status, &text);
         let message = if raw.is_empty() {
             format!("Consul answered {status}")
         } else {
@@ -163,6 +179,7 @@ impl Error {
             server_text: Some(printable(raw, SERVER_TEXT_MAX)),
             txn_errors: Vec::new(),
             source: None,
+            transient,
         }
     }
 
@@ -200,6 +217,7 @@ impl Error {
             server_text: None,
             txn_errors: errors,
             source: None,
+            transient: false,
         }
     }
 
@@ -236,6 +254,25 @@ impl Error {
     /// For a failed transaction (409): every failing operation Consul listed.
     pub fn txn_errors(&self) -> &[TxnOpError] {
         &self.txn_errors
+    }
+
+    /// Whether the failure goes away by itself, so that a call with time left
+    /// should try again rather than fail: the server could not be reached or
+    /// did not answer in time (connection refused or reset, a request
+    /// timeout), or Consul answered that it cannot serve the request *now* —
+    /// 429 and 502/503/504, and the 500s a cluster gives while it has no raft
+    /// leader or cannot reach one (`No cluster leader`, `Raft leader not found in
+    /// server lookup mapping`, `rpc error getting client: …`, `Not ready to serve
+    /// consistent reads`, `RPC rate limit exceeded`, a leadership change during a
+    /// write, …).
+    ///
+    /// Refusals are never transient: 400, 403, 404, 409, a TLS or
+    /// configuration problem, an answer that cannot be understood, and a 500
+    /// whose text says the request itself is wrong (`Invalid Session TTL`,
+    /// `Missing check`, `invalid session`, …). baton's own acquires, campaigns,
+    /// observers and renewals use exactly this rule.
+    pub fn is_transient(&self) -> bool {
+        self.transient
     }
 
     /// The message without the endpoint prefix: one printable line of at most
@@ -351,6 +388,44 @@ fn classify_status(status: u16, text: &str) -> ErrorKind {
     }
 }
 
+/// Texts of Consul's 500 answers that mean "not now" rather than "not so": the
+/// errors of a cluster without a usable raft leader (Consul's
+/// `agent/structs/errors.go`, the RPC pool's `rpc error getting client` /
+/// `rpc error making call` wrappers around connection failures, and the
+/// errors `hashicorp/raft` gives for a write cut by a leadership change), and
+/// its rate limits. A forwarded error keeps the server's text after Consul's
+/// `rpc error making call: ` prefix, so the texts are matched anywhere.
+const TRANSIENT_500_TEXTS: &[&str] = &[
+    "No cluster leader",
+    "Raft leader not found",
+    "No known Consul servers",
+    "Not ready to serve consistent reads",
+    "RPC rate limit exceeded",
+    "Rate limit reached",
+    "rpc error getting client",
+    "failed to get conn",
+    "connection refused",
+    "connection reset",
+    "broken pipe",
+    "i/o timeout",
+    "use of closed network connection",
+    "rpc error making call: EOF",
+    "leadership lost while committing log",
+    "node is not the leader",
+    "leadership transfer in progress",
+    "raft is already shutdown",
+    "timed out enqueuing operation",
+];
+
+/// Whether a non-success status with Consul's `text` means "try again later".
+fn transient_status(status: u16, text: &str) -> bool {
+    match status {
+        429 | 502 | 503 | 504 => true,
+        500 => TRANSIENT_500_TEXTS.iter().any(|t| text.contains(t)),
+        _ => false,
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.endpoint {
@@ -366,7 +441,8 @@ impl fmt::Debug for Error {
         d.field("kind", &self.kind)
             .field("message", &self.message)
             .field("status", &self.status)
-            .field("endpoint", &self.endpoint);
+            .field("endpoint", &self.endpoint)
+            .field("transient", &self.transient);
         if !self.txn_errors.is_empty() {
             // Shown like the message: escaped, bounded, the first few only.
             let shown: Vec<(usize, String)> = self
@@ -534,6 +610,62 @@ mod tests {
             assert_eq!(e.kind(), kind, "{text}");
             assert_eq!(e.server_text(), Some(text));
         }
+    }
+
+    #[test]
+    fn transient_failures_are_told_from_refusals() {
+        for (status, text) in [
+            (500, "No cluster leader"),
+            (500, "Raft leader not found in server lookup mapping"),
+            (500, "rpc error making call: No cluster leader"),
+            (
+                500,
+                "rpc error getting client: failed to get conn: dial tcp 10.0.0.3:8300: connect: connection refused",
+            ),
+            (500, "rpc error making call: EOF"),
+            (500, "Not ready to serve consistent reads"),
+            (500, "No known Consul servers"),
+            (500, "leadership lost while committing log"),
+            (429, "RPC rate limit exceeded"),
+            (429, ""),
+            (503, "Rate limit reached, try again later"),
+            (502, "Bad Gateway"),
+            (504, ""),
+        ] {
+            let e = Error::from_status("PUT /v1/txn".into(), status, text.as_bytes());
+            assert!(e.is_transient(), "{status} {text}");
+            assert_eq!(e.kind(), ErrorKind::Server, "{status} {text}");
+        }
+        for (status, text) in [
+            (
+                500,
+                "Invalid Session TTL '5000000000', must be between [10s=24h0m0s]",
+            ),
+            (500, "apply failed: Missing check 'c' registration"),
+            (500, "rpc error making call: Permission denied"),
+            (500, "rpc error making call: invalid session \"x\""),
+            (500, "No path to datacenter"),
+            (500, "something Consul never says"),
+            (403, "ACL not found"),
+            (400, "Missing session"),
+            (404, ""),
+            (409, ""),
+        ] {
+            let e = Error::from_status("PUT /v1/txn".into(), status, text.as_bytes());
+            assert!(!e.is_transient(), "{status} {text}");
+        }
+        assert!(!Error::new(ErrorKind::Connection, "cannot start a thread").is_transient());
+        assert!(Error::new(ErrorKind::Connection, "reset")
+            .transient()
+            .is_transient());
+        let conflict = Error::txn_conflict(
+            "PUT /v1/txn".into(),
+            vec![TxnOpError {
+                op_index: 0,
+                what: "No cluster leader".into(),
+            }],
+        );
+        assert!(!conflict.is_transient());
     }
 
     #[test]

@@ -678,7 +678,16 @@ fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bo
         ureq::Error::Protocol(_) => (ErrorKind::BadResponse, format!("HTTP protocol error: {e}")),
         _ => (ErrorKind::Connection, e.to_string()),
     };
-    Error::new(kind, msg).with_endpoint(endpoint).with_source(e)
+    // No answer, or the connection broke: worth another try while time is left. A
+    // name that does not resolve, TLS and protocol failures are configuration or
+    // server problems that trying again will not mend.
+    let transient = matches!(
+        e,
+        ureq::Error::Timeout(_) | ureq::Error::ConnectionFailed | ureq::Error::Io(_)
+    );
+    let err = Error::new(kind, msg).with_endpoint(endpoint);
+    let err = if transient { err.transient() } else { err };
+    err.with_source(e)
 }
 
 fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {

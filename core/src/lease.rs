@@ -1,6 +1,7 @@
 //! Managed sessions: the local lease view (state, deadline) and loss signals.
 
 use std::fmt;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,9 @@ pub(crate) struct SessionShared {
     lost: CancelToken,
     /// Created by this client (destroyed on close).
     pub(crate) owned: bool,
+    /// Clean-ups owed to Consul on behalf of this session that are still
+    /// pending (`cleanup::Owed`): a session declared lost is destroyed after them.
+    pub(crate) owed: AtomicUsize,
 }
 
 /// The local deadline of a lease renewed (or created) by a request sent at
@@ -114,6 +118,7 @@ impl SessionShared {
             }),
             lost: CancelToken::new(),
             owned,
+            owed: AtomicUsize::new(0),
         }
     }
 
@@ -224,6 +229,14 @@ impl SessionShared {
         // callbacks; logging last and off this thread (a logger may block: the
         // Python bridge needs the GIL).
         self.lost.cancel();
+        match reason {
+            // Consul no longer has it: nothing to do with it any more.
+            LostReason::Invalidated => self.core.unregister_session(&self.id),
+            // Consul may still have it (and keys held by it): once the clean-ups
+            // owed on its behalf are done, destroy it (see `destroy_later`).
+            LostReason::DeadlineExceeded if self.owned => self.core.destroy_later(&self.id),
+            _ => {}
+        }
         let id = self.id.clone();
         if matches!(reason, LostReason::Destroyed | LostReason::ClientClosed) {
             log::debug!("baton session {id} ended: {reason:?}");

@@ -53,6 +53,7 @@ mod lease;
 mod lock;
 mod monitor;
 mod renewer;
+mod ride_out;
 mod scope;
 mod semaphore;
 mod session_api;
@@ -62,7 +63,7 @@ mod txn;
 mod watch;
 
 pub use cancel::CancelToken;
-pub use client::{Client, DROP_CLOSE_TIMEOUT};
+pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
 pub use config::{
     parse_address, parse_go_bool, ClientBuilder, Endpoint, Scheme, TlsSettings, DEFAULT_ADDRESS,
     ENV_CACERT, ENV_CAPATH, ENV_CLIENT_CERT, ENV_CLIENT_KEY, ENV_HTTP_ADDR, ENV_HTTP_AUTH,

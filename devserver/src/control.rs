@@ -7,7 +7,7 @@
 //! | `PUT /_devserver/pause` / `resume` | stop answering `/v1/` (requests hang) / answer again |
 //! | `PUT /_devserver/latency?d=50ms` | fixed delay before each `/v1/` request (`d=0s` off) |
 //! | `PUT /_devserver/restart` | all state lost, open connections dropped |
-//! | `PUT /_devserver/leader?present=false` | "no cluster leader" mode (`true` ends it) |
+//! | `PUT /_devserver/leader?present=false[&hold=7s][&answers=agent]` | "no cluster leader" mode (`true` ends it): requests that need the leader wait `hold` for one, then get a server's (`No cluster leader`) or a client agent's 500s |
 //! | `PUT /_devserver/session/invalidate/<id>` | invalidate as a failed TTL/check would |
 //! | `PUT /_devserver/node/fail` / `node/heal` | agent node's `serfHealth` critical / passing |
 //! | `GET /_devserver/requests` / `DELETE` | request counts per route / reset them |
@@ -30,6 +30,7 @@ use hyper::Method;
 use serde_json::json;
 
 use crate::godur::parse_go_duration;
+use crate::leaderless::{NoLeader, NoLeaderAnswers};
 use crate::query::{Query, Reply};
 use crate::server::Shared;
 use crate::state::CheckStatus;
@@ -62,12 +63,31 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
         }
         ("leader", true) => match q.get("present") {
             "true" | "1" => {
-                shared.set_leader(true);
                 shared.write(|st| st.rearm_all_timers());
+                shared.set_leader(true, None);
+                shared.timer_kick.notify_one();
                 ok()
             }
             "false" | "0" => {
-                shared.set_leader(false);
+                let hold = match q.get("hold") {
+                    "" => Ok(0),
+                    h => parse_go_duration(h),
+                };
+                let hold = match hold {
+                    Ok(ns) if ns >= 0 => std::time::Duration::from_nanos(ns as u64),
+                    Ok(_) => return Reply::text(400, "hold must not be negative"),
+                    Err(e) => return Reply::text(400, format!("bad ?hold=: {e}")),
+                };
+                let Some(answers) = NoLeaderAnswers::parse(q.get("answers")) else {
+                    return Reply::text(
+                        400,
+                        format!(
+                            "?answers= must be server or agent, got {:?}",
+                            q.get("answers")
+                        ),
+                    );
+                };
+                shared.set_leader(false, Some(NoLeader { hold, answers }));
                 shared.timer_kick.notify_one();
                 ok()
             }

@@ -133,12 +133,17 @@ async fn handle(
         return finish(reply);
     }
     carried.store(CONN_CONSUL, Ordering::SeqCst);
+    let arrived = std::time::Instant::now();
     shared.wait_unpaused().await;
     let latency = shared.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let reply = route(&shared, req).await;
+    if crate::leaderless::needs_leader(&raw_path) {
+        // A leaderless server holds what it must forward (rpc_hold_timeout).
+        shared.leaderless.hold().await;
+    }
+    let reply = route(&shared, req, arrived).await;
     // A response that completes while paused is held back too.
     shared.wait_unpaused().await;
     let (reply, wrapped) = reply;
@@ -228,7 +233,11 @@ fn escape_path(p: &str) -> String {
 
 /// Routes a `/v1/` (or unknown) request. The flag says whether the route is a wrapped Consul
 /// endpoint (which gets the ACL-policy and `Vary` headers).
-async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
+async fn route(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    arrived: std::time::Instant,
+) -> (Reply, bool) {
     let Some(path) = decode_path(req.uri().path()) else {
         return (Reply::text(400, "400 Bad Request"), false);
     };
@@ -301,10 +310,14 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
     } {
         return (early, true);
     }
+    let raw_query = req.uri().query().unwrap_or_default().to_string();
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return (Reply::text(413, "Request body too large"), true),
     };
+    shared
+        .journal
+        .record(arrived, method.as_str(), &path, &raw_query, &body);
     let reply = match *pattern {
         "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
         "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
@@ -369,7 +382,7 @@ impl Ctx {
             return Err(Reply::text(500, "No path to datacenter"));
         }
         if !self.shared.has_leader() {
-            return Err(Reply::text(500, "No cluster leader"));
+            return Err(Reply::text(500, self.shared.leaderless.text()));
         }
         Ok(())
     }

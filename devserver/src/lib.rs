@@ -53,7 +53,9 @@ mod config;
 mod control;
 mod godur;
 mod http;
+mod journal;
 mod kv_endpoint;
+mod leaderless;
 mod proxy;
 mod query;
 mod server;
@@ -65,6 +67,8 @@ mod watch;
 
 pub use config::{Config, ConfigError};
 pub use godur::{format_go_duration, parse_go_duration};
+pub use journal::JournalEntry;
+pub use leaderless::{NoLeader, NoLeaderAnswers};
 pub use proxy::{FaultProxy, ProxyFaults, ProxyStats};
 pub use server::{DevServer, RequestCounts};
 pub use version::ConsulVersion;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,6 +13,8 @@ use tokio::net::TcpSocket;
 use tokio::sync::{watch, Notify};
 
 use crate::config::Config;
+use crate::journal::{Journal, JournalEntry};
+use crate::leaderless::{Leaderless, NoLeader};
 use crate::state::{CheckStatus, State, SERF_CHECK_ID};
 use crate::watch::Hub;
 
@@ -50,8 +52,10 @@ pub(crate) struct Shared {
     pub paused: watch::Sender<bool>,
     /// Fixed delay added before each `/v1/` request, in nanoseconds.
     pub latency_ns: AtomicU64,
-    /// False in "no cluster leader" mode.
-    pub leader: AtomicBool,
+    /// The raft leader's presence, and how a leaderless window answers.
+    pub leaderless: Leaderless,
+    /// What clients sent, when asked to record it.
+    pub journal: Journal,
     /// Bumped on restart: every open connection is dropped.
     pub generation: watch::Sender<u64>,
     /// Wakes the TTL timer task when a session timer may have moved earlier.
@@ -71,7 +75,8 @@ impl Shared {
             hub: Hub::default(),
             paused: watch::channel(false).0,
             latency_ns: AtomicU64::new(0),
-            leader: AtomicBool::new(true),
+            leaderless: Leaderless::default(),
+            journal: Journal::default(),
             generation: watch::channel(0).0,
             timer_kick: Notify::new(),
             counts: Mutex::new(RequestCounts::default()),
@@ -174,12 +179,12 @@ impl Shared {
         Duration::from_nanos(self.latency_ns.load(Ordering::SeqCst))
     }
 
-    pub fn set_leader(&self, present: bool) {
-        self.leader.store(present, Ordering::SeqCst);
+    pub fn set_leader(&self, present: bool, mode: Option<NoLeader>) {
+        self.leaderless.set(present, mode);
     }
 
     pub fn has_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
+        self.leaderless.has_leader()
     }
 
     /// Loses all state, as a dev agent restarted without a data dir would, and drops every
@@ -323,16 +328,46 @@ impl DevServer {
         self.shared.restart();
     }
 
-    /// `false` enters "no cluster leader" mode: KV, session and txn endpoints answer
-    /// `500 No cluster leader` and `/v1/status/leader` answers `""`. Session TTL timers stop,
-    /// as they do on a cluster without a leader, and restart at a full 2×TTL when a leader
-    /// returns.
+    /// `false` enters "no cluster leader" mode as a server answers it at once: KV,
+    /// session, txn, catalog and health endpoints answer `500 No cluster leader` and
+    /// `/v1/status/leader` answers `""`. Session TTL timers stop, as they do on a cluster
+    /// without a leader, and restart at a full 2×TTL when a leader returns (`true`).
+    /// [`DevServer::set_no_leader`] chooses how the window answers.
     pub fn set_leader(&self, present: bool) {
-        self.shared.set_leader(present);
         if present {
-            self.shared.write(|st| st.rearm_all_timers());
+            self.end_no_leader();
+        } else {
+            self.set_no_leader(NoLeader::default());
         }
+    }
+
+    /// Starts a "no cluster leader" window that answers as `mode` says: requests that
+    /// need the leader wait up to `mode.hold` for one (as Consul's `rpc_hold_timeout`), then
+    /// fail with a server's or a client agent's 500 texts. Ended by
+    /// [`DevServer::set_leader`]`(true)` or [`DevServer::end_no_leader`].
+    pub fn set_no_leader(&self, mode: NoLeader) {
+        self.shared.set_leader(false, Some(mode));
         self.shared.timer_kick.notify_one();
+    }
+
+    /// Ends a "no cluster leader" window: a leader is elected, session TTL timers restart
+    /// at a full 2×TTL, and held requests are answered.
+    pub fn end_no_leader(&self) {
+        // Timers first, so no request answered by the new leader sees an old timer.
+        self.shared.write(|st| st.rearm_all_timers());
+        self.shared.set_leader(true, None);
+        self.shared.timer_kick.notify_one();
+    }
+
+    /// Starts (or stops) recording every `/v1/` request in the journal.
+    pub fn record_requests(&self, on: bool) {
+        self.shared.journal.set(on);
+    }
+
+    /// The requests recorded since [`DevServer::record_requests`]`(true)` (the last
+    /// 100,000 at most), oldest first.
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        self.shared.journal.entries()
     }
 
     /// Invalidates a session now, as a failed TTL or health check would: its keys are released

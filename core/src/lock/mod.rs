@@ -26,6 +26,7 @@ use crate::http::QueryOptions;
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::ride_out::RideOut;
 use crate::sync::lock;
 use crate::txn::KvOp;
 
@@ -283,10 +284,11 @@ impl Lock {
         let past_deadline = |e: &Error| {
             e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
         };
+        let mut ride = RideOut::new(sh.client.core(), "lock acquire", deadline, cancel);
         loop {
             let session = match &sh.explicit_session {
                 Some(s) => s.clone(),
-                None => match sh.client.default_session() {
+                None => match ride.run(|| sh.client.default_session()) {
                     Ok(s) => s,
                     Err(e) if past_deadline(&e) => return Ok(false),
                     Err(e) => return Err(e),
@@ -337,6 +339,13 @@ impl Lock {
     /// loses its session; no lock-delay applies). Returns `Ok(false)` if this
     /// `Lock` did not hold it, or Consul says it was no longer ours.
     /// Callbacks are not called for a release.
+    ///
+    /// The holding ends at once, whatever Consul answers. If the release
+    /// request fails (Consul without a leader, a connection error), the error
+    /// says so and the release goes on in the background — retried until
+    /// Consul confirms it or says the key is no longer the session's, however
+    /// long Consul is unavailable — and [`Client::close`] tries it too, so the
+    /// key is never left held by a session nobody renews.
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
         let (holding, value) = {
@@ -384,10 +393,13 @@ impl Lock {
             }
             Err(e) => {
                 // The key may still carry our session: keep trying in the background
-                // (local contenders on this session wait for it).
+                // until Consul answers (local contenders on this session wait for it).
                 let claim = hand_over_claim(session.id(), &sh.key, sh.id);
                 unlock_later(&sh.client, &sh.key, value, &session, Some(claim));
-                Err(e)
+                Err(e.prefixed(&format!(
+                    "release of {:?} not confirmed yet (retried in the background until Consul answers)",
+                    sh.key
+                )))
             }
         }
     }

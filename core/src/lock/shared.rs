@@ -11,6 +11,7 @@ use super::*;
 use crate::claim::{hand_over_claim, take_claim, unclaim, ClaimGuard};
 use crate::cleanup::{Next, Owed};
 use crate::compat::TxnNumbers;
+use crate::ride_out::RideOut;
 
 /// What one acquire attempt found.
 enum Attempt {
@@ -233,13 +234,35 @@ impl LockShared {
         lock(&self.inner).last_holder = Some((holder.to_string(), delay));
     }
 
+    /// Acquires the key on `session` by `deadline`. An attempt whose outcome
+    /// stayed unknown (no answer, or a transient failure) and was not found
+    /// applied may still be applied late: unless the call ends holding the key,
+    /// such a key is unlocked in the background.
     pub(super) fn acquire_remote(
         self: &Arc<Self>,
         session: &Session,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
+        let mut maybe_applied = false;
+        let result = self.acquire_remote_inner(session, deadline, cancel, &mut maybe_applied);
+        if maybe_applied && !matches!(result, Ok(true)) {
+            let value = lock(&self.inner).value.clone();
+            let claim = hand_over_claim(session.id(), &self.key, self.id);
+            unlock_later(&self.client, &self.key, value, session, Some(claim));
+        }
+        result
+    }
+
+    fn acquire_remote_inner(
+        self: &Arc<Self>,
+        session: &Session,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        maybe_applied: &mut bool,
+    ) -> Result<bool> {
         let core = self.client.core().clone();
+        let mut ride = RideOut::new(&core, "lock acquire", deadline, cancel).on_session(session);
         let mut known = lock(&self.inner).known.take();
         let mut sub: Option<KeySub> = None;
         let mut retry_at: Option<Instant> = None;
@@ -256,7 +279,7 @@ impl LockShared {
             }
             let k = match known.take() {
                 Some(k) => k,
-                None => self.read()?,
+                None => ride.run(|| self.read())?,
             };
             if let Some(p) = &k.entry {
                 if p.flags != LOCK_FLAG_VALUE && is_lock_flags(p.flags) {
@@ -275,6 +298,11 @@ impl LockShared {
             let free = holder.as_deref().map_or(true, |h| h == session.id());
             let now = Instant::now();
             if free && retry_at.map_or(true, |t| t <= now) {
+                // Never a request on a session known to be lost (the read above
+                // may have waited out an unavailable Consul meanwhile).
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
                 let value = lock(&self.inner).value.clone();
                 let mut reread = true;
                 let granted = match self.attempt(session, &k, &value)? {
@@ -284,24 +312,26 @@ impl LockShared {
                         p.value.get_or_insert(value);
                         Some(p)
                     }
-                    Attempt::Unknown(e) => match self.learn_outcome(session) {
-                        Ok(Some(p)) => Some(p),
-                        Ok(None) if e.kind() == ErrorKind::BadResponse => {
-                            // The key is not ours: the odd answer changed nothing.
-                            stale_tries += 1;
-                            None
+                    Attempt::Unknown(e) => {
+                        // Not known to be ours, and maybe applied late: undone in the
+                        // background unless this call ends holding the key.
+                        *maybe_applied |= e.kind() != ErrorKind::BadResponse;
+                        match ride.run(|| self.learn_outcome(session)) {
+                            Ok(Some(p)) => Some(p),
+                            Ok(None) if e.kind() == ErrorKind::BadResponse => {
+                                // The key is not ours: the odd answer changed nothing.
+                                stale_tries += 1;
+                                None
+                            }
+                            Ok(None) => {
+                                // Consul was unavailable: wait (within the deadline)
+                                // and try again; a failure for good ends the call.
+                                ride.wait_after(e)?;
+                                None
+                            }
+                            Err(read_err) => return Err(read_err),
                         }
-                        outcome => {
-                            // Not known to be ours and maybe applied late: undo it in the
-                            // background, holding back local contenders meanwhile.
-                            let claim = hand_over_claim(session.id(), &self.key, self.id);
-                            unlock_later(&self.client, &self.key, value, session, Some(claim));
-                            return Err(match outcome {
-                                Err(read_err) if e.kind() != ErrorKind::Timeout => read_err,
-                                _ => e,
-                            });
-                        }
-                    },
+                    }
                     Attempt::Stale => {
                         stale_tries += 1;
                         None
@@ -605,10 +635,10 @@ fn session_lost_reason(session: &Session) -> LockLost {
     lost_reason_of(session.state())
 }
 
-/// Queues an unlock of `key` by `session` on the clean-up thread, retried until
-/// Consul answers (an `unlock` only frees the key while `session` holds it), or,
-/// once the session is no longer valid, until Consul must have expired it.
-/// `claim` (if any) is given up when the task ends.
+/// Queues an unlock of `key` by `session` on the clean-up thread (an `unlock`
+/// only frees the key while `session` holds it), retried as [`Owed`] says:
+/// through any outage until Consul answers. Until then `close` also knows it
+/// is owed. `claim` (if any) is given up when the task ends.
 pub(crate) fn unlock_later(
     client: &Client,
     key: &str,
@@ -619,8 +649,13 @@ pub(crate) fn unlock_later(
     let key = key.to_string();
     let sid = session.id().to_string();
     let mut owed = Owed::new(session);
+    // Until Consul confirms it, `close` knows this unlock is owed and tries it too.
+    let entry = client
+        .core()
+        .owe_unlock((key.clone(), sid.clone(), value.clone()));
     client.clean_up(move |c| {
         let _claim = &claim;
+        let _entry = &entry;
         match super::wire::unlock(c, &key, &value, &sid) {
             Ok(_) => Next::Done,
             Err(e)
@@ -633,7 +668,7 @@ pub(crate) fn unlock_later(
             }
             Err(e) => {
                 log::debug!("baton lock {key}: unlock after loss failed: {e}");
-                owed.failed()
+                owed.failed(&e)
             }
         }
     });

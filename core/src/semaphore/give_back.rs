@@ -102,8 +102,8 @@ pub(super) fn give_back_now(sh: &Arc<Shared>, session: &Session, listed: bool) -
     result
 }
 
-/// Gives the slot of `session` back on the clean-up thread, retried until
-/// Consul answers (or, once the session is no longer valid, for 2×TTL);
+/// Gives the slot of `session` back on the clean-up thread, retried as
+/// [`Owed`] says;
 /// `claim` is freed when the task ends.
 pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
     let (prefix, limit) = (sh.prefix.clone(), sh.limit);
@@ -118,7 +118,7 @@ pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimG
             }
             Err(e) => {
                 log::debug!("baton semaphore {prefix}: giving a slot back: {e}");
-                owed.failed()
+                owed.failed(&e)
             }
         }
     });

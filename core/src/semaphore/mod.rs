@@ -25,6 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::ride_out::RideOut;
 use crate::session_api::{Behavior, SessionOptions};
 use crate::sync::lock;
 
@@ -262,9 +263,10 @@ impl Semaphore {
         let past_deadline = |e: &Error| {
             e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
         };
+        let mut ride = RideOut::new(sh.client.core(), "semaphore acquire", deadline, cancel);
         let session = match &sh.explicit_session {
             Some(s) => s.clone(),
-            None => match sh.client.semaphore_session() {
+            None => match ride.run(|| sh.client.semaphore_session()) {
                 Ok(s) => s,
                 Err(e) if past_deadline(&e) => return Ok(false),
                 Err(e) => return Err(e),
@@ -302,16 +304,23 @@ impl Semaphore {
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
         let sh = &self.shared;
+        let core = sh.client.core();
+        // Consul being unavailable for a while (no raft leader, a restarting agent)
+        // is waited out within the deadline; every step below is safe to repeat.
+        let mut ride =
+            RideOut::new(core, "semaphore acquire", deadline, cancel).on_session(session);
         let value = lock(&sh.inner).value.clone();
-        let made = sh.client.kv().put_with(
-            contender,
-            &value,
-            &WriteOptions {
-                flags: SEMAPHORE_FLAG_VALUE,
-                acquire: Some(session.id().to_string()),
-                ..Default::default()
-            },
-        )?;
+        let contender_opts = WriteOptions {
+            flags: SEMAPHORE_FLAG_VALUE,
+            acquire: Some(session.id().to_string()),
+            ..Default::default()
+        };
+        let made = ride.run(|| {
+            if !session.is_valid() {
+                return Err(lost_while_acquiring(session));
+            }
+            sh.client.kv().put_with(contender, &value, &contender_opts)
+        })?;
         if !made {
             return Err(Error::new(
                 ErrorKind::Conflict,
@@ -323,7 +332,8 @@ impl Semaphore {
         let closing = sh.client.core().closing.clone();
         // Our own read first: an answer that cannot be decoded is an error at once,
         // and the listing includes our contender entry.
-        let mut fresh: Option<Vec<KvPair>> = Some(sh.client.kv().list(&sh.prefix)?);
+        let list = || sh.client.kv().list(&sh.prefix);
+        let mut fresh: Option<Vec<KvPair>> = Some(ride.run(list)?);
         // When a dead holder's slot is kept back for its lock-delay: when to look again
         // (the delay ending changes nothing a watch would see).
         let mut look_again: Option<Instant> = None;
@@ -338,7 +348,7 @@ impl Semaphore {
                     match watch_next(&mut watch, wake, cancel, session, &closing)? {
                         Some(ev) => ev,
                         None if deadline.is_some_and(|d| d <= Instant::now()) => return Ok(false),
-                        None => sh.client.kv().list(&sh.prefix)?,
+                        None => ride.run(list)?,
                     }
                 }
             };
@@ -361,7 +371,9 @@ impl Semaphore {
                 ));
             }
             let (prefix, sid) = (&sh.prefix, session.id());
-            if prune::make_room(&sh.client, prefix, sid, sh.limit, &mut doc, &entries)? {
+            if ride
+                .run(|| prune::make_room(&sh.client, prefix, sid, sh.limit, &mut doc, &entries))?
+            {
                 look_again = Some(Instant::now() + LOCK_DELAY_RECHECK);
             }
             let ours = doc.holders.contains_key(session.id());
@@ -372,15 +384,19 @@ impl Semaphore {
                 continue; // wait for the next change under the prefix
             }
             doc.holders.insert(session.id().to_string(), true);
-            let swapped = sh.client.kv().put_with(
-                &lock_key,
-                &doc.encode(),
-                &WriteOptions {
-                    flags: SEMAPHORE_FLAG_VALUE,
-                    cas: Some(modify_index),
-                    ..Default::default()
-                },
-            )?;
+            let cas = WriteOptions {
+                flags: SEMAPHORE_FLAG_VALUE,
+                cas: Some(modify_index),
+                ..Default::default()
+            };
+            // A CAS whose answer was lost and that did apply fails when repeated;
+            // the re-read then shows our slot taken, and we write again.
+            let swapped = ride.run(|| {
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
+                sh.client.kv().put_with(&lock_key, &doc.encode(), &cas)
+            })?;
             if swapped {
                 if self.hold(session, contender, &lock_key)? {
                     return Ok(true);
@@ -388,13 +404,7 @@ impl Semaphore {
                 // Our slot vanished before we could return it: never report a holding
                 // that is not valid. The caller gives the slot back.
                 if !session.is_valid() {
-                    return Err(Error::new(
-                        ErrorKind::SessionInvalidated,
-                        format!(
-                            "session {} was lost while acquiring the semaphore",
-                            session.id()
-                        ),
-                    ));
+                    return Err(lost_while_acquiring(session));
                 }
                 return Err(Error::new(
                     ErrorKind::Conflict,
@@ -405,7 +415,7 @@ impl Semaphore {
                 ));
             }
             // Lost the race for the slot: re-read now.
-            fresh = Some(sh.client.kv().list(&sh.prefix)?);
+            fresh = Some(ride.run(list)?);
         }
     }
 
@@ -699,7 +709,7 @@ impl Shared {
                         "baton semaphore {}: giving a lost slot back: {e}",
                         sh.prefix
                     );
-                    owed.failed()
+                    owed.failed(&e)
                 }
             }
         });
@@ -735,6 +745,17 @@ fn sem_lost_reason(state: SessionState) -> SemaphoreLost {
 }
 
 /// The next listing from the prefix watch, or `None` at the deadline.
+/// The error of an acquire whose session was lost meanwhile.
+fn lost_while_acquiring(session: &Session) -> Error {
+    Error::new(
+        ErrorKind::SessionInvalidated,
+        format!(
+            "session {} was lost while acquiring the semaphore",
+            session.id()
+        ),
+    )
+}
+
 fn watch_next(
     watch: &mut crate::watch::Watch,
     deadline: Option<Instant>,
@@ -760,13 +781,7 @@ fn watch_next(
             if closing.is_cancelled() {
                 Err(Error::new(ErrorKind::Closed, "the baton client is closed"))
             } else if !session.is_valid() {
-                Err(Error::new(
-                    ErrorKind::SessionInvalidated,
-                    format!(
-                        "session {} was lost while acquiring the semaphore",
-                        session.id()
-                    ),
-                ))
+                Err(lost_while_acquiring(session))
             } else {
                 Err(Error::new(
                     ErrorKind::Cancelled,

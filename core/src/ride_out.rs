@@ -1,0 +1,147 @@
+//! Riding out a cluster's bad moments inside a call that has time left.
+//!
+//! A Consul cluster without a raft leader (an election after a server restart,
+//! an upgrade, a network blip) answers `500 No cluster leader` and the like for a
+//! few seconds; a client agent restarting refuses connections. Such failures go
+//! away by themselves ([`Error::is_transient`]), so an acquire, a campaign or a
+//! semaphore wait with time left tries again, with a growing pause, instead of
+//! failing; a refusal (403, 400, a conflict) still fails at once. The pause is
+//! cut short by the call's deadline, its cancel token, the loss of its session
+//! and the client's close.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::select;
+
+use crate::cancel::CancelToken;
+use crate::client::Core;
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::Session;
+
+/// The first pause after a transient failure...
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// ...doubling up to this.
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// Retries of transient failures for one call (see the module docs).
+pub(crate) struct RideOut<'a> {
+    core: &'a Core,
+    what: &'a str,
+    deadline: Option<Instant>,
+    cancel: Option<&'a CancelToken>,
+    session: Option<&'a Session>,
+    pause: Duration,
+    retries: u32,
+    /// The deadline had passed when the call began (a try-once call).
+    try_once: bool,
+}
+
+impl<'a> RideOut<'a> {
+    /// Retries for `what` (named in logs and errors) until `deadline` (`None`:
+    /// for as long as it takes), interrupted by `cancel` and by the client's close.
+    pub(crate) fn new(
+        core: &'a Core,
+        what: &'a str,
+        deadline: Option<Instant>,
+        cancel: Option<&'a CancelToken>,
+    ) -> RideOut<'a> {
+        RideOut {
+            core,
+            what,
+            deadline,
+            cancel,
+            session: None,
+            pause: FIRST_PAUSE,
+            retries: 0,
+            try_once: deadline.is_some_and(|d| d <= Instant::now()),
+        }
+    }
+
+    /// Also stops when `session` is lost (the call cannot succeed on it).
+    pub(crate) fn on_session(mut self, session: &'a Session) -> RideOut<'a> {
+        self.session = Some(session);
+        self
+    }
+
+    /// Runs `op` until it succeeds, fails for good, or no time is left.
+    pub(crate) fn run<T>(&mut self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        loop {
+            match op() {
+                Ok(v) => {
+                    self.pause = FIRST_PAUSE;
+                    return Ok(v);
+                }
+                Err(e) => self.wait_after(e)?,
+            }
+        }
+    }
+
+    /// After a failure `e`: returns it if it is not transient; otherwise waits
+    /// before the next try, or fails if the call ends first. With no time left
+    /// for another try, the error is `e` itself for a try-once call (it reports
+    /// what went wrong), else a `Timeout` naming `e` (an acquire turns it into
+    /// "not acquired by the deadline").
+    pub(crate) fn wait_after(&mut self, e: Error) -> Result<()> {
+        if !e.is_transient() {
+            return Err(e);
+        }
+        let now = Instant::now();
+        let mut wake = now + self.pause;
+        if let Some(d) = self.deadline {
+            if d <= now + Duration::from_millis(1) {
+                return Err(self.gave_up(e));
+            }
+            wake = wake.min(d);
+        }
+        self.retries += 1;
+        self.core.transient_retries.fetch_add(1, Ordering::Relaxed);
+        log::debug!(
+            "baton {}: Consul unavailable ({e}); retry {} in {:?}",
+            self.what,
+            self.retries,
+            wake - now
+        );
+        self.pause = (self.pause * 2).min(MAX_PAUSE);
+        let never = crossbeam_channel::never();
+        let cancel = self.cancel.map_or_else(|| never.clone(), |c| c.receiver());
+        let lost = self
+            .session
+            .map_or_else(|| never.clone(), |s| s.cancel_token().receiver());
+        let closed = self.core.closing.receiver();
+        select! {
+            recv(cancel) -> _ => Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("{} cancelled", self.what),
+            )),
+            recv(lost) -> _ => Err(Error::new(
+                ErrorKind::SessionInvalidated,
+                format!(
+                    "session {} was lost during {} while Consul was unavailable ({e})",
+                    self.session.map_or("", |s| s.id()),
+                    self.what
+                ),
+            )),
+            recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
+            recv(crossbeam_channel::at(wake)) -> _ => {
+                if self.deadline.is_some_and(|d| d <= Instant::now()) {
+                    return Err(self.gave_up(e));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn gave_up(&self, e: Error) -> Error {
+        if self.try_once {
+            return e;
+        }
+        Error::new(
+            ErrorKind::Timeout,
+            format!(
+                "{}: the deadline passed while Consul was unavailable ({} retries; last error: {e})",
+                self.what, self.retries
+            ),
+        )
+    }
+}
