@@ -379,12 +379,16 @@ baton_result baton_client_address(const struct baton_client *client,
                                   size_t *len_out);
 
 // Closes the client: stops and joins its threads (interrupting long polls),
-// destroys the sessions it created, and guarantees that no callback runs after
-// it returns. `BATON_TIMEOUT` if that took longer than `timeout_ms` (the rest
-// finishes in the background). Every later call on the client or its sessions
+// releases its locks (also those whose release failed earlier and is still
+// being retried), destroys the sessions it created, and guarantees that no
+// callback runs after it returns. A Consul briefly unavailable (no raft
+// leader) is waited out within `timeout_ms`. `BATON_TIMEOUT` if something
+// could not be finished by then; the message says what (a release Consul did
+// not confirm, a session not destroyed, threads still stopping). Every later call on the client or its sessions
 // returns `BATON_CLOSED`. Idempotent. Do not call it from a callback.
 // The handle must still be freed with `baton_client_free`.
-baton_result baton_client_close(const struct baton_client *client, uint64_t timeout_ms);
+baton_result baton_client_close(const struct baton_client *client,
+                                uint64_t timeout_ms);
 
 // Frees a client handle, closing the client first (like `baton_client_close`
 // with a few seconds' timeout) if that has not been done. Sessions created from

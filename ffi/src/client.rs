@@ -180,9 +180,12 @@ pub unsafe extern "C" fn baton_client_address(
 }
 
 /// Closes the client: stops and joins its threads (interrupting long polls),
-/// destroys the sessions it created, and guarantees that no callback runs after
-/// it returns. `BATON_TIMEOUT` if that took longer than `timeout_ms` (the rest
-/// finishes in the background). Every later call on the client or its sessions
+/// releases its locks (also those whose release failed earlier and is still
+/// being retried), destroys the sessions it created, and guarantees that no
+/// callback runs after it returns. A Consul briefly unavailable (no raft
+/// leader) is waited out within `timeout_ms`. `BATON_TIMEOUT` if something
+/// could not be finished by then; the message says what (a release Consul did
+/// not confirm, a session not destroyed, threads still stopping). Every later call on the client or its sessions
 /// returns `BATON_CLOSED`. Idempotent. Do not call it from a callback.
 /// The handle must still be freed with `baton_client_free`.
 #[no_mangle]
@@ -197,14 +200,36 @@ pub unsafe extern "C" fn baton_client_close(
         let t = crate::util::timeout_ms(timeout_ms)
             .unwrap_or(Duration::from_secs(86_400))
             .min(Duration::from_secs(86_400));
-        if c.close(t) {
-            Ok(())
-        } else {
-            Err(Failure::new(
-                baton_result::BATON_TIMEOUT,
-                format!("client close did not finish within {timeout_ms} ms"),
-            ))
+        let report = c.close_report(t);
+        if report.is_complete() {
+            return Ok(());
         }
+        let mut unfinished = Vec::new();
+        if !report.unconfirmed_releases.is_empty() {
+            unfinished.push(format!(
+                "Consul did not confirm the release of {:?} (they stay held until their session expires)",
+                report.unconfirmed_releases
+            ));
+        }
+        if !report.sessions_not_destroyed.is_empty() {
+            unfinished.push(format!(
+                "sessions {:?} were not destroyed (they expire by their TTL)",
+                report.sessions_not_destroyed
+            ));
+        }
+        if report.threads_not_joined > 0 {
+            unfinished.push(format!(
+                "{} background threads had not stopped",
+                report.threads_not_joined
+            ));
+        }
+        Err(Failure::new(
+            baton_result::BATON_TIMEOUT,
+            format!(
+                "client close did not finish within {timeout_ms} ms: {}",
+                unfinished.join("; ")
+            ),
+        ))
     })
 }
 
