@@ -418,7 +418,7 @@ const TRANSIENT_500_TEXTS: &[&str] = &[
 ];
 
 /// Whether a non-success status with Consul's `text` means "try again later".
-fn transient_status(status: u16, text: &str) -> bool {
+pub(crate) fn transient_status(status: u16, text: &str) -> bool {
     match status {
         429 | 502 | 503 | 504 => true,
         500 => TRANSIENT_500_TEXTS.iter().any(|t| text.contains(t)),

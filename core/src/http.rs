@@ -292,6 +292,56 @@ pub(crate) struct Transport {
     auth: Option<Secret>,
     common_query: Vec<(String, String)>,
     request_timeout: Duration,
+    /// Whether Consul is answering, as the requests of all threads see it.
+    pub(crate) availability: Availability,
+}
+
+/// Whether Consul answers: set troubled by a transient failure, and back by the
+/// next real answer (any thread's), which also wakes every call waiting out the
+/// outage (`ride_out`), so they retry at once instead of at their next pause.
+#[derive(Default)]
+pub(crate) struct Availability {
+    troubled: std::sync::atomic::AtomicBool,
+    back: std::sync::Mutex<CancelToken>,
+    probing: std::sync::atomic::AtomicBool,
+}
+
+/// The right to send the client's one probe of an unavailable Consul, given
+/// back when dropped.
+pub(crate) struct ProbeSlot<'a>(&'a Availability);
+
+impl Drop for ProbeSlot<'_> {
+    fn drop(&mut self) {
+        self.0
+            .probing
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Availability {
+    /// The probe slot, if no other call holds it.
+    pub(crate) fn try_probe(&self) -> Option<ProbeSlot<'_>> {
+        use std::sync::atomic::Ordering;
+        self.probing
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| ProbeSlot(self))
+    }
+
+    fn saw(&self, transient_failure: bool) {
+        use std::sync::atomic::Ordering;
+        if transient_failure {
+            self.troubled.store(true, Ordering::SeqCst);
+        } else if self.troubled.swap(false, Ordering::SeqCst) {
+            let fired = std::mem::take(&mut *crate::sync::lock(&self.back));
+            fired.cancel();
+        }
+    }
+
+    /// A token cancelled at the next answer after a transient failure.
+    pub(crate) fn next_answer(&self) -> CancelToken {
+        crate::sync::lock(&self.back).clone()
+    }
 }
 
 impl std::fmt::Debug for Transport {
@@ -384,6 +434,7 @@ impl Transport {
             auth,
             common_query,
             request_timeout: b.request_timeout,
+            availability: Availability::default(),
         })
     }
 
@@ -483,7 +534,19 @@ impl Transport {
                 return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
             }
         }
-        result.map_err(|e| map_ureq_error(e, endpoint, timeout, timeout_is_users))
+        let result = result.map_err(|e| map_ureq_error(e, endpoint, timeout, timeout_is_users));
+        match &result {
+            Ok(r) => self.availability.saw(crate::error::transient_status(
+                r.status,
+                &String::from_utf8_lossy(r.body.get(..512).unwrap_or(&r.body)),
+            )),
+            Err(e) => {
+                if e.is_transient() {
+                    self.availability.saw(true);
+                }
+            }
+        }
+        result
     }
 
     fn run(

@@ -449,6 +449,8 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                 let entries: Vec<KvPair> = resp.json(&req.endpoint())?;
                 Ok((entries, resp.meta))
             });
+        // Consul answering any thread again ends a pause after a failure.
+        let back = core.transport.availability.next_answer();
         drop(core);
         if closing.is_cancelled() {
             return;
@@ -512,6 +514,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                 let pause = backoff.next();
                 select! {
                     recv(closing_rx) -> _ => return,
+                    recv(back.receiver()) -> _ => {}
                     default(pause) => {}
                 }
             }

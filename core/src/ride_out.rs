@@ -17,12 +17,19 @@ use crossbeam_channel::select;
 use crate::cancel::CancelToken;
 use crate::client::Core;
 use crate::error::{Error, ErrorKind, Result};
+use crate::http::ProbeSlot;
 use crate::lease::Session;
 
 /// The first pause after a transient failure...
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
-/// ...doubling up to this.
-const MAX_PAUSE: Duration = Duration::from_secs(1);
+/// ...doubling up to this. However many calls of a client wait, one of them
+/// probes at a time, and the first answer Consul gives any thread of the
+/// client ends every pause (see `http::Availability`).
+const MAX_PAUSE: Duration = Duration::from_millis(250);
+/// After this long unavailable, a call says so once at warn level (a wrong
+/// address or port looks the same as an outage, and a call without a
+/// deadline would otherwise wait in silence).
+const WARN_AFTER: Duration = Duration::from_secs(10);
 
 /// Retries of transient failures for one call (see the module docs).
 pub(crate) struct RideOut<'a> {
@@ -35,6 +42,12 @@ pub(crate) struct RideOut<'a> {
     retries: u32,
     /// The deadline had passed when the call began (a try-once call).
     try_once: bool,
+    /// When the current run of transient failures began.
+    failing_since: Option<Instant>,
+    warned: bool,
+    /// Held while this call's next try is the client's probe of an
+    /// unavailable Consul.
+    probe: Option<ProbeSlot<'a>>,
 }
 
 impl<'a> RideOut<'a> {
@@ -55,6 +68,9 @@ impl<'a> RideOut<'a> {
             pause: FIRST_PAUSE,
             retries: 0,
             try_once: deadline.is_some_and(|d| d <= Instant::now()),
+            failing_since: None,
+            warned: false,
+            probe: None,
         }
     }
 
@@ -67,9 +83,13 @@ impl<'a> RideOut<'a> {
     /// Runs `op` until it succeeds, fails for good, or no time is left.
     pub(crate) fn run<T>(&mut self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
         loop {
-            match op() {
+            let result = op();
+            // A probe ends with its answer.
+            self.probe = None;
+            match result {
                 Ok(v) => {
                     self.pause = FIRST_PAUSE;
+                    self.failing_since = None;
                     return Ok(v);
                 }
                 Err(e) => self.wait_after(e)?,
@@ -86,6 +106,7 @@ impl<'a> RideOut<'a> {
         if !e.is_transient() {
             return Err(e);
         }
+        self.probe = None;
         let now = Instant::now();
         let mut wake = now + self.pause;
         if let Some(d) = self.deadline {
@@ -96,6 +117,20 @@ impl<'a> RideOut<'a> {
         }
         self.retries += 1;
         self.core.transient_retries.fetch_add(1, Ordering::Relaxed);
+        let since = *self.failing_since.get_or_insert(now);
+        if !self.warned && now - since >= WARN_AFTER {
+            self.warned = true;
+            log::warn!(
+                "baton {}: Consul has been unavailable for {:?} ({e}); still trying{}",
+                self.what,
+                now - since,
+                if self.deadline.is_some() {
+                    " until the call's deadline"
+                } else {
+                    " (no deadline: check the address if this persists)"
+                }
+            );
+        }
         log::debug!(
             "baton {}: Consul unavailable ({e}); retry {} in {:?}",
             self.what,
@@ -109,25 +144,41 @@ impl<'a> RideOut<'a> {
             .session
             .map_or_else(|| never.clone(), |s| s.cancel_token().receiver());
         let closed = self.core.closing.receiver();
-        select! {
-            recv(cancel) -> _ => Err(Error::new(
-                ErrorKind::Cancelled,
-                format!("{} cancelled", self.what),
-            )),
-            recv(lost) -> _ => Err(Error::new(
-                ErrorKind::SessionInvalidated,
-                format!(
-                    "session {} was lost during {} while Consul was unavailable ({e})",
-                    self.session.map_or("", |s| s.id()),
-                    self.what
-                ),
-            )),
-            recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
-            recv(crossbeam_channel::at(wake)) -> _ => {
-                if self.deadline.is_some_and(|d| d <= Instant::now()) {
-                    return Err(self.gave_up(e));
+        let availability = &self.core.transport.availability;
+        let back = availability.next_answer().receiver();
+        loop {
+            select! {
+                // Consul answered another thread of this client: try again now.
+                recv(back) -> _ => return Ok(()),
+                recv(cancel) -> _ => return Err(Error::new(
+                    ErrorKind::Cancelled,
+                    format!("{} cancelled", self.what),
+                )),
+                recv(lost) -> _ => return Err(Error::new(
+                    ErrorKind::SessionInvalidated,
+                    format!(
+                        "session {} was lost during {} while Consul was unavailable ({e})",
+                        self.session.map_or("", |s| s.id()),
+                        self.what
+                    ),
+                )),
+                recv(closed) -> _ => {
+                    return Err(Error::new(ErrorKind::Closed, "the baton client is closed"))
                 }
-                Ok(())
+                recv(crossbeam_channel::at(wake)) -> _ => {}
+            }
+            if self.deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(self.gave_up(e));
+            }
+            // One call of the client probes at a time; the others wait for its
+            // answer (which wakes them through `back`) or their next turn.
+            if let Some(slot) = availability.try_probe() {
+                self.probe = Some(slot);
+                return Ok(());
+            }
+            wake = Instant::now() + self.pause;
+            if let Some(d) = self.deadline {
+                wake = wake.min(d);
             }
         }
     }

@@ -404,9 +404,12 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
                 let wait = backoff.next();
                 let stop = shared.stop.receiver();
                 let closing = core.closing.receiver();
+                // Consul answering any thread again ends the pause.
+                let back = core.transport.availability.next_answer().receiver();
                 select! {
                     recv(stop) -> _ => return,
                     recv(closing) -> _ => return,
+                    recv(back) -> _ => {}
                     default(wait) => {}
                 }
             }
