@@ -419,3 +419,79 @@ fn connections_beyond_the_per_client_cap_get_429() {
         "a freed slot was never reusable"
     );
 }
+
+/// A leaderless window with a hold (Consul's rpc_hold_timeout): a request that needs
+/// the leader waits up to the hold, is answered normally when a leader returns within
+/// it, else gets a client agent's 500 texts in turn; agent-local endpoints answer at once.
+#[test]
+fn no_leader_holds_requests_and_answers_in_a_client_agent_s_words() {
+    use baton_devserver::{NoLeader, NoLeaderAnswers};
+    let s = start();
+    kv_set(&s, "k", b"v");
+    s.set_no_leader(NoLeader {
+        hold: Duration::from_secs(30),
+        answers: NoLeaderAnswers::ClientAgent,
+    });
+    // Held: no answer while no leader is elected...
+    let p = Req::get("/v1/kv/k").spawn(&s);
+    thread::sleep(HANG);
+    assert!(p.still_waiting(), "a leaderless server answered at once");
+    // ...the agent's own endpoints answer meanwhile...
+    assert_eq!(get(&s, "/v1/status/leader").json(), json!(""));
+    assert_eq!(get(&s, "/v1/agent/self").status, 200);
+    // ...and a leader elected within the hold answers the held request normally.
+    s.end_no_leader();
+    let (r, _) = p.expect(Duration::from_secs(10));
+    assert_eq!(r.status, 200);
+    assert_eq!(entry_value(&r.json()[0]), b"v");
+
+    // Past the hold: a client agent's texts, in turn, over the control path too.
+    let r = put(
+        &s,
+        "/_devserver/leader?present=false&hold=50ms&answers=agent",
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut texts = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let r = get(&s, "/v1/kv/k");
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(r.status, 500);
+        texts.insert(r.text());
+    }
+    let expected: std::collections::BTreeSet<String> = [
+        "rpc error making call: No cluster leader",
+        "Raft leader not found in server lookup mapping",
+        "rpc error getting client: failed to get conn: dial tcp 127.0.0.1:8300: connect: connection refused",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(texts, expected);
+    let bad = put(&s, "/_devserver/leader?present=false&answers=mars", b"");
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(put(&s, "/_devserver/leader?present=true", b"").status, 200);
+    assert_eq!(get(&s, "/v1/kv/k").status, 200);
+}
+
+/// The request journal records `/v1/` requests (method, path, query, body) only while on.
+#[test]
+fn the_journal_records_requests_while_on() {
+    let s = start();
+    kv_set(&s, "before", b"x");
+    assert!(s.journal().is_empty());
+    s.record_requests(true);
+    let r = put(&s, "/v1/kv/j?flags=7", b"body-text");
+    assert_eq!(r.status, 200);
+    s.record_requests(false);
+    kv_set(&s, "after", b"x");
+    let j = s.journal();
+    assert_eq!(j.len(), 1, "{j:?}");
+    assert_eq!(
+        (j[0].method.as_str(), j[0].path.as_str(), j[0].query.as_str()),
+        ("PUT", "/v1/kv/j", "flags=7")
+    );
+    assert_eq!(j[0].body, "body-text");
+    assert!(j[0].mentions("body-text") && !j[0].mentions("nothing"));
+}
