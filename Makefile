@@ -58,6 +58,7 @@ test-python: python-install
 	$(PY) -m pytest -q -s bindings/python/tests
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
+	$(PY) examples/python/health_checked_lock.py
 
 ## The main job: C, Python and Node workers elect a leader, fail over after a SIGKILL, hand over
 ## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else
