@@ -154,7 +154,7 @@ test-pretty: python-install node-build
 
 ## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
 ## dev server it starts; a failing one fails the target.
-NODE_EXAMPLES := leader_election semaphore_worker
+NODE_EXAMPLES := leader_election semaphore_worker health_checked_lock
 examples-node:
 	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
 
