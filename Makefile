@@ -34,7 +34,7 @@ test-rust:
 	$(CARGO) test --workspace
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
-RUST_EXAMPLES := leader_election semaphore_workers fenced_write
+RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
 examples-rust:
 	$(CARGO) build -p baton-examples --bins
 	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done
@@ -264,6 +264,7 @@ examples-c: examples-c-build
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/health_checked_lock
 
 ## Builds the C examples (and the debug libbaton and dev server they run against).
 .PHONY: examples-c-build
@@ -271,7 +272,7 @@ examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
 	$(CARGO) build -p baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
-	set -e; for ex in leader_worker semaphore_worker; do \
+	set -e; for ex in leader_worker semaphore_worker health_checked_lock; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
 

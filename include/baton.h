@@ -439,41 +439,34 @@ struct baton_ttl_check baton_ttl_check_default(void);
 
 // `PUT /v1/agent/check/register`: registers (or replaces) a TTL check on the agent.
 // `BATON_INVALID_ARGUMENT` for an empty ID, a zero TTL or an unknown status.
-BATON_MUST_USE
 baton_result baton_agent_check_register(const struct baton_client *client,
                                         const struct baton_ttl_check *check);
 
 // `PUT /v1/agent/check/deregister/<check_id>`: removes a check; sessions bound to it
 // are invalidated.
-BATON_MUST_USE
-baton_result baton_agent_check_deregister(const struct baton_client *client,
-                                          const char *check_id);
+baton_result baton_agent_check_deregister(const struct baton_client *client, const char *check_id);
 
 // `PUT /v1/agent/check/pass/<check_id>`: reports the TTL check passing (its TTL starts
 // again); `note` (may be NULL) becomes its output. Call it more often than the TTL
 // while your process is healthy.
-BATON_MUST_USE
 baton_result baton_agent_check_pass(const struct baton_client *client,
                                     const char *check_id,
                                     const char *note);
 
 // `PUT /v1/agent/check/warn/<check_id>`: reports the TTL check warning (bound sessions
 // stay valid).
-BATON_MUST_USE
 baton_result baton_agent_check_warn(const struct baton_client *client,
                                     const char *check_id,
                                     const char *note);
 
 // `PUT /v1/agent/check/fail/<check_id>`: reports the TTL check critical; sessions bound
 // to it are invalidated.
-BATON_MUST_USE
 baton_result baton_agent_check_fail(const struct baton_client *client,
                                     const char *check_id,
                                     const char *note);
 
 // `PUT /v1/agent/check/update/<check_id>`: sets the TTL check's status (a
 // `BATON_CHECK_*` value other than `BATON_CHECK_DEFAULT`) and output (may be NULL).
-BATON_MUST_USE
 baton_result baton_agent_check_update(const struct baton_client *client,
                                       const char *check_id,
                                       uint32_t status_,
@@ -483,12 +476,10 @@ baton_result baton_agent_check_update(const struct baton_client *client,
 struct baton_service baton_service_default(void);
 
 // `PUT /v1/agent/service/register`: registers (or replaces) a service on the agent.
-BATON_MUST_USE
 baton_result baton_agent_service_register(const struct baton_client *client,
                                           const struct baton_service *service);
 
 // `PUT /v1/agent/service/deregister/<service_id>`: removes a service and its checks.
-BATON_MUST_USE
 baton_result baton_agent_service_deregister(const struct baton_client *client,
                                             const char *service_id);
 

@@ -369,7 +369,7 @@ mod tests {
             .status(CheckStatus::Passing);
         assert_eq!(
             c.to_json().unwrap(),
-            json!({"ID":"worker-1","Name":"worker-1","TTL":"1.5s","ServiceID":"web",
+            json!({"ID":"worker-1","Name":"worker-1","TTL":"1500ms","ServiceID":"web",
                    "Notes":"n","Status":"passing"})
         );
         let e = TtlCheck::new("x", Duration::ZERO).to_json().unwrap_err();

@@ -240,7 +240,6 @@ pub extern "C" fn baton_ttl_check_default() -> baton_ttl_check {
 /// `PUT /v1/agent/check/register`: registers (or replaces) a TTL check on the agent.
 /// `BATON_INVALID_ARGUMENT` for an empty ID, a zero TTL or an unknown status.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_register(
     client: *const baton_client,
     check: *const baton_ttl_check,
@@ -282,7 +281,6 @@ pub unsafe extern "C" fn baton_agent_check_register(
 /// `PUT /v1/agent/check/deregister/<check_id>`: removes a check; sessions bound to it
 /// are invalidated.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_deregister(
     client: *const baton_client,
     check_id: *const c_char,
@@ -328,7 +326,6 @@ unsafe fn report(
 /// again); `note` (may be NULL) becomes its output. Call it more often than the TTL
 /// while your process is healthy.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_pass(
     client: *const baton_client,
     check_id: *const c_char,
@@ -341,7 +338,6 @@ pub unsafe extern "C" fn baton_agent_check_pass(
 /// `PUT /v1/agent/check/warn/<check_id>`: reports the TTL check warning (bound sessions
 /// stay valid).
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_warn(
     client: *const baton_client,
     check_id: *const c_char,
@@ -354,7 +350,6 @@ pub unsafe extern "C" fn baton_agent_check_warn(
 /// `PUT /v1/agent/check/fail/<check_id>`: reports the TTL check critical; sessions bound
 /// to it are invalidated.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_fail(
     client: *const baton_client,
     check_id: *const c_char,
@@ -367,7 +362,6 @@ pub unsafe extern "C" fn baton_agent_check_fail(
 /// `PUT /v1/agent/check/update/<check_id>`: sets the TTL check's status (a
 /// `BATON_CHECK_*` value other than `BATON_CHECK_DEFAULT`) and output (may be NULL).
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_check_update(
     client: *const baton_client,
     check_id: *const c_char,
@@ -421,7 +415,6 @@ pub extern "C" fn baton_service_default() -> baton_service {
 
 /// `PUT /v1/agent/service/register`: registers (or replaces) a service on the agent.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_service_register(
     client: *const baton_client,
     service: *const baton_service,
@@ -455,7 +448,6 @@ pub unsafe extern "C" fn baton_agent_service_register(
 
 /// `PUT /v1/agent/service/deregister/<service_id>`: removes a service and its checks.
 #[no_mangle]
-#[must_use]
 pub unsafe extern "C" fn baton_agent_service_deregister(
     client: *const baton_client,
     service_id: *const c_char,
