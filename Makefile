@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short
+test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -59,6 +59,15 @@ test-python: python-install
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
 	$(PY) examples/python/health_checked_lock.py
+
+## py-consul's own test suite (PyPI's sdist of py-consul $(PYCONSUL_VERSION)) against baton-devserver,
+## through our conftest (tests/pyconsul/); fails when a test in tests/pyconsul/expected-pass.txt fails.
+.PHONY: test-pyconsul
+PYCONSUL_VERSION ?= 1.8.0
+test-pyconsul: $(PY)
+	$(CARGO) build -p baton-devserver
+	$(PY) -m pip install -q -r tests/pyconsul/requirements.txt
+	$(PY) tests/pyconsul/run.py --version $(PYCONSUL_VERSION)
 
 ## The main job: C, Python and Node workers elect a leader, fail over after a SIGKILL, hand over
 ## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else
