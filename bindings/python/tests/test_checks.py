@@ -164,3 +164,22 @@ def test_adopted_session_is_renewed_and_not_destroyed_by_close(devserver, sessio
         mine.release()
     finally:
         owner.close()
+
+
+def test_aio_agent_and_adoption(client):
+    import asyncio
+
+    import baton.aio
+
+    async def main():
+        a = baton.aio.Client(sync=client)
+        check = _check_id("aio")
+        await a.agent.check_register(check, 30.0, status="passing")
+        s = await a.create_session(ttl=SESSION_TTL, lock_delay=0, node_checks=["serfHealth", check])
+        adopted = await a.adopt_session(s.id)
+        assert adopted.id == s.id
+        await a.agent.check_fail(check, "down")
+        assert await asyncio.get_running_loop().run_in_executor(None, s.wait_lost, PATIENCE) == "invalidated"
+        await a.agent.check_deregister(check)
+
+    asyncio.run(main())
