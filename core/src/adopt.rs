@@ -1,12 +1,16 @@
 //! Adopting a session this client did not create: [`Client::adopt_session`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Session, SessionShared};
 use crate::session_api::is_session_id;
+
+/// Makes an adoption's "already tracked?" check and its registration one step, so two
+/// threads adopting one ID at once share one managed session instead of registering two.
+static ADOPTING: Mutex<()> = Mutex::new(());
 
 impl Client {
     /// Manages a session that already exists at Consul, created by someone
@@ -58,6 +62,11 @@ impl Client {
         if ttl.is_some() {
             let renewed = self.sessions().renew(&id)?;
             ttl = renewed.ttl().or(ttl);
+        }
+        // No request under this lock: it only makes "tracked already?" and "track it" one step.
+        let _one_at_a_time = crate::sync::lock(&ADOPTING);
+        if let Some(s) = self.core().tracked_session(&id) {
+            return Ok(Session { shared: s });
         }
         let shared = Arc::new(SessionShared::new(
             self.core().clone(),

@@ -256,6 +256,24 @@ fn an_adopted_session_holds_locks_and_survives_the_adopters_close() {
     // Adopting again gives the same managed session.
     let again = c.adopt_session(&id).unwrap();
     assert!(again.valid_until() == s.valid_until());
+    // So do adoptions racing on another client: one managed session between them.
+    let racer = f.client();
+    let racing: Vec<_> = (0..4)
+        .map(|_| {
+            let (r, id) = (racer.clone(), id.clone());
+            std::thread::spawn(move || r.adopt_session(&id).unwrap())
+        })
+        .collect();
+    let adopted: Vec<baton::Session> = racing.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(adopted
+        .iter()
+        .all(|a| a.valid_until() == adopted[0].valid_until()));
+    racer.close(Duration::from_secs(5));
+    assert!(
+        adopted.iter().all(|a| !a.is_valid()),
+        "every handle is the one the close ended"
+    );
+    assert!(owner.sessions().info(&id).unwrap().is_some());
 
     let key = unique("adopted");
     let lock = c.lock_with(&key, LockOptions::new().session(s)).unwrap();
