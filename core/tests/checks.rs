@@ -204,6 +204,16 @@ fn a_session_cannot_be_bound_to_a_critical_check() {
 }
 
 #[test]
+fn the_node_option_is_sent() {
+    let f = Fixture::start();
+    let c = f.client();
+    let e = c
+        .create_session(&SessionOptions::new().node("baton-no-such-node"))
+        .unwrap_err();
+    assert!(e.to_string().contains("Missing node registration"), "{e}");
+}
+
+#[test]
 fn agent_calls_reject_bad_input_before_sending() {
     let f = Fixture::start();
     let c = f.client();

@@ -126,6 +126,11 @@ test('checks (Consul\'s older name) are honoured, not ignored', async () => {
   await c.agent.checkDeregister(id)
 })
 
+test('node is sent, not ignored', async () => {
+  const c = client()
+  await assert.rejects(c.createSession({ node: 'baton-no-such-node' }), (e) => e instanceof BatonError && /Missing node registration/.test(e.message))
+})
+
 test('bad arguments name the problem', async () => {
   const c = client()
   await assert.rejects(c.createSession({ serviceCheck: ['x'] }), (e) => e instanceof TypeError && /serviceCheck/.test(e.message))

@@ -129,6 +129,11 @@ def test_session_cannot_be_bound_to_a_critical_check(client):
     client.agent.check_deregister(check)
 
 
+def test_node_is_sent(client):
+    with pytest.raises(baton.BatonError, match="Missing node registration"):
+        client.create_session(node="baton-no-such-node")
+
+
 def test_bad_input_names_the_problem(client):
     with pytest.raises(baton.InvalidArgumentError, match="TTL must be positive"):
         client.agent.check_register("x", 0.0)

@@ -229,6 +229,11 @@ static void test_service_check_and_bad_input(baton_client *c) {
     CHECK_RC(baton_session_create_with_checks(c, NULL, &sc, &s), BATON_INVALID_ARGUMENT);
     CHECK(error_has("checks.node_checks[1] must not be empty"));
     CHECK_RC(baton_session_create_with_checks(c, NULL, NULL, NULL), BATON_NULL_ARGUMENT);
+    /* The node is sent, not ignored. */
+    sc = baton_session_checks_default();
+    sc.node = "baton-no-such-node";
+    CHECK(baton_session_create_with_checks(c, NULL, &sc, &s) != BATON_OK);
+    CHECK(error_has("Missing node registration"));
 }
 
 static void test_adopt(baton_client *c) {
