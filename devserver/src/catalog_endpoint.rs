@@ -37,6 +37,9 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
 pub(crate) fn read_opts(ctx: &Ctx) -> Result<Opts, Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
+    // An unknown token is refused; a known one reads everything (listings are not filtered
+    // by ACL rules here: see the README).
+    crate::acl_endpoint::can(ctx, opts.token.as_deref(), "node:read", "")?;
     ctx.rpc_check(&opts.dc)?;
     Ok(opts)
 }

@@ -84,6 +84,8 @@ pub(crate) struct State {
     acl: acl::AclTables,
     /// User events and coordinates.
     events: events::EventsAndCoords,
+    /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
+    pub(crate) connect_root: Option<serde_json::Value>,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -113,6 +115,7 @@ impl State {
             catalog: Catalog::default(),
             acl: acl::AclTables::default(),
             events: events::EventsAndCoords::default(),
+            connect_root: None,
             changes: Vec::new(),
             journal: None,
         };
