@@ -164,12 +164,14 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
 
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
+    // Listings leave out what the token may not read (`filterServices`).
+    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "service:read", "")?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_services(&node)
             .into_iter()
-            .filter(|s| s.id != "consul")
+            .filter(|s| s.id != "consul" && readable)
             .map(|s| (s.id.clone(), catalog_json::agent_service(s, &dc)))
             .filter(|(_, v)| filter.matches(v))
             .collect()
@@ -592,11 +594,12 @@ fn node_maintenance(ctx: &Ctx) -> Result<Reply, Reply> {
 /// manage), by ID.
 fn checks(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
+    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "node:read", &node)?;
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_checks(&node)
             .into_iter()
-            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID)
+            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID && readable)
             .map(|c| {
                 let mut v = catalog_json::check(c);
                 v["CreateIndex"] = json!(0);

@@ -37,6 +37,9 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
 pub(crate) fn read_opts(ctx: &Ctx) -> Result<Opts, Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
+    // An unknown token is refused; a known one reads everything (listings are not filtered
+    // by ACL rules here: see the README).
+    crate::acl_endpoint::can(ctx, opts.token.as_deref(), "node:read", "")?;
     ctx.rpc_check(&opts.dc)?;
     Ok(opts)
 }
@@ -57,14 +60,20 @@ fn write_checks(ctx: &Ctx) -> Result<(), Reply> {
     ctx.rpc_check(ctx.query.get("dc"))
 }
 
+/// A write's `Datacenter` field routes it like `?dc=` does.
+fn body_dc(ctx: &Ctx, obj: &Map<String, Value>) -> Result<(), Reply> {
+    let dc = decode::string(obj, "Datacenter");
+    if !dc.is_empty() && dc != ctx.shared.cfg.datacenter {
+        return Err(Reply::text(500, "No path to datacenter"));
+    }
+    Ok(())
+}
+
 /// `PUT /v1/catalog/register`.
 fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let obj = decode::object(body, "structs.RegisterRequest")?;
     write_checks(ctx)?;
-    let dc = decode::string(&obj, "Datacenter");
-    if !dc.is_empty() && dc != ctx.shared.cfg.datacenter {
-        return Err(Reply::text(500, "No path to datacenter"));
-    }
+    body_dc(ctx, &obj)?;
     let node_name = decode::string(&obj, "Node");
     let address = decode::string(&obj, "Address");
     let skip_node_update = decode::boolean(&obj, "SkipNodeUpdate");
@@ -192,6 +201,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
 fn deregister(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let obj = decode::object(body, "structs.DeregisterRequest")?;
     write_checks(ctx)?;
+    body_dc(ctx, &obj)?;
     let node = decode::string(&obj, "Node");
     if node.is_empty() {
         return Err(Reply::text(500, "Must provide node"));

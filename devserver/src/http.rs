@@ -78,6 +78,33 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/health/service/", &["GET"]),
     ("/v1/health/connect/", &["GET"]),
     ("/v1/connect/ca/roots", &["GET"]),
+    ("/v1/event/fire/", &["PUT"]),
+    ("/v1/event/list", &["GET"]),
+    ("/v1/coordinate/datacenters", &["GET"]),
+    ("/v1/coordinate/nodes", &["GET"]),
+    ("/v1/coordinate/node/", &["GET"]),
+    ("/v1/coordinate/update", &["PUT"]),
+    ("/v1/acl/bootstrap", &["PUT"]),
+    ("/v1/acl/login", &["POST"]),
+    ("/v1/acl/logout", &["POST"]),
+    ("/v1/acl/tokens", &["GET"]),
+    ("/v1/acl/token", &["PUT"]),
+    ("/v1/acl/token/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/policies", &["GET"]),
+    ("/v1/acl/policy", &["PUT"]),
+    ("/v1/acl/policy/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/roles", &["GET"]),
+    ("/v1/acl/role", &["PUT"]),
+    ("/v1/acl/role/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/auth-methods", &["GET"]),
+    ("/v1/acl/auth-method", &["PUT"]),
+    ("/v1/acl/auth-method/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/binding-rules", &["GET"]),
+    ("/v1/acl/binding-rule", &["PUT"]),
+    ("/v1/acl/binding-rule/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/templated-policies", &["GET"]),
+    ("/v1/acl/templated-policy/name/", &["GET"]),
+    ("/v1/acl/templated-policy/preview/", &["POST"]),
 ];
 
 /// What a connection has carried: nothing yet, control requests only, or Consul requests.
@@ -372,6 +399,12 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> (Reply, bool) {
         }
         p if p.starts_with("/v1/catalog/") => {
             crate::catalog_endpoint::handle(&ctx, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/event/") || p.starts_with("/v1/coordinate/") => {
+            crate::event_endpoint::handle(&ctx, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/acl/") => {
+            crate::acl_endpoint::handle(&ctx, &method, p, &rest, &body).await
         }
         p if p.starts_with("/v1/health/") => crate::health_endpoint::handle(&ctx, p, &rest).await,
         p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,

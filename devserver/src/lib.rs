@@ -50,6 +50,7 @@
 
 mod acl;
 mod acl_endpoint;
+mod acl_templates;
 mod agent_endpoint;
 mod agent_misc;
 mod catalog_endpoint;
@@ -59,6 +60,7 @@ mod config_entries;
 mod connect;
 mod control;
 mod decode;
+mod event_endpoint;
 mod filter;
 mod godur;
 mod health_endpoint;

@@ -9,7 +9,9 @@
 //! for writes that change nothing (failed CAS, acquire of a held key) — and records which watch
 //! topics changed, so the caller can wake blocking queries after the lock is released.
 
+mod acl;
 mod catalog;
+mod events;
 mod kv;
 mod sessions;
 
@@ -18,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::version::ConsulVersion;
 
+pub(crate) use acl::Table as AclTable;
 pub(crate) use catalog::{Catalog, Check, CheckStatus, Node, Service, SERF_CHECK_ID};
 pub(crate) use kv::Entry;
 use kv::Tombstone;
@@ -35,8 +38,10 @@ pub(crate) enum Topic {
     KvTable,
     /// A session was created or destroyed.
     Sessions,
-    /// Anything in the catalog tables (nodes, services, checks).
+    /// Anything in the catalog tables (nodes, services, checks) or coordinates.
     Catalog,
+    /// A user event was fired.
+    Events,
 }
 
 /// Error texts the FSM returns for session creation.
@@ -75,6 +80,12 @@ pub(crate) struct State {
     lock_delays: HashMap<String, Instant>,
     /// Nodes, services and checks.
     catalog: Catalog,
+    /// Tokens, policies, roles, auth methods, binding rules.
+    acl: acl::AclTables,
+    /// User events and coordinates.
+    events: events::EventsAndCoords,
+    /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
+    pub(crate) connect_root: Option<serde_json::Value>,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -102,6 +113,9 @@ impl State {
             timers: BTreeSet::new(),
             lock_delays: HashMap::new(),
             catalog: Catalog::default(),
+            acl: acl::AclTables::default(),
+            events: events::EventsAndCoords::default(),
+            connect_root: None,
             changes: Vec::new(),
             journal: None,
         };
