@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short
+test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -34,7 +34,7 @@ test-rust:
 	$(CARGO) test --workspace
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
-RUST_EXAMPLES := leader_election semaphore_workers fenced_write
+RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
 examples-rust:
 	$(CARGO) build -p baton-examples --bins
 	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done
@@ -58,6 +58,16 @@ test-python: python-install
 	$(PY) -m pytest -q -s bindings/python/tests
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
+	$(PY) examples/python/health_checked_lock.py
+
+## py-consul's own test suite (PyPI's sdist of py-consul $(PYCONSUL_VERSION)) against baton-devserver,
+## through our conftest (tests/pyconsul/); fails when a test in tests/pyconsul/expected-pass.txt fails.
+.PHONY: test-pyconsul
+PYCONSUL_VERSION ?= 1.8.0
+test-pyconsul: $(PY)
+	$(CARGO) build -p baton-devserver
+	$(PY) -m pip install -q -r tests/pyconsul/requirements.txt
+	$(PY) tests/pyconsul/run.py --version $(PYCONSUL_VERSION)
 
 ## The main job: C, Python and Node workers elect a leader, fail over after a SIGKILL, hand over
 ## on a resign, then share a 2-slot semaphore (demo/run.py). Uses CONSUL_HTTP_ADDR if set, else
@@ -89,7 +99,7 @@ test-cross: python-install node-build demo-workers
 ## each version boundary on its own.
 .PHONY: test-versions
 CONSUL_VERSIONS ?= 1.0.8 1.6.1 current
-RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch
+RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test checks
 test-versions: python-install node-build
 	$(CARGO) build -p baton-devserver
 	set -e; for v in $(CONSUL_VERSIONS); do \
@@ -153,7 +163,7 @@ test-pretty: python-install node-build
 
 ## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
 ## dev server it starts; a failing one fails the target.
-NODE_EXAMPLES := leader_election semaphore_worker
+NODE_EXAMPLES := leader_election semaphore_worker health_checked_lock
 examples-node:
 	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
 
@@ -218,7 +228,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
@@ -272,6 +282,7 @@ examples-c: examples-c-build
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/health_checked_lock
 
 ## Builds the C examples (and the debug libbaton and dev server they run against).
 .PHONY: examples-c-build
@@ -279,7 +290,7 @@ examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
 	$(CARGO) build -p baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
-	set -e; for ex in leader_worker semaphore_worker; do \
+	set -e; for ex in leader_worker semaphore_worker health_checked_lock; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
 

@@ -29,6 +29,18 @@
 // treated the same way.
 #define BATON_WAIT_FOREVER UINT64_MAX
 
+// A check status: Consul's default for the call (`baton_ttl_check.status`: critical).
+#define BATON_CHECK_DEFAULT 0
+
+// A check status: passing. Sessions may be bound to the check.
+#define BATON_CHECK_PASSING 1
+
+// A check status: warning. Bound sessions stay valid.
+#define BATON_CHECK_WARNING 2
+
+// A check status: critical. Bound sessions are invalidated.
+#define BATON_CHECK_CRITICAL 3
+
 // The size of `baton_leader.session`: a session ID (36 characters) and its NUL.
 #define BATON_SESSION_ID_SIZE 37
 
@@ -201,6 +213,73 @@ typedef struct baton_semaphore baton_semaphore;
 // does that on close); `baton_session_destroy` does.
 typedef struct baton_session baton_session;
 
+// The check bindings of a session, for `baton_session_create_with_checks`. Start
+// from `baton_session_checks_default()`. Every string is NUL-terminated UTF-8 and
+// read only during the call.
+typedef struct baton_session_checks {
+  // The node the session belongs to; NULL: the agent's node.
+  const char *node;
+  // IDs of node checks (`node_checks_len` of them). NULL: Consul's default, the
+  // node's `"serfHealth"`; non-NULL with `node_checks_len` 0: no node check at all.
+  // To keep `serfHealth` beside your own checks, list it.
+  const char *const *node_checks;
+  // The number of entries in `node_checks`.
+  size_t node_checks_len;
+  // IDs of service checks (`service_checks_len` of them; NULL only with 0).
+  const char *const *service_checks;
+  // The number of entries in `service_checks`.
+  size_t service_checks_len;
+} baton_session_checks;
+
+// Options for `baton_session_create`. Start from `baton_session_options_default()`.
+typedef struct baton_session_options {
+  // The session name (NULL: none). NUL-terminated UTF-8, read during the call.
+  const char *name;
+  // The TTL in milliseconds; 0 means no TTL (the session lives until destroyed
+  // or its node fails). Consul accepts 10 s to 24 h. Default 15000.
+  uint64_t ttl_ms;
+  // The lock delay in milliseconds; 0 means no delay. Default 15000 (Consul's).
+  uint64_t lock_delay_ms;
+  // `BATON_BEHAVIOR_RELEASE` (default) or `BATON_BEHAVIOR_DELETE`.
+  uint32_t behavior;
+} baton_session_options;
+
+// A TTL check for `baton_agent_check_register`. Start from
+// `baton_ttl_check_default()`; strings are NUL-terminated UTF-8 read during the call.
+typedef struct baton_ttl_check {
+  // The check ID (required; unique on the agent).
+  const char *id;
+  // Human-readable name; NULL: the ID.
+  const char *name;
+  // Without a report for this many milliseconds the check turns critical (required,
+  // positive).
+  uint64_t ttl_ms;
+  // The service the check belongs to (registered before); NULL: a check of the node.
+  const char *service_id;
+  // Free-form notes; NULL: none.
+  const char *notes;
+  // Initial status, a `BATON_CHECK_*` value; `BATON_CHECK_DEFAULT`: critical, Consul's
+  // default for TTL checks (report it passing before binding a session to it).
+  uint32_t status;
+} baton_ttl_check;
+
+// A service for `baton_agent_service_register`. Start from `baton_service_default()`;
+// strings are NUL-terminated UTF-8 read during the call.
+typedef struct baton_service {
+  // The service name (required).
+  const char *name;
+  // The instance ID; NULL: the name.
+  const char *id;
+  // Tags (`tags_len` of them; NULL only with 0).
+  const char *const *tags;
+  // The number of entries in `tags`.
+  size_t tags_len;
+  // Address; NULL: the node's.
+  const char *address;
+  // Port; 0: none.
+  uint16_t port;
+} baton_service;
+
 // Options for `baton_client_new`. Start from `baton_client_options_default()`
 // and set what you need; NULL strings and 0 numbers mean "not set".
 // Strings are NUL-terminated UTF-8 and only read during the call.
@@ -292,19 +371,6 @@ typedef struct baton_semaphore_options {
   size_t value_len;
 } baton_semaphore_options;
 
-// Options for `baton_session_create`. Start from `baton_session_options_default()`.
-typedef struct baton_session_options {
-  // The session name (NULL: none). NUL-terminated UTF-8, read during the call.
-  const char *name;
-  // The TTL in milliseconds; 0 means no TTL (the session lives until destroyed
-  // or its node fails). Consul accepts 10 s to 24 h. Default 15000.
-  uint64_t ttl_ms;
-  // The lock delay in milliseconds; 0 means no delay. Default 15000 (Consul's).
-  uint64_t lock_delay_ms;
-  // `BATON_BEHAVIOR_RELEASE` (default) or `BATON_BEHAVIOR_DELETE`.
-  uint32_t behavior;
-} baton_session_options;
-
 // An event given to a `baton_session_callback`; valid only during the call.
 typedef struct baton_event {
   // What happened.
@@ -338,6 +404,84 @@ extern "C" {
 // Equal to `BATON_VERSION_STRING` of the header the program was compiled with
 // when header and library match.
 const char *baton_version(void);
+
+// No check bindings beyond Consul's defaults: the agent's node, `serfHealth`.
+struct baton_session_checks baton_session_checks_default(void);
+
+// Like `baton_session_create`, bound to health checks: the session is invalidated
+// (its locks released, or their keys deleted) as soon as one of them turns critical.
+// `checks` NULL: `baton_session_checks_default()`. Consul refuses a check that does
+// not exist or is not passing (`BATON_SERVER` or `BATON_INVALID_ARGUMENT`, Consul's
+// text in the last error message). For a lock another process must get right after
+// the check fails, set `options.lock_delay_ms` to 0.
+BATON_MUST_USE
+baton_result baton_session_create_with_checks(const struct baton_client *client,
+                                              const struct baton_session_options *options,
+                                              const struct baton_session_checks *checks,
+                                              struct baton_session **session_out);
+
+// Manages a session that already exists at Consul, created by someone else (another
+// process sharing it, the `consul` CLI). `session_id` must be a UUID
+// (`BATON_INVALID_ARGUMENT`) of a session Consul knows (`BATON_NOT_FOUND`). A session
+// with a TTL is renewed once right away (that renew starts the local lease deadline) and
+// then in the background like a created one: renewing another process's session only
+// extends it, and whoever stops renewing last decides when it expires; a session without
+// a TTL is only watched for invalidation. `baton_client_close` releases the locks this
+// client holds with it but never destroys it; `baton_session_destroy` does. Adopting a
+// session the client already manages gives a handle to that session.
+BATON_MUST_USE
+baton_result baton_session_adopt(const struct baton_client *client,
+                                 const char *session_id,
+                                 struct baton_session **session_out);
+
+// An empty TTL check: set `id` and `ttl_ms`.
+struct baton_ttl_check baton_ttl_check_default(void);
+
+// `PUT /v1/agent/check/register`: registers (or replaces) a TTL check on the agent.
+// `BATON_INVALID_ARGUMENT` for an empty ID, a zero TTL or an unknown status.
+baton_result baton_agent_check_register(const struct baton_client *client,
+                                        const struct baton_ttl_check *check);
+
+// `PUT /v1/agent/check/deregister/<check_id>`: removes a check; sessions bound to it
+// are invalidated.
+baton_result baton_agent_check_deregister(const struct baton_client *client, const char *check_id);
+
+// `PUT /v1/agent/check/pass/<check_id>`: reports the TTL check passing (its TTL starts
+// again); `note` (may be NULL) becomes its output. Call it more often than the TTL
+// while your process is healthy.
+baton_result baton_agent_check_pass(const struct baton_client *client,
+                                    const char *check_id,
+                                    const char *note);
+
+// `PUT /v1/agent/check/warn/<check_id>`: reports the TTL check warning (bound sessions
+// stay valid).
+baton_result baton_agent_check_warn(const struct baton_client *client,
+                                    const char *check_id,
+                                    const char *note);
+
+// `PUT /v1/agent/check/fail/<check_id>`: reports the TTL check critical; sessions bound
+// to it are invalidated.
+baton_result baton_agent_check_fail(const struct baton_client *client,
+                                    const char *check_id,
+                                    const char *note);
+
+// `PUT /v1/agent/check/update/<check_id>`: sets the TTL check's status (a
+// `BATON_CHECK_*` value other than `BATON_CHECK_DEFAULT`) and output (may be NULL).
+baton_result baton_agent_check_update(const struct baton_client *client,
+                                      const char *check_id,
+                                      uint32_t status_,
+                                      const char *output);
+
+// An empty service: set `name`.
+struct baton_service baton_service_default(void);
+
+// `PUT /v1/agent/service/register`: registers (or replaces) a service on the agent.
+baton_result baton_agent_service_register(const struct baton_client *client,
+                                          const struct baton_service *service);
+
+// `PUT /v1/agent/service/deregister/<service_id>`: removes a service and its checks.
+baton_result baton_agent_service_deregister(const struct baton_client *client,
+                                            const char *service_id);
 
 // Creates a cancellation signal. Writes `*cancel_out` on success; free it with
 // `baton_cancel_free` (after every call that uses it has returned).

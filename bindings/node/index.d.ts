@@ -1,8 +1,26 @@
 /// <reference types="node" />
 import type { EventEmitter } from 'node:events'
-import type { ClientOptions as NativeClientOptions, SessionOptions } from './native'
+import type {
+  ClientOptions as NativeClientOptions,
+  ServiceOptions,
+  SessionOptions,
+  TtlCheckOptions,
+} from './native'
 
+/**
+ * Options of `createSession` (durations in milliseconds). An unknown key is a TypeError naming
+ * it. `nodeChecks` / `serviceChecks` bind the session to health checks: it is invalidated (its
+ * locks released) when one turns critical; pass `lockDelayMs: 0` for a lock another process
+ * must get right after. `checks` is Consul's older name, treated as `nodeChecks`.
+ */
 export type { SessionOptions }
+/** A TTL check for `agent.checkRegister` (`ttlMs` in milliseconds). */
+export type { TtlCheckOptions }
+/** A service for `agent.serviceRegister`. */
+export type { ServiceOptions }
+
+/** A check's status. */
+export type CheckStatus = 'passing' | 'warning' | 'critical'
 
 /** Options of a client; unset fields come from the `CONSUL_*` environment variables. */
 export interface ClientOptions extends NativeClientOptions {}
@@ -287,12 +305,49 @@ export declare class Election extends Holdable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/**
+ * The local agent's check and service endpoints (`client.agent`), for binding sessions to a
+ * process's health. Recipe: `checkRegister(id, { ttlMs, status: 'passing' })`, then
+ * `createSession({ nodeChecks: ['serfHealth', id], lockDelayMs: 0 })`, then `checkPass(id)` more
+ * often than every `ttlMs` while healthy; when the health function fails the check turns
+ * critical after `ttlMs` and the session's locks are lost ('lost' events, `lostSignal`).
+ * Bad arguments throw TypeError / RangeError (code 'BATON_INVALID_ARGUMENT' from the core);
+ * Consul's refusals reject with a BatonError carrying its text.
+ */
+export declare class Agent {
+  private constructor()
+  /** Registers (or replaces) a TTL check; it starts critical unless `status` says otherwise. */
+  checkRegister(id: string, options: TtlCheckOptions & { status?: CheckStatus }): Promise<void>
+  /** Removes a check; sessions bound to it are invalidated. */
+  checkDeregister(id: string): Promise<void>
+  /** Reports the check passing: its TTL starts again. */
+  checkPass(id: string, note?: string): Promise<void>
+  /** Reports the check warning (bound sessions stay valid). */
+  checkWarn(id: string, note?: string): Promise<void>
+  /** Reports the check critical: bound sessions are invalidated. */
+  checkFail(id: string, note?: string): Promise<void>
+  /** Sets the check's status and output. */
+  checkUpdate(id: string, status: CheckStatus, output?: string): Promise<void>
+  /** Registers (or replaces) a service. */
+  serviceRegister(service: ServiceOptions): Promise<void>
+  /** Removes a service and its checks. */
+  serviceDeregister(id: string): Promise<void>
+}
+
 export declare class Client {
   constructor(options?: ClientOptions)
   readonly address: string
+  /** The local agent's check and service endpoints. */
+  readonly agent: Agent
   kvGet(key: string): Promise<Buffer | null>
   kvPut(key: string, value: Buffer | string): Promise<boolean>
   createSession(options?: SessionOptions): Promise<Session>
+  /**
+   * Manages a session created elsewhere: renewed if it has a TTL, watched for invalidation,
+   * never destroyed by `close()` (`session.destroy()` does). 'BATON_INVALID_ARGUMENT' for an ID
+   * that is not a UUID, 'BATON_NOT_FOUND' for a session Consul does not know.
+   */
+  adoptSession(id: string): Promise<Session>
   lock(key: string, options?: LockOptions): Lock
   semaphore(prefix: string, limit: number | bigint, options?: SemaphoreOptions): Semaphore
   election(key: string, options?: ElectionOptions): Election

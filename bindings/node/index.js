@@ -133,7 +133,37 @@ function checkMillis(name, v, { positive = false } = {}) {
   }
 }
 
+const SESSION_OPTION_KEYS = new Set([
+  'name',
+  'ttlMs',
+  'lockDelayMs',
+  'behavior',
+  'node',
+  'nodeChecks',
+  'serviceChecks',
+  'checks',
+])
+
+function checkStringList(name, v) {
+  if (v === undefined || v === null) return
+  if (!Array.isArray(v)) throw new TypeError(`${name} must be an array of check IDs, got ${typeof v}`)
+  v.forEach((c, i) => {
+    if (typeof c !== 'string') throw new TypeError(`${name}[${i}] must be a string, got ${typeof c}`)
+  })
+}
+
 function checkSessionOptions(o) {
+  for (const k of Object.keys(o)) {
+    if (!SESSION_OPTION_KEYS.has(k)) {
+      throw new TypeError(`unknown session option ${JSON.stringify(k)} (known: ${[...SESSION_OPTION_KEYS].join(', ')})`)
+    }
+  }
+  checkStringList('nodeChecks', o.nodeChecks)
+  checkStringList('serviceChecks', o.serviceChecks)
+  checkStringList('checks', o.checks)
+  if (o.node !== undefined && o.node !== null && typeof o.node !== 'string') {
+    throw new TypeError(`node must be a string, got ${typeof o.node}`)
+  }
   checkMillis('ttlMs', o.ttlMs, { positive: true })
   checkMillis('lockDelayMs', o.lockDelayMs)
   if (o.behavior !== undefined && o.behavior !== 'release' && o.behavior !== 'delete') {
@@ -428,6 +458,105 @@ class Session {
   /** Destroys the session now (its locks are released; lock-delay applies). */
   destroy() {
     return settle(() => this.#native.destroy())
+  }
+}
+
+// ---- agent: checks and services -------------------------------------------------------------
+
+const CHECK_STATUSES = ['passing', 'warning', 'critical']
+
+function checkId(name, v) {
+  if (typeof v !== 'string') throw new TypeError(`${name} must be a string, got ${typeof v}`)
+  if (v === '') throw new TypeError(`${name} must not be empty`)
+}
+
+function checkStatus(v) {
+  if (!CHECK_STATUSES.includes(v)) {
+    throw new TypeError(`status must be 'passing', 'warning' or 'critical', got ${JSON.stringify(v)}`)
+  }
+}
+
+function checkNote(name, v) {
+  if (v !== undefined && v !== null && typeof v !== 'string') throw new TypeError(`${name} must be a string, got ${typeof v}`)
+}
+
+/**
+ * The local agent's check and service endpoints (`client.agent`): what a process needs to bind
+ * its sessions to its own health. Each call is one request bounded by the client's
+ * `requestTimeoutMs`.
+ */
+class Agent {
+  #native
+  constructor(token, n) {
+    if (token !== kToken) throw new TypeError('use client.agent')
+    this.#native = n
+  }
+  /** Registers (or replaces) a TTL check: critical when `ttlMs` passes without a report. */
+  checkRegister(id, options) {
+    checkId('id', id)
+    const o = checkOptions(options)
+    for (const k of Object.keys(o)) {
+      if (!['ttlMs', 'name', 'serviceId', 'notes', 'status'].includes(k)) {
+        throw new TypeError(`unknown check option ${JSON.stringify(k)} (known: ttlMs, name, serviceId, notes, status)`)
+      }
+    }
+    if (o.ttlMs === undefined) throw new TypeError('ttlMs is required')
+    checkMillis('ttlMs', o.ttlMs, { positive: true })
+    if (o.ttlMs === Infinity) throw new RangeError('ttlMs must be finite')
+    if (o.status !== undefined) checkStatus(o.status)
+    for (const k of ['name', 'serviceId', 'notes']) checkNote(k, o[k])
+    return settle(() => this.#native.checkRegister(id, o))
+  }
+  /** Removes a check; sessions bound to it are invalidated. */
+  checkDeregister(id) {
+    checkId('id', id)
+    return settle(() => this.#native.checkDeregister(id))
+  }
+  /** Reports the check passing: its TTL starts again. */
+  checkPass(id, note) {
+    return this.#report('pass', id, note)
+  }
+  /** Reports the check warning (bound sessions stay valid). */
+  checkWarn(id, note) {
+    return this.#report('warn', id, note)
+  }
+  /** Reports the check critical: bound sessions are invalidated. */
+  checkFail(id, note) {
+    return this.#report('fail', id, note)
+  }
+  /** Sets the check's status ('passing', 'warning', 'critical') and output. */
+  checkUpdate(id, status, output) {
+    checkId('id', id)
+    checkStatus(status)
+    checkNote('output', output)
+    return settle(() => this.#native.checkUpdate(id, status, output ?? undefined))
+  }
+  /** Registers (or replaces) a service: `{ name, id?, tags?, address?, port? }`. */
+  serviceRegister(service) {
+    const o = checkOptions(service)
+    for (const k of Object.keys(o)) {
+      if (!['name', 'id', 'tags', 'address', 'port'].includes(k)) {
+        throw new TypeError(`unknown service option ${JSON.stringify(k)} (known: name, id, tags, address, port)`)
+      }
+    }
+    checkId('name', o.name)
+    checkNote('id', o.id)
+    checkNote('address', o.address)
+    checkStringList('tags', o.tags)
+    if (o.port !== undefined && (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535)) {
+      throw new RangeError(`port must be an integer between 0 and 65535, got ${o.port}`)
+    }
+    return settle(() => this.#native.serviceRegister(o))
+  }
+  /** Removes a service and its checks. */
+  serviceDeregister(id) {
+    checkId('id', id)
+    return settle(() => this.#native.serviceDeregister(id))
+  }
+  #report(verb, id, note) {
+    checkId('id', id)
+    checkNote('note', note)
+    return settle(() => this.#native.checkReport(verb, id, note ?? undefined))
   }
 }
 
@@ -768,6 +897,20 @@ class Client {
     const o = checkSessionOptions(checkOptions(options))
     return new Session(kToken, await settle(() => this.#native.createSession(o)))
   }
+  /**
+   * Manages a session created elsewhere (another process, the `consul` CLI): renewed if it has
+   * a TTL, watched for invalidation, never destroyed by `close()`. Rejects with
+   * 'BATON_INVALID_ARGUMENT' for an ID that is not a UUID, 'BATON_NOT_FOUND' for a session
+   * Consul does not know.
+   */
+  async adoptSession(id) {
+    if (typeof id !== 'string') throw new TypeError(`id must be a string, got ${typeof id}`)
+    return new Session(kToken, await settle(() => this.#native.adoptSession(id)))
+  }
+  /** The local agent's check and service endpoints. */
+  get agent() {
+    return new Agent(kToken, this.#native)
+  }
   /** A lock on `key`; `value` is written on acquire; `session` defaults to the client's. */
   lock(key, options) {
     checkKey(key)
@@ -861,6 +1004,7 @@ class Client {
 }
 
 module.exports = {
+  Agent,
   Client,
   Session,
   Lock,

@@ -19,6 +19,20 @@ export declare class NativeCancel {
 
 /** A connection to Consul (or the dev server). */
 export declare class NativeClient {
+  /** Manages a session created elsewhere: renewed if it has a TTL, never destroyed by close. */
+  adoptSession(id: string): Promise<NativeSession>
+  /** `PUT /v1/agent/check/register` with a TTL check. */
+  checkRegister(id: string, options: TtlCheckOptions): Promise<void>
+  /** `PUT /v1/agent/check/deregister/<id>`. */
+  checkDeregister(id: string): Promise<void>
+  /** `PUT /v1/agent/check/<verb>/<id>` with verb `pass`, `warn` or `fail`. */
+  checkReport(verb: string, id: string, note?: string | undefined | null): Promise<void>
+  /** `PUT /v1/agent/check/update/<id>`. */
+  checkUpdate(id: string, statusName: string, output?: string | undefined | null): Promise<void>
+  /** `PUT /v1/agent/service/register`. */
+  serviceRegister(options: ServiceOptions): Promise<void>
+  /** `PUT /v1/agent/service/deregister/<id>`. */
+  serviceDeregister(id: string): Promise<void>
   /** A lock on `key`; loss notifications go to `onLost(id, ...)`. */
   lock(key: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeLock
   /** A semaphore with `limit` (decimal) slots on `prefix`. */
@@ -237,6 +251,20 @@ export interface NativeTxnOp {
 /** Parses the string form of a sequencer (`<lockIndex>:<token>:<session>:<key>`). */
 export declare function parseSequencer(text: string): NativeSequencer
 
+/** A service to register. */
+export interface ServiceOptions {
+  /** The service name. */
+  name: string
+  /** The instance ID (default: the name). */
+  id?: string
+  /** Tags. */
+  tags?: Array<string>
+  /** Address (default: the node's). */
+  address?: string
+  /** Port. */
+  port?: number
+}
+
 /** Options for a session. */
 export interface SessionOptions {
   /** Human-readable name. */
@@ -247,4 +275,35 @@ export interface SessionOptions {
   lockDelayMs?: number
   /** `"release"` (default) or `"delete"`. */
   behavior?: string
+  /** The node the session belongs to (default: the agent's). */
+  node?: string
+  /**
+   * IDs of node checks the session is bound to (default Consul's `["serfHealth"]`; `[]`
+   * for none).
+   */
+  nodeChecks?: Array<string>
+  /** IDs of service checks the session is bound to. */
+  serviceChecks?: Array<string>
+  /**
+   * Consul's older combined list (node and service check IDs alike), treated as
+   * `nodeChecks` as Consul does; not together with `nodeChecks`.
+   */
+  checks?: Array<string>
+}
+
+/** A TTL check to register. */
+export interface TtlCheckOptions {
+  /** How long a report stays valid, in milliseconds (positive). */
+  ttlMs: number
+  /** Human-readable name (default: the check ID). */
+  name?: string
+  /** The service the check belongs to (default: a check of the node). */
+  serviceId?: string
+  /** Free-form notes. */
+  notes?: string
+  /**
+   * Initial status: `"passing"`, `"warning"` or `"critical"` (Consul's default for TTL
+   * checks).
+   */
+  status?: string
 }

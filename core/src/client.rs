@@ -222,7 +222,15 @@ impl Core {
         lock(&self.sessions).remove(id);
     }
 
-    fn register_session(self: &Arc<Self>, s: Arc<SessionShared>) -> Result<()> {
+    /// The tracked, not lost session with this ID (for adopting a session twice).
+    pub(crate) fn tracked_session(&self, id: &str) -> Option<Arc<SessionShared>> {
+        lock(&self.sessions)
+            .get(id)
+            .filter(|s| !s.is_lost())
+            .cloned()
+    }
+
+    pub(crate) fn register_session(self: &Arc<Self>, s: Arc<SessionShared>) -> Result<()> {
         let mut rt = lock(&self.runtime);
         self.check_usable()?;
         let spawn_err = |e: std::io::Error| {

@@ -268,7 +268,9 @@ impl SessionShared {
 /// watched for invalidation, with loss signals. Cheap to clone.
 ///
 /// Get one from [`Client::create_session`](crate::Client::create_session) or
-/// [`Client::default_session`](crate::Client::default_session).
+/// [`Client::default_session`](crate::Client::default_session), or manage one created
+/// elsewhere with [`Client::adopt_session`](crate::Client::adopt_session) (never destroyed
+/// by the client's close).
 #[derive(Clone)]
 pub struct Session {
     pub(crate) shared: Arc<SessionShared>,

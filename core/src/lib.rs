@@ -19,6 +19,10 @@
 //!   ([`Client::lock`]), [`Election`] ([`Client::election`], [`Client::observe_leader`]),
 //!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
 //!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
+//! * Sessions bound to health checks: [`Client::agent`] registers TTL checks and
+//!   services and reports their health; [`SessionOptions::node_checks`] and
+//!   [`SessionOptions::service_check`] bind a session to them;
+//!   [`Client::adopt_session`] manages a session created elsewhere.
 //! * One error type with stable kinds and codes ([`Error`], [`ErrorKind`]).
 //!
 //! ```no_run
@@ -35,6 +39,8 @@
 //! application installs a logger.
 #![forbid(unsafe_code)]
 
+mod adopt;
+mod agent;
 mod cancel;
 mod claim;
 mod cleanup;
@@ -62,6 +68,7 @@ mod threads;
 mod txn;
 mod watch;
 
+pub use agent::{Agent, CheckStatus, ServiceRegistration, TtlCheck};
 pub use cancel::CancelToken;
 pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
 pub use config::{

@@ -408,7 +408,7 @@ fn quoted(value: &str) -> String {
 /// not know), but an empty value would address the collection rather than an
 /// item and `.`/`..` would be resolved away by HTTP path normalisation (Go's
 /// server redirects them elsewhere), so those three fail here.
-fn path_segment(what: &str, value: &str) -> Result<String> {
+pub(crate) fn path_segment(what: &str, value: &str) -> Result<String> {
     if value.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidArgument,

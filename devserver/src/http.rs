@@ -35,9 +35,76 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/session/list", &["GET"]),
     ("/v1/txn", &["PUT"]),
     ("/v1/status/leader", &["GET"]),
+    ("/v1/status/peers", &["GET"]),
     ("/v1/agent/self", &["GET"]),
+    ("/v1/agent/members", &["GET"]),
+    ("/v1/agent/services", &["GET"]),
+    ("/v1/agent/service/", &["GET"]),
+    ("/v1/agent/service/register", &["PUT"]),
+    ("/v1/agent/service/deregister/", &["PUT"]),
+    ("/v1/agent/service/maintenance/", &["PUT"]),
+    ("/v1/agent/maintenance", &["PUT"]),
+    ("/v1/agent/checks", &["GET"]),
+    ("/v1/agent/check/register", &["PUT"]),
+    ("/v1/agent/check/deregister/", &["PUT"]),
+    ("/v1/agent/check/pass/", &["PUT"]),
+    ("/v1/agent/check/warn/", &["PUT"]),
+    ("/v1/agent/check/fail/", &["PUT"]),
+    ("/v1/agent/check/update/", &["PUT"]),
+    ("/v1/agent/connect/ca/roots", &["GET"]),
+    ("/v1/agent/reload", &["PUT"]),
+    ("/v1/agent/metrics", &["GET"]),
+    ("/v1/agent/monitor", &["GET"]),
+    ("/v1/agent/host", &["GET"]),
+    ("/v1/agent/version", &["GET"]),
+    ("/v1/agent/leave", &["PUT"]),
+    ("/v1/agent/force-leave/", &["PUT"]),
+    ("/v1/agent/join/", &["PUT"]),
+    ("/v1/agent/token/", &["PUT"]),
+    ("/v1/agent/health/service/id/", &["GET"]),
+    ("/v1/agent/health/service/name/", &["GET"]),
     ("/v1/catalog/register", &["PUT"]),
     ("/v1/catalog/deregister", &["PUT"]),
+    ("/v1/catalog/datacenters", &["GET"]),
+    ("/v1/catalog/nodes", &["GET"]),
+    ("/v1/catalog/services", &["GET"]),
+    ("/v1/catalog/service/", &["GET"]),
+    ("/v1/catalog/connect/", &["GET"]),
+    ("/v1/catalog/node/", &["GET"]),
+    ("/v1/catalog/gateway-services/", &["GET"]),
+    ("/v1/health/node/", &["GET"]),
+    ("/v1/health/checks/", &["GET"]),
+    ("/v1/health/state/", &["GET"]),
+    ("/v1/health/service/", &["GET"]),
+    ("/v1/health/connect/", &["GET"]),
+    ("/v1/connect/ca/roots", &["GET"]),
+    ("/v1/event/fire/", &["PUT"]),
+    ("/v1/event/list", &["GET"]),
+    ("/v1/coordinate/datacenters", &["GET"]),
+    ("/v1/coordinate/nodes", &["GET"]),
+    ("/v1/coordinate/node/", &["GET"]),
+    ("/v1/coordinate/update", &["PUT"]),
+    ("/v1/acl/bootstrap", &["PUT"]),
+    ("/v1/acl/login", &["POST"]),
+    ("/v1/acl/logout", &["POST"]),
+    ("/v1/acl/tokens", &["GET"]),
+    ("/v1/acl/token", &["PUT"]),
+    ("/v1/acl/token/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/policies", &["GET"]),
+    ("/v1/acl/policy", &["PUT"]),
+    ("/v1/acl/policy/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/roles", &["GET"]),
+    ("/v1/acl/role", &["PUT"]),
+    ("/v1/acl/role/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/auth-methods", &["GET"]),
+    ("/v1/acl/auth-method", &["PUT"]),
+    ("/v1/acl/auth-method/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/binding-rules", &["GET"]),
+    ("/v1/acl/binding-rule", &["PUT"]),
+    ("/v1/acl/binding-rule/", &["GET", "PUT", "DELETE"]),
+    ("/v1/acl/templated-policies", &["GET"]),
+    ("/v1/acl/templated-policy/name/", &["GET"]),
+    ("/v1/acl/templated-policy/preview/", &["POST"]),
 ];
 
 /// What a connection has carried: nothing yet, control requests only, or Consul requests.
@@ -249,13 +316,17 @@ async fn route(
     if cleaned != path {
         return (redirect(&cleaned, req.uri().query(), req.method()), false);
     }
-    let route = ROUTES.iter().find(|(pat, _)| {
-        if pat.ends_with('/') {
-            path.starts_with(pat)
-        } else {
-            path == *pat
-        }
-    });
+    // Go's ServeMux: an exact pattern wins, else the longest matching prefix pattern.
+    let route = ROUTES
+        .iter()
+        .filter(|(pat, _)| {
+            if pat.ends_with('/') {
+                path.starts_with(pat)
+            } else {
+                path == *pat
+            }
+        })
+        .max_by_key(|(pat, _)| (!pat.ends_with('/'), pat.len()));
     let Some((pattern, methods)) = route else {
         // ServeMux redirects "/v1/kv" to the registered "/v1/kv/".
         let slash = format!("{path}/");
@@ -321,6 +392,7 @@ async fn route(
     let reply = match *pattern {
         "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
         "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
+        "/v1/status/leader" if ctx.foreign_dc() => Reply::text(500, "No path to datacenter"),
         "/v1/status/leader" => {
             let leader = if shared.has_leader() {
                 "127.0.0.1:8300"
@@ -333,9 +405,21 @@ async fn route(
                 shared.cfg.pretty_json() || ctx.query.has("pretty"),
             )
         }
-        "/v1/agent/self" => crate::session_endpoint::agent_self(&ctx),
-        "/v1/catalog/register" => crate::session_endpoint::catalog_register(&ctx, &body),
-        "/v1/catalog/deregister" => crate::session_endpoint::catalog_deregister(&ctx, &body),
+        "/v1/status/peers" => crate::agent_misc::status_peers(&ctx),
+        "/v1/connect/ca/roots" => crate::connect::ca_roots(&ctx),
+        p if p.starts_with("/v1/agent/") => {
+            crate::agent_endpoint::handle(&ctx, &method, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/catalog/") => {
+            crate::catalog_endpoint::handle(&ctx, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/event/") || p.starts_with("/v1/coordinate/") => {
+            crate::event_endpoint::handle(&ctx, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/acl/") => {
+            crate::acl_endpoint::handle(&ctx, &method, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/health/") => crate::health_endpoint::handle(&ctx, p, &rest).await,
         p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,
     };
     (reply, true)
@@ -385,6 +469,12 @@ impl Ctx {
             return Err(Reply::text(500, self.shared.leaderless.text()));
         }
         Ok(())
+    }
+
+    /// Whether `?dc=` names a datacenter other than this one (no path to it).
+    pub fn foreign_dc(&self) -> bool {
+        let dc = self.query.get("dc");
+        !dc.is_empty() && dc != self.shared.cfg.datacenter
     }
 
     /// The configured management token, when ACLs are on.

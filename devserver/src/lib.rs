@@ -49,9 +49,21 @@
 //! `/v1/agent/self` fields that came and went, and the older size-limit error texts.
 
 mod acl;
+mod acl_endpoint;
+mod acl_templates;
+mod agent_endpoint;
+mod agent_misc;
+mod catalog_endpoint;
+mod catalog_json;
 mod config;
+mod config_entries;
+mod connect;
 mod control;
+mod decode;
+mod event_endpoint;
+mod filter;
 mod godur;
+mod health_endpoint;
 mod http;
 mod journal;
 mod kv_endpoint;

@@ -50,6 +50,15 @@ impl Query {
             .unwrap_or("")
     }
 
+    /// Every value of `key`, in order.
+    pub fn all(&self, key: &str) -> Vec<String> {
+        self.pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// Go's `url.Values.Encode`: keys sorted, values in order, query-escaped.
     pub fn encode(&self) -> String {
         let mut sorted: Vec<&(String, String)> = self.pairs.iter().collect();

@@ -68,7 +68,13 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn new(cfg: Config) -> Shared {
-        let state = State::new(&cfg.node_name, cfg.tombstone_ttl, cfg.consul_version);
+        let node_id = crate::state::new_uuid();
+        let state = State::new(
+            &cfg.node_name,
+            &node_id,
+            cfg.tombstone_ttl,
+            cfg.consul_version,
+        );
         Shared {
             cfg,
             state: Mutex::new(state),
@@ -81,7 +87,7 @@ impl Shared {
             timer_kick: Notify::new(),
             counts: Mutex::new(RequestCounts::default()),
             conns: Mutex::new(HashMap::new()),
-            node_id: crate::state::new_uuid(),
+            node_id,
         }
     }
 
@@ -194,6 +200,7 @@ impl Shared {
             let mut st = self.lock();
             *st = State::new(
                 &self.cfg.node_name,
+                &self.node_id,
                 self.cfg.tombstone_ttl,
                 self.cfg.consul_version,
             );
@@ -430,7 +437,7 @@ impl Drop for DevServer {
     }
 }
 
-/// Fires session TTL timers (leader only).
+/// Fires session TTL timers and TTL checks (leader only).
 async fn ttl_timers(shared: Arc<Shared>) {
     loop {
         let kicked = shared.timer_kick.notified();
@@ -438,8 +445,14 @@ async fn ttl_timers(shared: Arc<Shared>) {
         kicked.as_mut().enable();
         let next = if shared.has_leader() {
             let now = Instant::now();
-            shared.write_quiet(|st| st.expire_sessions(now));
-            shared.read(|st| st.next_timer())
+            shared.write_quiet(|st| {
+                st.expire_sessions(now);
+                st.expire_checks(now);
+            });
+            shared.read(|st| match (st.next_timer(), st.next_check_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            })
         } else {
             None
         };

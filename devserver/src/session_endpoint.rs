@@ -1,5 +1,4 @@
-//! `/v1/session/*`, plus the small agent and catalog surface sessions depend on:
-//! `/v1/agent/self` and `/v1/catalog/{register,deregister}` (to fail a node or a check).
+//! `/v1/session/*`.
 
 use serde_json::{json, Map, Value};
 
@@ -8,7 +7,7 @@ use crate::godur::{format_go_duration, parse_go_duration};
 use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
 use crate::state::{
-    Behavior, CheckStatus, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX,
+    Behavior, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX,
 };
 use crate::version::ConsulVersion;
 
@@ -388,120 +387,4 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
     let version = ctx.shared.cfg.consul_version;
     let body: Vec<Value> = run.value.iter().map(|s| session_json(s, version)).collect();
     Ok(Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index))
-}
-
-/// `/v1/agent/self`: the fields clients read (every top-level value an object or null, as the
-/// Go client requires).
-pub(crate) fn agent_self(ctx: &Ctx) -> Reply {
-    let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    let cfg = &ctx.shared.cfg;
-    if let Err(r) = acl::require(ctx.acl(), token.as_deref(), "agent:read", &cfg.node_name) {
-        return r;
-    }
-    let body = json!({
-        "Config": {
-            "Datacenter": cfg.datacenter,
-            "PrimaryDatacenter": cfg.datacenter,
-            "NodeName": cfg.node_name,
-            "NodeID": ctx.shared.node_id,
-            "Revision": "baton-devserver",
-            "Server": true,
-            "Version": cfg.consul_version.to_string(),
-            "BuildDate": "2023-01-27T00:00:00Z"
-        },
-        "DebugConfig": {
-            "SessionTTLMin": format_go_duration(cfg.session_ttl_min.as_nanos() as i64),
-            "KVMaxValueSize": cfg.kv_max_value_size,
-            "TxnMaxReqLen": cfg.txn_max_req_len
-        },
-        "Coord": null,
-        "Member": {"Name": cfg.node_name, "Addr": "127.0.0.1", "Port": 8301, "Tags": {}, "Status": 1},
-        "Stats": {},
-        "Meta": {}
-    });
-    Reply::json(200, &body, ctx.pretty())
-}
-
-fn parse_object(body: &[u8]) -> Result<Map<String, Value>, Reply> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(v) => Err(Reply::text(400, format!("Request decode failed: json: cannot unmarshal {} into Go value of type structs.RegisterRequest", json_kind(&v)))),
-        Err(e) => Err(Reply::text(400, format!("Request decode failed: {}", go_syntax_error(&e)))),
-    }
-}
-
-fn str_field(obj: &Map<String, Value>, name: &str) -> String {
-    field(obj, name)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
-/// What both catalog writes check first: a JSON object body naming a node, the RPC
-/// preconditions, and `node:write`. Returns the body and the node name.
-fn catalog_request(ctx: &Ctx, body: &[u8]) -> Result<(Map<String, Value>, String), Reply> {
-    let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    let obj = parse_object(body)?;
-    let node = str_field(&obj, "Node");
-    ctx.rpc_check(ctx.query.get("dc"))?;
-    if node.is_empty() {
-        return Err(Reply::text(500, "Must provide node"));
-    }
-    acl::require(ctx.acl(), token.as_deref(), "node:write", &node)?;
-    Ok((obj, node))
-}
-
-/// `PUT /v1/catalog/register`: a node with `Check`/`Checks` (`CheckID`, `Status`). A check
-/// registered critical invalidates the sessions bound to it. A check without a Status starts
-/// critical, as Consul's checks do.
-pub(crate) fn catalog_register(ctx: &Ctx, body: &[u8]) -> Reply {
-    let r = (|| {
-        let (obj, node) = catalog_request(ctx, body)?;
-        let mut checks = Vec::new();
-        let mut raw: Vec<&Value> = Vec::new();
-        if let Some(c) = field(&obj, "Check").filter(|c| c.is_object()) {
-            raw.push(c);
-        }
-        if let Some(Value::Array(list)) = field(&obj, "Checks") {
-            raw.extend(list.iter());
-        }
-        for c in raw {
-            let Value::Object(c) = c else { continue };
-            let mut id = str_field(c, "CheckID");
-            if id.is_empty() {
-                id = str_field(c, "Name");
-            }
-            if id.is_empty() {
-                return Err(Reply::text(500, "Missing check ID"));
-            }
-            let status_text = str_field(c, "Status");
-            let status = if status_text.is_empty() {
-                CheckStatus::Critical
-            } else {
-                CheckStatus::parse(&status_text).ok_or_else(|| {
-                    Reply::text(400, format!("Invalid check status: \"{status_text}\""))
-                })?
-            };
-            checks.push((id, status));
-        }
-        let address = str_field(&obj, "Address");
-        ctx.shared
-            .write(|st| st.register_node(&node, &address, &checks));
-        Ok(Reply::json(200, &json!(true), ctx.pretty()))
-    })();
-    r.unwrap_or_else(|e| e)
-}
-
-/// `PUT /v1/catalog/deregister`: `{"Node":..}` removes the node (invalidating its sessions);
-/// with `CheckID`, only that check (invalidating the sessions bound to it).
-pub(crate) fn catalog_deregister(ctx: &Ctx, body: &[u8]) -> Reply {
-    let r = (|| {
-        let (obj, node) = catalog_request(ctx, body)?;
-        let check = str_field(&obj, "CheckID");
-        let check = (!check.is_empty()).then_some(check);
-        ctx.shared
-            .write(|st| st.deregister(&node, check.as_deref()));
-        Ok(Reply::json(200, &json!(true), ctx.pretty()))
-    })();
-    r.unwrap_or_else(|e| e)
 }

@@ -146,7 +146,7 @@ fn session_with_unknown_or_critical_check_is_500() {
     put(
         a,
         "/v1/catalog/register",
-        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"db","Status":"critical"}}}}"#).as_bytes(),
+        format!(r#"{{"Node":"{node}","Address":"127.0.0.1","Check":{{"CheckID":"db","Status":"critical"}}}}"#).as_bytes(),
     );
     let r = put(a, "/v1/session/create", br#"{"NodeChecks":["db"]}"#);
     assert_eq!(
@@ -494,26 +494,26 @@ fn check_going_critical_or_deregistered_invalidates_bound_sessions() {
     let s = start();
     let a = s.addr();
     let node = s.node_name();
-    put(a, "/v1/catalog/register", format!(r#"{{"Node":"{node}","Checks":[{{"CheckID":"c1","Status":"passing"}},{{"CheckID":"c2","Status":"passing"}}]}}"#).as_bytes());
+    put(a, "/v1/catalog/register", format!(r#"{{"Node":"{node}","Address":"127.0.0.1","Checks":[{{"CheckID":"c1","Status":"passing"}},{{"CheckID":"c2","Status":"passing"}}]}}"#).as_bytes());
     let bound1 = session(a, r#"{"NodeChecks":["serfHealth","c1"]}"#);
     let bound2 = session(a, r#"{"NodeChecks":["c2"]}"#);
     let free = session(a, r#"{"NodeChecks":[]}"#);
     put(
         a,
         "/v1/catalog/register",
-        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"warning"}}}}"#).as_bytes(),
+        format!(r#"{{"Node":"{node}","Address":"127.0.0.1","Check":{{"CheckID":"c1","Status":"warning"}}}}"#).as_bytes(),
     );
     assert!(session_exists(a, &bound1), "warning does not invalidate");
     put(
         a,
         "/v1/catalog/register",
-        format!(r#"{{"Node":"{node}","Check":{{"CheckID":"c1","Status":"critical"}}}}"#).as_bytes(),
+        format!(r#"{{"Node":"{node}","Address":"127.0.0.1","Check":{{"CheckID":"c1","Status":"critical"}}}}"#).as_bytes(),
     );
     assert!(!session_exists(a, &bound1), "critical does");
     put(
         a,
         "/v1/catalog/deregister",
-        format!(r#"{{"Node":"{node}","CheckID":"c2"}}"#).as_bytes(),
+        format!(r#"{{"Node":"{node}","Address":"127.0.0.1","CheckID":"c2"}}"#).as_bytes(),
     );
     assert!(!session_exists(a, &bound2), "deregistering the check does");
     s.fail_node();

@@ -25,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod agent;
 mod callback;
 mod cancel;
 mod client;
@@ -38,6 +39,7 @@ mod semaphore;
 mod session;
 mod util;
 
+pub use agent::*;
 pub use callback::baton_userdata_free;
 pub use cancel::*;
 pub use client::*;

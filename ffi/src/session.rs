@@ -157,7 +157,48 @@ fn deliver(reg: &Registration<SessionFn>, event: &SessionEvent, session_id: &str
     });
 }
 
-fn new_handle(session: Session, out: *mut *mut baton_session) {
+/// The core's session options from a C options struct (NULL: the defaults).
+///
+/// # Safety
+/// `options` is NULL or points to a valid `baton_session_options` whose `name` is
+/// NULL or a NUL-terminated string, all alive during the call.
+pub(crate) unsafe fn core_options(
+    options: *const baton_session_options,
+) -> Result<SessionOptions, Failure> {
+    // SAFETY: the caller passes NULL or a valid options struct.
+    let o = match unsafe { options.as_ref() } {
+        Some(o) => *o,
+        None => baton_session_options_default(),
+    };
+    let mut so = SessionOptions::new();
+    // SAFETY: NULL or a NUL-terminated string alive during the call.
+    if let Some(n) = unsafe { opt_str_arg(o.name, "options.name") }? {
+        so = so.name(n);
+    }
+    let too_long = |what: &str| {
+        Failure::new(
+            baton_result::BATON_INVALID_ARGUMENT,
+            format!("options.{what} is too large"),
+        )
+    };
+    if o.ttl_ms != 0 {
+        so = so.ttl(timeout_ms(o.ttl_ms).ok_or_else(|| too_long("ttl_ms"))?);
+    }
+    so = so.lock_delay(timeout_ms(o.lock_delay_ms).ok_or_else(|| too_long("lock_delay_ms"))?);
+    so = so.behavior(match o.behavior {
+        BATON_BEHAVIOR_RELEASE => Behavior::Release,
+        BATON_BEHAVIOR_DELETE => Behavior::Delete,
+        other => {
+            return Err(Failure::new(
+                baton_result::BATON_INVALID_ARGUMENT,
+                format!("options.behavior {other} is not a BATON_BEHAVIOR_* value"),
+            ))
+        }
+    });
+    Ok(so)
+}
+
+pub(crate) fn new_handle(session: Session, out: *mut *mut baton_session) {
     let h = Box::new(baton_session {
         session,
         pid: std::process::id(),
@@ -186,35 +227,7 @@ pub unsafe extern "C" fn baton_session_create(
             return Err(null("session_out"));
         }
         // SAFETY: the caller passes NULL or a valid options struct.
-        let o = match unsafe { options.as_ref() } {
-            Some(o) => *o,
-            None => baton_session_options_default(),
-        };
-        let mut so = SessionOptions::new();
-        // SAFETY: NULL or a NUL-terminated string alive during the call.
-        if let Some(n) = unsafe { opt_str_arg(o.name, "options.name") }? {
-            so = so.name(n);
-        }
-        let too_long = |what: &str| {
-            Failure::new(
-                baton_result::BATON_INVALID_ARGUMENT,
-                format!("options.{what} is too large"),
-            )
-        };
-        if o.ttl_ms != 0 {
-            so = so.ttl(timeout_ms(o.ttl_ms).ok_or_else(|| too_long("ttl_ms"))?);
-        }
-        so = so.lock_delay(timeout_ms(o.lock_delay_ms).ok_or_else(|| too_long("lock_delay_ms"))?);
-        so = so.behavior(match o.behavior {
-            BATON_BEHAVIOR_RELEASE => Behavior::Release,
-            BATON_BEHAVIOR_DELETE => Behavior::Delete,
-            other => {
-                return Err(Failure::new(
-                    baton_result::BATON_INVALID_ARGUMENT,
-                    format!("options.behavior {other} is not a BATON_BEHAVIOR_* value"),
-                ))
-            }
-        });
+        let so = unsafe { core_options(options) }?;
         let s = c.create_session(&so)?;
         new_handle(s, session_out);
         Ok(())

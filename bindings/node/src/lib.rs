@@ -11,6 +11,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
+mod agent;
 mod recipes;
 
 /// Separates the message of a native error from its JSON details (see [`js_err`]).
@@ -169,6 +170,16 @@ pub struct SessionOptions {
     pub lock_delay_ms: Option<f64>,
     /// `"release"` (default) or `"delete"`.
     pub behavior: Option<String>,
+    /// The node the session belongs to (default: the agent's).
+    pub node: Option<String>,
+    /// IDs of node checks the session is bound to (default Consul's `["serfHealth"]`; `[]`
+    /// for none).
+    pub node_checks: Option<Vec<String>>,
+    /// IDs of service checks the session is bound to.
+    pub service_checks: Option<Vec<String>>,
+    /// Consul's older combined list (node and service check IDs alike), treated as
+    /// `nodeChecks` as Consul does; not together with `nodeChecks`.
+    pub checks: Option<Vec<String>>,
 }
 
 /// Applies the JS session options to `o`.
@@ -196,6 +207,36 @@ fn session_options(
                 "behavior must be 'release' or 'delete', got {other:?}"
             )))
         }
+    }
+    if let Some(n) = s.node {
+        if n.is_empty() {
+            return Err(invalid(
+                "node must not be empty (omit it for the agent's node)",
+            ));
+        }
+        o = o.node(n);
+    }
+    let node_checks = match (s.node_checks, s.checks) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "give nodeChecks or checks (Consul's older name for them), not both",
+            ))
+        }
+        (Some(list), None) => Some(("nodeChecks", list)),
+        (None, Some(list)) => Some(("checks", list)),
+        (None, None) => None,
+    };
+    if let Some((what, list)) = node_checks {
+        if let Some(i) = list.iter().position(|c| c.is_empty()) {
+            return Err(invalid(format!("{what}[{i}] must not be empty")));
+        }
+        o = o.node_checks(list);
+    }
+    for (i, c) in s.service_checks.into_iter().flatten().enumerate() {
+        if c.is_empty() {
+            return Err(invalid(format!("serviceChecks[{i}] must not be empty")));
+        }
+        o = o.service_check(c);
     }
     Ok(o)
 }

@@ -4,6 +4,7 @@
 //! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
 //! `baton.aio` and type stubs.
 
+mod agent;
 mod aio;
 mod detached;
 mod recipes;
@@ -193,7 +194,10 @@ impl Client {
     }
 
     /// Creates a session of its own, renewed in the background until destroyed.
-    #[pyo3(signature = (*, name=None, ttl=None, lock_delay=None, behavior="release"))]
+    /// `node_checks` (default Consul's `['serfHealth']`, `[]` for none) and `service_checks`
+    /// bind it to health checks: it is invalidated when one of them turns critical.
+    #[pyo3(signature = (*, name=None, ttl=None, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+    #[allow(clippy::too_many_arguments)]
     fn create_session(
         &self,
         py: Python<'_>,
@@ -201,6 +205,9 @@ impl Client {
         ttl: Option<f64>,
         lock_delay: Option<f64>,
         behavior: &str,
+        node: Option<String>,
+        node_checks: Option<Vec<String>>,
+        service_checks: Option<Vec<String>>,
     ) -> PyResult<Session> {
         let mut o = baton::SessionOptions::new();
         if let Some(n) = name {
@@ -226,6 +233,7 @@ impl Client {
                 )))
             }
         });
+        let o = agent::apply_checks(py, o, node, node_checks, service_checks)?;
         let c = self.inner.clone();
         let s = py
             .detach(move || c.create_session(&o))
@@ -444,6 +452,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_class::<Client>()?;
     m.add_class::<Session>()?;
+    m.add_class::<agent::Agent>()?;
     m.add_class::<recipes::Lock>()?;
     m.add_class::<recipes::Semaphore>()?;
     m.add_class::<recipes::Election>()?;

@@ -1,15 +1,23 @@
-//! The catalog: nodes and their health checks. A check that turns critical, or disappears,
-//! invalidates the sessions bound to it in the same write.
+//! The catalog tables: nodes, services and health checks, each with its own table index for
+//! blocking queries, as Consul's state store keeps them (`agent/consul/state/catalog.go`).
+//!
+//! Every write here is one raft-equivalent write. A check that turns critical, a check that
+//! is deleted (alone, with its service or with its node) and a deleted node invalidate the
+//! sessions bound to them in the same write (`ensureCheckTxn`, `deleteCheckTxn`,
+//! `deleteNodeTxn` delete the sessions found through the session-checks index).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use super::{Session, State};
+use serde_json::{Map, Value};
+
+use super::{Session, State, Topic};
 
 /// The node check every session is bound to by default.
 pub(crate) const SERF_CHECK_ID: &str = "serfHealth";
 
 /// Health of a registered check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum CheckStatus {
     Passing,
     Warning,
@@ -17,6 +25,7 @@ pub(crate) enum CheckStatus {
 }
 
 impl CheckStatus {
+    /// `passing`, `warning` or `critical` (Consul's `structs.ValidStatus`).
     pub fn parse(s: &str) -> Option<CheckStatus> {
         match s {
             "passing" => Some(CheckStatus::Passing),
@@ -25,74 +34,497 @@ impl CheckStatus {
             _ => None,
         }
     }
+
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Passing => "passing",
+            CheckStatus::Warning => "warning",
+            CheckStatus::Critical => "critical",
+        }
+    }
 }
 
-/// A catalog node and its checks.
-#[derive(Clone, Debug)]
+/// A catalog node.
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Node {
     pub name: String,
+    pub id: String,
     pub address: String,
-    pub checks: BTreeMap<String, CheckStatus>,
+    /// `TaggedAddresses`, e.g. `lan`, `wan`.
+    pub tagged_addresses: Map<String, Value>,
+    pub meta: Map<String, Value>,
+    pub create_index: u64,
+    pub modify_index: u64,
 }
 
-impl State {
-    /// Registers (or updates) a node and some of its checks. A check that becomes critical
-    /// invalidates the sessions bound to it, in the same write.
-    pub fn register_node(&mut self, name: &str, address: &str, checks: &[(String, CheckStatus)]) {
-        let idx = self.next_index();
-        let node = self
-            .nodes
-            .entry(name.to_ascii_lowercase())
-            .or_insert_with(|| Node {
-                name: name.to_string(),
-                address: address.to_string(),
-                checks: BTreeMap::new(),
-            });
-        if !address.is_empty() {
-            node.address = address.to_string();
+impl Node {
+    /// A node with only a name and an address.
+    pub fn new(name: &str, address: &str) -> Node {
+        Node {
+            name: name.to_string(),
+            id: String::new(),
+            address: address.to_string(),
+            tagged_addresses: Map::new(),
+            meta: Map::new(),
+            create_index: 0,
+            modify_index: 0,
         }
-        for (id, status) in checks {
-            node.checks.insert(id.clone(), *status);
-        }
-        let critical: Vec<&str> = checks
-            .iter()
-            .filter(|(_, s)| *s == CheckStatus::Critical)
-            .map(|(id, _)| id.as_str())
-            .collect();
-        if !critical.is_empty() {
-            self.invalidate_where(idx, |s| {
-                s.node.eq_ignore_ascii_case(name)
-                    && s.all_check_ids().any(|c| critical.contains(&c))
-            });
+    }
+}
+
+/// A service instance registered on a node (`structs.NodeService`). Fields a client only
+/// stores and reads back are kept as JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Service {
+    pub node: String,
+    pub id: String,
+    pub service: String,
+    pub tags: Vec<String>,
+    pub address: String,
+    pub port: i64,
+    pub meta: Map<String, Value>,
+    /// `TaggedAddresses` (`{"lan": {"Address": .., "Port": ..}}`).
+    pub tagged_addresses: Map<String, Value>,
+    pub weights: Value,
+    pub enable_tag_override: bool,
+    /// `Kind` (`""` for a typical service, `connect-proxy`, ...).
+    pub kind: String,
+    /// `Proxy`, `Connect`, `Locality`: stored and echoed.
+    pub proxy: Value,
+    pub connect: Value,
+    pub locality: Value,
+    pub create_index: u64,
+    pub modify_index: u64,
+}
+
+/// A health check (`structs.HealthCheck`), node-level when `service_id` is empty.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Check {
+    pub node: String,
+    pub check_id: String,
+    pub name: String,
+    pub status: CheckStatus,
+    pub notes: String,
+    pub output: String,
+    pub service_id: String,
+    pub service_name: String,
+    pub service_tags: Vec<String>,
+    /// `Type`: `ttl`, `script`, `http`, `tcp`, `maintenance`, `alias`, ... or `""`.
+    pub check_type: String,
+    pub interval: String,
+    pub timeout: String,
+    /// The TTL of a TTL check (the agent arms a timer with it).
+    pub ttl: Option<Duration>,
+    /// When a TTL check turns critical unless it is updated first.
+    pub ttl_expires: Option<Instant>,
+    /// The HTTP definition fields Consul echoes under `Definition`.
+    pub definition: Value,
+    pub create_index: u64,
+    pub modify_index: u64,
+}
+
+impl Check {
+    /// A check with the given identity and status and nothing else.
+    pub fn new(node: &str, check_id: &str, name: &str, status: CheckStatus) -> Check {
+        Check {
+            node: node.to_string(),
+            check_id: check_id.to_string(),
+            name: name.to_string(),
+            status,
+            notes: String::new(),
+            output: String::new(),
+            service_id: String::new(),
+            service_name: String::new(),
+            service_tags: Vec::new(),
+            check_type: String::new(),
+            interval: String::new(),
+            timeout: String::new(),
+            ttl: None,
+            ttl_expires: None,
+            definition: Value::Object(Map::new()),
+            create_index: 0,
+            modify_index: 0,
         }
     }
 
-    /// Removes a node (and its checks, invalidating its sessions), or just one of its checks.
-    /// Returns false when the node is unknown.
-    pub fn deregister(&mut self, name: &str, check: Option<&str>) -> bool {
-        let lname = name.to_ascii_lowercase();
-        if !self.nodes.contains_key(&lname) {
+    /// Equal on everything a client can see (Consul's `HealthCheck.IsSame`): a rewrite that
+    /// changes none of it is no write at all.
+    fn is_same(&self, o: &Check) -> bool {
+        self.node == o.node
+            && self.check_id == o.check_id
+            && self.name == o.name
+            && self.status == o.status
+            && self.notes == o.notes
+            && self.output == o.output
+            && self.service_id == o.service_id
+            && self.service_name == o.service_name
+            && self.service_tags == o.service_tags
+            && self.check_type == o.check_type
+            && self.interval == o.interval
+            && self.timeout == o.timeout
+            && self.definition == o.definition
+    }
+}
+
+/// Key of the services and checks tables: lowercase node name, then the ID.
+type Key = (String, String);
+
+fn key(node: &str, id: &str) -> Key {
+    (node.to_ascii_lowercase(), id.to_string())
+}
+
+/// The catalog tables and their indexes.
+#[derive(Default)]
+pub(crate) struct Catalog {
+    /// Nodes by lowercase name.
+    pub nodes: BTreeMap<String, Node>,
+    pub services: BTreeMap<Key, Service>,
+    pub checks: BTreeMap<Key, Check>,
+    pub nodes_index: u64,
+    pub services_index: u64,
+    pub checks_index: u64,
+}
+
+/// Why a catalog write was refused (Consul's texts, all 500).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct CatalogError(pub String);
+
+impl State {
+    /// The catalog tables (read-only).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// A node by name (case-insensitive).
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.catalog.nodes.get(&name.to_ascii_lowercase())
+    }
+
+    /// One check of a node.
+    pub fn check(&self, node: &str, check_id: &str) -> Option<&Check> {
+        self.catalog.checks.get(&key(node, check_id))
+    }
+
+    /// One service of a node.
+    pub fn service(&self, node: &str, service_id: &str) -> Option<&Service> {
+        self.catalog.services.get(&key(node, service_id))
+    }
+
+    /// The services of a node, by ID.
+    pub fn node_services(&self, node: &str) -> Vec<&Service> {
+        let n = node.to_ascii_lowercase();
+        self.catalog
+            .services
+            .range((n.clone(), String::new())..)
+            .take_while(|((k, _), _)| *k == n)
+            .map(|(_, s)| s)
+            .collect()
+    }
+
+    /// The checks of a node, by ID.
+    pub fn node_checks(&self, node: &str) -> Vec<&Check> {
+        let n = node.to_ascii_lowercase();
+        self.catalog
+            .checks
+            .range((n.clone(), String::new())..)
+            .take_while(|((k, _), _)| *k == n)
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    fn catalog_changed(&mut self) {
+        self.changes.push(Topic::Catalog);
+    }
+
+    /// Creates or updates a node (`ensureNodeTxn`): an unchanged node is not rewritten.
+    /// Returns the node's canonical name.
+    pub(crate) fn put_node_at(&mut self, idx: u64, mut node: Node) -> String {
+        let lname = node.name.to_ascii_lowercase();
+        match self.catalog.nodes.get(&lname) {
+            Some(old) => {
+                node.name = old.name.clone();
+                node.create_index = old.create_index;
+                node.modify_index = old.modify_index;
+                if node.id.is_empty() {
+                    node.id = old.id.clone();
+                }
+                if *old == node {
+                    return node.name;
+                }
+                node.modify_index = idx;
+            }
+            None => {
+                node.create_index = idx;
+                node.modify_index = idx;
+            }
+        }
+        let name = node.name.clone();
+        self.catalog.nodes.insert(lname, node);
+        self.catalog.nodes_index = idx;
+        self.catalog_changed();
+        name
+    }
+
+    /// Creates or updates a service on an existing node (`ensureServiceTxn`).
+    pub(crate) fn put_service_at(&mut self, idx: u64, mut svc: Service) {
+        let k = key(&svc.node, &svc.id);
+        if let Some(old) = self.catalog.services.get(&k) {
+            svc.create_index = old.create_index;
+            svc.modify_index = old.modify_index;
+            if *old == svc {
+                return;
+            }
+        } else {
+            svc.create_index = idx;
+        }
+        svc.modify_index = idx;
+        // A service check carries the service's name and tags.
+        for c in self.catalog.checks.values_mut() {
+            if c.node.eq_ignore_ascii_case(&svc.node) && c.service_id == svc.id {
+                c.service_name = svc.service.clone();
+                c.service_tags = svc.tags.clone();
+            }
+        }
+        self.catalog.services.insert(k, svc);
+        self.catalog.services_index = idx;
+        self.catalog_changed();
+    }
+
+    /// Creates or updates a check (`ensureCheckTxn`): its node must exist, and so must its
+    /// service when it names one; a critical check invalidates the sessions bound to it.
+    pub(crate) fn put_check_at(&mut self, idx: u64, mut chk: Check) -> Result<(), CatalogError> {
+        let Some(node) = self.node(&chk.node) else {
+            return Err(CatalogError("Missing node registration".into()));
+        };
+        chk.node = node.name.clone();
+        if !chk.service_id.is_empty() {
+            let Some(svc) = self.service(&chk.node, &chk.service_id) else {
+                return Err(CatalogError(format!(
+                    "Missing service registration: {}",
+                    chk.service_id
+                )));
+            };
+            chk.service_name = svc.service.clone();
+            chk.service_tags = svc.tags.clone();
+        }
+        let k = key(&chk.node, &chk.check_id);
+        if let Some(old) = self.catalog.checks.get(&k) {
+            chk.create_index = old.create_index;
+            chk.modify_index = old.modify_index;
+            if old.is_same(&chk) {
+                // Only the agent-side timer moved.
+                self.catalog.checks.insert(k, chk);
+                return Ok(());
+            }
+        } else {
+            chk.create_index = idx;
+        }
+        chk.modify_index = idx;
+        let critical = chk.status == CheckStatus::Critical;
+        let (node, id) = (chk.node.clone(), chk.check_id.clone());
+        self.catalog.checks.insert(k, chk);
+        self.catalog.checks_index = idx;
+        self.catalog_changed();
+        if critical {
+            self.invalidate_bound(idx, &node, &id);
+        }
+        Ok(())
+    }
+
+    /// Deletes a check (`deleteCheckTxn`), invalidating the sessions bound to it. False when
+    /// there is no such check.
+    pub(crate) fn delete_check_at(&mut self, idx: u64, node: &str, check_id: &str) -> bool {
+        let Some(old) = self.catalog.checks.remove(&key(node, check_id)) else {
+            return false;
+        };
+        self.catalog.checks_index = idx;
+        self.catalog_changed();
+        self.invalidate_bound(idx, &old.node, check_id);
+        true
+    }
+
+    /// Deletes a service and its checks (`deleteServiceTxn`). False when there is none.
+    pub(crate) fn delete_service_at(&mut self, idx: u64, node: &str, service_id: &str) -> bool {
+        if self
+            .catalog
+            .services
+            .remove(&key(node, service_id))
+            .is_none()
+        {
             return false;
         }
-        let idx = self.next_index();
-        match check {
-            None => {
-                self.nodes.remove(&lname);
-                self.invalidate_where(idx, |s| s.node.eq_ignore_ascii_case(name));
-            }
-            Some(c) => {
-                if let Some(n) = self.nodes.get_mut(&lname) {
-                    n.checks.remove(c);
-                }
-                self.invalidate_where(idx, |s| {
-                    s.node.eq_ignore_ascii_case(name) && s.all_check_ids().any(|id| id == c)
-                });
-            }
+        self.catalog.services_index = idx;
+        self.catalog_changed();
+        let ids: Vec<String> = self
+            .node_checks(node)
+            .into_iter()
+            .filter(|c| c.service_id == service_id)
+            .map(|c| c.check_id.clone())
+            .collect();
+        for id in ids {
+            self.delete_check_at(idx, node, &id);
         }
         true
     }
 
-    fn invalidate_where(&mut self, idx: u64, pred: impl Fn(&Session) -> bool) {
+    /// Deletes a node with its services, checks and sessions (`deleteNodeTxn`). False when
+    /// there is no such node.
+    pub(crate) fn delete_node_at(&mut self, idx: u64, node: &str) -> bool {
+        let Some(old) = self.catalog.nodes.remove(&node.to_ascii_lowercase()) else {
+            return false;
+        };
+        self.catalog.nodes_index = idx;
+        self.catalog_changed();
+        let services: Vec<String> = self
+            .node_services(node)
+            .into_iter()
+            .map(|s| s.id.clone())
+            .collect();
+        for s in services {
+            self.delete_service_at(idx, node, &s);
+        }
+        let checks: Vec<String> = self
+            .node_checks(node)
+            .into_iter()
+            .map(|c| c.check_id.clone())
+            .collect();
+        for c in checks {
+            self.delete_check_at(idx, node, &c);
+        }
+        self.invalidate_where(idx, |s| s.node.eq_ignore_ascii_case(&old.name));
+        true
+    }
+
+    /// What a fresh server's catalog holds after its first anti-entropy sync, in one write:
+    /// its node (with `TaggedAddresses` and the network-segment meta), the `consul` service
+    /// and a passing `serfHealth` (`agent/consul/leader.go` `reconcileMember`).
+    pub(crate) fn boot_catalog(&mut self, node_name: &str, node_id: &str) {
+        let idx = self.next_index();
+        let mut node = Node::new(node_name, "127.0.0.1");
+        node.id = node_id.to_string();
+        for t in ["lan", "lan_ipv4", "wan", "wan_ipv4"] {
+            node.tagged_addresses
+                .insert(t.into(), Value::String("127.0.0.1".into()));
+        }
+        node.meta.insert(
+            "consul-network-segment".into(),
+            Value::String(String::new()),
+        );
+        let name = self.put_node_at(idx, node);
+        let mut meta = Map::new();
+        for (k, v) in [
+            ("non_voter", "false"),
+            ("raft_version", "3"),
+            ("read_replica", "false"),
+            ("serf_protocol_current", "2"),
+            ("serf_protocol_max", "5"),
+            ("serf_protocol_min", "1"),
+            ("version", "1.15.0"),
+        ] {
+            meta.insert(k.into(), Value::String(v.into()));
+        }
+        self.put_service_at(
+            idx,
+            Service {
+                node: name.clone(),
+                id: "consul".into(),
+                service: "consul".into(),
+                tags: Vec::new(),
+                address: String::new(),
+                port: 8300,
+                meta,
+                tagged_addresses: Map::new(),
+                weights: serde_json::json!({"Passing": 1, "Warning": 1}),
+                enable_tag_override: false,
+                kind: String::new(),
+                proxy: Value::Null,
+                connect: Value::Null,
+                locality: Value::Null,
+                create_index: 0,
+                modify_index: 0,
+            },
+        );
+        let mut serf = Check::new(
+            &name,
+            SERF_CHECK_ID,
+            "Serf Health Status",
+            CheckStatus::Passing,
+        );
+        serf.output = "Agent alive and reachable".into();
+        let _ = self.put_check_at(idx, serf);
+    }
+
+    /// Registers (or updates) a node and sets some of its checks' statuses, in one write.
+    /// A check that becomes critical invalidates the sessions bound to it.
+    pub fn register_node(&mut self, name: &str, address: &str, checks: &[(String, CheckStatus)]) {
+        let idx = self.next_index();
+        let mut node = self
+            .node(name)
+            .cloned()
+            .unwrap_or_else(|| Node::new(name, address));
+        if !address.is_empty() {
+            node.address = address.to_string();
+        }
+        let name = self.put_node_at(idx, node);
+        for (id, status) in checks {
+            let mut chk = self
+                .check(&name, id)
+                .cloned()
+                .unwrap_or_else(|| Check::new(&name, id, id, *status));
+            chk.status = *status;
+            let _ = self.put_check_at(idx, chk);
+        }
+    }
+
+    /// Marks every TTL check whose TTL ran out critical (the agent's `CheckTTL` timer), with
+    /// Consul's output `TTL expired` (plus the last output, when there was one). Returns how
+    /// many.
+    pub fn expire_checks(&mut self, now: Instant) -> usize {
+        let due: Vec<Check> = self
+            .catalog
+            .checks
+            .values()
+            .filter(|c| c.ttl_expires.is_some_and(|at| at <= now))
+            .cloned()
+            .collect();
+        let n = due.len();
+        for mut c in due {
+            c.ttl_expires = None;
+            c.status = CheckStatus::Critical;
+            c.output = if c.output.is_empty() {
+                "TTL expired".to_string()
+            } else if c.output.starts_with("TTL expired") {
+                c.output.clone()
+            } else {
+                format!(
+                    "TTL expired (last output before timeout follows): {}",
+                    c.output
+                )
+            };
+            let idx = self.next_index();
+            let _ = self.put_check_at(idx, c);
+        }
+        n
+    }
+
+    /// The earliest TTL-check deadline, if any.
+    pub fn next_check_deadline(&self) -> Option<Instant> {
+        self.catalog
+            .checks
+            .values()
+            .filter_map(|c| c.ttl_expires)
+            .min()
+    }
+
+    /// Invalidates the sessions bound to check `check_id` of `node`.
+    fn invalidate_bound(&mut self, idx: u64, node: &str, check_id: &str) {
+        self.invalidate_where(idx, |s| {
+            s.node.eq_ignore_ascii_case(node) && s.all_check_ids().any(|c| c == check_id)
+        });
+    }
+
+    pub(super) fn invalidate_where(&mut self, idx: u64, pred: impl Fn(&Session) -> bool) {
         let victims: Vec<Session> = self
             .sessions
             .values()
@@ -134,5 +566,46 @@ mod tests {
                 "apply failed: Check 'serfHealth' is in critical state".into()
             ))
         );
+    }
+
+    #[test]
+    fn deleting_a_service_deletes_its_checks_and_bound_sessions() {
+        let mut s = st();
+        let i = s.next_index();
+        s.put_service_at(
+            i,
+            Service {
+                node: "n1".into(),
+                id: "web".into(),
+                service: "web".into(),
+                tags: vec![],
+                address: String::new(),
+                port: 0,
+                meta: Map::new(),
+                tagged_addresses: Map::new(),
+                weights: Value::Null,
+                enable_tag_override: false,
+                kind: String::new(),
+                proxy: Value::Null,
+                connect: Value::Null,
+                locality: Value::Null,
+                create_index: 0,
+                modify_index: 0,
+            },
+        );
+        let mut c = Check::new("n1", "web-ttl", "web-ttl", CheckStatus::Passing);
+        c.service_id = "web".into();
+        s.put_check_at(i, c).unwrap();
+        let id = sess(&mut s, Behavior::Release, 0);
+        s.sessions
+            .get_mut(&id)
+            .unwrap()
+            .node_checks
+            .push("web-ttl".into());
+        let j = s.next_index();
+        assert!(s.delete_service_at(j, "n1", "web"));
+        assert!(s.check("n1", "web-ttl").is_none());
+        assert!(s.session(&id).is_none());
+        assert_eq!(s.catalog.checks_index, j);
     }
 }

@@ -9,7 +9,9 @@
 //! for writes that change nothing (failed CAS, acquire of a held key) — and records which watch
 //! topics changed, so the caller can wake blocking queries after the lock is released.
 
+mod acl;
 mod catalog;
+mod events;
 mod kv;
 mod sessions;
 
@@ -18,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use crate::version::ConsulVersion;
 
-pub(crate) use catalog::{CheckStatus, Node, SERF_CHECK_ID};
+pub(crate) use acl::Table as AclTable;
+pub(crate) use catalog::{Catalog, Check, CheckStatus, Node, Service, SERF_CHECK_ID};
 pub(crate) use kv::Entry;
 use kv::Tombstone;
 pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
@@ -35,6 +38,10 @@ pub(crate) enum Topic {
     KvTable,
     /// A session was created or destroyed.
     Sessions,
+    /// Anything in the catalog tables (nodes, services, checks) or coordinates.
+    Catalog,
+    /// A user event was fired.
+    Events,
 }
 
 /// Error texts the FSM returns for session creation.
@@ -71,15 +78,27 @@ pub(crate) struct State {
     /// TTL timers: (deadline, lowercase session ID).
     timers: BTreeSet<(Instant, String)>,
     lock_delays: HashMap<String, Instant>,
-    /// Nodes by lowercase name.
-    nodes: BTreeMap<String, Node>,
+    /// Nodes, services and checks.
+    catalog: Catalog,
+    /// Tokens, policies, roles, auth methods, binding rules.
+    acl: acl::AclTables,
+    /// User events and coordinates.
+    events: events::EventsAndCoords,
+    /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
+    pub(crate) connect_root: Option<serde_json::Value>,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
 
 impl State {
-    /// A fresh store with the agent's node registered and its `serfHealth` check passing.
-    pub fn new(node_name: &str, tombstone_ttl: Duration, version: ConsulVersion) -> State {
+    /// A fresh store with the agent's node registered (ID `node_id`, `TaggedAddresses` lan and
+    /// wan), the `consul` service a server registers, and its `serfHealth` check passing.
+    pub fn new(
+        node_name: &str,
+        node_id: &str,
+        tombstone_ttl: Duration,
+        version: ConsulVersion,
+    ) -> State {
         let mut st = State {
             version,
             tombstone_ttl,
@@ -93,15 +112,14 @@ impl State {
             held: HashMap::new(),
             timers: BTreeSet::new(),
             lock_delays: HashMap::new(),
-            nodes: BTreeMap::new(),
+            catalog: Catalog::default(),
+            acl: acl::AclTables::default(),
+            events: events::EventsAndCoords::default(),
+            connect_root: None,
             changes: Vec::new(),
             journal: None,
         };
-        st.register_node(
-            node_name,
-            "127.0.0.1",
-            &[(SERF_CHECK_ID.to_string(), CheckStatus::Passing)],
-        );
+        st.boot_catalog(node_name, node_id);
         st
     }
 
@@ -175,7 +193,12 @@ mod testutil {
     use super::*;
 
     pub(super) fn st() -> State {
-        State::new("n1", Duration::from_secs(900), ConsulVersion::CURRENT)
+        State::new(
+            "n1",
+            "00000000-0000-0000-0000-000000000001",
+            Duration::from_secs(900),
+            ConsulVersion::CURRENT,
+        )
     }
 
     pub(super) fn sess(st: &mut State, behavior: Behavior, delay_ns: i64) -> String {

@@ -107,7 +107,7 @@ impl State {
     /// The FSM side of session create: node and checks must exist and not be critical.
     pub fn session_create(&mut self, req: NewSession) -> Result<String, ApplyError> {
         let fail = |m: String| Err(ApplyError::Text(format!("apply failed: {m}")));
-        let Some(node) = self.nodes.get(&req.node.to_ascii_lowercase()).cloned() else {
+        let Some(node) = self.node(&req.node).cloned() else {
             // A raft write was attempted: the index is consumed.
             self.next_index();
             return fail("Missing node registration".into());
@@ -116,7 +116,7 @@ impl State {
         wanted.extend(req.checks.iter().flatten().map(String::as_str));
         wanted.extend(req.service_checks.iter().flatten().map(|c| c.id.as_str()));
         for check in wanted {
-            match node.checks.get(check) {
+            match self.check(&node.name, check).map(|c| c.status) {
                 None => {
                     self.next_index();
                     return fail(format!("Missing check '{check}' registration"));

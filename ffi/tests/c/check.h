@@ -40,4 +40,7 @@ bool wait_for(atomic_int *v, int want, long ms);
 /* Locks, semaphores, elections, observers and fencing (test_recipes.c). */
 void test_recipes(baton_client *c, baton_client *other);
 
+/* Sessions bound to health checks, the agent API, adopted sessions (test_checks.c). */
+void test_checks(baton_client *c);
+
 #endif

@@ -372,6 +372,7 @@ int main(void) {
         test_free_inside_callback(c, other);
         test_cancel_from_thread(c);
         test_recipes(c, other);
+        test_checks(c);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }

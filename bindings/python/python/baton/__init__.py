@@ -27,7 +27,7 @@ from ._errors import (
     TimeoutError,
     UnsupportedError,
 )
-from ._native import Client, Election, Leader, Lock, Observer, Semaphore, Sequencer, Session, __version__
+from ._native import Agent, Client, Election, Leader, Lock, Observer, Semaphore, Sequencer, Session, __version__
 
 __all__ = [
     "BatonError",
@@ -42,6 +42,7 @@ __all__ = [
     "SessionLostError",
     "TimeoutError",
     "UnsupportedError",
+    "Agent",
     "Client",
     "Session",
     "Lock",

@@ -1,4 +1,4 @@
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 __version__: str
 
@@ -34,7 +34,30 @@ class Client:
         ttl: Optional[float] = None,
         lock_delay: Optional[float] = None,
         behavior: str = "release",
-    ) -> Session: ...
+        node: Optional[str] = None,
+        node_checks: Optional[Sequence[str]] = None,
+        service_checks: Optional[Sequence[str]] = None,
+    ) -> Session:
+        """Creates a session renewed in the background (``ttl`` and ``lock_delay`` in
+        seconds). ``node`` defaults to the agent's node. ``node_checks`` are IDs of checks of
+        the node (default Consul's ``["serfHealth"]``; ``[]`` for none) and ``service_checks``
+        IDs of service checks: the session is invalidated, and its locks released, when one of
+        them turns critical (see :attr:`agent`). Consul refuses a check that is not passing
+        (``baton.ServerError`` with Consul's text). For a lock another process must get quickly
+        after the check fails, pass ``lock_delay=0``."""
+        ...
+    def adopt_session(self, session_id: str) -> Session:
+        """Manages a session created elsewhere (another process, the ``consul`` CLI). The ID
+        must be a UUID (``baton.InvalidArgumentError``) of a session Consul knows
+        (``baton.NotFoundError``). A session with a TTL is renewed right away and then in the
+        background (renewing only extends it); ``close()`` releases this client's locks held
+        with it but never destroys it; ``Session.destroy()`` does. Adopting a session this
+        client already manages returns it."""
+        ...
+    @property
+    def agent(self) -> "Agent":
+        """The agent's check and service endpoints (TTL checks for binding sessions)."""
+        ...
     def kv_get(self, key: str) -> Optional[bytes]: ...
     def kv_put(self, key: str, value: bytes) -> bool: ...
     def close(self, timeout: float = 5.0) -> bool: ...
@@ -63,6 +86,61 @@ class Session:
     def wait_lost(self, timeout: Optional[float] = None) -> str: ...
     def on_lost(self, callback: Callable[[str], object]) -> None: ...
     def destroy(self) -> None: ...
+
+class Agent:
+    """The local agent's check and service endpoints: one request each, bounded by the
+    client's ``request_timeout``. Bad input raises ``baton.InvalidArgumentError``; Consul's
+    refusals carry its text (an unknown check: ``baton.NotFoundError`` or
+    ``baton.ServerError``, depending on the version).
+
+    Recipe: ``check_register("worker-1", ttl=2.0)``, ``check_pass("worker-1")``,
+    ``create_session(node_checks=["serfHealth", "worker-1"], lock_delay=0)``, then call
+    ``check_pass`` more often than every ``ttl`` seconds while healthy: when the health
+    function fails the check turns critical after ``ttl`` and the session's locks are lost."""
+
+    def check_register(
+        self,
+        check_id: str,
+        ttl: float,
+        *,
+        name: Optional[str] = None,
+        service_id: Optional[str] = None,
+        notes: Optional[str] = None,
+        status: Optional[str] = None,
+    ) -> None:
+        """Registers (or replaces) a TTL check: critical when ``ttl`` seconds pass without a
+        report. It starts critical unless ``status`` (``"passing"``, ``"warning"``,
+        ``"critical"``) says otherwise. With ``service_id`` it is a check of that service."""
+        ...
+    def check_deregister(self, check_id: str) -> None:
+        """Removes a check; sessions bound to it are invalidated."""
+        ...
+    def check_pass(self, check_id: str, note: Optional[str] = None) -> None:
+        """Reports the check passing; its ``ttl`` starts again."""
+        ...
+    def check_warn(self, check_id: str, note: Optional[str] = None) -> None:
+        """Reports the check warning (bound sessions stay valid)."""
+        ...
+    def check_fail(self, check_id: str, note: Optional[str] = None) -> None:
+        """Reports the check critical: bound sessions are invalidated."""
+        ...
+    def check_update(self, check_id: str, status: str, output: Optional[str] = None) -> None:
+        """Sets the status (``"passing"``, ``"warning"``, ``"critical"``) and output."""
+        ...
+    def service_register(
+        self,
+        name: str,
+        *,
+        service_id: Optional[str] = None,
+        tags: Optional[Sequence[str]] = None,
+        address: Optional[str] = None,
+        port: Optional[int] = None,
+    ) -> None:
+        """Registers (or replaces) a service (``service_id`` defaults to ``name``)."""
+        ...
+    def service_deregister(self, service_id: str) -> None:
+        """Removes a service and its checks."""
+        ...
 
 class Sequencer:
     """Proof of one acquisition; `str()` gives a stable form that `parse` reads back."""

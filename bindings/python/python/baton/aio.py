@@ -29,7 +29,7 @@ from typing import Any, AsyncIterator, Callable, Optional
 import baton
 from ._native import Leader, Sequencer
 
-__all__ = ["Client", "Lock", "Semaphore", "Election"]
+__all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
 
 
 def _settle(fut: "asyncio.Future[Any]", ok: bool, value: Any, undo: Optional[Callable[[Any], None]]) -> None:
@@ -198,6 +198,42 @@ class Election:
             yield await _run(observer._start_next, None)
 
 
+class Agent:
+    """An asyncio face of :class:`baton.Agent`: the same methods, each one short request run
+    off the event loop (in the loop's default executor)."""
+
+    def __init__(self, sync: baton.Agent) -> None:
+        self.sync = sync
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> None:
+        method = getattr(self.sync, name)
+        await asyncio.get_running_loop().run_in_executor(None, lambda: method(*args, **kwargs))
+
+    async def check_register(self, check_id: str, ttl: float, **kwargs: Any) -> None:
+        await self._call("check_register", check_id, ttl, **kwargs)
+
+    async def check_deregister(self, check_id: str) -> None:
+        await self._call("check_deregister", check_id)
+
+    async def check_pass(self, check_id: str, note: Optional[str] = None) -> None:
+        await self._call("check_pass", check_id, note)
+
+    async def check_warn(self, check_id: str, note: Optional[str] = None) -> None:
+        await self._call("check_warn", check_id, note)
+
+    async def check_fail(self, check_id: str, note: Optional[str] = None) -> None:
+        await self._call("check_fail", check_id, note)
+
+    async def check_update(self, check_id: str, status: str, output: Optional[str] = None) -> None:
+        await self._call("check_update", check_id, status, output)
+
+    async def service_register(self, name: str, **kwargs: Any) -> None:
+        await self._call("service_register", name, **kwargs)
+
+    async def service_deregister(self, service_id: str) -> None:
+        await self._call("service_deregister", service_id)
+
+
 class Client:
     """An asyncio face of :class:`baton.Client` (same arguments). ``async with``
     closes it, which releases what it holds and destroys its sessions."""
@@ -216,6 +252,20 @@ class Client:
     def election(self, key: str, **kwargs: Any) -> Election:
         """A participant in the election on ``key``."""
         return Election(self.sync.election(key, **kwargs))
+
+    async def create_session(self, **kwargs: Any) -> baton.Session:
+        """A session of its own (keywords as :meth:`baton.Client.create_session`), created off
+        the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.sync.create_session(**kwargs))
+
+    async def adopt_session(self, session_id: str) -> baton.Session:
+        """Manages a session created elsewhere (as :meth:`baton.Client.adopt_session`)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.sync.adopt_session, session_id)
+
+    @property
+    def agent(self) -> "Agent":
+        """The agent's check and service endpoints, awaitable."""
+        return Agent(self.sync.agent)
 
     async def close(self, timeout: float = 5.0) -> bool:
         """Closes the client (one short wait, run off the event loop)."""

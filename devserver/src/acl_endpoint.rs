@@ -1,0 +1,723 @@
+//! `/v1/acl/*` (`agent/acl_endpoint.go`, `agent/consul/acl_endpoint.go`): tokens, policies,
+//! roles, auth methods, binding rules and templated policies, and how a request's token is
+//! resolved for the agent, catalog and health endpoints.
+//!
+//! With ACLs on (`--acl-token`), the store holds what `initial_management` bootstraps: the
+//! `global-management` policy, the initial management token and the anonymous token. A token
+//! linked to `global-management` may do anything; any other token is denied what it asks
+//! (policy rules are stored and echoed, not evaluated — see the README).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hyper::Method;
+use serde_json::{json, Map, Value};
+
+use crate::decode::{self, fld};
+use crate::godur::parse_go_duration;
+use crate::http::Ctx;
+use crate::query::Reply;
+use crate::state::{new_uuid, AclTable, State};
+
+/// The built-in `global-management` policy's ID (`structs.ACLPolicyGlobalManagementID`).
+pub(crate) const GLOBAL_MANAGEMENT_ID: &str = "00000000-0000-0000-0000-000000000001";
+/// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
+pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
+
+fn disabled() -> Reply {
+    Reply::text(401, "ACL support disabled")
+}
+
+fn not_found() -> Reply {
+    Reply::text(403, "ACL not found")
+}
+
+/// RFC 3339 in UTC with nanoseconds, as Go marshals a `time.Time`.
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_nanos()
+    )
+}
+
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Puts the built-in policy and tokens in place the first time the ACL store is used.
+fn ensure_bootstrapped(st: &mut State, management: &str) {
+    if st.acl().bootstrapped {
+        return;
+    }
+    let idx = st.acl_write_index();
+    let now = rfc3339(SystemTime::now());
+    let acl = st.acl_mut();
+    acl.bootstrapped = true;
+    let policy = json!({
+        "ID": GLOBAL_MANAGEMENT_ID,
+        "Name": "global-management",
+        "Description": "Builtin Policy that grants unlimited access",
+        "Rules": "\nacl = \"write\"\nagent_prefix \"\" {\n  policy = \"write\"\n}\nevent_prefix \"\" {\n  policy = \"write\"\n}\nkey_prefix \"\" {\n  policy = \"write\"\n}\nkeyring = \"write\"\nnode_prefix \"\" {\n  policy = \"write\"\n}\noperator = \"write\"\nmesh = \"write\"\npeering = \"write\"\nquery_prefix \"\" {\n  policy = \"write\"\n}\nservice_prefix \"\" {\n  policy = \"write\"\n  intentions = \"write\"\n}\nsession_prefix \"\" {\n  policy = \"write\"\n}",
+        "Hash": "W1bQuDAlAlxEb4ZWwnVHplnt3I5oPKOZJQITh79Xlog=",
+        "CreateIndex": idx,
+        "ModifyIndex": idx
+    });
+    acl.policies
+        .insert(GLOBAL_MANAGEMENT_ID.into(), obj(policy));
+    let mgmt = json!({
+        "AccessorID": new_uuid(),
+        "SecretID": management,
+        "Description": "Initial Management Token",
+        "Policies": [{"ID": GLOBAL_MANAGEMENT_ID, "Name": "global-management"}],
+        "Local": false,
+        "CreateTime": now,
+        "Hash": "",
+        "CreateIndex": idx,
+        "ModifyIndex": idx
+    });
+    let anon = json!({
+        "AccessorID": ANONYMOUS_ID,
+        "SecretID": "anonymous",
+        "Description": "Anonymous Token",
+        "Local": false,
+        "CreateTime": now,
+        "Hash": "",
+        "CreateIndex": idx,
+        "ModifyIndex": idx
+    });
+    let id = mgmt["AccessorID"].as_str().unwrap_or_default().to_string();
+    acl.tokens.insert(id, obj(mgmt));
+    acl.tokens.insert(ANONYMOUS_ID.into(), obj(anon));
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// How a request's token resolves.
+enum Who {
+    /// ACLs off, or a token linked to `global-management`.
+    All,
+    /// No token, or the anonymous one.
+    Anonymous,
+    /// A known token with other policies (denied; its AccessorID names it in the text).
+    Token(String),
+}
+
+fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Who, Reply> {
+    let Some(management) = ctx.acl() else {
+        return Ok(Who::All);
+    };
+    let token = match token {
+        None | Some("") | Some("anonymous") => return Ok(Who::Anonymous),
+        Some(t) => t,
+    };
+    if token == management {
+        return Ok(Who::All);
+    }
+    let found = ctx.shared.read(|st| {
+        st.acl()
+            .tokens
+            .values()
+            .find(|t| t.get("SecretID").and_then(Value::as_str) == Some(token))
+            .cloned()
+    });
+    let Some(t) = found else {
+        return Err(not_found());
+    };
+    let global = t
+        .get("Policies")
+        .and_then(Value::as_array)
+        .is_some_and(|p| p.iter().any(|l| l["ID"] == GLOBAL_MANAGEMENT_ID));
+    if global {
+        Ok(Who::All)
+    } else {
+        Ok(Who::Token(
+            t.get("AccessorID")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        ))
+    }
+}
+
+/// Requires `perm` (e.g. `service:write`) on `resource` for `token`; Consul's 403 texts.
+pub(crate) fn require(
+    ctx: &Ctx,
+    token: Option<&str>,
+    perm: &str,
+    resource: &str,
+) -> Result<(), Reply> {
+    match resolve(ctx, token)? {
+        Who::All => Ok(()),
+        Who::Anonymous => Err(crate::acl::denied(perm, resource)),
+        Who::Token(accessor) => {
+            let on = if resource.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", crate::godur::go_quote(resource))
+            };
+            Err(Reply::text(
+                403,
+                format!(
+                    "Permission denied: token with AccessorID '{accessor}' lacks permission '{perm}'{on}"
+                ),
+            ))
+        }
+    }
+}
+
+/// Whether `token` holds `perm` on `resource`, for listings that filter instead of denying;
+/// an unknown token is still an error (`ACL not found`).
+pub(crate) fn can(
+    ctx: &Ctx,
+    token: Option<&str>,
+    perm: &str,
+    resource: &str,
+) -> Result<bool, Reply> {
+    match require(ctx, token, perm, resource) {
+        Ok(()) => Ok(true),
+        Err(r) if r.body.starts_with(b"Permission denied") => Ok(false),
+        Err(r) => Err(r),
+    }
+}
+
+/// Routes the `/v1/acl/` family.
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    method: &Method,
+    pattern: &str,
+    rest: &str,
+    body: &[u8],
+) -> Reply {
+    let Some(management) = ctx.acl().map(str::to_string) else {
+        return disabled();
+    };
+    ctx.shared.write(|st| ensure_bootstrapped(st, &management));
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let t = token.as_deref();
+    let r = match pattern {
+        "/v1/acl/bootstrap" => Err(Reply::text(
+            403,
+            format!(
+                "Permission denied: ACL bootstrap no longer allowed (reset index: {})",
+                ctx.shared.read(|st| st.acl().index)
+            ),
+        )),
+        "/v1/acl/login" => Err(not_found()),
+        "/v1/acl/logout" => logout(ctx, t),
+        "/v1/acl/tokens" => list(ctx, t, Kind::Token),
+        "/v1/acl/token" => write(ctx, t, Kind::Token, "", body, true),
+        "/v1/acl/token/" => token_item(ctx, t, method, rest, body),
+        "/v1/acl/policies" => list(ctx, t, Kind::Policy),
+        "/v1/acl/policy" => write(ctx, t, Kind::Policy, "", body, true),
+        "/v1/acl/policy/" => item(ctx, t, method, Kind::Policy, rest, body),
+        "/v1/acl/roles" => list(ctx, t, Kind::Role),
+        "/v1/acl/role" => write(ctx, t, Kind::Role, "", body, true),
+        "/v1/acl/role/" => item(ctx, t, method, Kind::Role, rest, body),
+        "/v1/acl/auth-methods" => list(ctx, t, Kind::AuthMethod),
+        "/v1/acl/auth-method" => write(ctx, t, Kind::AuthMethod, "", body, true),
+        "/v1/acl/auth-method/" => item(ctx, t, method, Kind::AuthMethod, rest, body),
+        "/v1/acl/binding-rules" => list(ctx, t, Kind::BindingRule),
+        "/v1/acl/binding-rule" => write(ctx, t, Kind::BindingRule, "", body, true),
+        "/v1/acl/binding-rule/" => item(ctx, t, method, Kind::BindingRule, rest, body),
+        _ => crate::acl_templates::handle(ctx, pattern, rest, body),
+    };
+    r.unwrap_or_else(|e| e)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Token,
+    Policy,
+    Role,
+    AuthMethod,
+    BindingRule,
+}
+
+impl Kind {
+    fn table(self, st: &State) -> &AclTable {
+        let a = st.acl();
+        match self {
+            Kind::Token => &a.tokens,
+            Kind::Policy => &a.policies,
+            Kind::Role => &a.roles,
+            Kind::AuthMethod => &a.auth_methods,
+            Kind::BindingRule => &a.binding_rules,
+        }
+    }
+
+    fn table_mut(self, st: &mut State) -> &mut AclTable {
+        let a = st.acl_mut();
+        match self {
+            Kind::Token => &mut a.tokens,
+            Kind::Policy => &mut a.policies,
+            Kind::Role => &mut a.roles,
+            Kind::AuthMethod => &mut a.auth_methods,
+            Kind::BindingRule => &mut a.binding_rules,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Token => "token",
+            Kind::Policy => "policy",
+            Kind::Role => "role",
+            Kind::AuthMethod => "auth method",
+            Kind::BindingRule => "binding rule",
+        }
+    }
+
+    fn id_field(self) -> &'static str {
+        match self {
+            Kind::Token => "AccessorID",
+            Kind::AuthMethod => "Name",
+            _ => "ID",
+        }
+    }
+}
+
+fn ok_json(ctx: &Ctx, v: Value) -> Result<Reply, Reply> {
+    let idx = ctx.shared.read(|st| st.acl().index);
+    Ok(Reply::json(200, &v, ctx.pretty()).with_meta(idx))
+}
+
+fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
+    require(ctx, t, "acl:read", "")?;
+    let q = &ctx.query;
+    let (policy, role, method) = (q.get("policy"), q.get("role"), q.get("authmethod"));
+    let links = |o: &Map<String, Value>, field: &str, id: &str| {
+        o.get(field)
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|x| x["ID"] == id))
+    };
+    let items: Vec<Value> = ctx.shared.read(|st| {
+        kind.table(st)
+            .values()
+            .filter(|o| policy.is_empty() || links(o, "Policies", policy))
+            .filter(|o| role.is_empty() || links(o, "Roles", role))
+            .filter(|o| {
+                method.is_empty() || o.get("AuthMethod").and_then(Value::as_str) == Some(method)
+            })
+            .map(|o| Value::Object(o.clone()))
+            .collect()
+    });
+    ok_json(ctx, Value::Array(items))
+}
+
+fn logout(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
+    let Some(secret) = t else {
+        return Err(not_found());
+    };
+    let found = ctx.shared.read(|st| {
+        st.acl().tokens.values().any(|o| {
+            o.get("SecretID").and_then(Value::as_str) == Some(secret)
+                && o.get("AuthMethod").is_some()
+        })
+    });
+    if !found {
+        return Err(not_found());
+    }
+    ctx.shared.write(|st| {
+        st.acl_write_index();
+        st.acl_mut()
+            .tokens
+            .retain(|_, o| o.get("SecretID").and_then(Value::as_str) != Some(secret));
+    });
+    Ok(Reply::json(200, &json!(true), ctx.pretty()))
+}
+
+fn token_item(
+    ctx: &Ctx,
+    t: Option<&str>,
+    method: &Method,
+    rest: &str,
+    body: &[u8],
+) -> Result<Reply, Reply> {
+    if rest == "self" && *method == Method::GET {
+        let secret = t.unwrap_or("anonymous");
+        let found = ctx.shared.read(|st| {
+            st.acl()
+                .tokens
+                .values()
+                .find(|o| o.get("SecretID").and_then(Value::as_str) == Some(secret))
+                .cloned()
+        });
+        return match found {
+            Some(o) => ok_json(ctx, Value::Object(o)),
+            None => Err(not_found()),
+        };
+    }
+    if let Some(id) = rest.strip_suffix("/clone") {
+        if *method == Method::PUT {
+            return clone_token(ctx, t, id, body);
+        }
+    }
+    item(ctx, t, method, Kind::Token, rest, body)
+}
+
+fn lookup_error(kind: Kind, id: &str) -> Option<Reply> {
+    (kind != Kind::AuthMethod && !is_uuid(id)).then(|| {
+        Reply::text(
+            500,
+            format!(
+                "failed acl {} lookup: index error: UUID must be 36 characters",
+                kind.noun()
+            ),
+        )
+    })
+}
+
+fn item(
+    ctx: &Ctx,
+    t: Option<&str>,
+    method: &Method,
+    kind: Kind,
+    rest: &str,
+    body: &[u8],
+) -> Result<Reply, Reply> {
+    if rest.is_empty() && *method != Method::PUT {
+        return Err(Reply::text(400, format!("Missing {} ID", kind.noun())));
+    }
+    if *method == Method::PUT {
+        return write(ctx, t, kind, rest, body, false);
+    }
+    let by_name = rest.strip_prefix("name/");
+    if *method == Method::DELETE {
+        require(ctx, t, "acl:write", "")?;
+        let gone = ctx.shared.write(|st| {
+            let removed = kind.table_mut(st).remove(rest).is_some();
+            if removed {
+                st.acl_write_index();
+            }
+            removed
+        });
+        if !gone && matches!(kind, Kind::Token | Kind::Policy | Kind::Role) {
+            return Err(Reply::text(
+                404,
+                format!("Cannot find {} to delete", kind.noun()),
+            ));
+        }
+        return Ok(Reply::json(200, &json!(true), ctx.pretty()));
+    }
+    require(ctx, t, "acl:read", "")?;
+    if by_name.is_none() {
+        if let Some(e) = lookup_error(kind, rest) {
+            return Err(e);
+        }
+    }
+    let found = ctx.shared.read(|st| match by_name {
+        Some(name) => kind
+            .table(st)
+            .values()
+            .find(|o| o.get("Name").and_then(Value::as_str) == Some(name))
+            .cloned(),
+        None => kind.table(st).get(rest).cloned(),
+    });
+    match (found, kind) {
+        (Some(o), _) => ok_json(ctx, Value::Object(o)),
+        (None, Kind::Token) => Err(not_found()),
+        (None, _) => Err(Reply::text(404, "")),
+    }
+}
+
+/// Resolves `[{"ID"}]`/`[{"Name"}]` links to policies or roles to both fields.
+fn links(st: &State, kind: Kind, raw: Option<&Value>) -> Result<Option<Value>, String> {
+    let Some(Value::Array(items)) = raw else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for l in items.iter().filter_map(Value::as_object) {
+        let id = decode::string(l, "ID");
+        let name = decode::string(l, "Name");
+        let found = kind.table(st).values().find(|o| {
+            (!id.is_empty() && o.get("ID").and_then(Value::as_str) == Some(&id))
+                || (id.is_empty() && o.get("Name").and_then(Value::as_str) == Some(&name))
+        });
+        match found {
+            Some(o) => out.push(json!({"ID": o["ID"], "Name": o["Name"]})),
+            None if !id.is_empty() => {
+                return Err(format!("No such ACL {} with ID {id:?}", kind.noun()))
+            }
+            None => return Err(format!("No such ACL {} with name {name:?}", kind.noun())),
+        }
+    }
+    Ok((!out.is_empty()).then_some(Value::Array(out)))
+}
+
+/// The identity and template fields tokens and roles share.
+fn identities(
+    st: &State,
+    body: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
+    for (field, kind) in [("Policies", Kind::Policy), ("Roles", Kind::Role)] {
+        out.remove(field);
+        if let Some(v) = links(st, kind, fld(body, field))? {
+            out.insert(field.into(), v);
+        }
+    }
+    for field in ["ServiceIdentities", "NodeIdentities"] {
+        out.remove(field);
+        if let Some(Value::Array(a)) = fld(body, field) {
+            if !a.is_empty() {
+                out.insert(field.into(), decode::camel(&Value::Array(a.clone())));
+            }
+        }
+    }
+    out.remove("TemplatedPolicies");
+    if let Some(Value::Array(a)) = fld(body, "TemplatedPolicies") {
+        let tp: Vec<Value> = a
+            .iter()
+            .filter_map(Value::as_object)
+            .map(|p| {
+                let vars: Map<String, Value> = decode::map(p, "TemplateVariables")
+                    .into_iter()
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                    .collect();
+                json!({"TemplateName": decode::string(p, "TemplateName"), "TemplateVariables": vars})
+            })
+            .collect();
+        if !tp.is_empty() {
+            out.insert("TemplatedPolicies".into(), Value::Array(tp));
+        }
+    }
+    Ok(())
+}
+
+/// Create (`create`) or update (`id` from the URL) of any ACL object.
+fn write(
+    ctx: &Ctx,
+    t: Option<&str>,
+    kind: Kind,
+    url_id: &str,
+    body: &[u8],
+    create: bool,
+) -> Result<Reply, Reply> {
+    let noun = kind.noun();
+    let body = decode::object(body, "structs.ACLToken").map_err(|_| {
+        Reply::text(
+            400,
+            format!("{} decoding failed: invalid JSON", capital(noun)),
+        )
+    })?;
+    require(ctx, t, "acl:write", "")?;
+    let r = ctx.shared.write(|st| -> Result<Value, Reply> {
+        let id_field = kind.id_field();
+        let mut id = decode::string(&body, id_field);
+        if !create && id.is_empty() {
+            id = url_id.to_string();
+        }
+        if !create && kind != Kind::AuthMethod && id != url_id {
+            return Err(Reply::text(
+                400,
+                format!("{} ID in URL and payload do not match", capital(noun)),
+            ));
+        }
+        let existing = kind.table(st).get(&id).cloned();
+        if !create && existing.is_none() {
+            return Err(Reply::text(500, format!("Cannot find {noun} {id:?}")));
+        }
+        if create && kind == Kind::Token && existing.is_some() {
+            return Err(Reply::text(
+                500,
+                "Invalid Token: AccessorID is already in use",
+            ));
+        }
+        let mut out = existing.unwrap_or_default();
+        let fresh = out.is_empty();
+        if fresh && id.is_empty() {
+            id = new_uuid();
+        }
+        if kind == Kind::Token && !id.is_empty() && !is_uuid(&id) {
+            return Err(Reply::text(
+                500,
+                "Invalid Token: AccessorID is not a valid UUID",
+            ));
+        }
+        out.insert(id_field.into(), json!(id));
+        fill(st, kind, &body, &mut out, fresh).map_err(|e| Reply::text(500, e))?;
+        let idx = st.acl_write_index();
+        if fresh {
+            out.insert("CreateIndex".into(), json!(idx));
+        }
+        out.insert("ModifyIndex".into(), json!(idx));
+        kind.table_mut(st).insert(id, out.clone());
+        Ok(Value::Object(out))
+    })?;
+    ok_json(ctx, r)
+}
+
+fn capital(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+/// Fills an ACL object's fields from a request body.
+fn fill(
+    st: &State,
+    kind: Kind,
+    body: &Map<String, Value>,
+    out: &mut Map<String, Value>,
+    fresh: bool,
+) -> Result<(), String> {
+    let s = |f: &str| decode::string(body, f);
+    match kind {
+        Kind::Token => {
+            if fresh {
+                let secret = s("SecretID");
+                out.insert(
+                    "SecretID".into(),
+                    json!(if secret.is_empty() {
+                        new_uuid()
+                    } else {
+                        secret
+                    }),
+                );
+            }
+            out.insert("Description".into(), json!(s("Description")));
+            identities(st, body, out)?;
+            if fresh {
+                out.insert("Local".into(), json!(decode::boolean(body, "Local")));
+                let now = SystemTime::now();
+                let ttl = s("ExpirationTTL");
+                if !ttl.is_empty() {
+                    let ns = parse_go_duration(&ttl).map_err(|e| format!("Invalid Token: {e}"))?;
+                    let at = now + Duration::from_nanos(ns.max(0) as u64);
+                    out.insert("ExpirationTime".into(), json!(rfc3339(at)));
+                } else if !s("ExpirationTime").is_empty() {
+                    out.insert("ExpirationTime".into(), json!(s("ExpirationTime")));
+                }
+                out.insert("CreateTime".into(), json!(rfc3339(now)));
+            }
+            out.insert("Hash".into(), json!(""));
+        }
+        Kind::Policy => {
+            let name = s("Name");
+            if name.is_empty() {
+                return Err("Invalid Policy: no name set".into());
+            }
+            let clash = st.acl().policies.values().any(|p| {
+                p.get("Name").and_then(Value::as_str) == Some(&name) && p.get("ID") != out.get("ID")
+            });
+            if clash {
+                return Err(format!(
+                    "Invalid Policy: A Policy with Name {name:?} already exists"
+                ));
+            }
+            let rules = match fld(body, "Rules") {
+                Some(Value::String(r)) => r.clone(),
+                Some(v) if !v.is_null() => v.to_string(),
+                _ => String::new(),
+            };
+            out.insert("Name".into(), json!(name));
+            out.insert("Description".into(), json!(s("Description")));
+            out.insert("Rules".into(), json!(rules));
+            if let Some(dcs) = fld(body, "Datacenters").filter(|v| v.is_array()) {
+                out.insert("Datacenters".into(), dcs.clone());
+            }
+            out.insert("Hash".into(), json!(""));
+        }
+        Kind::Role => {
+            let name = s("Name");
+            if name.is_empty() {
+                return Err("Invalid Role: no name set".into());
+            }
+            out.insert("Name".into(), json!(name));
+            out.insert("Description".into(), json!(s("Description")));
+            identities(st, body, out)?;
+            out.insert("Hash".into(), json!(""));
+        }
+        Kind::AuthMethod => {
+            if s("Name").is_empty() {
+                return Err("Invalid Auth Method: no Name is set".into());
+            }
+            if s("Type").is_empty() {
+                return Err("Invalid Auth Method: no Type is set".into());
+            }
+            for f in [
+                "Type",
+                "DisplayName",
+                "Description",
+                "MaxTokenTTL",
+                "TokenLocality",
+            ] {
+                if f == "Type" || f == "Description" || !s(f).is_empty() {
+                    out.insert(f.into(), json!(s(f)));
+                }
+            }
+            out.insert("Config".into(), Value::Object(decode::map(body, "Config")));
+        }
+        Kind::BindingRule => {
+            let method = s("AuthMethod");
+            if !st.acl().auth_methods.contains_key(&method) {
+                return Err(format!(
+                    "Invalid Binding Rule: unknown auth method {method:?}"
+                ));
+            }
+            for f in [
+                "Description",
+                "AuthMethod",
+                "Selector",
+                "BindType",
+                "BindName",
+            ] {
+                out.insert(f.into(), json!(s(f)));
+            }
+            if let Some(v) = fld(body, "BindVars").filter(|v| v.is_object()) {
+                out.insert("BindVars".into(), v.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn clone_token(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Reply> {
+    let body = decode::object(body, "structs.ACLToken")?;
+    require(ctx, t, "acl:write", "")?;
+    let r = ctx.shared.write(|st| {
+        let mut out = st.acl().tokens.get(id).cloned()?;
+        let accessor = new_uuid();
+        out.insert("AccessorID".into(), json!(accessor));
+        out.insert("SecretID".into(), json!(new_uuid()));
+        let desc = decode::string(&body, "Description");
+        if !desc.is_empty() {
+            out.insert("Description".into(), json!(desc));
+        }
+        out.insert("CreateTime".into(), json!(rfc3339(SystemTime::now())));
+        let idx = st.acl_write_index();
+        out.insert("CreateIndex".into(), json!(idx));
+        out.insert("ModifyIndex".into(), json!(idx));
+        st.acl_mut().tokens.insert(accessor, out.clone());
+        Some(Value::Object(out))
+    });
+    match r {
+        Some(v) => ok_json(ctx, v),
+        None => Err(not_found()),
+    }
+}

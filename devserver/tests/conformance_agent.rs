@@ -1,0 +1,225 @@
+//! The agent's services and checks, and sessions bound to them. Each rule names where Consul
+//! (1.15) implements it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn checks(s: &DevServer) -> Value {
+    let r = get(s, "/v1/agent/checks");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+fn ok(r: Response) {
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+fn ttl_check(s: &DevServer, id: &str, ttl: &str, service: Option<&str>) {
+    let mut body = json!({"Name": id, "TTL": ttl});
+    if let Some(svc) = service {
+        body["ServiceID"] = json!(svc);
+    }
+    ok(put_json(s, "/v1/agent/check/register", &body));
+}
+
+/// agent.go `AddCheck`: a new check starts critical; agent_endpoint.go `agentCheckUpdate` →
+/// `updateTTLCheck` sets status and output (`?note=`).
+#[test]
+fn ttl_check_starts_critical_and_follows_pass_warn_fail_with_note() {
+    let s = start();
+    ttl_check(&s, "web-ttl", "30s", None);
+    let c = &checks(&s)["web-ttl"];
+    assert_eq!(c["Status"], "critical");
+    assert_eq!(c["Type"], "ttl");
+    assert_eq!(c["Node"], s.node_name());
+    for (verb, status) in [
+        ("pass", "passing"),
+        ("warn", "warning"),
+        ("fail", "critical"),
+    ] {
+        ok(put(
+            &s,
+            &format!("/v1/agent/check/{verb}/web-ttl?note=n-{verb}"),
+            b"",
+        ));
+        let c = &checks(&s)["web-ttl"];
+        assert_eq!(
+            (c["Status"].as_str(), c["Output"].as_str()),
+            (Some(status), Some(&*format!("n-{verb}")))
+        );
+    }
+    ok(put_json(
+        &s,
+        "/v1/agent/check/update/web-ttl",
+        &json!({"Status": "passing", "Output": "fine"}),
+    ));
+    assert_eq!(checks(&s)["web-ttl"]["Output"], "fine");
+}
+
+/// agent_endpoint.go `AgentCheckUpdate`: an unknown status is 400 `Invalid check status`;
+/// `vetCheckUpdateWithAuthorizer`: an unknown check is 404; agent.go `updateTTLCheck`: a
+/// check without a TTL is 500 `CheckID "x" does not have associated TTL`.
+#[test]
+fn check_update_errors() {
+    let s = start();
+    let r = put_json(&s, "/v1/agent/check/update/x", &json!({"Status": "bogus"}));
+    r.assert(400, "Invalid check status: 'bogus'");
+    put(&s, "/v1/agent/check/pass/nope", b"").assert(
+        404,
+        "Unknown check ID \"nope\". Ensure that the check ID is passed, not the check name.",
+    );
+    ok(put_json(
+        &s,
+        "/v1/agent/check/register",
+        &json!({"Name": "tcp", "TCP": "127.0.0.1:1", "Interval": "10s"}),
+    ));
+    put(&s, "/v1/agent/check/pass/tcp", b"")
+        .assert(500, "CheckID \"tcp\" does not have associated TTL");
+    put_json(&s, "/v1/agent/check/register", &json!({"TTL": "1s"}))
+        .assert(400, "Missing check name");
+    put_json(&s, "/v1/agent/check/register", &json!({"Name": "x"}))
+        .assert(400, "Invalid check: TTL must be > 0 for TTL checks");
+    put_json(
+        &s,
+        "/v1/agent/check/register",
+        &json!({"Name": "x", "TTL": "1s", "ServiceID": "ghost"}),
+    )
+    .assert(404, "ServiceID \"ghost\" does not exist");
+}
+
+/// checks/check.go `CheckTTL.run`: a TTL that passes without an update turns the check
+/// critical with output `TTL expired`.
+#[test]
+fn ttl_check_goes_critical_when_its_ttl_passes() {
+    let s = start();
+    ttl_check(&s, "short", "300ms", None);
+    ok(put(&s, "/v1/agent/check/pass/short", b""));
+    assert_eq!(checks(&s)["short"]["Status"], "passing");
+    let went = poll_until(Duration::from_secs(10), || {
+        checks(&s)["short"]["Status"] == "critical"
+    });
+    assert!(went.is_some(), "the TTL check never expired");
+    assert_eq!(checks(&s)["short"]["Output"], "TTL expired");
+}
+
+/// agent.go `AddService`: checks without an ID are `service:<id>` (`:<n>` when several);
+/// `RemoveService` removes the service's checks with it.
+#[test]
+fn service_checks_are_named_after_the_service_and_follow_its_deregistration() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "web", "Port": 80, "Check": {"TTL": "10s"}, "Checks": [{"TTL": "10s"}]}),
+    ));
+    let c = checks(&s);
+    assert_eq!(keys_of(&c), vec!["service:web:1", "service:web:2"]);
+    assert_eq!(c["service:web:1"]["ServiceName"], "web");
+    assert_eq!(c["service:web:1"]["Name"], "Service 'web' check");
+    let svc = get(&s, "/v1/agent/services").json();
+    assert_eq!(svc["web"]["Port"], 80);
+    assert_eq!(svc["web"]["Weights"], json!({"Passing": 1, "Warning": 1}));
+    ok(put(&s, "/v1/agent/service/deregister/web", b""));
+    assert_eq!(checks(&s), json!({}));
+    assert_eq!(get(&s, "/v1/agent/services").json(), json!({}));
+    put(&s, "/v1/agent/service/deregister/web", b"").assert(
+        404,
+        "Unknown service ID \"web\". Ensure that the service ID is passed, not the service name.",
+    );
+    get(&s, "/v1/agent/service/web").assert(404, "unknown service ID: web");
+}
+
+/// agent.go `EnableNodeMaintenance`/`EnableServiceMaintenance`: a critical check
+/// `_node_maintenance` / `_service_maintenance:<id>` with the reason (or the default text) as
+/// notes; agent_endpoint.go: `enable` is required and parsed with `strconv.ParseBool`.
+#[test]
+fn maintenance_mode_registers_a_critical_check() {
+    let s = start();
+    put(&s, "/v1/agent/maintenance", b"").assert(400, "Missing value for enable");
+    put(&s, "/v1/agent/maintenance?enable=maybe", b"")
+        .assert(400, "Invalid value for enable: \"maybe\"");
+    ok(put(
+        &s,
+        "/v1/agent/maintenance?enable=true&reason=upgrade",
+        b"",
+    ));
+    let c = &checks(&s)["_node_maintenance"];
+    assert_eq!(
+        (c["Status"].as_str(), c["Notes"].as_str()),
+        (Some("critical"), Some("upgrade"))
+    );
+    ok(put(&s, "/v1/agent/maintenance?enable=false", b""));
+    assert!(checks(&s).get("_node_maintenance").is_none());
+    put(&s, "/v1/agent/service/maintenance/ghost?enable=true", b"")
+        .assert(404, "No service registered with ID \"ghost\"");
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "db"}),
+    ));
+    ok(put(&s, "/v1/agent/service/maintenance/db?enable=true", b""));
+    let c = &checks(&s)["_service_maintenance:db"];
+    assert_eq!(c["ServiceID"], "db");
+    assert_eq!(
+        c["Notes"],
+        "Maintenance mode is enabled for this service, but no reason was provided. This is a default message."
+    );
+}
+
+/// state/session.go `sessionCreateTxn`: every bound check must exist and not be critical
+/// (`Check '<id>' is in critical state`), node checks and service checks alike.
+#[test]
+fn session_bound_to_a_critical_service_check_is_refused() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "api"}),
+    ));
+    ttl_check(&s, "api-ttl", "30s", Some("api"));
+    let r = put_json(
+        &s,
+        "/v1/session/create",
+        &json!({"ServiceChecks": [{"ID": "api-ttl"}]}),
+    );
+    r.assert(500, "apply failed: Check 'api-ttl' is in critical state");
+    ok(put(&s, "/v1/agent/check/warn/api-ttl", b""));
+    let id = session_create(&s, &json!({"ServiceChecks": [{"ID": "api-ttl"}]}));
+    assert!(session_info(&s, &id).is_some(), "warning is fine");
+}
+
+/// state/catalog.go `ensureCheckTxn`: a check turning critical deletes the sessions bound to
+/// it (through the session-checks index), with the session's behaviour and lock-delay.
+#[test]
+fn ttl_expiry_invalidates_the_bound_session_and_releases_its_lock() {
+    let s = start();
+    ttl_check(&s, "worker", "400ms", None);
+    ok(put(&s, "/v1/agent/check/pass/worker", b""));
+    let id = session_create(
+        &s,
+        &json!({"NodeChecks": ["serfHealth", "worker"], "LockDelay": "0s"}),
+    );
+    acquire(&s, "lock", &id, b"me").assert(200, "true");
+    let gone = poll_until(Duration::from_secs(10), || session_info(&s, &id).is_none());
+    assert!(gone.is_some(), "the session outlived its check");
+    let e = kv_entry(&s, "lock").expect("release behaviour keeps the key");
+    assert!(e.get("Session").is_none(), "lock released: {e}");
+}
+
+/// state/catalog.go `deleteCheckTxn` / `deleteServiceTxn`: deleting a check, or the service
+/// that owns it, invalidates the sessions bound to it.
+#[test]
+fn deregistering_the_service_invalidates_sessions_bound_to_its_checks() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "svc", "Check": {"CheckID": "svc-ttl", "TTL": "30s", "Status": "passing"}}),
+    ));
+    let id = session_create(&s, &json!({"ServiceChecks": [{"ID": "svc-ttl"}]}));
+    ok(put(&s, "/v1/agent/service/deregister/svc", b""));
+    assert!(session_info(&s, &id).is_none());
+}
