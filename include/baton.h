@@ -637,6 +637,14 @@ baton_result baton_election_observe(const struct baton_client *client,
 // NULL is a no-op.
 void baton_observer_free(struct baton_observer *observer);
 
+// Whether the calling thread's last failure was transient: Consul could not be
+// reached or could not serve the request *now* (no raft leader, a refused or
+// reset connection, a request timeout, 429/502/503/504) — worth trying again
+// later — as opposed to a refusal (403, 400, a conflict, a bad argument).
+// baton's own acquires already wait such failures out within their timeout.
+// False when no call on this thread has failed.
+bool baton_last_error_is_transient(void);
+
 // The name of a result, e.g. `"BATON_TIMEOUT"` for `BATON_TIMEOUT`: a static
 // NUL-terminated string, never freed. For the results that mirror a core error
 // kind it is the same string as that kind's code in Rust, Python and Node.

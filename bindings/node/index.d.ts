@@ -42,6 +42,13 @@ export declare class BatonError extends Error {
   readonly endpoint?: string
   /** For a failed transaction: every failing operation Consul listed. */
   readonly txnErrors?: ReadonlyArray<{ opIndex: number; what: string }>
+  /**
+   * True when Consul could not be reached or could not serve the request *now* (no raft
+   * leader, a refused or reset connection, a request timeout, 429/502/503/504): worth trying
+   * again later. False for refusals (403, 400, a conflict, a bad argument). Acquires, campaigns
+   * and semaphore waits already wait transient failures out within their timeout.
+   */
+  readonly transient: boolean
 }
 
 export type BatonErrorCode =

@@ -41,6 +41,7 @@ class BatonError extends Error {
     if (details.serverText !== undefined) this.serverText = details.serverText
     if (details.endpoint !== undefined) this.endpoint = details.endpoint
     if (details.txnErrors !== undefined) this.txnErrors = details.txnErrors
+    this.transient = details.transient === true
   }
 }
 

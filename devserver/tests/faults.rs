@@ -489,7 +489,11 @@ fn the_journal_records_requests_while_on() {
     let j = s.journal();
     assert_eq!(j.len(), 1, "{j:?}");
     assert_eq!(
-        (j[0].method.as_str(), j[0].path.as_str(), j[0].query.as_str()),
+        (
+            j[0].method.as_str(),
+            j[0].path.as_str(),
+            j[0].query.as_str()
+        ),
         ("PUT", "/v1/kv/j", "flags=7")
     );
     assert_eq!(j[0].body, "body-text");

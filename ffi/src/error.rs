@@ -140,6 +140,8 @@ impl baton_result {
 pub(crate) struct Failure {
     pub(crate) code: baton_result,
     pub(crate) message: String,
+    /// The core error was transient (`baton::Error::is_transient`).
+    pub(crate) transient: bool,
 }
 
 impl Failure {
@@ -147,6 +149,7 @@ impl Failure {
         Failure {
             code,
             message: message.into(),
+            transient: false,
         }
     }
 }
@@ -158,21 +161,42 @@ impl From<baton::Error> for Failure {
         } else {
             baton_result::from_kind(e.kind())
         };
-        Failure::new(code, e.to_string())
+        Failure {
+            transient: e.is_transient(),
+            ..Failure::new(code, e.to_string())
+        }
     }
 }
 
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+    static LAST_TRANSIENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Sets the calling thread's last error message.
+/// Sets the calling thread's last error message (not transient).
 pub(crate) fn set_last_error(message: &str) {
+    set_last_failure(message, false);
+}
+
+/// Sets the calling thread's last error message and whether it was transient.
+pub(crate) fn set_last_failure(message: &str, transient: bool) {
     let _ = LAST_ERROR.try_with(|e| {
         let mut e = e.borrow_mut();
         e.clear();
         e.push_str(message);
     });
+    let _ = LAST_TRANSIENT.try_with(|t| t.set(transient));
+}
+
+/// Whether the calling thread's last failure was transient: Consul could not be
+/// reached or could not serve the request *now* (no raft leader, a refused or
+/// reset connection, a request timeout, 429/502/503/504) — worth trying again
+/// later — as opposed to a refusal (403, 400, a conflict, a bad argument).
+/// baton's own acquires already wait such failures out within their timeout.
+/// False when no call on this thread has failed.
+#[no_mangle]
+pub extern "C" fn baton_last_error_is_transient() -> bool {
+    LAST_TRANSIENT.try_with(|t| t.get()).unwrap_or(false)
 }
 
 /// The name of a result, e.g. `"BATON_TIMEOUT"` for `BATON_TIMEOUT`: a static

@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use crate::error::{baton_result, set_last_error, Failure};
+use crate::error::{baton_result, set_last_error, set_last_failure, Failure};
 
 /// Runs `body` as an entry point: a failure sets the thread's last error and
 /// returns its code; a panic becomes `BATON_PANIC`.
@@ -12,7 +12,7 @@ pub(crate) fn boundary(body: impl FnOnce() -> Result<(), Failure>) -> baton_resu
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => baton_result::BATON_OK,
         Ok(Err(f)) => {
-            set_last_error(&f.message);
+            set_last_failure(&f.message, f.transient);
             f.code
         }
         Err(panic) => {

@@ -61,6 +61,7 @@ test('server errors carry code and Consul text', async () => {
     assert.ok(e instanceof BatonError)
     assert.equal(e.code, 'BATON_INVALID_ARGUMENT')
     assert.match(e.message, /Invalid Session TTL/)
+    assert.equal(e.transient, false) // a refusal: trying again will not help
     return true
   })
   await c.close()
@@ -68,7 +69,7 @@ test('server errors carry code and Consul text', async () => {
 
 test('unreachable server is BATON_CONNECTION', async () => {
   const c = new Client({ address: '127.0.0.1:1', requestTimeoutMs: 2000 })
-  await assert.rejects(c.kvGet('x'), { code: 'BATON_CONNECTION' })
+  await assert.rejects(c.kvGet('x'), { code: 'BATON_CONNECTION', transient: true })
   await c.close()
 })
 

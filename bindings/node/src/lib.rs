@@ -31,6 +31,9 @@ pub(crate) fn js_err(e: baton::Error) -> Error {
     if let Some(ep) = e.endpoint() {
         details.insert("endpoint".into(), ep.into());
     }
+    if e.is_transient() {
+        details.insert("transient".into(), true.into());
+    }
     if !e.txn_errors().is_empty() {
         let list = e
             .txn_errors()

@@ -78,6 +78,7 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
         exc.setattr("code", e.code())?;
         exc.setattr("status", e.status())?;
         exc.setattr("server_text", e.server_text())?;
+        exc.setattr("transient", e.is_transient())?;
         Ok(PyErr::from_value(exc))
     };
     build().unwrap_or_else(|err| err)

@@ -42,6 +42,7 @@ def test_server_errors_map_to_the_hierarchy_with_codes(client):
     assert e.value.code == "BATON_INVALID_ARGUMENT"
     assert e.value.status == 500
     assert "Invalid Session TTL" in e.value.server_text
+    assert e.value.transient is False  # a refusal: trying again will not help
     assert isinstance(e.value, baton.BatonError) and isinstance(e.value, ValueError)
 
 
@@ -51,6 +52,7 @@ def test_unreachable_server_is_a_connection_error():
         c.kv_get("x")
     assert isinstance(e.value, builtins.ConnectionError)
     assert e.value.code == "BATON_CONNECTION"
+    assert e.value.transient is True  # nobody answered: worth trying again later
     c.close()
 
 

@@ -64,7 +64,17 @@ static void test_client(void) {
     CHECK_RC(baton_client_close(c, 5000), BATON_OK);
     CHECK_RC(baton_client_close(c, 0), BATON_OK);
     CHECK_RC(baton_kv_put(c, "k", NULL, 0), BATON_CLOSED);
+    CHECK(!baton_last_error_is_transient()); /* a closed client is not an outage */
     CHECK_RC(baton_client_close(NULL, 0), BATON_NULL_ARGUMENT);
+    /* Nobody listens on port 1: a connection failure, worth trying again later. */
+    baton_client_options down = baton_client_options_default();
+    down.address = "127.0.0.1:1";
+    down.request_timeout_ms = 2000;
+    baton_client *c3 = NULL;
+    CHECK_RC(baton_client_new(&down, &c3), BATON_OK);
+    CHECK_RC(baton_kv_put(c3, "k", NULL, 0), BATON_CONNECTION);
+    CHECK(baton_last_error_is_transient());
+    baton_client_free(c3);
     baton_client_free(c);
     baton_client_free(NULL);
 }

@@ -1,6 +1,10 @@
 """The exception hierarchy. Every baton exception derives from :class:`BatonError` and carries
 ``code`` (the same name the C API and the Node addon use, e.g. ``"BATON_TIMEOUT"``), ``status``
-(Consul's HTTP status, when there was one) and ``server_text`` (Consul's own error text)."""
+(Consul's HTTP status, when there was one), ``server_text`` (Consul's own error text) and
+``transient`` (True when Consul could not be reached or could not serve the request *now*: no
+raft leader, a refused or reset connection, a request timeout, 429/502/503/504 — worth trying
+again later; False for refusals such as 403, 400 or a conflict). Acquires, campaigns and
+semaphore waits already wait transient failures out within their timeout."""
 
 import builtins
 from typing import Optional
@@ -12,6 +16,7 @@ class BatonError(Exception):
     code: str = "BATON_ERROR"
     status: Optional[int] = None
     server_text: Optional[str] = None
+    transient: bool = False
 
 
 class ConnectionError(BatonError, builtins.ConnectionError):
