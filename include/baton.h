@@ -361,9 +361,11 @@ typedef struct baton_lock_options {
 
 // Options for `baton_semaphore_new`. Start from `baton_semaphore_options_default()`.
 typedef struct baton_semaphore_options {
-  // The session to contend with; NULL: the client's shared semaphore session
-  // (behavior delete, so a dead holder's contender key disappears). A session
-  // holds at most one slot of a given semaphore. Read during the call.
+  // The session to contend with; NULL: a session of the semaphore's own
+  // (behavior delete, so a dead holder's contender key disappears; destroyed
+  // when the semaphore is freed), as Go's `api.Semaphore` does. A session
+  // holds at most one slot of a given semaphore: semaphores given the same
+  // session take turns in it. Read during the call.
   const struct baton_session *session;
   // The value of this holder's contender key (`value_len` bytes; NULL when 0).
   const uint8_t *value;
@@ -796,7 +798,7 @@ baton_result baton_lock_delete_key(const struct baton_lock *lock);
 // May be called from inside the lock's own callback. NULL is a no-op.
 void baton_lock_free(struct baton_lock *lock);
 
-// The default semaphore options: the client's semaphore session, an empty value.
+// The default semaphore options: a session of the semaphore's own, an empty value.
 struct baton_semaphore_options baton_semaphore_options_default(void);
 
 // Creates a semaphore of `limit` slots (1 or more) under `prefix` (not acquired;

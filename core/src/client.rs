@@ -53,8 +53,6 @@ pub(crate) struct Core {
     /// by `close` before their sessions are destroyed, so a clean exit costs the
     /// next holder no lock-delay.
     pub(crate) held_keys: Mutex<HashMap<u64, HeldKey>>,
-    /// The shared session of semaphores (behaviour `delete`).
-    pub(crate) semaphore_session: Mutex<Option<Session>>,
     pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
@@ -160,6 +158,12 @@ impl Core {
         if let Some(c) = &rt.cleanup {
             c.post(client, task);
         }
+    }
+
+    /// The options of the default session (the builder's), also the base of
+    /// each semaphore's own session.
+    pub(crate) fn default_session_options(&self) -> SessionOptions {
+        self.default_options.clone()
     }
 
     /// Records an unlock owed to Consul until the returned guard drops.
@@ -292,7 +296,6 @@ impl Core {
             joined(c.worker.join_until(deadline));
         }
         *lock(&self.default_session) = None;
-        *lock(&self.semaphore_session) = None;
         // Release held and owed locks first: destroying their sessions would impose
         // lock-delay. Consul being briefly unavailable is waited out until the deadline.
         let mut held: Vec<HeldKey> = lock(&self.held_keys).drain().map(|(_, h)| h).collect();
@@ -506,7 +509,6 @@ impl Client {
             runtime: Mutex::new(Runtime::default()),
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
-            semaphore_session: Mutex::new(None),
             held_keys: Mutex::new(HashMap::new()),
             watches: Mutex::new(HashMap::new()),
             keyhub: KeyHub::default(),

@@ -338,7 +338,9 @@ fn an_acquire_timeout_bounds_its_requests() {
     let warm_lock = c.lock(&unique("bounded-warm")).unwrap();
     let warm_sem = c.semaphore(&unique("bounded-warm-sem"), 1).unwrap();
     c.default_session().unwrap();
-    c.semaphore_session().unwrap();
+    // The semaphore's own session comes with its first acquire.
+    assert!(warm_sem.acquire(Some(PATIENCE), None).unwrap());
+    assert!(warm_sem.release().unwrap());
     let cold = patient_client(&f.addr);
     let cold_lock = cold.lock(&unique("bounded-cold")).unwrap();
     let cold_sem = cold.semaphore(&unique("bounded-cold-sem"), 1).unwrap();
@@ -468,7 +470,7 @@ fn a_removed_semaphore_holding_gives_its_slot_back() {
     let prefix = unique("removed");
     let sem = c.semaphore(&prefix, 1).unwrap();
     assert!(sem.acquire(Some(PATIENCE), None).unwrap());
-    let session = c.semaphore_session().unwrap();
+    let session = sem.session().unwrap();
     let direct = f.client();
     // Someone removes our contender entry (an operator, a pruning Go client).
     direct

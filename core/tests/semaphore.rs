@@ -184,7 +184,7 @@ fn go_api_semaphore_and_baton_share_the_slots() {
     let s = c.semaphore(&prefix, 1).unwrap();
 
     assert!(s.acquire(Some(PATIENCE), None).unwrap());
-    let baton_sid = c.semaphore_session().unwrap().id().to_string();
+    let baton_sid = s.session().unwrap().id().to_string();
     assert_eq!(go.try_acquire(), Ok(false), "Go waits while baton holds");
     assert_eq!(
         go.holders(),
@@ -272,7 +272,7 @@ fn a_dead_holder_is_pruned_loses_once_and_can_acquire_again() {
         let got = b.acquire(Some(PATIENCE), None).unwrap();
         (got, b)
     });
-    let sid = ca.semaphore_session().unwrap().id().to_string();
+    let sid = a.session().unwrap().id().to_string();
     f.client().sessions().destroy(&sid).unwrap();
     let reason = lost.recv_timeout(PATIENCE).expect("A is told");
     assert!(
@@ -387,12 +387,14 @@ fn destroy_refuses_while_in_use_and_removes_the_lock_key_when_free() {
 }
 
 #[test]
-fn two_semaphores_of_one_client_on_one_prefix_queue_locally() {
+fn two_semaphores_given_one_session_on_one_prefix_queue_locally() {
     let f = Fixture::start();
     let prefix = unique("sem-local");
     let c = f.client();
-    let a = c.semaphore(&prefix, 5).unwrap();
-    let b = c.semaphore(&prefix, 5).unwrap();
+    let shared = c.default_session().unwrap();
+    let opts = || baton::SemaphoreOptions::new().session(shared.clone());
+    let a = c.semaphore_with(&prefix, 5, opts()).unwrap();
+    let b = c.semaphore_with(&prefix, 5, opts()).unwrap();
     assert!(a.acquire(Some(PATIENCE), None).unwrap());
     // Same session, same contender key: b waits for a even though slots are free.
     assert!(!b.acquire(Some(Duration::from_millis(200)), None).unwrap());
@@ -449,4 +451,58 @@ fn a_dead_holder_s_slot_is_kept_for_its_lock_delay() {
     );
     assert!(b.release().unwrap());
     proxy.heal();
+}
+
+/// Issue "One library in four languages", finding 1: semaphores of one client on
+/// one prefix hold as many slots as the limit allows at once (each has a session
+/// of its own, as Go's `api.Semaphore` does), not one at a time; dropping one
+/// destroys its session.
+#[test]
+fn semaphores_of_one_client_hold_several_slots_at_once() {
+    let f = Fixture::start();
+    let c = f.client();
+    let prefix = unique("sem-own-sessions");
+    let sems: Vec<_> = (0..3).map(|_| c.semaphore(&prefix, 3).unwrap()).collect();
+    for s in &sems {
+        assert!(
+            s.acquire(Some(Duration::from_secs(5)), None).unwrap(),
+            "a free slot is taken at once"
+        );
+    }
+    assert!(sems.iter().all(|s| s.is_held()));
+    let ids: std::collections::BTreeSet<String> = sems
+        .iter()
+        .map(|s| s.session().unwrap().id().to_string())
+        .collect();
+    assert_eq!(ids.len(), 3, "one session per semaphore");
+    // A fourth waits: the limit still holds.
+    let fourth = c.semaphore(&prefix, 3).unwrap();
+    assert!(!fourth.try_acquire().unwrap());
+    drop(fourth);
+    // Dropping a semaphore releases it and destroys its own session.
+    let mut sems = sems;
+    let gone = sems.pop().unwrap();
+    let gone_id = gone.session().unwrap().id().to_string();
+    drop(gone);
+    let end = std::time::Instant::now() + PATIENCE;
+    let mut index = 0;
+    loop {
+        let (list, meta) = c
+            .sessions()
+            .list_with(&baton::QueryOptions::blocking(
+                index,
+                Duration::from_secs(1),
+            ))
+            .unwrap();
+        if !list.iter().any(|s| s.id == gone_id) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "session {gone_id} not destroyed"
+        );
+        index = meta.index;
+    }
+    drop(sems);
+    assert!(c.close(Duration::from_secs(5)));
 }

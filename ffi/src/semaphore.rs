@@ -23,9 +23,11 @@ pub struct baton_semaphore {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct baton_semaphore_options {
-    /// The session to contend with; NULL: the client's shared semaphore session
-    /// (behavior delete, so a dead holder's contender key disappears). A session
-    /// holds at most one slot of a given semaphore. Read during the call.
+    /// The session to contend with; NULL: a session of the semaphore's own
+    /// (behavior delete, so a dead holder's contender key disappears; destroyed
+    /// when the semaphore is freed), as Go's `api.Semaphore` does. A session
+    /// holds at most one slot of a given semaphore: semaphores given the same
+    /// session take turns in it. Read during the call.
     pub session: *const baton_session,
     /// The value of this holder's contender key (`value_len` bytes; NULL when 0).
     pub value: *const u8,
@@ -33,7 +35,7 @@ pub struct baton_semaphore_options {
     pub value_len: usize,
 }
 
-/// The default semaphore options: the client's semaphore session, an empty value.
+/// The default semaphore options: a session of the semaphore's own, an empty value.
 #[no_mangle]
 pub extern "C" fn baton_semaphore_options_default() -> baton_semaphore_options {
     baton_semaphore_options {

@@ -152,6 +152,20 @@ def test_semaphore_limits_holders(client, devserver):
             c.close()
 
 
+def test_semaphores_of_one_client_run_side_by_side(client):
+    # Eight handles on one client, limit 3: three hold at once (each has a session of its
+    # own, as Go's api.Semaphore does); they used to share one session and one slot.
+    p = key("sem-one-client")
+    sems = [client.semaphore(p, 3) for _ in range(8)]
+    assert all(s.acquire(timeout=5) for s in sems[:3])
+    assert not any(s.acquire(blocking=False) for s in sems[3:]), "the limit still holds"
+    sems[0].release()
+    assert sems[3].acquire(timeout=5)
+    for s in sems:
+        if s.locked():
+            s.release()
+
+
 def test_election_observe_failover_and_fencing(client, devserver):
     k = key("election")
     a_client, b_client = baton.Client(devserver), baton.Client(devserver)

@@ -26,7 +26,7 @@ use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
 use crate::ride_out::RideOut;
-use crate::session_api::{Behavior, SessionOptions};
+use crate::session_api::Behavior;
 use crate::sync::lock;
 
 /// The `Flags` value Go's `api.Semaphore` writes on its keys (`0xe0f69a2baa414de0`).
@@ -46,7 +46,7 @@ pub struct SemaphoreOptions {
 }
 
 impl SemaphoreOptions {
-    /// Default options: empty value, the client's shared semaphore session.
+    /// Default options: empty value, a session of the semaphore's own.
     pub fn new() -> SemaphoreOptions {
         SemaphoreOptions::default()
     }
@@ -57,8 +57,10 @@ impl SemaphoreOptions {
         self
     }
 
-    /// Contend with this session. A session holds at most one slot of a given
-    /// semaphore (its contender key is `<prefix>/<session>`).
+    /// Contend with this session instead of one of the semaphore's own. A
+    /// session holds at most one slot of a given semaphore (its contender key is
+    /// `<prefix>/<session>`): semaphores of one prefix given the same session
+    /// take turns in that one slot.
     pub fn session(mut self, session: Session) -> Self {
         self.session = Some(session);
         self
@@ -118,6 +120,10 @@ struct Shared {
     prefix: String,
     limit: u64,
     explicit_session: Option<Session>,
+    /// Without an explicit session: the semaphore's own (behaviour `delete`),
+    /// created on first acquire, replaced once lost, destroyed when the
+    /// `Semaphore` is dropped.
+    own_session: Mutex<Option<Session>>,
     id: u64,
     inner: Mutex<Inner>,
     acquiring: Mutex<()>,
@@ -140,10 +146,13 @@ struct Shared {
 ///
 /// Waiters share one blocking query per prefix and write to Consul only when
 /// the listing shows a free slot, so a change that frees no slot costs nothing.
-/// By default all semaphores of a client share one session with behaviour
-/// `delete` (Go creates one such session per semaphore), so dead contenders'
-/// keys disappear; several `Semaphore`s of one process on the same prefix and
-/// session queue locally. Dropping a held `Semaphore` releases it.
+/// By default each `Semaphore` contends with a session of its own (behaviour
+/// `delete`, the client's default TTL and lock-delay, renewed by the client's
+/// one renewer thread), as Go's `api.Semaphore` does, so several `Semaphore`s
+/// of one client on one prefix hold several slots, and a dead contender's key
+/// disappears with its session. Dropping a `Semaphore` releases it and
+/// destroys its own session. Semaphores given the same session
+/// ([`SemaphoreOptions::session`]) share that session's one slot, taking turns.
 pub struct Semaphore {
     shared: Arc<Shared>,
 }
@@ -190,6 +199,7 @@ impl Client {
                 prefix: p.to_string(),
                 limit,
                 explicit_session: options.session,
+                own_session: Mutex::new(None),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
@@ -205,24 +215,6 @@ impl Client {
             }),
         })
     }
-
-    /// The client's shared semaphore session (behaviour `delete`), created on first
-    /// use and replaced once lost.
-    pub fn semaphore_session(&self) -> Result<Session> {
-        let mut slot = lock(&self.core().semaphore_session);
-        if let Some(s) = &*slot {
-            if s.is_valid() {
-                return Ok(s.clone());
-            }
-        }
-        let s = self.create_session(
-            &SessionOptions::default_for_client()
-                .name("baton semaphore")
-                .behavior(Behavior::Delete),
-        )?;
-        *slot = Some(s.clone());
-        Ok(s)
-    }
 }
 
 impl Semaphore {
@@ -234,6 +226,18 @@ impl Semaphore {
     /// The number of slots.
     pub fn limit(&self) -> u64 {
         self.shared.limit
+    }
+
+    /// The session of the current holding, else the one the next acquire will
+    /// use: the explicit one, or the semaphore's own once it has one.
+    pub fn session(&self) -> Option<Session> {
+        let sh = &self.shared;
+        if let Some(h) = &lock(&sh.inner).holding {
+            return Some(h.session.clone());
+        }
+        sh.explicit_session
+            .clone()
+            .or_else(|| lock(&sh.own_session).clone())
     }
 
     fn contender_key(&self, session: &Session) -> String {
@@ -266,7 +270,7 @@ impl Semaphore {
         let mut ride = RideOut::new(sh.client.core(), "semaphore acquire", deadline, cancel);
         let session = match &sh.explicit_session {
             Some(s) => s.clone(),
-            None => match ride.run(|| sh.client.semaphore_session()) {
+            None => match ride.run(|| sh.own_session()) {
                 Ok(s) => s,
                 Err(e) if past_deadline(&e) => return Ok(false),
                 Err(e) => return Err(e),
@@ -655,6 +659,35 @@ impl Drop for Semaphore {
                 );
             }
         }
+        // Our own session goes with us: destroyed in the background once what is
+        // owed on its behalf (a slot still being given back) is done.
+        if let Some(own) = lock(&self.shared.own_session).take() {
+            if own.is_valid() && !self.shared.client.is_closed() {
+                own.shared.lose(LostReason::Destroyed);
+                self.shared.client.core().destroy_later(own.id());
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// The semaphore's own session, created (or replaced, once lost) now.
+    fn own_session(&self) -> Result<Session> {
+        let mut slot = lock(&self.own_session);
+        if let Some(s) = &*slot {
+            if s.is_valid() {
+                return Ok(s.clone());
+            }
+        }
+        let options = self
+            .client
+            .core()
+            .default_session_options()
+            .name("baton semaphore")
+            .behavior(Behavior::Delete);
+        let s = self.client.create_session(&options)?;
+        *slot = Some(s.clone());
+        Ok(s)
     }
 }
 
