@@ -223,3 +223,63 @@ fn deregistering_the_service_invalidates_sessions_bound_to_its_checks() {
     ok(put(&s, "/v1/agent/service/deregister/svc", b""));
     assert!(session_info(&s, &id).is_none());
 }
+
+/// state/session.go `deleteSessionTxn` (the path every invalidation takes): a session with
+/// `Behavior: delete` bound to a check that turns critical deletes its keys, and its
+/// lock-delay then keeps the key from being acquired (agent/consul/kvs_endpoint.go
+/// `kvsPreApply` checks `KVSLockDelay` before apply).
+#[test]
+fn check_failure_applies_delete_behaviour_and_lock_delay() {
+    let s = start();
+    ttl_check(&s, "hb", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/hb", b""));
+    let id = session_create(
+        &s,
+        &json!({"NodeChecks": ["hb"], "Behavior": "delete", "LockDelay": "30s"}),
+    );
+    acquire(&s, "leader", &id, b"me").assert(200, "true");
+    ok(put(&s, "/v1/agent/check/fail/hb?note=stopped", b""));
+    assert!(session_info(&s, &id).is_none(), "critical invalidates");
+    assert!(
+        kv_entry(&s, "leader").is_none(),
+        "delete behaviour removes the key"
+    );
+    let other = session_create(&s, &json!({"NodeChecks": []}));
+    acquire(&s, "leader", &other, b"you").assert(200, "false");
+}
+
+/// agent/session_endpoint.go `fixupEmptySessionChecks` keeps the old `Checks` list when
+/// `NodeChecks` is not empty, and the state store enforces both; a warning check does not
+/// invalidate (only `api.HealthCritical` does in `ensureCheckTxn`).
+#[test]
+fn legacy_checks_field_binds_too_and_warning_does_not_invalidate() {
+    let s = start();
+    ttl_check(&s, "legacy", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/legacy", b""));
+    let id = session_create(
+        &s,
+        &json!({"Checks": ["legacy"], "NodeChecks": ["serfHealth"]}),
+    );
+    ok(put(&s, "/v1/agent/check/warn/legacy", b""));
+    assert!(session_info(&s, &id).is_some(), "warning keeps the session");
+    ok(put(&s, "/v1/agent/check/fail/legacy", b""));
+    assert!(session_info(&s, &id).is_none(), "critical ends it");
+}
+
+/// agent/agent_endpoint.go `AgentRegisterService` → `AddService` with
+/// `replace-existing-checks`: checks of the service not in the new definition are removed.
+#[test]
+fn replace_existing_checks_drops_checks_left_out() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "w", "Checks": [{"CheckID": "a", "TTL": "10s"}, {"CheckID": "b", "TTL": "10s"}]}),
+    ));
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register?replace-existing-checks",
+        &json!({"Name": "w", "Check": {"CheckID": "a", "TTL": "10s"}}),
+    ));
+    assert_eq!(keys_of(&checks(&s)), vec!["a"]);
+}
