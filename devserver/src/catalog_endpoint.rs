@@ -48,7 +48,7 @@ pub(crate) fn read_opts(ctx: &Ctx) -> Result<Opts, Reply> {
 pub(crate) fn answer(v: &Value, opts: &Opts, index: u64) -> Reply {
     Reply::json(200, v, opts.pretty)
         .with_meta(index)
-        .with("x-consul-effective-consistency", "leader")
+        .with("x-consul-effective-consistency", opts.consistency)
 }
 
 fn token(ctx: &Ctx) -> Option<String> {

@@ -283,3 +283,44 @@ fn replace_existing_checks_drops_checks_left_out() {
     ));
     assert_eq!(keys_of(&checks(&s)), vec!["a"]);
 }
+
+/// agent/agent_endpoint.go `AgentSelf`: `Stats` carries the server's `consul` stats
+/// (agent/consul/server.go `Stats`: `leader`, `leader_addr`, `server`), and `Member` is the
+/// agent's own entry of `/v1/agent/members`.
+#[test]
+fn agent_self_reports_leadership_and_its_member_entry() {
+    let s = start();
+    let me = get(&s, "/v1/agent/self").json();
+    let stats = &me["Stats"]["consul"];
+    assert_eq!(
+        (
+            stats["leader"].as_str(),
+            stats["leader_addr"].as_str(),
+            stats["server"].as_str()
+        ),
+        (Some("true"), Some("127.0.0.1:8300"), Some("true"))
+    );
+    for key in [
+        "Config",
+        "DebugConfig",
+        "Coord",
+        "Member",
+        "Stats",
+        "Meta",
+        "xDS",
+    ] {
+        assert!(me.get(key).is_some(), "{key} missing");
+    }
+    let members = get(&s, "/v1/agent/members").json();
+    assert_eq!(members[0], me["Member"]);
+    assert_eq!(
+        get(&s, "/v1/agent/members?wan=1").json()[0]["Name"],
+        format!("{}.dc1", s.node_name())
+    );
+    s.set_leader(false);
+    let stats = get(&s, "/v1/agent/self").json()["Stats"]["consul"].clone();
+    assert_eq!(
+        (stats["leader"].as_str(), stats["leader_addr"].as_str()),
+        (Some("false"), Some(""))
+    );
+}

@@ -287,3 +287,18 @@ fn fired_events_are_listed() {
     assert_eq!(list[0]["Payload"], b64(b"v2"));
     assert_eq!(get(&s, "/v1/event/list?name=other").json(), json!([]));
 }
+
+/// agent/http.go `setConsistency` / `QueryMeta.ConsistencyLevel`: catalog and health reads
+/// report the mode they were served in.
+#[test]
+fn catalog_reads_report_their_effective_consistency() {
+    let s = start();
+    for (q, mode) in [
+        ("", "leader"),
+        ("?stale", "stale"),
+        ("?consistent", "consistent"),
+    ] {
+        let r = get(&s, &format!("/v1/catalog/nodes{q}"));
+        assert_eq!(r.canonical("X-Consul-Effective-Consistency"), mode);
+    }
+}
