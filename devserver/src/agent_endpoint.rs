@@ -704,7 +704,17 @@ fn update_ttl(
     c.output = output.unwrap_or_else(|| ctx.query.get("note").to_string());
     c.ttl_expires = Some(Instant::now() + ttl);
     ctx.shared.write(|st| {
-        let idx = st.next_index();
+        // A heartbeat that changes neither status nor output only re-arms the timer: no
+        // catalog write, no index (the agent syncs only what changed).
+        let changed = match st.check(&c.node, id) {
+            Some(old) => old.status != c.status || old.output != c.output,
+            None => true,
+        };
+        let idx = if changed {
+            st.next_index()
+        } else {
+            st.current_index()
+        };
         let _ = st.put_check_at(idx, c);
     });
     ok()

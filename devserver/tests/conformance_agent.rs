@@ -324,3 +324,19 @@ fn agent_self_reports_leadership_and_its_member_entry() {
         (Some("false"), Some(""))
     );
 }
+
+/// agent/local/state.go `UpdateCheck`: an update that changes neither status nor output is
+/// not synced to the catalog (no raft write, no index), though it re-arms the TTL; a change is.
+#[test]
+fn a_repeated_heartbeat_is_no_catalog_write() {
+    let s = start();
+    ttl_check(&s, "beat", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/beat", b""));
+    let global = s.current_index();
+    let checks_index = get(&s, "/v1/health/state/any").index();
+    ok(put(&s, "/v1/agent/check/pass/beat", b""));
+    assert_eq!(s.current_index(), global);
+    assert_eq!(get(&s, "/v1/health/state/any").index(), checks_index);
+    ok(put(&s, "/v1/agent/check/warn/beat", b""));
+    assert!(get(&s, "/v1/health/state/any").index() > checks_index);
+}
