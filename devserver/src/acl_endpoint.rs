@@ -55,7 +55,8 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-fn is_uuid(s: &str) -> bool {
+/// Whether `s` is a UUID in Consul's `8-4-4-4-12` hex form.
+pub(crate) fn is_uuid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.len() == 5
         && parts

@@ -86,9 +86,19 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             "Must provide address if SkipNodeUpdate is not set",
         ));
     }
+    let node_id = decode::string(&obj, "ID");
+    if !node_id.is_empty() && !crate::acl_endpoint::is_uuid(&node_id) {
+        // hashicorp/go-uuid ParseUUID's two errors.
+        let why = if node_id.len() != 36 {
+            "uuid string is wrong length"
+        } else {
+            "uuid is improperly formatted"
+        };
+        return Err(Reply::text(500, format!("Bad node ID: {why}")));
+    }
     crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
     let mut node = Node::new(&node_name, &address);
-    node.id = decode::string(&obj, "ID");
+    node.id = node_id;
     node.tagged_addresses = decode::map(&obj, "TaggedAddresses");
     node.meta = decode::map(&obj, "NodeMeta");
     let service = match decode::sub(&obj, "Service") {
@@ -99,8 +109,16 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             if id.is_empty() {
                 id = name.clone();
             }
+            // servicePreApply.
             if name.is_empty() {
-                return Err(Reply::text(500, "Must provide service name"));
+                return Err(Reply::text(
+                    500,
+                    "Must provide service name (Service.Service) when service ID is provided",
+                ));
+            }
+            let addr = decode::string(s, "Address");
+            if matches!(addr.as_str(), "0.0.0.0" | "::" | "[::]") {
+                return Err(Reply::text(500, "Invalid service address"));
             }
             crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
             Some(Service {
@@ -155,6 +173,26 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
                 Reply::text(500, format!("Invalid check status: \"{status_text}\""))
             })?
         };
+        // vetRegisterWithACL: a check names this request's node, and a service check names
+        // this request's service or one the node already has.
+        let check_node = decode::string(c, "Node");
+        if !check_node.is_empty() && !check_node.eq_ignore_ascii_case(&node_name) {
+            return Err(Reply::text(
+                500,
+                format!("Node '{check_node}' for check '{id}' doesn't match register request node '{node_name}'"),
+            ));
+        }
+        let sid = decode::string(c, "ServiceID");
+        let in_request = service.as_ref().is_some_and(|s| s.id == sid);
+        if !sid.is_empty()
+            && !in_request
+            && ctx.shared.read(|st| st.service(&node_name, &sid).is_none())
+        {
+            return Err(Reply::text(
+                500,
+                format!("Unknown service ID '{sid}' for check ID '{id}'"),
+            ));
+        }
         let mut chk = Check::new(&node_name, &id, &name, status);
         chk.notes = decode::string(c, "Notes");
         chk.output = decode::string(c, "Output");

@@ -302,3 +302,48 @@ fn catalog_reads_report_their_effective_consistency() {
         assert_eq!(r.canonical("X-Consul-Effective-Consistency"), mode);
     }
 }
+
+/// agent/consul/catalog_endpoint.go `nodePreApply`, `servicePreApply`, `vetRegisterWithACL`:
+/// a node ID must be a UUID, a service needs a name, a check must name the request's node and
+/// a service the request or the node has.
+#[test]
+fn catalog_register_validation_texts() {
+    let s = start();
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "ID": "x"}),
+    )
+    .assert(500, "Bad node ID: uuid string is wrong length");
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Service": {"ID": "s1"}}),
+    )
+    .assert(
+        500,
+        "Must provide service name (Service.Service) when service ID is provided",
+    );
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Check": {"CheckID": "c", "Node": "other"}}),
+    )
+    .assert(
+        500,
+        "Node 'other' for check 'c' doesn't match register request node 'n'",
+    );
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Check": {"CheckID": "c", "ServiceID": "ghost"}}),
+    )
+    .assert(500, "Unknown service ID 'ghost' for check ID 'c'");
+    // A check without a status starts critical (state/catalog.go ensureCheckTxn).
+    register(
+        &s,
+        json!({"Node": "n", "Address": "a", "Check": {"Name": "c"}}),
+    );
+    assert_eq!(get(&s, "/v1/health/node/n").json()[0]["Status"], "critical");
+    assert_eq!(get(&s, "/v1/health/node/n").json()[0]["CheckID"], "c");
+}
