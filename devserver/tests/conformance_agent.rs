@@ -340,3 +340,49 @@ fn a_repeated_heartbeat_is_no_catalog_write() {
     ok(put(&s, "/v1/agent/check/warn/beat", b""));
     assert!(get(&s, "/v1/health/state/any").index() > checks_index);
 }
+
+/// agent/agent_endpoint.go `agentHealthService`: the local health of a service is the worst of
+/// its checks, as the status code too (passing 200, warning 429, critical 503); an unknown ID
+/// is 404 (`AgentHealthServiceByID`), as text with `?format=text`.
+#[test]
+fn local_service_health_aggregates_its_checks() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "api", "Check": {"CheckID": "api-ttl", "TTL": "30s", "Status": "passing"}}),
+    ));
+    let r = get(&s, "/v1/agent/health/service/id/api");
+    assert_eq!(
+        (r.status, r.json()["AggregatedStatus"].clone()),
+        (200, json!("passing"))
+    );
+    ok(put(&s, "/v1/agent/check/warn/api-ttl", b""));
+    assert_eq!(get(&s, "/v1/agent/health/service/name/api").status, 429);
+    ok(put(&s, "/v1/agent/check/fail/api-ttl", b""));
+    let r = get(&s, "/v1/agent/health/service/id/api?format=text");
+    assert_eq!((r.status, r.text()), (503, "critical".to_string()));
+    get(&s, "/v1/agent/health/service/id/ghost?format=text")
+        .assert(404, "ServiceId ghost not found");
+}
+
+/// agent/coordinate_endpoint.go: an update is stored for the node and read back by
+/// `/v1/coordinate/node/<n>`; the WAN pool lists the server as `<node>.<dc>`.
+#[test]
+fn coordinates_round_trip() {
+    let s = start();
+    let dcs = get(&s, "/v1/coordinate/datacenters").json();
+    assert_eq!(
+        dcs[0]["Coordinates"][0]["Node"],
+        format!("{}.dc1", s.node_name())
+    );
+    assert_eq!(get(&s, "/v1/coordinate/node/n1").status, 404);
+    let coord = json!({"Adjustment": 0.0, "Error": 1.5, "Height": 0.0, "Vec": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]});
+    ok(put_json(
+        &s,
+        "/v1/coordinate/update",
+        &json!({"Node": "n1", "Coord": coord}),
+    ));
+    let got = get(&s, "/v1/coordinate/node/n1").json();
+    assert_eq!(got[0]["Coord"], coord);
+}

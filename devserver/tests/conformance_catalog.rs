@@ -347,3 +347,51 @@ fn catalog_register_validation_texts() {
     assert_eq!(get(&s, "/v1/health/node/n").json()[0]["Status"], "critical");
     assert_eq!(get(&s, "/v1/health/node/n").json()[0]["CheckID"], "c");
 }
+
+/// agent/acl_endpoint.go: policies are created, read back (by ID and name), listed and deleted;
+/// a missing policy reads as 404 (`ACLPolicyRead`), a non-UUID ID is a lookup error, and a
+/// name is required (`Invalid Policy: no name set`).
+#[test]
+fn acl_policy_crud() {
+    let s = start_with(|c| c.acl_token = Some("root".into()));
+    let put_policy = |path: &str, body: Value| {
+        Req::put(path)
+            .header("X-Consul-Token", "root")
+            .json(&body)
+            .send(&s)
+    };
+    let get_root = |path: &str| Req::get(path).header("X-Consul-Token", "root").send(&s);
+    put_policy("/v1/acl/policy", json!({"Description": "x"}))
+        .assert(500, "Invalid Policy: no name set");
+    let p = put_policy(
+        "/v1/acl/policy",
+        json!({"Name": "kv-read", "Rules": "key_prefix \"\" { policy = \"read\" }"}),
+    )
+    .json();
+    let id = p["ID"].as_str().unwrap().to_string();
+    assert_eq!(
+        get_root(&format!("/v1/acl/policy/{id}")).json()["Name"],
+        "kv-read"
+    );
+    assert_eq!(
+        get_root("/v1/acl/policy/name/kv-read").json()["ID"],
+        id.as_str()
+    );
+    let names: Vec<Value> = get_root("/v1/acl/policies")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["Name"].clone())
+        .collect();
+    assert!(names.contains(&json!("global-management")) && names.contains(&json!("kv-read")));
+    let r = Req::delete(&format!("/v1/acl/policy/{id}"))
+        .header("X-Consul-Token", "root")
+        .send(&s);
+    assert_eq!(r.json(), json!(true));
+    assert_eq!(get_root(&format!("/v1/acl/policy/{id}")).status, 404);
+    get_root("/v1/acl/policy/not-a-uuid").assert(
+        500,
+        "failed acl policy lookup: index error: UUID must be 36 characters",
+    );
+}
