@@ -4,8 +4,8 @@
 //!
 //! With ACLs on (`--acl-token`), the store holds what `initial_management` bootstraps: the
 //! `global-management` policy, the initial management token and the anonymous token. A token
-//! linked to `global-management` may do anything; any other token is denied what it asks
-//! (policy rules are stored and echoed, not evaluated — see the README).
+//! linked to `global-management` may do anything,
+//! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,8 +18,7 @@ use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{new_uuid, AclTable, State};
 
-/// The built-in `global-management` policy's ID (`structs.ACLPolicyGlobalManagementID`).
-pub(crate) const GLOBAL_MANAGEMENT_ID: &str = "00000000-0000-0000-0000-000000000001";
+use crate::acl::GLOBAL_MANAGEMENT_ID;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
@@ -118,53 +117,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// How a request's token resolves.
-enum Who {
-    /// ACLs off, or a token linked to `global-management`.
-    All,
-    /// No token, or the anonymous one.
-    Anonymous,
-    /// A known token with other policies (denied; its AccessorID names it in the text).
-    Token(String),
-}
-
-fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Who, Reply> {
-    let Some(management) = ctx.acl() else {
-        return Ok(Who::All);
-    };
-    let token = match token {
-        None | Some("") | Some("anonymous") => return Ok(Who::Anonymous),
-        Some(t) => t,
-    };
-    if token == management {
-        return Ok(Who::All);
-    }
-    let found = ctx.shared.read(|st| {
-        st.acl()
-            .tokens
-            .values()
-            .find(|t| t.get("SecretID").and_then(Value::as_str) == Some(token))
-            .cloned()
-    });
-    let Some(t) = found else {
-        return Err(not_found());
-    };
-    let global = t
-        .get("Policies")
-        .and_then(Value::as_array)
-        .is_some_and(|p| p.iter().any(|l| l["ID"] == GLOBAL_MANAGEMENT_ID));
-    if global {
-        Ok(Who::All)
-    } else {
-        Ok(Who::Token(
-            t.get("AccessorID")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        ))
-    }
-}
-
 /// Requires `perm` (e.g. `service:write`) on `resource` for `token`; Consul's 403 texts.
 pub(crate) fn require(
     ctx: &Ctx,
@@ -172,23 +124,7 @@ pub(crate) fn require(
     perm: &str,
     resource: &str,
 ) -> Result<(), Reply> {
-    match resolve(ctx, token)? {
-        Who::All => Ok(()),
-        Who::Anonymous => Err(crate::acl::denied(perm, resource)),
-        Who::Token(accessor) => {
-            let on = if resource.is_empty() {
-                String::new()
-            } else {
-                format!(" on {}", crate::godur::go_quote(resource))
-            };
-            Err(Reply::text(
-                403,
-                format!(
-                    "Permission denied: token with AccessorID '{accessor}' lacks permission '{perm}'{on}"
-                ),
-            ))
-        }
-    }
+    crate::acl::require(ctx, token, perm, resource)
 }
 
 /// Whether `token` holds `perm` on `resource`, for listings that filter instead of denying;

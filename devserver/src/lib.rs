@@ -55,6 +55,7 @@
 
 mod acl;
 mod acl_endpoint;
+mod acl_rules;
 mod acl_templates;
 mod agent_endpoint;
 mod agent_misc;
