@@ -127,21 +127,6 @@ pub(crate) fn require(
     crate::acl::require(ctx, token, perm, resource)
 }
 
-/// Whether `token` holds `perm` on `resource`, for listings that filter instead of denying;
-/// an unknown token is still an error (`ACL not found`).
-pub(crate) fn can(
-    ctx: &Ctx,
-    token: Option<&str>,
-    perm: &str,
-    resource: &str,
-) -> Result<bool, Reply> {
-    match require(ctx, token, perm, resource) {
-        Ok(()) => Ok(true),
-        Err(r) if r.body.starts_with(b"Permission denied") => Ok(false),
-        Err(r) => Err(r),
-    }
-}
-
 /// Routes the `/v1/acl/` family.
 pub(crate) async fn handle(
     ctx: &Ctx,

@@ -165,13 +165,13 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
     // Listings leave out what the token may not read (`filterServices`).
-    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "service:read", "")?;
+    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_services(&node)
             .into_iter()
-            .filter(|s| s.id != "consul" && readable)
+            .filter(|s| s.id != "consul" && access.allows("service:read", &s.service))
             .map(|s| (s.id.clone(), catalog_json::agent_service(s, &dc)))
             .filter(|(_, v)| filter.matches(v))
             .collect()
@@ -594,12 +594,20 @@ fn node_maintenance(ctx: &Ctx) -> Result<Reply, Reply> {
 /// manage), by ID.
 fn checks(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
-    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "node:read", &node)?;
+    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_checks(&node)
             .into_iter()
-            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID && readable)
+            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID)
+            // `filterChecks`: a service check needs service:read, a node check node:read.
+            .filter(|c| {
+                if c.service_name.is_empty() {
+                    access.allows("node:read", &node)
+                } else {
+                    access.allows("service:read", &c.service_name)
+                }
+            })
             .map(|c| {
                 let mut v = catalog_json::check(c);
                 v["CreateIndex"] = json!(0);

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
+use crate::acl::Access;
 use crate::catalog_json;
 use crate::decode::{self, fld};
 use crate::filter::Filter;
@@ -34,14 +35,22 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
 }
 
 /// Options of a catalog or health read: the standard ones, then the RPC checks.
-pub(crate) fn read_opts(ctx: &Ctx) -> Result<Opts, Reply> {
+pub(crate) fn read_opts(ctx: &Ctx) -> Result<(Opts, Access), Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
-    // An unknown token is refused; a known one reads everything (listings are not filtered
-    // by ACL rules here: see the README).
-    crate::acl_endpoint::can(ctx, opts.token.as_deref(), "node:read", "")?;
+    // An unknown token is refused; a known one sees what it may read (`filterACL`).
+    let access = crate::acl::resolve(ctx, opts.token.as_deref())?;
     ctx.rpc_check(&opts.dc)?;
-    Ok(opts)
+    Ok((opts, access))
+}
+
+/// `filterACL` for checks: a service check needs `service:read`, a node check `node:read`.
+pub(crate) fn check_readable(access: &Access, c: &crate::state::Check) -> bool {
+    if c.service_name.is_empty() {
+        access.allows("node:read", &c.node)
+    } else {
+        access.allows("service:read", &c.service_name)
+    }
 }
 
 /// A read's answer: JSON, the index, and the consistency catalog and health reads report.
@@ -282,7 +291,7 @@ pub(crate) fn node_meta_ok(ctx: &Ctx, meta: &Map<String, Value>) -> bool {
 }
 
 async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
@@ -290,7 +299,7 @@ async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
             .catalog()
             .nodes
             .values()
-            .filter(|n| node_meta_ok(ctx, &n.meta))
+            .filter(|n| node_meta_ok(ctx, &n.meta) && access.allows("node:read", &n.name))
             .map(|n| catalog_json::node(n, &dc))
             .filter(|v| filter.matches(v))
             .collect();
@@ -305,7 +314,7 @@ async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
 }
 
 async fn services(ctx: &Ctx) -> Result<Reply, Reply> {
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
@@ -313,7 +322,7 @@ async fn services(ctx: &Ctx) -> Result<Reply, Reply> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for s in cat.services.values() {
             let Some(n) = st.node(&s.node) else { continue };
-            if !node_meta_ok(ctx, &n.meta) {
+            if !node_meta_ok(ctx, &n.meta) || !access.allows("service:read", &s.service) {
                 continue;
             }
             if filter.is_some() && !filter.matches(&catalog_json::service_node(n, s, &dc)) {
@@ -342,7 +351,7 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
     if name.is_empty() {
         return Err(Reply::text(400, "Missing service name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let tags = ctx.query.all("tag");
@@ -366,7 +375,11 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
             })
             .filter(|s| tags.iter().all(|t| s.tags.contains(t)))
             .filter_map(|s| st.node(&s.node).map(|n| (n, s)))
-            .filter(|(n, _)| node_meta_ok(ctx, &n.meta))
+            .filter(|(n, s)| {
+                node_meta_ok(ctx, &n.meta)
+                    && access.allows("node:read", &n.name)
+                    && access.allows("service:read", &s.service)
+            })
             .map(|(n, s)| catalog_json::service_node(n, s, &dc))
             .filter(|v| filter.matches(v))
             .collect();
@@ -384,20 +397,24 @@ async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
     if name.is_empty() {
         return Err(Reply::text(400, "Missing node name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
         let cat = st.catalog();
-        let value = st.node(name).map(|n| {
-            let services: Map<String, Value> = st
-                .node_services(name)
-                .into_iter()
-                .map(|s| (s.id.clone(), catalog_json::node_service(s)))
-                .filter(|(_, v)| filter.matches(v))
-                .collect();
-            json!({"Node": catalog_json::node(n, &dc), "Services": services})
-        });
+        let value = st
+            .node(name)
+            .filter(|n| access.allows("node:read", &n.name))
+            .map(|n| {
+                let services: Map<String, Value> = st
+                    .node_services(name)
+                    .into_iter()
+                    .filter(|s| access.allows("service:read", &s.service))
+                    .map(|s| (s.id.clone(), catalog_json::node_service(s)))
+                    .filter(|(_, v)| filter.matches(v))
+                    .collect();
+                json!({"Node": catalog_json::node(n, &dc), "Services": services})
+            });
         Run {
             index: cat.nodes_index.max(cat.services_index),
             value: value.unwrap_or(Value::Null),
@@ -413,7 +430,7 @@ async fn gateway_services(ctx: &Ctx, gateway: &str) -> Result<Reply, Reply> {
     if gateway.is_empty() {
         return Err(Reply::text(400, "Missing gateway name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, _) = read_opts(ctx)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| Run {
         index: st.catalog().services_index,
         value: crate::config_entries::gateway_services(st, gateway),

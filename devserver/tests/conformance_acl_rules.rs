@@ -87,3 +87,27 @@ fn session_and_service_identity_rules() {
     assert_eq!(reg("web").status, 200);
     reg("db").assert_prefix(403, "Permission denied: token with AccessorID");
 }
+
+/// agent/consul/acl_filter.go (`filterACL`): catalog and health listings leave out the nodes
+/// and services the token may not read; the anonymous token, under default deny, sees none.
+#[test]
+fn catalog_and_health_listings_are_filtered_per_token() {
+    let s = start_with(|c| c.acl_token = Some("root".into()));
+    root(Req::put("/v1/catalog/register"))
+        .json(&json!({"Node": "n1", "Address": "10.0.0.1", "Service": {"Service": "web"}}))
+        .send(&s)
+        .assert(200, "true");
+    assert_eq!(get(&s, "/v1/catalog/nodes").json(), json!([]));
+    let t = token_with_rules(&s, "node_prefix \"n\" { policy = \"read\" }");
+    let with = |path: &str| Req::get(path).header("X-Consul-Token", &t).send(&s).json();
+    let nodes = with("/v1/catalog/nodes");
+    assert_eq!(nodes.as_array().unwrap().len(), 1);
+    assert_eq!(nodes[0]["Node"], "n1");
+    assert_eq!(with("/v1/catalog/services"), json!({}));
+    assert_eq!(with("/v1/health/service/web"), json!([]));
+    let all = Req::get("/v1/health/service/web")
+        .header("X-Consul-Token", "root")
+        .send(&s)
+        .json();
+    assert_eq!(all.as_array().unwrap().len(), 1);
+}
