@@ -26,6 +26,8 @@ const DEFAULT_NODE_MAINT: &str =
 /// `agent.go` `defaultServiceMaintReason`.
 const DEFAULT_SERVICE_MAINT: &str =
     "Maintenance mode is enabled for this service, but no reason was provided. This is a default message.";
+/// Consul's `check_deregister_interval_min`: the shortest `DeregisterCriticalServiceAfter`.
+const CHECK_DEREGISTER_INTERVAL_MIN: Duration = Duration::from_secs(60);
 /// First port of `sidecar_min_port`..`sidecar_max_port` (21000-21255).
 const SIDECAR_MIN_PORT: i64 = 21000;
 
@@ -201,6 +203,8 @@ struct CheckDef {
     notes: String,
     service_id: String,
     ttl: Option<Duration>,
+    /// `DeregisterCriticalServiceAfter`, raised to the 1-minute minimum.
+    reap_after: Option<Duration>,
     check_type: &'static str,
     interval: String,
     timeout: String,
@@ -217,6 +221,7 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
         notes: decode::string(obj, "Notes"),
         service_id: decode::string(obj, "ServiceID"),
         ttl: None,
+        reap_after: None,
         check_type: "",
         interval: decode::string(obj, "Interval"),
         timeout: decode::string(obj, "Timeout"),
@@ -237,6 +242,11 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
         }
     };
     let ttl = dur("TTL")?;
+    let reap = dur("DeregisterCriticalServiceAfter")?;
+    if reap > 0 {
+        // agent.go addCheck: below check_deregister_interval_min (1 min) the minimum applies.
+        def.reap_after = Some(Duration::from_nanos(reap as u64).max(CHECK_DEREGISTER_INTERVAL_MIN));
+    }
     let interval = dur("Interval")?;
     let kinds: [(&str, &'static str); 6] = [
         ("HTTP", "http"),
@@ -305,6 +315,7 @@ fn build_check(node: &str, def: &CheckDef) -> Check {
     c.timeout = def.timeout.clone();
     c.ttl = def.ttl;
     c.ttl_expires = def.ttl.map(|t| Instant::now() + t);
+    c.reap_after = def.reap_after;
     c.definition = Value::Object(def.definition.clone());
     c
 }
