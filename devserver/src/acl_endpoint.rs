@@ -138,6 +138,10 @@ pub(crate) async fn handle(
     let Some(management) = ctx.acl().map(str::to_string) else {
         return disabled();
     };
+    // ACL RPCs are routed by `?dc=` like every other read and write.
+    if ctx.foreign_dc() {
+        return Reply::text(500, "No path to datacenter");
+    }
     ctx.shared.write(|st| ensure_bootstrapped(st, &management));
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let t = token.as_deref();

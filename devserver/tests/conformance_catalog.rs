@@ -270,6 +270,10 @@ fn acl_token_crud_with_the_management_token() {
         .header("X-Consul-Token", "root")
         .send(&s)
         .assert(403, "ACL not found");
+    Req::get("/v1/acl/tokens?dc=dc9")
+        .header("X-Consul-Token", "root")
+        .send(&s)
+        .assert(500, "No path to datacenter");
     Req::get("/v1/agent/services")
         .header("X-Consul-Token", &secret)
         .send(&s)
