@@ -4,8 +4,8 @@
 //!
 //! With ACLs on (`--acl-token`), the store holds what `initial_management` bootstraps: the
 //! `global-management` policy, the initial management token and the anonymous token. A token
-//! linked to `global-management` may do anything; any other token is denied what it asks
-//! (policy rules are stored and echoed, not evaluated — see the README).
+//! linked to `global-management` may do anything,
+//! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,8 +18,7 @@ use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{new_uuid, AclTable, State};
 
-/// The built-in `global-management` policy's ID (`structs.ACLPolicyGlobalManagementID`).
-pub(crate) const GLOBAL_MANAGEMENT_ID: &str = "00000000-0000-0000-0000-000000000001";
+use crate::acl::GLOBAL_MANAGEMENT_ID;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
@@ -55,7 +54,8 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-fn is_uuid(s: &str) -> bool {
+/// Whether `s` is a UUID in Consul's `8-4-4-4-12` hex form.
+pub(crate) fn is_uuid(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
     parts.len() == 5
         && parts
@@ -117,53 +117,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// How a request's token resolves.
-enum Who {
-    /// ACLs off, or a token linked to `global-management`.
-    All,
-    /// No token, or the anonymous one.
-    Anonymous,
-    /// A known token with other policies (denied; its AccessorID names it in the text).
-    Token(String),
-}
-
-fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Who, Reply> {
-    let Some(management) = ctx.acl() else {
-        return Ok(Who::All);
-    };
-    let token = match token {
-        None | Some("") | Some("anonymous") => return Ok(Who::Anonymous),
-        Some(t) => t,
-    };
-    if token == management {
-        return Ok(Who::All);
-    }
-    let found = ctx.shared.read(|st| {
-        st.acl()
-            .tokens
-            .values()
-            .find(|t| t.get("SecretID").and_then(Value::as_str) == Some(token))
-            .cloned()
-    });
-    let Some(t) = found else {
-        return Err(not_found());
-    };
-    let global = t
-        .get("Policies")
-        .and_then(Value::as_array)
-        .is_some_and(|p| p.iter().any(|l| l["ID"] == GLOBAL_MANAGEMENT_ID));
-    if global {
-        Ok(Who::All)
-    } else {
-        Ok(Who::Token(
-            t.get("AccessorID")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        ))
-    }
-}
-
 /// Requires `perm` (e.g. `service:write`) on `resource` for `token`; Consul's 403 texts.
 pub(crate) fn require(
     ctx: &Ctx,
@@ -171,38 +124,7 @@ pub(crate) fn require(
     perm: &str,
     resource: &str,
 ) -> Result<(), Reply> {
-    match resolve(ctx, token)? {
-        Who::All => Ok(()),
-        Who::Anonymous => Err(crate::acl::denied(perm, resource)),
-        Who::Token(accessor) => {
-            let on = if resource.is_empty() {
-                String::new()
-            } else {
-                format!(" on {}", crate::godur::go_quote(resource))
-            };
-            Err(Reply::text(
-                403,
-                format!(
-                    "Permission denied: token with AccessorID '{accessor}' lacks permission '{perm}'{on}"
-                ),
-            ))
-        }
-    }
-}
-
-/// Whether `token` holds `perm` on `resource`, for listings that filter instead of denying;
-/// an unknown token is still an error (`ACL not found`).
-pub(crate) fn can(
-    ctx: &Ctx,
-    token: Option<&str>,
-    perm: &str,
-    resource: &str,
-) -> Result<bool, Reply> {
-    match require(ctx, token, perm, resource) {
-        Ok(()) => Ok(true),
-        Err(r) if r.body.starts_with(b"Permission denied") => Ok(false),
-        Err(r) => Err(r),
-    }
+    crate::acl::require(ctx, token, perm, resource)
 }
 
 /// Routes the `/v1/acl/` family.
@@ -216,6 +138,10 @@ pub(crate) async fn handle(
     let Some(management) = ctx.acl().map(str::to_string) else {
         return disabled();
     };
+    // ACL RPCs are routed by `?dc=` like every other read and write.
+    if ctx.foreign_dc() {
+        return Reply::text(500, "No path to datacenter");
+    }
     ctx.shared.write(|st| ensure_bootstrapped(st, &management));
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let t = token.as_deref();

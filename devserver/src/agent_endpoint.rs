@@ -26,6 +26,8 @@ const DEFAULT_NODE_MAINT: &str =
 /// `agent.go` `defaultServiceMaintReason`.
 const DEFAULT_SERVICE_MAINT: &str =
     "Maintenance mode is enabled for this service, but no reason was provided. This is a default message.";
+/// Consul's `check_deregister_interval_min`: the shortest `DeregisterCriticalServiceAfter`.
+const CHECK_DEREGISTER_INTERVAL_MIN: Duration = Duration::from_secs(60);
 /// First port of `sidecar_min_port`..`sidecar_max_port` (21000-21255).
 const SIDECAR_MIN_PORT: i64 = 21000;
 
@@ -165,13 +167,13 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
     // Listings leave out what the token may not read (`filterServices`).
-    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "service:read", "")?;
+    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_services(&node)
             .into_iter()
-            .filter(|s| s.id != "consul" && readable)
+            .filter(|s| s.id != "consul" && access.allows("service:read", &s.service))
             .map(|s| (s.id.clone(), catalog_json::agent_service(s, &dc)))
             .filter(|(_, v)| filter.matches(v))
             .collect()
@@ -201,6 +203,8 @@ struct CheckDef {
     notes: String,
     service_id: String,
     ttl: Option<Duration>,
+    /// `DeregisterCriticalServiceAfter`, raised to the 1-minute minimum.
+    reap_after: Option<Duration>,
     check_type: &'static str,
     interval: String,
     timeout: String,
@@ -217,6 +221,7 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
         notes: decode::string(obj, "Notes"),
         service_id: decode::string(obj, "ServiceID"),
         ttl: None,
+        reap_after: None,
         check_type: "",
         interval: decode::string(obj, "Interval"),
         timeout: decode::string(obj, "Timeout"),
@@ -237,6 +242,11 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
         }
     };
     let ttl = dur("TTL")?;
+    let reap = dur("DeregisterCriticalServiceAfter")?;
+    if reap > 0 {
+        // agent.go addCheck: below check_deregister_interval_min (1 min) the minimum applies.
+        def.reap_after = Some(Duration::from_nanos(reap as u64).max(CHECK_DEREGISTER_INTERVAL_MIN));
+    }
     let interval = dur("Interval")?;
     let kinds: [(&str, &'static str); 6] = [
         ("HTTP", "http"),
@@ -305,6 +315,7 @@ fn build_check(node: &str, def: &CheckDef) -> Check {
     c.timeout = def.timeout.clone();
     c.ttl = def.ttl;
     c.ttl_expires = def.ttl.map(|t| Instant::now() + t);
+    c.reap_after = def.reap_after;
     c.definition = Value::Object(def.definition.clone());
     c
 }
@@ -594,12 +605,20 @@ fn node_maintenance(ctx: &Ctx) -> Result<Reply, Reply> {
 /// manage), by ID.
 fn checks(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
-    let readable = crate::acl_endpoint::can(ctx, token(ctx).as_deref(), "node:read", &node)?;
+    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
     let filter = crate::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_checks(&node)
             .into_iter()
-            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID && readable)
+            .filter(|c| c.check_id != crate::state::SERF_CHECK_ID)
+            // `filterChecks`: a service check needs service:read, a node check node:read.
+            .filter(|c| {
+                if c.service_name.is_empty() {
+                    access.allows("node:read", &node)
+                } else {
+                    access.allows("service:read", &c.service_name)
+                }
+            })
             .map(|c| {
                 let mut v = catalog_json::check(c);
                 v["CreateIndex"] = json!(0);
@@ -704,7 +723,17 @@ fn update_ttl(
     c.output = output.unwrap_or_else(|| ctx.query.get("note").to_string());
     c.ttl_expires = Some(Instant::now() + ttl);
     ctx.shared.write(|st| {
-        let idx = st.next_index();
+        // A heartbeat that changes neither status nor output only re-arms the timer: no
+        // catalog write, no index (the agent syncs only what changed).
+        let changed = match st.check(&c.node, id) {
+            Some(old) => old.status != c.status || old.output != c.output,
+            None => true,
+        };
+        let idx = if changed {
+            st.next_index()
+        } else {
+            st.current_index()
+        };
         let _ = st.put_check_at(idx, c);
     });
     ok()

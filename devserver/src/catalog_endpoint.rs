@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
+use crate::acl::Access;
 use crate::catalog_json;
 use crate::decode::{self, fld};
 use crate::filter::Filter;
@@ -34,21 +35,29 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
 }
 
 /// Options of a catalog or health read: the standard ones, then the RPC checks.
-pub(crate) fn read_opts(ctx: &Ctx) -> Result<Opts, Reply> {
+pub(crate) fn read_opts(ctx: &Ctx) -> Result<(Opts, Access), Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
-    // An unknown token is refused; a known one reads everything (listings are not filtered
-    // by ACL rules here: see the README).
-    crate::acl_endpoint::can(ctx, opts.token.as_deref(), "node:read", "")?;
+    // An unknown token is refused; a known one sees what it may read (`filterACL`).
+    let access = crate::acl::resolve(ctx, opts.token.as_deref())?;
     ctx.rpc_check(&opts.dc)?;
-    Ok(opts)
+    Ok((opts, access))
+}
+
+/// `filterACL` for checks: a service check needs `service:read`, a node check `node:read`.
+pub(crate) fn check_readable(access: &Access, c: &crate::state::Check) -> bool {
+    if c.service_name.is_empty() {
+        access.allows("node:read", &c.node)
+    } else {
+        access.allows("service:read", &c.service_name)
+    }
 }
 
 /// A read's answer: JSON, the index, and the consistency catalog and health reads report.
 pub(crate) fn answer(v: &Value, opts: &Opts, index: u64) -> Reply {
     Reply::json(200, v, opts.pretty)
         .with_meta(index)
-        .with("x-consul-effective-consistency", "leader")
+        .with("x-consul-effective-consistency", opts.consistency)
 }
 
 fn token(ctx: &Ctx) -> Option<String> {
@@ -86,9 +95,19 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             "Must provide address if SkipNodeUpdate is not set",
         ));
     }
+    let node_id = decode::string(&obj, "ID");
+    if !node_id.is_empty() && !crate::acl_endpoint::is_uuid(&node_id) {
+        // hashicorp/go-uuid ParseUUID's two errors.
+        let why = if node_id.len() != 36 {
+            "uuid string is wrong length"
+        } else {
+            "uuid is improperly formatted"
+        };
+        return Err(Reply::text(500, format!("Bad node ID: {why}")));
+    }
     crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
     let mut node = Node::new(&node_name, &address);
-    node.id = decode::string(&obj, "ID");
+    node.id = node_id;
     node.tagged_addresses = decode::map(&obj, "TaggedAddresses");
     node.meta = decode::map(&obj, "NodeMeta");
     let service = match decode::sub(&obj, "Service") {
@@ -99,8 +118,16 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             if id.is_empty() {
                 id = name.clone();
             }
+            // servicePreApply.
             if name.is_empty() {
-                return Err(Reply::text(500, "Must provide service name"));
+                return Err(Reply::text(
+                    500,
+                    "Must provide service name (Service.Service) when service ID is provided",
+                ));
+            }
+            let addr = decode::string(s, "Address");
+            if matches!(addr.as_str(), "0.0.0.0" | "::" | "[::]") {
+                return Err(Reply::text(500, "Invalid service address"));
             }
             crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
             Some(Service {
@@ -155,6 +182,26 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
                 Reply::text(500, format!("Invalid check status: \"{status_text}\""))
             })?
         };
+        // vetRegisterWithACL: a check names this request's node, and a service check names
+        // this request's service or one the node already has.
+        let check_node = decode::string(c, "Node");
+        if !check_node.is_empty() && !check_node.eq_ignore_ascii_case(&node_name) {
+            return Err(Reply::text(
+                500,
+                format!("Node '{check_node}' for check '{id}' doesn't match register request node '{node_name}'"),
+            ));
+        }
+        let sid = decode::string(c, "ServiceID");
+        let in_request = service.as_ref().is_some_and(|s| s.id == sid);
+        if !sid.is_empty()
+            && !in_request
+            && ctx.shared.read(|st| st.service(&node_name, &sid).is_none())
+        {
+            return Err(Reply::text(
+                500,
+                format!("Unknown service ID '{sid}' for check ID '{id}'"),
+            ));
+        }
         let mut chk = Check::new(&node_name, &id, &name, status);
         chk.notes = decode::string(c, "Notes");
         chk.output = decode::string(c, "Output");
@@ -244,7 +291,7 @@ pub(crate) fn node_meta_ok(ctx: &Ctx, meta: &Map<String, Value>) -> bool {
 }
 
 async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
@@ -252,7 +299,7 @@ async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
             .catalog()
             .nodes
             .values()
-            .filter(|n| node_meta_ok(ctx, &n.meta))
+            .filter(|n| node_meta_ok(ctx, &n.meta) && access.allows("node:read", &n.name))
             .map(|n| catalog_json::node(n, &dc))
             .filter(|v| filter.matches(v))
             .collect();
@@ -267,7 +314,7 @@ async fn nodes(ctx: &Ctx) -> Result<Reply, Reply> {
 }
 
 async fn services(ctx: &Ctx) -> Result<Reply, Reply> {
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
@@ -275,7 +322,7 @@ async fn services(ctx: &Ctx) -> Result<Reply, Reply> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for s in cat.services.values() {
             let Some(n) = st.node(&s.node) else { continue };
-            if !node_meta_ok(ctx, &n.meta) {
+            if !node_meta_ok(ctx, &n.meta) || !access.allows("service:read", &s.service) {
                 continue;
             }
             if filter.is_some() && !filter.matches(&catalog_json::service_node(n, s, &dc)) {
@@ -304,7 +351,7 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
     if name.is_empty() {
         return Err(Reply::text(400, "Missing service name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let tags = ctx.query.all("tag");
@@ -328,7 +375,11 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
             })
             .filter(|s| tags.iter().all(|t| s.tags.contains(t)))
             .filter_map(|s| st.node(&s.node).map(|n| (n, s)))
-            .filter(|(n, _)| node_meta_ok(ctx, &n.meta))
+            .filter(|(n, s)| {
+                node_meta_ok(ctx, &n.meta)
+                    && access.allows("node:read", &n.name)
+                    && access.allows("service:read", &s.service)
+            })
             .map(|(n, s)| catalog_json::service_node(n, s, &dc))
             .filter(|v| filter.matches(v))
             .collect();
@@ -346,20 +397,24 @@ async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
     if name.is_empty() {
         return Err(Reply::text(400, "Missing node name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let dc = ctx.shared.cfg.datacenter.clone();
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
         let cat = st.catalog();
-        let value = st.node(name).map(|n| {
-            let services: Map<String, Value> = st
-                .node_services(name)
-                .into_iter()
-                .map(|s| (s.id.clone(), catalog_json::node_service(s)))
-                .filter(|(_, v)| filter.matches(v))
-                .collect();
-            json!({"Node": catalog_json::node(n, &dc), "Services": services})
-        });
+        let value = st
+            .node(name)
+            .filter(|n| access.allows("node:read", &n.name))
+            .map(|n| {
+                let services: Map<String, Value> = st
+                    .node_services(name)
+                    .into_iter()
+                    .filter(|s| access.allows("service:read", &s.service))
+                    .map(|s| (s.id.clone(), catalog_json::node_service(s)))
+                    .filter(|(_, v)| filter.matches(v))
+                    .collect();
+                json!({"Node": catalog_json::node(n, &dc), "Services": services})
+            });
         Run {
             index: cat.nodes_index.max(cat.services_index),
             value: value.unwrap_or(Value::Null),
@@ -375,7 +430,7 @@ async fn gateway_services(ctx: &Ctx, gateway: &str) -> Result<Reply, Reply> {
     if gateway.is_empty() {
         return Err(Reply::text(400, "Missing gateway name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, _) = read_opts(ctx)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| Run {
         index: st.catalog().services_index,
         value: crate::config_entries::gateway_services(st, gateway),

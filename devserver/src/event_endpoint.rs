@@ -104,13 +104,14 @@ async fn nodes(ctx: &Ctx, node: Option<&str>) -> Result<Reply, Reply> {
     if node == Some("") {
         return Err(Reply::text(400, "Missing node name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
         let ev = st.events();
         let list: Vec<Value> = ev
             .coords
             .iter()
             .filter(|(n, _)| node.is_none() || node == Some(n.as_str()))
+            .filter(|(n, _)| access.allows("node:read", n))
             .map(|(_, v)| v.clone())
             .collect();
         Run {

@@ -93,7 +93,15 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// Nesting of `not` and parentheses, bounded so a hostile expression cannot exhaust the
+    /// stack.
+    depth: usize,
 }
+
+/// The deepest nesting an expression may have.
+const MAX_DEPTH: usize = 64;
+/// The most tokens an expression may have.
+const MAX_TOKENS: usize = 4096;
 
 impl Parser {
     fn peek_word(&self, w: &str) -> bool {
@@ -123,6 +131,16 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err("expression nested too deeply".into());
+        }
+        let e = self.unary_inner();
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, String> {
         if self.peek_word("not") {
             self.pos += 1;
             return Ok(Expr::Not(Box::new(self.unary()?)));
@@ -253,7 +271,15 @@ impl Filter {
             return Ok(Filter { expr: None });
         }
         let parsed = lex(f).and_then(|toks| {
-            let mut p = Parser { toks, pos: 0 };
+            // Bounded so evaluating (and dropping) the tree cannot exhaust the stack.
+            if toks.len() > MAX_TOKENS {
+                return Err("expression too long".to_string());
+            }
+            let mut p = Parser {
+                toks,
+                pos: 0,
+                depth: 0,
+            };
             let e = p.or()?;
             if p.pos != p.toks.len() {
                 return Err(format!("unexpected {:?}", p.toks[p.pos]));

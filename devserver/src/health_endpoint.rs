@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::catalog_endpoint::{answer, node_meta_ok, read_opts};
+use crate::catalog_endpoint::{answer, check_readable, node_meta_ok, read_opts};
 use crate::catalog_json;
 use crate::filter::Filter;
 use crate::http::Ctx;
@@ -28,14 +28,14 @@ async fn checks_where(
     ctx: &Ctx,
     pred: impl Fn(&State, &crate::state::Check) -> bool,
 ) -> Result<Reply, Reply> {
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| {
         let list: Vec<Value> = st
             .catalog()
             .checks
             .values()
-            .filter(|c| pred(st, c))
+            .filter(|c| pred(st, c) && check_readable(&access, c))
             .map(catalog_json::check)
             .filter(|v| filter.matches(v))
             .collect();
@@ -86,7 +86,7 @@ async fn service_entries(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, 
     if name.is_empty() {
         return Err(Reply::text(400, "Missing service name"));
     }
-    let opts = read_opts(ctx)?;
+    let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let passing = ctx.query.has("passing")
         && crate::decode::parse_bool(ctx.query.get("passing")).unwrap_or(true);
@@ -110,7 +110,10 @@ async fn service_entries(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, 
                 continue;
             }
             let Some(n) = st.node(&s.node) else { continue };
-            if !node_meta_ok(ctx, &n.meta) {
+            if !node_meta_ok(ctx, &n.meta)
+                || !access.allows("node:read", &n.name)
+                || !access.allows("service:read", &s.service)
+            {
                 continue;
             }
             let checks: Vec<&crate::state::Check> = st

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::acl::{self, Access};
+use crate::acl;
 use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, parse_uint, reject_enterprise, Opts, Reply, Run};
 use crate::state::{Entry, Topic};
@@ -117,6 +117,16 @@ pub(crate) async fn handle(ctx: &Ctx, method: &Method, key: &str, body: Bytes) -
     r.unwrap_or_else(|e| e)
 }
 
+/// `X-Consul-Results-Filtered-By-ACLs: true` when ACLs dropped entries from a listing and the
+/// request carried a token (agent/http.go `setResultsFilteredByACLs`).
+pub(crate) fn filtered_header(r: Reply, filtered: bool, opts: &crate::query::Opts) -> Reply {
+    if filtered && opts.token.as_deref().is_some_and(|t| !t.is_empty()) {
+        r.with("x-consul-results-filtered-by-acls", "true")
+    } else {
+        r
+    }
+}
+
 async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
     let opts = common(ctx)?;
     let q = &ctx.query;
@@ -127,52 +137,59 @@ async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
         } else {
             q.get("seperator")
         };
-        let access = acl::resolve(ctx.acl(), opts.token.as_deref())?;
+        let access = acl::resolve(ctx, opts.token.as_deref())?;
         ctx.rpc_check(&opts.dc)?;
         let run = blocking(&ctx.shared, &opts, Topic::KvTable, |st| {
             let (index, keys) = st.kv_keys(key, sep);
-            let keys = if access == Access::All {
-                keys
-            } else {
-                Vec::new()
-            };
+            // Consul filters what the token may not read instead of denying.
+            let all = keys.len();
+            let keys: Vec<_> = keys
+                .into_iter()
+                .filter(|k| access.allows("key:read", k))
+                .collect();
             Run {
                 index,
-                value: keys,
+                value: (all != keys.len(), keys),
                 not_found: false,
             }
         })
         .await;
-        if run.value.is_empty() && !key.is_empty() {
-            return Ok(Reply::text(404, "").with_meta(run.index));
-        }
-        return Ok(Reply::json(200, &json!(run.value), pretty).with_meta(run.index));
+        let (filtered, keys) = run.value;
+        let r = if keys.is_empty() && !key.is_empty() {
+            Reply::text(404, "").with_meta(run.index)
+        } else {
+            Reply::json(200, &json!(keys), pretty).with_meta(run.index)
+        };
+        return Ok(filtered_header(r, filtered, &opts));
     }
     if q.has("recurse") {
-        let access = acl::resolve(ctx.acl(), opts.token.as_deref())?;
+        let access = acl::resolve(ctx, opts.token.as_deref())?;
         ctx.rpc_check(&opts.dc)?;
         let run = blocking(&ctx.shared, &opts, Topic::KvTable, |st| {
             let (index, entries) = st.kv_list(key);
-            let entries = if access == Access::All {
-                entries
-            } else {
-                Vec::new()
-            };
+            let all = entries.len();
+            let entries: Vec<_> = entries
+                .into_iter()
+                .filter(|e| access.allows("key:read", &e.key))
+                .collect();
             Run {
                 index,
-                value: entries,
+                value: (all != entries.len(), entries),
                 not_found: false,
             }
         })
         .await;
-        if run.value.is_empty() {
-            return Ok(Reply::text(404, "").with_meta(run.index));
-        }
-        let list: Vec<Value> = run.value.iter().map(|e| entry_json(e, true)).collect();
-        return Ok(Reply::json(200, &Value::Array(list), pretty).with_meta(run.index));
+        let (filtered, entries) = run.value;
+        let r = if entries.is_empty() {
+            Reply::text(404, "").with_meta(run.index)
+        } else {
+            let list: Vec<Value> = entries.iter().map(|e| entry_json(e, true)).collect();
+            Reply::json(200, &Value::Array(list), pretty).with_meta(run.index)
+        };
+        return Ok(filtered_header(r, filtered, &opts));
     }
     missing_key(key)?;
-    acl::require(ctx.acl(), opts.token.as_deref(), "key:read", key)?;
+    acl::require(ctx, opts.token.as_deref(), "key:read", key)?;
     ctx.rpc_check(&opts.dc)?;
     let run = blocking(&ctx.shared, &opts, Topic::Key(key.to_string()), |st| {
         let (index, entry) = st.kv_get(key);
@@ -204,7 +221,7 @@ async fn get(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
 fn put(ctx: &Ctx, key: &str, body: Bytes) -> Result<Reply, Reply> {
     let req = validate_put(ctx, key)?;
     ctx.rpc_check(&req.opts.dc)?;
-    acl::require(ctx.acl(), req.opts.token.as_deref(), "key:write", key)?;
+    acl::require(ctx, req.opts.token.as_deref(), "key:write", key)?;
     let entry = Entry::new(key, body.to_vec(), req.flags);
     let applied: Result<bool, String> = ctx.shared.write(|st| match &req.op {
         PutOp::Set => {
@@ -248,7 +265,7 @@ fn delete(ctx: &Ctx, key: &str) -> Result<Reply, Reply> {
         None
     };
     ctx.rpc_check(&opts.dc)?;
-    acl::require(ctx.acl(), opts.token.as_deref(), "key:write", key)?;
+    acl::require(ctx, opts.token.as_deref(), "key:write", key)?;
     let ok = ctx.shared.write(|st| {
         let i = st.next_index();
         match cas {

@@ -1,5 +1,10 @@
 //! `baton-devserver`: a single-node, in-memory server that answers the Consul HTTP API endpoints
-//! that sessions, locks, leader election and semaphores use, with Consul's own semantics.
+//! that sessions, locks, leader election and semaphores use, with Consul's own semantics — KV,
+//! sessions, transactions — and the agent, catalog, health, status, ACL, event and coordinate
+//! endpoints around them (services and TTL checks that invalidate the sessions bound to them,
+//! blocking reads on per-table indexes, a generated Connect CA root), so Consul's own Go test
+//! harness and third-party clients' suites can run against it. Run as `consul agent
+//! -config-file F` (a symlink named `consul`), it reads the harness's JSON config.
 //!
 //! It exists because no Consul binary can be installed on the machines baton is built on, and
 //! because tests of coordination code need things a real cluster cannot give on demand: short
@@ -50,6 +55,7 @@
 
 mod acl;
 mod acl_endpoint;
+mod acl_rules;
 mod acl_templates;
 mod agent_endpoint;
 mod agent_misc;

@@ -8,6 +8,8 @@
 //! prints `BATON_PROXY_ADDR=<host:port> BATON_PROXY_CONTROL=<host:port>` when ready and serves
 //! the `/_proxy/` control API on the second address.
 
+mod consul_cli;
+
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
@@ -17,6 +19,7 @@ use baton_devserver::{parse_go_duration, Config, ConsulVersion, DevServer, Fault
 
 const USAGE: &str = "usage: baton-devserver [options]
        baton-devserver proxy --to HOST:PORT [--listen HOST:PORT] [--control HOST:PORT]
+       baton-devserver agent -config-file FILE.json [-dev] ...   (also as `consul agent ...`)
 
   --addr HOST:PORT           listen address (default 127.0.0.1:8500; port 0 picks a free port)
   --port N                   shorthand for --addr 127.0.0.1:N
@@ -192,7 +195,23 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("proxy") {
         return run_proxy(&args[1..]);
     }
-    let cfg = match parse_args(&args) {
+    // `consul agent -config-file F` (the Go test harness), through a symlink named `consul`
+    // or as `baton-devserver agent ...`.
+    let invoked_as_consul = std::env::args()
+        .next()
+        .and_then(|a0| std::path::Path::new(&a0).file_name().map(|f| f == "consul"))
+        .unwrap_or(false);
+    let parsed = if args.first().map(String::as_str) == Some("agent") {
+        consul_cli::parse_agent_args(&args[1..])
+    } else if invoked_as_consul {
+        Err(format!(
+            "as `consul`, only `consul agent ...` is supported (got {:?})",
+            args.first().map(String::as_str).unwrap_or("")
+        ))
+    } else {
+        parse_args(&args)
+    };
+    let cfg = match parsed {
         Ok(c) => c,
         Err(e) if e.is_empty() => {
             println!("{}", usage());

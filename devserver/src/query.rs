@@ -180,6 +180,8 @@ pub(crate) struct Opts {
     pub token: Option<String>,
     /// `dc`, when given.
     pub dc: String,
+    /// The consistency mode asked for: `leader` (default), `stale` or `consistent`.
+    pub consistency: &'static str,
 }
 
 /// The token of a request, in Consul's priority order.
@@ -275,6 +277,13 @@ pub(crate) fn parse_opts(
             "Cannot specify ?stale with ?consistent, conflicting semantics.",
         ));
     }
+    o.consistency = if stale {
+        "stale"
+    } else if q.has("consistent") {
+        "consistent"
+    } else {
+        "leader"
+    };
     let wait = q.get("wait");
     if !wait.is_empty() {
         match parse_go_duration(wait) {

@@ -448,6 +448,7 @@ async fn ttl_timers(shared: Arc<Shared>) {
             shared.write_quiet(|st| {
                 st.expire_sessions(now);
                 st.expire_checks(now);
+                st.reap_services(now);
             });
             shared.read(|st| match (st.next_timer(), st.next_check_deadline()) {
                 (Some(a), Some(b)) => Some(a.min(b)),

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::acl::{self, Access};
+use crate::acl;
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
@@ -268,7 +268,7 @@ fn create(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     if b.node.is_empty() {
         return Err(Reply::text(500, "Must provide Node"));
     }
-    acl::require(ctx.acl(), token.as_deref(), "session:write", &b.node)?;
+    acl::require(ctx, token.as_deref(), "session:write", &b.node)?;
     let behavior = match b.behavior.as_str() {
         "" | "release" => Behavior::Release,
         "delete" => Behavior::Delete,
@@ -325,7 +325,7 @@ fn destroy(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
     }
     ctx.rpc_check(&dc)?;
     if let Some(node) = ctx.shared.read(|st| st.session(id).map(|s| s.node.clone())) {
-        acl::require(ctx.acl(), token.as_deref(), "session:write", &node)?;
+        acl::require(ctx, token.as_deref(), "session:write", &node)?;
         ctx.shared.write(|st| st.session_invalidate(id));
     }
     Ok(Reply::json(200, &json!(true), ctx.pretty()))
@@ -339,7 +339,7 @@ fn renew(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
     }
     ctx.rpc_check(&opts.dc)?;
     if let Some(node) = ctx.shared.read(|st| st.session(id).map(|s| s.node.clone())) {
-        acl::require(ctx.acl(), opts.token.as_deref(), "session:write", &node)?;
+        acl::require(ctx, opts.token.as_deref(), "session:write", &node)?;
     }
     match ctx.shared.write(|st| st.session_renew(id)) {
         Some(s) => {
@@ -364,7 +364,7 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
         Listing::Node("") => return Err(Reply::text(400, "Missing node name")),
         _ => {}
     }
-    let access = acl::resolve(ctx.acl(), opts.token.as_deref())?;
+    let access = acl::resolve(ctx, opts.token.as_deref())?;
     ctx.rpc_check(&opts.dc)?;
     let run = blocking(&ctx.shared, &opts, Topic::Sessions, |st| {
         let list = match which {
@@ -372,19 +372,23 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
             Listing::Node(n) => st.sessions_on_node(n),
             Listing::All => st.sessions_sorted(),
         };
-        let list = if access == Access::All {
-            list
-        } else {
-            Vec::new()
-        };
+        // Sessions the token may not read are left out (`filterACL`: session:read on the
+        // session's node).
+        let all = list.len();
+        let list: Vec<Session> = list
+            .into_iter()
+            .filter(|s| access.allows("session:read", &s.node))
+            .collect();
         Run {
             index: st.sessions_index(),
-            value: list,
+            value: (all != list.len(), list),
             not_found: false,
         }
     })
     .await;
     let version = ctx.shared.cfg.consul_version;
-    let body: Vec<Value> = run.value.iter().map(|s| session_json(s, version)).collect();
-    Ok(Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index))
+    let (filtered, list) = run.value;
+    let body: Vec<Value> = list.iter().map(|s| session_json(s, version)).collect();
+    let r = Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index);
+    Ok(crate::kv_endpoint::filtered_header(r, filtered, &opts))
 }

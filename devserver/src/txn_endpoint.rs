@@ -238,18 +238,18 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         (o.token, o.dc)
     };
     ctx.rpc_check(&dc)?;
-    let access = acl::resolve(ctx.acl(), token.as_deref())?;
+    let access = acl::resolve(ctx, token.as_deref())?;
     let (results, errors) = ctx.shared.write(|st| {
-        let errors = precheck_ops(st, &ops, access, writes, version);
+        let errors = precheck_ops(st, &ops, &access, writes, version);
         if !errors.is_empty() {
             return (Vec::new(), errors);
         }
         if !writes {
-            return run_ops(st, &ops, 0, access, version);
+            return run_ops(st, &ops, 0, &access, version);
         }
         let idx = st.next_index();
         st.begin();
-        let (results, errors) = run_ops(st, &ops, idx, access, version);
+        let (results, errors) = run_ops(st, &ops, idx, &access, version);
         if errors.is_empty() {
             st.commit();
         } else {
@@ -312,7 +312,7 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
 fn precheck_ops(
     st: &mut State,
     ops: &[KvOp],
-    access: Access,
+    access: &Access,
     writes: bool,
     version: ConsulVersion,
 ) -> Vec<(usize, String)> {
@@ -329,7 +329,7 @@ fn precheck_ops(
             "check-session" | "check-index" => Some("key:read"),
             _ => Some("key:write"),
         };
-        if needs.is_some() && access == Access::Anonymous {
+        if needs.is_some_and(|p| !access.allows(p, &op.key)) {
             errors.push((i, "Permission denied".to_string()));
             continue;
         }
@@ -349,7 +349,7 @@ fn run_ops(
     st: &mut State,
     ops: &[KvOp],
     idx: u64,
-    access: Access,
+    access: &Access,
     version: ConsulVersion,
 ) -> (Vec<Value>, Vec<(usize, String)>) {
     let mut results = Vec::new();
@@ -442,7 +442,7 @@ fn run_ops(
                 }
                 for (e, with_value) in entries {
                     // Reads are filtered by ACL on the way out, as Consul does.
-                    if with_value && access != Access::All {
+                    if with_value && !access.allows("key:read", &e.key) {
                         continue;
                     }
                     results.push(json!({ "KV": entry_json(&e, with_value) }));

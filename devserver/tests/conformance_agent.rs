@@ -223,3 +223,166 @@ fn deregistering_the_service_invalidates_sessions_bound_to_its_checks() {
     ok(put(&s, "/v1/agent/service/deregister/svc", b""));
     assert!(session_info(&s, &id).is_none());
 }
+
+/// state/session.go `deleteSessionTxn` (the path every invalidation takes): a session with
+/// `Behavior: delete` bound to a check that turns critical deletes its keys, and its
+/// lock-delay then keeps the key from being acquired (agent/consul/kvs_endpoint.go
+/// `kvsPreApply` checks `KVSLockDelay` before apply).
+#[test]
+fn check_failure_applies_delete_behaviour_and_lock_delay() {
+    let s = start();
+    ttl_check(&s, "hb", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/hb", b""));
+    let id = session_create(
+        &s,
+        &json!({"NodeChecks": ["hb"], "Behavior": "delete", "LockDelay": "30s"}),
+    );
+    acquire(&s, "leader", &id, b"me").assert(200, "true");
+    ok(put(&s, "/v1/agent/check/fail/hb?note=stopped", b""));
+    assert!(session_info(&s, &id).is_none(), "critical invalidates");
+    assert!(
+        kv_entry(&s, "leader").is_none(),
+        "delete behaviour removes the key"
+    );
+    let other = session_create(&s, &json!({"NodeChecks": []}));
+    acquire(&s, "leader", &other, b"you").assert(200, "false");
+}
+
+/// agent/session_endpoint.go `fixupEmptySessionChecks` keeps the old `Checks` list when
+/// `NodeChecks` is not empty, and the state store enforces both; a warning check does not
+/// invalidate (only `api.HealthCritical` does in `ensureCheckTxn`).
+#[test]
+fn legacy_checks_field_binds_too_and_warning_does_not_invalidate() {
+    let s = start();
+    ttl_check(&s, "legacy", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/legacy", b""));
+    let id = session_create(
+        &s,
+        &json!({"Checks": ["legacy"], "NodeChecks": ["serfHealth"]}),
+    );
+    ok(put(&s, "/v1/agent/check/warn/legacy", b""));
+    assert!(session_info(&s, &id).is_some(), "warning keeps the session");
+    ok(put(&s, "/v1/agent/check/fail/legacy", b""));
+    assert!(session_info(&s, &id).is_none(), "critical ends it");
+}
+
+/// agent/agent_endpoint.go `AgentRegisterService` → `AddService` with
+/// `replace-existing-checks`: checks of the service not in the new definition are removed.
+#[test]
+fn replace_existing_checks_drops_checks_left_out() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "w", "Checks": [{"CheckID": "a", "TTL": "10s"}, {"CheckID": "b", "TTL": "10s"}]}),
+    ));
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register?replace-existing-checks",
+        &json!({"Name": "w", "Check": {"CheckID": "a", "TTL": "10s"}}),
+    ));
+    assert_eq!(keys_of(&checks(&s)), vec!["a"]);
+}
+
+/// agent/agent_endpoint.go `AgentSelf`: `Stats` carries the server's `consul` stats
+/// (agent/consul/server.go `Stats`: `leader`, `leader_addr`, `server`), and `Member` is the
+/// agent's own entry of `/v1/agent/members`.
+#[test]
+fn agent_self_reports_leadership_and_its_member_entry() {
+    let s = start();
+    let me = get(&s, "/v1/agent/self").json();
+    let stats = &me["Stats"]["consul"];
+    assert_eq!(
+        (
+            stats["leader"].as_str(),
+            stats["leader_addr"].as_str(),
+            stats["server"].as_str()
+        ),
+        (Some("true"), Some("127.0.0.1:8300"), Some("true"))
+    );
+    for key in [
+        "Config",
+        "DebugConfig",
+        "Coord",
+        "Member",
+        "Stats",
+        "Meta",
+        "xDS",
+    ] {
+        assert!(me.get(key).is_some(), "{key} missing");
+    }
+    let members = get(&s, "/v1/agent/members").json();
+    assert_eq!(members[0], me["Member"]);
+    assert_eq!(
+        get(&s, "/v1/agent/members?wan=1").json()[0]["Name"],
+        format!("{}.dc1", s.node_name())
+    );
+    s.set_leader(false);
+    let stats = get(&s, "/v1/agent/self").json()["Stats"]["consul"].clone();
+    assert_eq!(
+        (stats["leader"].as_str(), stats["leader_addr"].as_str()),
+        (Some("false"), Some(""))
+    );
+}
+
+/// agent/local/state.go `UpdateCheck`: an update that changes neither status nor output is
+/// not synced to the catalog (no raft write, no index), though it re-arms the TTL; a change is.
+#[test]
+fn a_repeated_heartbeat_is_no_catalog_write() {
+    let s = start();
+    ttl_check(&s, "beat", "30s", None);
+    ok(put(&s, "/v1/agent/check/pass/beat", b""));
+    let global = s.current_index();
+    let checks_index = get(&s, "/v1/health/state/any").index();
+    ok(put(&s, "/v1/agent/check/pass/beat", b""));
+    assert_eq!(s.current_index(), global);
+    assert_eq!(get(&s, "/v1/health/state/any").index(), checks_index);
+    ok(put(&s, "/v1/agent/check/warn/beat", b""));
+    assert!(get(&s, "/v1/health/state/any").index() > checks_index);
+}
+
+/// agent/agent_endpoint.go `agentHealthService`: the local health of a service is the worst of
+/// its checks, as the status code too (passing 200, warning 429, critical 503); an unknown ID
+/// is 404 (`AgentHealthServiceByID`), as text with `?format=text`.
+#[test]
+fn local_service_health_aggregates_its_checks() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "api", "Check": {"CheckID": "api-ttl", "TTL": "30s", "Status": "passing"}}),
+    ));
+    let r = get(&s, "/v1/agent/health/service/id/api");
+    assert_eq!(
+        (r.status, r.json()["AggregatedStatus"].clone()),
+        (200, json!("passing"))
+    );
+    ok(put(&s, "/v1/agent/check/warn/api-ttl", b""));
+    assert_eq!(get(&s, "/v1/agent/health/service/name/api").status, 429);
+    ok(put(&s, "/v1/agent/check/fail/api-ttl", b""));
+    let r = get(&s, "/v1/agent/health/service/id/api?format=text");
+    assert_eq!((r.status, r.text()), (503, "critical".to_string()));
+    get(&s, "/v1/agent/health/service/id/ghost?format=text")
+        .assert(404, "ServiceId ghost not found");
+}
+
+/// agent/coordinate_endpoint.go: an update is stored for the node and read back by
+/// `/v1/coordinate/node/<n>`; the WAN pool lists the server as `<node>.<dc>`.
+#[test]
+fn coordinates_round_trip() {
+    let s = start();
+    let dcs = get(&s, "/v1/coordinate/datacenters").json();
+    assert_eq!(
+        dcs[0]["Coordinates"][0]["Node"],
+        format!("{}.dc1", s.node_name())
+    );
+    assert_eq!(get(&s, "/v1/coordinate/node/n1").status, 404);
+    let coord = json!({"Adjustment": 0.0, "Error": 1.5, "Height": 0.0, "Vec": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]});
+    ok(put_json(
+        &s,
+        "/v1/coordinate/update",
+        &json!({"Node": "n1", "Coord": coord}),
+    ));
+    let got = get(&s, "/v1/coordinate/node/n1").json();
+    assert_eq!(got[0]["Coord"], coord);
+}

@@ -270,6 +270,10 @@ fn acl_token_crud_with_the_management_token() {
         .header("X-Consul-Token", "root")
         .send(&s)
         .assert(403, "ACL not found");
+    Req::get("/v1/acl/tokens?dc=dc9")
+        .header("X-Consul-Token", "root")
+        .send(&s)
+        .assert(500, "No path to datacenter");
     Req::get("/v1/agent/services")
         .header("X-Consul-Token", &secret)
         .send(&s)
@@ -286,4 +290,112 @@ fn fired_events_are_listed() {
     assert_eq!(list[0]["ID"], fired["ID"]);
     assert_eq!(list[0]["Payload"], b64(b"v2"));
     assert_eq!(get(&s, "/v1/event/list?name=other").json(), json!([]));
+}
+
+/// agent/http.go `setConsistency` / `QueryMeta.ConsistencyLevel`: catalog and health reads
+/// report the mode they were served in.
+#[test]
+fn catalog_reads_report_their_effective_consistency() {
+    let s = start();
+    for (q, mode) in [
+        ("", "leader"),
+        ("?stale", "stale"),
+        ("?consistent", "consistent"),
+    ] {
+        let r = get(&s, &format!("/v1/catalog/nodes{q}"));
+        assert_eq!(r.canonical("X-Consul-Effective-Consistency"), mode);
+    }
+}
+
+/// agent/consul/catalog_endpoint.go `nodePreApply`, `servicePreApply`, `vetRegisterWithACL`:
+/// a node ID must be a UUID, a service needs a name, a check must name the request's node and
+/// a service the request or the node has.
+#[test]
+fn catalog_register_validation_texts() {
+    let s = start();
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "ID": "x"}),
+    )
+    .assert(500, "Bad node ID: uuid string is wrong length");
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Service": {"ID": "s1"}}),
+    )
+    .assert(
+        500,
+        "Must provide service name (Service.Service) when service ID is provided",
+    );
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Check": {"CheckID": "c", "Node": "other"}}),
+    )
+    .assert(
+        500,
+        "Node 'other' for check 'c' doesn't match register request node 'n'",
+    );
+    put_json(
+        &s,
+        "/v1/catalog/register",
+        &json!({"Node": "n", "Address": "a", "Check": {"CheckID": "c", "ServiceID": "ghost"}}),
+    )
+    .assert(500, "Unknown service ID 'ghost' for check ID 'c'");
+    // A check without a status starts critical (state/catalog.go ensureCheckTxn).
+    register(
+        &s,
+        json!({"Node": "n", "Address": "a", "Check": {"Name": "c"}}),
+    );
+    assert_eq!(get(&s, "/v1/health/node/n").json()[0]["Status"], "critical");
+    assert_eq!(get(&s, "/v1/health/node/n").json()[0]["CheckID"], "c");
+}
+
+/// agent/acl_endpoint.go: policies are created, read back (by ID and name), listed and deleted;
+/// a missing policy reads as 404 (`ACLPolicyRead`), a non-UUID ID is a lookup error, and a
+/// name is required (`Invalid Policy: no name set`).
+#[test]
+fn acl_policy_crud() {
+    let s = start_with(|c| c.acl_token = Some("root".into()));
+    let put_policy = |path: &str, body: Value| {
+        Req::put(path)
+            .header("X-Consul-Token", "root")
+            .json(&body)
+            .send(&s)
+    };
+    let get_root = |path: &str| Req::get(path).header("X-Consul-Token", "root").send(&s);
+    put_policy("/v1/acl/policy", json!({"Description": "x"}))
+        .assert(500, "Invalid Policy: no name set");
+    let p = put_policy(
+        "/v1/acl/policy",
+        json!({"Name": "kv-read", "Rules": "key_prefix \"\" { policy = \"read\" }"}),
+    )
+    .json();
+    let id = p["ID"].as_str().unwrap().to_string();
+    assert_eq!(
+        get_root(&format!("/v1/acl/policy/{id}")).json()["Name"],
+        "kv-read"
+    );
+    assert_eq!(
+        get_root("/v1/acl/policy/name/kv-read").json()["ID"],
+        id.as_str()
+    );
+    let names: Vec<Value> = get_root("/v1/acl/policies")
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["Name"].clone())
+        .collect();
+    assert!(names.contains(&json!("global-management")) && names.contains(&json!("kv-read")));
+    let r = Req::delete(&format!("/v1/acl/policy/{id}"))
+        .header("X-Consul-Token", "root")
+        .send(&s);
+    assert_eq!(r.json(), json!(true));
+    assert_eq!(get_root(&format!("/v1/acl/policy/{id}")).status, 404);
+    get_root("/v1/acl/policy/not-a-uuid").assert(
+        500,
+        "failed acl policy lookup: index error: UUID must be 36 characters",
+    );
 }

@@ -37,7 +37,10 @@ def fetch(version: str) -> Path:
     if tree.exists():
         shutil.rmtree(tree)
     with tarfile.open(sdist) as tar:
-        tar.extractall(WORK, filter="data")
+        try:
+            tar.extractall(WORK, filter="data")
+        except TypeError:  # Python without extraction filters (before 3.11.4 / 3.10.12)
+            tar.extractall(WORK)
     shutil.copy(HERE / "conftest.py", tree / "conftest.py")
     return tree
 

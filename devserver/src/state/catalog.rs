@@ -118,6 +118,11 @@ pub(crate) struct Check {
     pub ttl: Option<Duration>,
     /// When a TTL check turns critical unless it is updated first.
     pub ttl_expires: Option<Instant>,
+    /// `DeregisterCriticalServiceAfter` (at least Consul's `check_deregister_interval_min`):
+    /// the agent's reaper removes the check's service once it has been critical this long.
+    pub reap_after: Option<Duration>,
+    /// Since when the check has been critical (kept across writes that leave it critical).
+    pub critical_since: Option<Instant>,
     /// The HTTP definition fields Consul echoes under `Definition`.
     pub definition: Value,
     pub create_index: u64,
@@ -142,6 +147,8 @@ impl Check {
             timeout: String::new(),
             ttl: None,
             ttl_expires: None,
+            reap_after: None,
+            critical_since: None,
             definition: Value::Object(Map::new()),
             create_index: 0,
             modify_index: 0,
@@ -309,6 +316,13 @@ impl State {
             chk.service_tags = svc.tags.clone();
         }
         let k = key(&chk.node, &chk.check_id);
+        chk.critical_since = match (chk.status, self.catalog.checks.get(&k)) {
+            (CheckStatus::Critical, Some(old)) if old.status == CheckStatus::Critical => {
+                old.critical_since.or(chk.critical_since)
+            }
+            (CheckStatus::Critical, _) => Some(Instant::now()),
+            _ => None,
+        };
         if let Some(old) = self.catalog.checks.get(&k) {
             chk.create_index = old.create_index;
             chk.modify_index = old.modify_index;
@@ -508,13 +522,40 @@ impl State {
         n
     }
 
-    /// The earliest TTL-check deadline, if any.
+    /// The earliest TTL-check or reaper deadline, if any.
     pub fn next_check_deadline(&self) -> Option<Instant> {
+        let reap = |c: &Check| Some(c.critical_since? + c.reap_after?);
         self.catalog
             .checks
             .values()
-            .filter_map(|c| c.ttl_expires)
+            .flat_map(|c| [c.ttl_expires, reap(c)])
+            .flatten()
             .min()
+    }
+
+    /// The agent's reaper (agent.go `reapServicesInternal`): removes each service with a check
+    /// that has been critical for longer than its `DeregisterCriticalServiceAfter`, with its
+    /// checks (and the sessions bound to them). Returns how many.
+    pub fn reap_services(&mut self, now: Instant) -> usize {
+        let mut due: Vec<(String, String)> = self
+            .catalog
+            .checks
+            .values()
+            .filter(|c| !c.service_id.is_empty())
+            .filter(|c| {
+                matches!((c.critical_since, c.reap_after), (Some(at), Some(after)) if at + after <= now)
+            })
+            .map(|c| (c.node.clone(), c.service_id.clone()))
+            .collect();
+        due.dedup();
+        let mut n = 0;
+        for (node, service) in due {
+            let idx = self.next_index();
+            if self.delete_service_at(idx, &node, &service) {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Invalidates the sessions bound to check `check_id` of `node`.
@@ -542,6 +583,7 @@ mod tests {
     use super::super::testutil::{sess, st};
     use super::super::{ApplyError, Behavior, NewSession};
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn critical_check_invalidates_bound_sessions() {
@@ -566,6 +608,54 @@ mod tests {
                 "apply failed: Check 'serfHealth' is in critical state".into()
             ))
         );
+    }
+
+    fn web(s: &mut State) {
+        let i = s.next_index();
+        s.put_service_at(
+            i,
+            Service {
+                node: "n1".into(),
+                id: "web".into(),
+                service: "web".into(),
+                tags: vec![],
+                address: String::new(),
+                port: 0,
+                meta: Map::new(),
+                tagged_addresses: Map::new(),
+                weights: Value::Null,
+                enable_tag_override: false,
+                kind: String::new(),
+                proxy: Value::Null,
+                connect: Value::Null,
+                locality: Value::Null,
+                create_index: 0,
+                modify_index: 0,
+            },
+        );
+    }
+
+    /// agent.go `reapServicesInternal`: a service goes once one of its checks has been
+    /// critical for longer than its DeregisterCriticalServiceAfter, not before.
+    #[test]
+    fn reaper_removes_a_service_critical_past_its_deadline() {
+        let mut s = st();
+        web(&mut s);
+        let mut c = Check::new("n1", "web-ttl", "web-ttl", CheckStatus::Critical);
+        c.service_id = "web".into();
+        c.reap_after = Some(Duration::from_secs(60));
+        let i = s.next_index();
+        s.put_check_at(i, c).unwrap();
+        let since = s.check("n1", "web-ttl").unwrap().critical_since.unwrap();
+        assert_eq!(
+            s.next_check_deadline(),
+            Some(since + Duration::from_secs(60))
+        );
+        assert_eq!(s.reap_services(since + Duration::from_secs(59)), 0);
+        assert!(s.service("n1", "web").is_some());
+        assert_eq!(s.reap_services(since + Duration::from_secs(61)), 1);
+        assert!(s.service("n1", "web").is_none());
+        assert!(s.check("n1", "web-ttl").is_none());
     }
 
     #[test]

@@ -112,8 +112,9 @@ impl State {
             self.next_index();
             return fail("Missing node registration".into());
         };
-        let mut wanted: Vec<&str> = req.node_checks.iter().map(String::as_str).collect();
-        wanted.extend(req.checks.iter().flatten().map(String::as_str));
+        // structs.Session.CheckIDs order: the legacy Checks, NodeChecks, ServiceChecks.
+        let mut wanted: Vec<&str> = req.checks.iter().flatten().map(String::as_str).collect();
+        wanted.extend(req.node_checks.iter().map(String::as_str));
         wanted.extend(req.service_checks.iter().flatten().map(|c| c.id.as_str()));
         for check in wanted {
             match self.check(&node.name, check).map(|c| c.status) {

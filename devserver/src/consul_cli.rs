@@ -1,0 +1,106 @@
+//! `baton-devserver agent -config-file F ...`, also reached through a `consul` symlink (or a
+//! copy) of the binary: what Consul's Go test harness (`sdk/testutil` `NewTestServerConfigT`)
+//! runs, `consul agent -config-file <tmp>/config.json`, so the harness starts the dev server
+//! unmodified with the dev server on `$PATH` as `consul`.
+//!
+//! Read from the JSON config files (Consul's keys): `node_name`, `datacenter`, `ports.http`,
+//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` with `acl.tokens.master` or
+//! `acl.tokens.initial_management`, `session_ttl_min`. Everything else is accepted and ignored;
+//! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use baton_devserver::{parse_go_duration, Config};
+use serde_json::Value;
+
+fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, k| cur.get(*k))
+}
+
+fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result<(), String> {
+    let s = |path: &[&str]| get(v, path).and_then(Value::as_str).map(str::to_string);
+    if let Some(n) = s(&["node_name"]) {
+        cfg.node_name = n;
+    }
+    if let Some(d) = s(&["datacenter"]) {
+        cfg.datacenter = d;
+    }
+    for key in [&["client_addr"][..], &["addresses", "http"][..]] {
+        if let Some(a) = s(key).filter(|a| !a.is_empty()) {
+            if a.starts_with("unix://") {
+                return Err("unix socket HTTP addresses are not supported".into());
+            }
+            *ip = a.parse().map_err(|e| format!("{}: {e}", key.join(".")))?;
+        }
+    }
+    if let Some(p) = get(v, &["ports", "http"]).and_then(Value::as_i64) {
+        *port = u16::try_from(p).map_err(|_| format!("ports.http {p} is not a port"))?;
+    }
+    let enabled = get(v, &["acl", "enabled"]).and_then(Value::as_bool) == Some(true);
+    let token =
+        s(&["acl", "tokens", "initial_management"]).or_else(|| s(&["acl", "tokens", "master"]));
+    if enabled {
+        cfg.acl_token = Some(token.ok_or("acl.enabled needs acl.tokens.initial_management")?);
+    }
+    if let Some(d) = s(&["session_ttl_min"]) {
+        let ns = parse_go_duration(&d).map_err(|e| format!("session_ttl_min: {e}"))?;
+        cfg.session_ttl_min = Duration::from_nanos(ns.max(1) as u64);
+    }
+    Ok(())
+}
+
+/// Builds the dev server's config from `consul agent` arguments (after `agent`).
+pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
+    let mut cfg = Config::default();
+    let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut port = 8500;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let flag = a.trim_start_matches('-');
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag, None),
+        };
+        match name {
+            "config-file" => {
+                let path = inline
+                    .or_else(|| it.next().cloned())
+                    .ok_or("-config-file needs a value")?;
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+                let v: Value = serde_json::from_str(&text)
+                    .map_err(|e| format!("{path}: only JSON config files are read: {e}"))?;
+                apply(&mut cfg, &v, &mut ip, &mut port)?;
+            }
+            "node" => {
+                cfg.node_name = inline
+                    .or_else(|| it.next().cloned())
+                    .ok_or("-node needs a value")?
+            }
+            "datacenter" => {
+                cfg.datacenter = inline
+                    .or_else(|| it.next().cloned())
+                    .ok_or("-datacenter needs a value")?
+            }
+            "http-port" => {
+                let v = inline
+                    .or_else(|| it.next().cloned())
+                    .ok_or("-http-port needs a value")?;
+                port = v
+                    .parse()
+                    .map_err(|_| format!("-http-port {v:?}: not a port"))?;
+            }
+            "dev" | "server" | "bootstrap" | "ui" => {}
+            // Flags with a value that do not change what a client sees.
+            _ if inline.is_none() && !a.starts_with('-') => {}
+            _ => {
+                if inline.is_none() {
+                    it.next();
+                }
+            }
+        }
+    }
+    cfg.addr = SocketAddr::new(ip, port);
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}

@@ -1,0 +1,77 @@
+//! `consul agent -config-file F`, as Consul's Go test harness runs it (sdk/testutil/server.go
+//! `NewTestServerConfigT`: `exec.Command("consul", "agent", "-config-file", configFile)`, then
+//! `WaitForLeader`, `WaitForActiveCARoot`, `WaitForSerfCheck` with the `acl.tokens.master`
+//! token), against the dev server binary reached through a symlink named `consul`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+#[test]
+fn the_binary_named_consul_starts_from_the_harness_config_and_passes_its_waits() {
+    let dir = std::env::temp_dir().join(format!("baton-consul-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let consul = dir.join("consul");
+    let _ = std::fs::remove_file(&consul);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_baton-devserver"), &consul).unwrap();
+    // The shape sdk/testutil writes (port 0 here so no other test can take the port first).
+    let config = json!({
+        "node_name": "node-harness", "node_id": "0b6b2a4c-1111-2222-3333-444444444444",
+        "performance": {"raft_multiplier": 1}, "bootstrap": true, "server": true,
+        "data_dir": dir.join("data"), "segments": null, "disable_update_check": true,
+        "log_level": "debug", "bind_addr": "127.0.0.1", "addresses": {},
+        "ports": {"dns": 18600, "http": 0, "https": 18501, "serf_lan": 18301, "serf_wan": 18302,
+                  "server": 18300, "grpc": 18502, "grpc_tls": 18503},
+        "acl": {"enabled": true, "tokens": {"master": "harness-root"}},
+        "connect": {"enabled": true, "ca_config": {"cluster_id": "11111111-2222-3333-4444-555555555555"}},
+        "skip_leave_on_interrupt": true, "peering": {"enabled": true}
+    });
+    let file = dir.join("config.json");
+    std::fs::write(&file, serde_json::to_vec(&config).unwrap()).unwrap();
+    let mut child = Command::new(&consul)
+        .args(["agent", "-config-file"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line.trim().split_once('=').unwrap().1.parse().unwrap();
+    let get = |path: &str| {
+        Req::get(path)
+            .header("X-Consul-Token", "harness-root")
+            .send_to(addr)
+    };
+    let r = get("/v1/catalog/nodes");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.canonical("X-Consul-Knownleader"), "true");
+    assert!(r.index() >= 2);
+    assert_eq!(r.json()[0]["Node"], "node-harness");
+    assert!(r.json()[0]["TaggedAddresses"]["lan"].is_string());
+    let roots = get("/v1/agent/connect/ca/roots").json();
+    assert!(!roots["ActiveRootID"].as_str().unwrap().is_empty());
+    assert!(!roots["Roots"].as_array().unwrap().is_empty());
+    let checks = get("/v1/health/node/node-harness").json();
+    assert_eq!(checks[0]["CheckID"], "serfHealth");
+    assert_eq!(checks[0]["Status"], "passing");
+    // ACLs are on with the harness's token: without it, a write is refused.
+    Req::put("/v1/kv/x")
+        .body("1")
+        .send_to(addr)
+        .assert_prefix(403, "Permission denied");
+    // The harness stops the server with SIGINT and waits for it to exit.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
