@@ -371,6 +371,10 @@ fn clear_group(child: &mut Running, kill_at: Option<Instant>, grace: Duration, l
         std::thread::sleep(GROUP_POLL);
     }
     if child.group_alive() {
+        log(&format!(
+            "grace period over: sending SIGKILL to process group {}",
+            child.pid()
+        ));
         child.kill();
     }
 }

@@ -89,7 +89,12 @@ Usage: baton lock [options] PREFIX [--] COMMAND [ARGS...]
   exited. When the command exits, whatever it left running in its group is
   stopped too, then the lock is released, PREFIX/.lock is removed if nobody
   uses it (as consul lock does) and the session is destroyed. If baton itself
-  is killed, the kernel kills the command (Linux).
+  is killed, the kernel kills the command's first process (Linux).
+
+  With -shell (the default) the command runs as $SHELL -c \"...\". Shells that
+  do not replace themselves with the command (dash, /bin/sh on Debian) die of a
+  SIGUSR1 or SIGUSR2 passed on to the group; start the command with `exec`, or
+  use -shell=false, when it takes those signals.
 
 Options:
 ";
