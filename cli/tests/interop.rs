@@ -361,3 +361,30 @@ fn two_baton_locks_and_two_consul_locks_never_run_children_at_once() {
     assert_eq!(max, 1, "two children ran at once");
     assert_eq!(session_count(&c), 0);
 }
+
+#[test]
+fn the_checker_sees_an_overlap() {
+    let line = |kind: &str, who: &str| Line {
+        kind: kind.into(),
+        who: who.into(),
+        at: 0.0,
+        rest: vec![],
+    };
+    let ok = [
+        line("start", "a"),
+        line("end", "a"),
+        line("start", "b"),
+        line("term", "b"),
+    ];
+    assert_eq!(max_concurrency(&ok), 1);
+    let overlap = [
+        line("start", "a"),
+        line("start", "b"),
+        line("end", "a"),
+        line("end", "b"),
+    ];
+    assert_eq!(max_concurrency(&overlap), 2);
+    assert!(check_log(&[line("start", "a")]).is_err(), "never ended");
+    assert!(check_log(&[line("end", "a")]).is_err(), "never started");
+    assert!(check_log(&[line("start", "a"), line("start", "a")]).is_err());
+}

@@ -162,11 +162,25 @@ impl Baton {
 }
 
 impl Drop for Baton {
+    /// Stops a `baton` still running as a user would (SIGTERM: it stops its
+    /// child and gives everything back), with SIGKILL as the last resort.
     fn drop(&mut self) {
-        if self.status.is_none() && self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.status.is_some() || self.child.try_wait().ok().flatten().is_some() {
+            return;
         }
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -218,34 +232,39 @@ pub fn wait_line(log: &Path, kind: &str, who: &str) -> Line {
 }
 
 /// The external checker: walks the log in file order (the real order of the
-/// appends) and returns the largest number of children running at once.
-/// Every `start` must be closed by an `end` or `term` of the same child.
-pub fn max_concurrency(lines: &[Line]) -> usize {
+/// appends) and returns the largest number of children running at once, or
+/// what is wrong with the log (a child started twice, ended without starting,
+/// or never ended).
+pub fn check_log(lines: &[Line]) -> Result<usize, String> {
     let mut running: Vec<&str> = Vec::new();
     let mut max = 0;
     for l in lines {
         match l.kind.as_str() {
             "start" => {
-                assert!(
-                    !running.contains(&l.who.as_str()),
-                    "{} started twice",
-                    l.who
-                );
+                if running.contains(&l.who.as_str()) {
+                    return Err(format!("{} started twice", l.who));
+                }
                 running.push(&l.who);
                 max = max.max(running.len());
             }
-            "end" | "term" => {
-                let i = running
-                    .iter()
-                    .position(|r| *r == l.who)
-                    .unwrap_or_else(|| panic!("{} ended without starting", l.who));
-                running.remove(i);
-            }
+            "end" | "term" => match running.iter().position(|r| *r == l.who) {
+                Some(i) => {
+                    running.remove(i);
+                }
+                None => return Err(format!("{} ended without starting", l.who)),
+            },
             _ => {}
         }
     }
-    assert!(running.is_empty(), "still running at the end: {running:?}");
-    max
+    if !running.is_empty() {
+        return Err(format!("still running at the end: {running:?}"));
+    }
+    Ok(max)
+}
+
+/// [`check_log`], panicking on a malformed log.
+pub fn max_concurrency(lines: &[Line]) -> usize {
+    check_log(lines).unwrap_or_else(|e| panic!("{e}: {lines:?}"))
 }
 
 /// `/proc/uptime` now, in seconds (10 ms resolution).
