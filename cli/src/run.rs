@@ -2,7 +2,7 @@
 //! semaphore slot or leadership, and stop it when the holding is lost.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baton::{
     Behavior, CancelToken, Client, ElectionOptions, ErrorKind, LockOptions, SemaphoreOptions,
@@ -16,13 +16,26 @@ use crate::child::{self, ChildSpec, Ending, Event, Outcome};
 use crate::holding::Holding;
 use crate::{connect, exit, gopath};
 
+/// How long the clean-up after a run may take before baton exits anyway.
+const GIVE_BACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long closing the client may take: short when Consul just failed to
+/// answer the clean-up (it would not answer the close either).
+fn close_timeout(answered: bool) -> Duration {
+    if answered {
+        GIVE_BACK_TIMEOUT
+    } else {
+        Duration::from_secs(1)
+    }
+}
+
 /// Flags shared by `lock` and `elect`.
 const RUN_FLAGS: &[Flag] = &[
     Flag {
         name: "timeout",
         kind: Kind::Value,
         value_name: "DURATION",
-        help: "Give up if the lock (or leadership) is not acquired within this time\n(exit 75). 0, the default, waits for ever.",
+        help: "Give up if the lock (or, for elect, each campaign) does not succeed within\nthis time (exit 75). 0, the default, waits for ever.",
     },
     Flag {
         name: "try",
@@ -216,10 +229,54 @@ impl Ctx {
         Ok(s)
     }
 
+    /// Releases the holding, removes the coordination key when free (`cleanup`,
+    /// consul lock's `Destroy` step) and destroys the session, in that order (a
+    /// release before the destroy means no lock-delay for the next holder).
+    /// Bounded: when Consul does not answer (the loss may have come from that),
+    /// baton does not hang on it; the session then expires on its own.
+    /// Returns whether Consul answered in time.
+    fn give_back(&self, holding: &Holding, session: &Session, cleanup: bool) -> bool {
+        let (h, s, verbose) = (holding.clone(), session.clone(), self.settings.verbose);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let spawned = std::thread::Builder::new()
+            .name("baton-give-back".into())
+            .spawn(move || {
+                let problem = h.release_and_clean(cleanup);
+                if let Err(e) = s.destroy() {
+                    if verbose {
+                        eprintln!("baton: session destroy: {e}");
+                    }
+                }
+                let _ = tx.send(problem);
+            });
+        if spawned.is_err() {
+            self.say("warning: cannot start the clean-up thread");
+            return false;
+        }
+        match rx.recv_timeout(GIVE_BACK_TIMEOUT) {
+            Ok(Some(problem)) => self.say(&problem),
+            Ok(None) => self.debug("released; session destroyed"),
+            Err(_) => {
+                self.say(&format!(
+                    "warning: Consul did not confirm the release within {}; the session {} expires on its own",
+                    baton::format_go_duration(GIVE_BACK_TIMEOUT),
+                    session.id()
+                ));
+                return false;
+            }
+        }
+        true
+    }
+
     /// Ends the program: closes the client (which destroys the sessions it
     /// created and retries unconfirmed releases) and returns `code`.
     fn finish(&self, code: i32) -> i32 {
-        let report = self.client.close_report(Duration::from_secs(5));
+        self.finish_within(code, GIVE_BACK_TIMEOUT)
+    }
+
+    /// [`Ctx::finish`] with a bound for the close.
+    fn finish_within(&self, code: i32, timeout: Duration) -> i32 {
+        let report = self.client.close_report(timeout);
         if !report.is_complete() {
             self.say(&format!(
                 "warning: clean-up not confirmed by Consul: {report:?}"
@@ -476,13 +533,8 @@ pub fn lock(p: &Parsed) -> i32 {
             exit::ERROR
         }
     };
-    if let Some(problem) = holding.release_and_clean(true) {
-        ctx.say(&problem);
-    }
-    if let Err(e) = session.destroy() {
-        ctx.debug(&format!("session destroy: {e}"));
-    }
-    ctx.finish(code)
+    let answered = ctx.give_back(&holding, &session, true);
+    ctx.finish_within(code, close_timeout(answered))
 }
 
 fn default_value() -> String {
@@ -526,7 +578,6 @@ pub fn elect(p: &Parsed) -> i32 {
     };
     let mut generation = 0;
     let mut session: Option<Session> = None;
-    let started = Instant::now();
     loop {
         generation += 1;
         // A new session when the last one was lost (or for the first campaign).
@@ -556,10 +607,7 @@ pub fn elect(p: &Parsed) -> i32 {
                 return ctx.finish(exit::ERROR);
             }
         };
-        let timeout = ctx
-            .settings
-            .timeout
-            .map(|t| t.saturating_sub(started.elapsed()));
+        let timeout = ctx.settings.timeout;
         ctx.debug(&format!("campaigning on {key} as {value:?}"));
         let r = election.campaign(value.as_bytes(), timeout, Some(&ctx.shutdown));
         let holding = Holding::Election(election.clone());
@@ -598,12 +646,7 @@ pub fn elect(p: &Parsed) -> i32 {
                 exit::ERROR
             }
         };
-        if let Some(problem) = holding.release_and_clean(false) {
-            ctx.say(&problem);
-        }
-        if let Err(e) = s.destroy() {
-            ctx.debug(&format!("session destroy: {e}"));
-        }
-        return ctx.finish(code);
+        let answered = ctx.give_back(&holding, &s, false);
+        return ctx.finish_within(code, close_timeout(answered));
     }
 }

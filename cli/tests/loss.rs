@@ -129,8 +129,19 @@ fn child_is_stopped_within_a_second_of_the_local_deadline_when_consul_stops_answ
     dev.pause();
     let paused_at = Instant::now();
     let term = wait_line(&log, "term", "a");
-    dev.resume();
+    // Consul stays silent: baton still exits, after the grace (500 ms), the
+    // bounded clean-up (5 s) and a short close (1 s).
+    let exit_started = Instant::now();
     assert_eq!(b.wait(), 76, "stderr:\n{}", b.stderr_text());
+    let took = exit_started.elapsed();
+    println!("with Consul still silent, baton exited {took:?} after the SIGTERM");
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    assert!(
+        b.stderr_text().contains("expires on its own"),
+        "{}",
+        b.stderr_text()
+    );
+    dev.resume();
     // The local deadline: send time of the last successful renew + TTL - margin.
     // A renew that reached the server within 50 ms of the pause may have had its
     // answer held back; the earliest deadline baton can have used comes from the
