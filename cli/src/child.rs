@@ -74,10 +74,12 @@ pub fn start_signal_thread(set: SigSet, tx: Sender<Event>, shutdown: CancelToken
         .spawn(move || loop {
             match set.wait() {
                 Ok(sig) => {
+                    // The event first: whoever wakes on the cancel finds it queued.
+                    let sent = tx.send(Event::Signal(sig)).is_ok();
                     if is_terminating(sig) {
                         shutdown.cancel();
                     }
-                    if tx.send(Event::Signal(sig)).is_err() {
+                    if !sent {
                         return;
                     }
                 }

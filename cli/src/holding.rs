@@ -55,6 +55,14 @@ impl Holding {
         }
     }
 
+    /// Whether it is still held (no network: the local view).
+    pub fn is_held(&self) -> bool {
+        match self {
+            Holding::Semaphore(s) => s.is_held(),
+            _ => self.lock().is_some_and(Lock::is_held),
+        }
+    }
+
     /// Blocks until the holding ends; `None` when `stop` fires first.
     pub fn wait_lost(&self, stop: &CancelToken) -> Option<String> {
         match self {

@@ -338,6 +338,13 @@ fn run_child(
     contender: Option<&str>,
     extra_env: &[(&str, String)],
 ) -> Result<Outcome, child::SpawnError> {
+    if !holding.is_held() {
+        // Lost between the acquisition and now: never start the command.
+        return Ok(Outcome {
+            ending: Ending::Lost("lost before the command started".into()),
+            status: None,
+        });
+    }
     let stop = watch(holding, generation, &ctx.tx);
     let mut env = vec![("CONSUL_LOCK_HELD".to_string(), "true".to_string())];
     if let Some(seq) = holding.sequencer(&ctx.client, contender) {

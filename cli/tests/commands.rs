@@ -27,6 +27,8 @@ fn elect_runs_the_child_only_while_leader_and_campaigns_again_after_a_loss() {
                 "elect",
                 "-lock-delay",
                 "500ms",
+                "-kill-grace",
+                "300ms",
                 "-value",
                 value,
                 key,
@@ -37,46 +39,49 @@ fn elect_runs_the_child_only_while_leader_and_campaigns_again_after_a_loss() {
             &[("LOG", log.to_str().unwrap()), ("ME", tag)],
         )
     };
+    let starts = |who: &str| {
+        read_log(&log)
+            .into_iter()
+            .filter(|l| l.kind == "start" && l.who == who)
+            .collect::<Vec<_>>()
+    };
     let mut a = elect("a", "alpha");
-    let start = wait_line(&log, "start", "a");
-    let mut b = elect("b", "beta");
+    let first = wait_line(&log, "start", "a");
     let (code, out, err) = baton_output(&dev, &["leader", "-json", key]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     assert_eq!(v["leader"]["value"], "alpha");
-    assert_eq!(v["leader"]["session"]["id"], sequencer_session(&start));
+    assert_eq!(v["leader"]["session"]["id"], sequencer_session(&first));
     assert_eq!(
         v["leader"]["token"].to_string(),
-        start.rest[0],
+        first.rest[0],
         "the child's fencing token"
     );
 
-    // A loses its session: its child stops, B leads, A campaigns again.
-    assert!(dev.invalidate_session(&sequencer_session(&start)));
+    // A loses its session: its child stops, and A campaigns again (a new session).
+    assert!(dev.invalidate_session(&sequencer_session(&first)));
     wait_line(&log, "term", "a");
-    let b_start = wait_line(&log, "start", "b");
-    let (_, out, _) = baton_output(&dev, &["leader", key]);
-    assert!(out.contains("\"beta\""), "{out}");
-    assert!(b_start.rest[0].parse::<u64>().unwrap() > start.rest[0].parse::<u64>().unwrap());
-
-    // B stops: it steps down, and A (campaigning again) leads.
-    b.signal("TERM");
-    assert_eq!(b.wait(), 0, "{}", b.stderr_text());
-    wait_for("a second start of A", || {
-        (read_log(&log)
-            .iter()
-            .filter(|l| l.kind == "start" && l.who == "a")
-            .count()
-            == 2)
-            .then_some(())
-    });
-    a.signal("TERM");
-    assert_eq!(a.wait(), 0, "{}", a.stderr_text());
+    let second = wait_for("A leading again", || starts("a").get(1).cloned());
+    assert_ne!(sequencer_session(&second), sequencer_session(&first));
     assert!(
         a.stderr_text().contains("campaigning again"),
         "{}",
         a.stderr_text()
     );
+
+    // B waits while A leads; A stops: it steps down, and B leads.
+    let mut b = elect("b", "beta");
+    wait_for("B's session", || (session_count(&c) == 2).then_some(()));
+    assert!(starts("b").is_empty(), "B must not run while A leads");
+    a.signal("TERM");
+    assert_eq!(a.wait(), 0, "{}", a.stderr_text());
+    let b_start = wait_line(&log, "start", "b");
+    let (_, out, _) = baton_output(&dev, &["leader", key]);
+    assert!(out.contains("\"beta\""), "{out}");
+    assert!(b_start.rest[0].parse::<u64>().unwrap() > second.rest[0].parse::<u64>().unwrap());
+    b.signal("TERM");
+    assert_eq!(b.wait(), 0, "{}", b.stderr_text());
+
     assert_eq!(
         max_concurrency(&read_log(&log)),
         1,

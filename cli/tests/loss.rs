@@ -337,3 +337,23 @@ fn a_timeout_exits_75_and_leaves_nothing() {
     assert_eq!(session_count(&c), 1, "only the holder's session is left");
     holder.unlock_and_clean();
 }
+
+#[test]
+fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
+    let dev = devserver();
+    let c = client(&dev);
+    let dir = workdir("wait-signal");
+    let holder = ConsulLock::new(client(&dev), "svc/waiting", "sleep 100");
+    holder.lock();
+    let mut b = baton(&dev, &dir, "b", &["lock", "svc/waiting", "--", "true"], &[]);
+    wait_for("baton's session", || (session_count(&c) == 2).then_some(()));
+    b.signal("INT");
+    assert_eq!(b.wait(), 130, "128 + SIGINT; stderr:\n{}", b.stderr_text());
+    assert!(
+        b.stderr_text().contains("during lock acquisition"),
+        "{}",
+        b.stderr_text()
+    );
+    assert_eq!(session_count(&c), 1, "only the holder's session is left");
+    holder.unlock_and_clean();
+}
