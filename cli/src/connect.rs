@@ -13,7 +13,7 @@ pub const HTTP_FLAGS: &[Flag] = &[
         name: "http-addr",
         kind: Kind::Value,
         value_name: "ADDR",
-        help: "Consul's HTTP address: host:port, http(s)://host:port[/path] or unix:///path.\nDefault: CONSUL_HTTP_ADDR, else 127.0.0.1:8500.",
+        help: "Consul's HTTP address: host:port or http(s)://host:port[/path] (unix:// sockets\nare not supported yet). Default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500.",
     },
     Flag {
         name: "token",

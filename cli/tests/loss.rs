@@ -357,3 +357,38 @@ fn a_signal_while_waiting_ends_the_wait_and_leaves_nothing() {
     assert_eq!(session_count(&c), 1, "only the holder's session is left");
     holder.unlock_and_clean();
 }
+
+#[test]
+fn a_semaphore_child_is_stopped_when_its_slot_is_taken_away() {
+    let dev = devserver();
+    let c = client(&dev);
+    let dir = workdir("slot-lost");
+    let script = child_script(&dir);
+    let log = dir.join("log");
+    let mut b = baton(
+        &dev,
+        &dir,
+        "b",
+        &[
+            "lock",
+            "-n",
+            "2",
+            "svc/slot",
+            "--",
+            script.to_str().unwrap(),
+        ],
+        &[("LOG", log.to_str().unwrap()), ("ME", "a")],
+    );
+    let start = wait_line(&log, "start", "a");
+    let sid = sequencer_session(&start);
+    // The contender key, as a `consul lock -n 2` operator might delete it.
+    assert!(c.kv().delete(&format!("svc/slot/{sid}")).unwrap());
+    wait_line(&log, "term", "a");
+    assert_eq!(b.wait(), 76, "stderr:\n{}", b.stderr_text());
+    assert!(
+        b.stderr_text().contains("our slot is gone"),
+        "{}",
+        b.stderr_text()
+    );
+    assert_eq!(session_count(&c), 0);
+}
