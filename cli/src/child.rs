@@ -370,14 +370,29 @@ fn clear_group(child: &mut Running, kill_at: Option<Instant>, grace: Duration, l
     child.term();
     let deadline = kill_at.unwrap_or_else(|| Instant::now() + grace);
     while child.group_alive() && Instant::now() < deadline {
+        reap_orphans();
         std::thread::sleep(GROUP_POLL);
     }
+    reap_orphans();
     if child.group_alive() {
         log(&format!(
             "grace period over: sending SIGKILL to process group {}",
             child.pid()
         ));
         child.kill();
+    }
+}
+
+/// Reaps exited processes the command left behind that were handed to us
+/// (when baton runs as PID 1 of a container or as a subreaper), so they do not
+/// linger as zombies that keep the group "alive". Called only after the
+/// command itself was waited for, so it takes no status anyone else waits for.
+fn reap_orphans() {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    while let Ok(st) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if st == WaitStatus::StillAlive {
+            break;
+        }
     }
 }
 
