@@ -392,3 +392,68 @@ fn a_semaphore_child_is_stopped_when_its_slot_is_taken_away() {
     );
     assert_eq!(session_count(&c), 0);
 }
+
+#[test]
+fn a_consul_leader_election_shorter_than_the_deadline_is_ridden_out() {
+    // consul lock kills its child when a leader election surfaces as a monitor
+    // error (hashicorp/consul#1162); baton keeps the holding until the deadline.
+    let dev = devserver();
+    let c = client(&dev);
+    let dir = workdir("no-leader");
+    let script = child_script(&dir);
+    let log = dir.join("log");
+    dev.record_requests(true);
+    let mut b = baton(
+        &dev,
+        &dir,
+        "b",
+        &[
+            "lock",
+            "-ttl",
+            "2s",
+            "svc/election",
+            "--",
+            script.to_str().unwrap(),
+        ],
+        &[("LOG", log.to_str().unwrap()), ("ME", "a")],
+    );
+    let start = wait_line(&log, "start", "a");
+    let sid = sequencer_session(&start);
+    let seen = dev.journal().len();
+    wait_for("a renew", || {
+        dev.journal()[seen..]
+            .iter()
+            .any(|e| e.path == format!("/v1/session/renew/{sid}"))
+            .then_some(())
+    });
+    // No leader for 1 s (the local deadline is 1.8 s after that renew): the
+    // renews in between fail with Consul's 500.
+    let before = dev.journal().len();
+    dev.set_leader(false);
+    std::thread::sleep(Duration::from_secs(1));
+    dev.set_leader(true);
+    let failed = dev.journal()[before..]
+        .iter()
+        .filter(|e| e.path == format!("/v1/session/renew/{sid}"))
+        .count();
+    assert!(failed >= 1, "a renew was refused during the election");
+    // A renew succeeds again, and the command is still running.
+    let seen = dev.journal().len();
+    wait_for("a renew after the election", || {
+        dev.journal()[seen..]
+            .iter()
+            .any(|e| e.path == format!("/v1/session/renew/{sid}"))
+            .then_some(())
+    });
+    assert!(
+        read_log(&log).iter().all(|l| l.kind == "start"),
+        "the command was stopped: {:?}\n{}",
+        read_log(&log),
+        b.stderr_text()
+    );
+    let p = c.kv().get("svc/election/.lock").unwrap().unwrap();
+    assert_eq!(p.session.as_deref(), Some(sid.as_str()), "still the holder");
+    b.signal("TERM");
+    assert_eq!(b.wait(), 0, "{}", b.stderr_text());
+    assert_eq!(session_count(&c), 0);
+}
