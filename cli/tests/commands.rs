@@ -267,3 +267,47 @@ fn bad_input_gets_a_clear_error_and_help_is_real() {
     assert!(err.contains("Error creating session"), "{err}");
     assert_eq!(session_count(&client(&dev)), 0);
 }
+
+#[test]
+fn leader_watch_prints_every_change() {
+    let dev = devserver();
+    let dir = workdir("watch");
+    let script = child_script(&dir);
+    let log = dir.join("log");
+    let watcher = baton(
+        &dev,
+        &dir,
+        "w",
+        &["leader", "-watch", "-json", "svc/w"],
+        &[],
+    );
+    let lines = |n: usize| {
+        wait_for(&format!("{n} lines from leader -watch"), || {
+            let out = watcher.stdout_text();
+            let v: Vec<Value> = out.lines().map(json).collect();
+            (v.len() >= n).then_some(v)
+        })
+    };
+    assert_eq!(lines(1)[0]["leader"], Value::Null, "no leader yet");
+    let mut a = baton(
+        &dev,
+        &dir,
+        "a",
+        &[
+            "elect",
+            "-value",
+            "one",
+            "svc/w",
+            "--",
+            script.to_str().unwrap(),
+        ],
+        &[
+            ("LOG", log.to_str().unwrap()),
+            ("ME", "a"),
+            ("HOLD_MS", "200"),
+        ],
+    );
+    assert_eq!(lines(2)[1]["leader"]["value"], "one");
+    assert_eq!(a.wait(), 0, "{}", a.stderr_text());
+    assert_eq!(lines(3)[2]["leader"], Value::Null, "stepped down");
+}
