@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -31,7 +31,13 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-rust:
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude baton-cli
+
+## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
+## against in-process dev servers (loss -> SIGTERM timings are printed; --nocapture shows them).
+.PHONY: test-cli
+test-cli:
+	$(CARGO) test -p baton-cli -- --nocapture
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
 RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
