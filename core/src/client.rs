@@ -26,8 +26,8 @@ use crate::watch::{WatchSlot, WatchTarget};
 /// How long `Drop` of the last `Client` clone waits for cleanup.
 pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A key held by a lock: (key, session ID, value to resend on release).
-pub(crate) type HeldKey = (String, String, Vec<u8>);
+/// A key held by a lock: (key, session ID, value and flags to resend on release).
+pub(crate) type HeldKey = (String, String, Vec<u8>, u64);
 
 #[derive(Default)]
 struct Runtime {
@@ -304,10 +304,10 @@ impl Core {
                 held.push(h);
             }
         }
-        for (key, sid, value) in held {
+        for (key, sid, value, flags) in held {
             let result = until_answered(deadline, |left| {
                 let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
-                let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid);
+                let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid, flags);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });

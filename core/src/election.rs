@@ -19,14 +19,13 @@ use crate::http::{Consistency, QueryOptions};
 use crate::keyhub::KeySub;
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, Session};
-use crate::lock::{
-    check_key, is_lock_flags, Lock, LockLost, LockOptions, LOCK_CONFLICT, LOCK_FLAG_VALUE,
-};
+use crate::lock::{check_key, Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
 
 /// Options of an [`Election`].
 #[derive(Debug, Clone, Default)]
 pub struct ElectionOptions {
     session: Option<Session>,
+    flags: Option<u64>,
 }
 
 impl ElectionOptions {
@@ -38,6 +37,15 @@ impl ElectionOptions {
     /// Campaign with this session instead of the client's default one.
     pub fn session(mut self, session: Session) -> Self {
         self.session = Some(session);
+        self
+    }
+
+    /// The flags the leader key is written with (see [`LockOptions::flags`]):
+    /// Go's `api.Lock` flag by default; `0` to campaign alongside clients that
+    /// follow Consul's leader-election guide (`?acquire=` with flags 0: curl,
+    /// py-consul, most scripts). Observing reads any leader key either way.
+    pub fn flags(mut self, flags: u64) -> Self {
+        self.flags = Some(flags);
         self
     }
 }
@@ -64,21 +72,17 @@ pub enum LeaderEvent {
     NoLeader,
 }
 
-/// Reads the leader from a key entry; foreign flags are a conflict.
-fn leader_of(key: &str, entry: Option<&KvPair>) -> Result<Option<Leader>> {
-    let Some(p) = entry else { return Ok(None) };
-    if !is_lock_flags(p.flags) {
-        return Err(Error::new(
-            ErrorKind::Conflict,
-            format!("{LOCK_CONFLICT} (key {key:?} has flags {})", p.flags),
-        ));
-    }
-    Ok(p.session.as_ref().map(|s| Leader {
+/// Reads the leader from a key entry: whoever's session holds the key, whatever
+/// the flags it was written with (Go's `api.Lock` flag, or flags 0 as Consul's
+/// leader-election guide writes it), as the guide's "discover the leader" step does.
+fn leader_of(entry: Option<&KvPair>) -> Option<Leader> {
+    let p = entry?;
+    p.session.as_ref().map(|s| Leader {
         value: p.value.clone().unwrap_or_default(),
         session: s.clone(),
         lock_index: p.lock_index,
         token: p.modify_index,
-    }))
+    })
 }
 
 /// A participant in the election on one key.
@@ -107,17 +111,22 @@ impl Client {
         if let Some(s) = options.session {
             lo = lo.session(s);
         }
+        if let Some(f) = options.flags {
+            lo = lo.flags(f);
+        }
         Ok(Election {
             lock: self.lock_with(key, lo)?,
         })
     }
 
-    /// Reads the current leader of the election on `key` (one consistent read).
+    /// Reads the current leader of the election on `key` (one consistent read):
+    /// whoever's session holds the key, whatever flags it was written with (Go's
+    /// `api.Lock` flag, or 0 as Consul's leader-election guide writes it).
     pub fn leader(&self, key: &str) -> Result<Option<Leader>> {
         let key = check_key(key)?;
         let opts = QueryOptions::default().with_consistency(Consistency::Consistent);
         let (entry, _) = self.kv().get_with(&key, &opts)?;
-        leader_of(&key, entry.as_ref())
+        Ok(leader_of(entry.as_ref()))
     }
 
     /// Follows the election on `key`: see [`Election::observe`].
@@ -243,9 +252,9 @@ impl Observer {
     }
 
     /// Blocks until the election's state differs from the last one returned (the
-    /// first call returns the current state). Errors: `Timeout` when nothing
-    /// changed by `timeout`, `Cancelled`, `Closed`, and `Conflict` if the key holds
-    /// a value with foreign flags.
+    /// first call returns the current state). The leader is whoever's session
+    /// holds the key, whatever flags it was written with. Errors: `Timeout` when
+    /// nothing changed by `timeout`, `Cancelled`, `Closed`.
     pub fn next(
         &mut self,
         timeout: Option<Duration>,
@@ -267,7 +276,7 @@ impl Observer {
                     // leader's sequencer carries (or for the key's release, if it died).
                     continue;
                 }
-                let event = match leader_of(&self.key, v.entry.as_ref())? {
+                let event = match leader_of(v.entry.as_ref()) {
                     Some(l) => LeaderEvent::Leader(l),
                     None => LeaderEvent::NoLeader,
                 };

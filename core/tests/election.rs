@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use baton::{ErrorKind, KvOp, LeaderEvent, LockLost, Sequencer, SessionOptions};
+use baton::{ElectionOptions, ErrorKind, KvOp, LeaderEvent, LockLost, Sequencer, SessionOptions};
 use common::{unique, Fixture};
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -206,18 +206,74 @@ fn observers_report_failover_when_the_leader_dies() {
     assert!(won && b.is_leader());
 }
 
+/// Consul's leader-election guide writes the leader key with a plain
+/// `?acquire=` (flags 0), as curl, py-consul and most scripts do. Observers and
+/// `leader()` read such a key; a campaign with Go's flag refuses it with a text
+/// that says what to do; a campaign with flags 0 takes part in that election.
 #[test]
-fn leader_of_a_foreign_key_is_a_conflict() {
+fn an_election_interoperates_with_the_guide_s_flags_0_leader_key() {
     let f = Fixture::start();
-    let key = unique("foreign-election");
+    let key = unique("guide-election");
     let c = f.client();
-    c.kv().put(&key, b"not a lock").unwrap();
-    assert_eq!(c.leader(&key).unwrap_err().kind(), ErrorKind::Conflict);
-    let mut obs = c.observe_leader(&key).unwrap();
+    let guide = f.client();
+    let guide_sid = guide.default_session().unwrap().id().to_string();
+    assert!(guide
+        .kv()
+        .acquire(&key, b"guide-leader", &guide_sid, 0)
+        .unwrap());
+    // Observing reads any leader key.
+    let leader = c.leader(&key).unwrap().expect("the guide's leader");
     assert_eq!(
-        obs.next(Some(PATIENCE), None).unwrap_err().kind(),
-        ErrorKind::Conflict
+        (leader.value.as_slice(), leader.session.as_str()),
+        (&b"guide-leader"[..], guide_sid.as_str())
     );
+    let mut obs = c.observe_leader(&key).unwrap();
+    match obs.next(Some(PATIENCE), None).unwrap() {
+        LeaderEvent::Leader(l) => assert_eq!(l.session, guide_sid),
+        other => panic!("{other:?}"),
+    }
+    // Go's flag on a flags-0 key: a conflict that says what to do.
+    let go_flag = c.election(&key).unwrap();
+    let e = go_flag
+        .campaign(b"baton", Some(Duration::from_millis(500)), None)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict);
+    let text = e.to_string();
+    assert!(
+        text.contains("Existing key does not match lock use"),
+        "{text}"
+    );
+    assert!(
+        text.contains("flags 0") && text.contains("ElectionOptions::flags"),
+        "{text}"
+    );
+    // Flags 0: waits for the guide's leader, then leads; the guide's clients then wait.
+    let guide_format = c
+        .election_with(&key, ElectionOptions::new().flags(0))
+        .unwrap();
+    assert!(!guide_format
+        .campaign(b"baton", Some(Duration::from_millis(300)), None)
+        .unwrap());
+    assert!(guide
+        .kv()
+        .release(&key, b"guide-leader", &guide_sid, 0)
+        .unwrap());
+    assert!(guide_format
+        .campaign(b"baton", Some(PATIENCE), None)
+        .unwrap());
+    let entry = c.kv().get(&key).unwrap().unwrap();
+    assert_eq!(entry.flags, 0, "written the guide's way");
+    assert_eq!(entry.value.as_deref(), Some(&b"baton"[..]));
+    assert!(!guide.kv().acquire(&key, b"guide-2", &guide_sid, 0).unwrap());
+    loop {
+        match obs.next(Some(PATIENCE), None).unwrap() {
+            LeaderEvent::Leader(l) if l.value == b"baton" => break,
+            _ => continue,
+        }
+    }
+    assert!(guide_format.resign().unwrap());
+    assert_eq!(c.kv().get(&key).unwrap().unwrap().flags, 0);
+    assert!(guide.kv().acquire(&key, b"guide-2", &guide_sid, 0).unwrap());
 }
 
 #[test]

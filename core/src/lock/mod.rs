@@ -6,7 +6,7 @@ mod shared;
 mod wire;
 
 pub(crate) use shared::{unlock_later, wait_signals, Woke};
-pub(crate) use wire::{is_lock_flags, unlock_request};
+pub(crate) use wire::{flags_match, unlock_request};
 
 use wire::Unlocked;
 
@@ -49,6 +49,7 @@ const DELAY_MARGIN: Duration = Duration::from_millis(10);
 pub struct LockOptions {
     value: Vec<u8>,
     session: Option<Session>,
+    flags: Option<u64>,
 }
 
 impl LockOptions {
@@ -66,6 +67,17 @@ impl LockOptions {
     /// Hold the lock with this session instead of the client's default one.
     pub fn session(mut self, session: Session) -> Self {
         self.session = Some(session);
+        self
+    }
+
+    /// The flags the key is written with, and that a key must carry to be taken
+    /// as this lock's. The default is Go's `api.Lock` flag
+    /// ([`LOCK_FLAG_VALUE`]), so Go services take part. `0` is how Consul's
+    /// leader-election guide, `curl ...?acquire=`, py-consul and most scripts
+    /// write a lock key: use it to share a key with such clients (Go's
+    /// `api.Lock` then refuses the key, as it refuses any other flags).
+    pub fn flags(mut self, flags: u64) -> Self {
+        self.flags = Some(flags);
         self
     }
 }
@@ -135,6 +147,8 @@ pub(crate) struct LockShared {
     client: Client,
     key: String,
     explicit_session: Option<Session>,
+    /// The flags the key is written with ([`LockOptions::flags`]).
+    flags: u64,
     id: u64,
     inner: Mutex<Inner>,
     /// Serialises acquires of this object.
@@ -213,6 +227,7 @@ impl Client {
                 client: self.clone(),
                 key,
                 explicit_session: options.session,
+                flags: options.flags.unwrap_or(LOCK_FLAG_VALUE),
                 id: NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
@@ -368,7 +383,7 @@ impl Lock {
         drop(sub);
         drop(_session_hook);
         token.cancel();
-        let result = wire::unlock(&sh.client, &sh.key, &value, session.id());
+        let result = wire::unlock(&sh.client, &sh.key, &value, session.id(), sh.flags);
         if result.is_ok() {
             unclaim(session.id(), &sh.key, sh.id);
         }
@@ -395,7 +410,7 @@ impl Lock {
                 // The key may still carry our session: keep trying in the background
                 // until Consul answers (local contenders on this session wait for it).
                 let claim = hand_over_claim(session.id(), &sh.key, sh.id);
-                unlock_later(&sh.client, &sh.key, value, &session, Some(claim));
+                unlock_later(&sh.client, &sh.key, value, sh.flags, &session, Some(claim));
                 Err(e.prefixed(&format!(
                     "release of {:?} not confirmed yet (retried in the background until Consul answers)",
                     sh.key
@@ -510,7 +525,7 @@ impl Lock {
         destroy_key(
             &self.shared.client,
             &self.shared.key,
-            LOCK_FLAG_VALUE,
+            self.shared.flags,
             LOCK_CONFLICT,
             "Lock in use",
         )
@@ -531,7 +546,14 @@ impl Lock {
             .holding
             .as_ref()
             .map_or(0, |h| h.sequencer.lock_index);
-        match wire::relock(&sh.client, &sh.key, value, session.id(), lock_index)? {
+        match wire::relock(
+            &sh.client,
+            &sh.key,
+            value,
+            session.id(),
+            lock_index,
+            sh.flags,
+        )? {
             Ok(mut pair) => {
                 if let Some(h) = lock(&sh.client.core().held_keys).get_mut(&held_id) {
                     h.2 = value.to_vec();
@@ -591,7 +613,7 @@ pub(crate) fn destroy_key(
         return Ok(());
     };
     // A lock key a Consul before 1.6.2 stored with rounded flags is a lock key too.
-    if p.flags != flags && !(flags == LOCK_FLAG_VALUE && is_lock_flags(p.flags)) {
+    if !flags_match(flags, p.flags) {
         return Err(Error::new(ErrorKind::Conflict, conflict));
     }
     if p.session.is_some() {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
-use super::wire::is_lock_flags;
+use super::wire::{flags_match, is_lock_flags};
 use super::*;
 use crate::claim::{hand_over_claim, take_claim, unclaim, ClaimGuard};
 use crate::cleanup::{Next, Owed};
@@ -74,7 +74,7 @@ impl LockShared {
         };
         let ops = [
             check,
-            KvOp::lock(&self.key, value, LOCK_FLAG_VALUE, session.id()),
+            KvOp::lock(&self.key, value, self.flags, session.id()),
         ];
         match self.client.txn(&ops) {
             Ok(entries) => match entries.into_iter().rev().find(|p| p.key == self.key) {
@@ -156,36 +156,35 @@ impl LockShared {
     /// Go's `api.Lock` does it, a `PUT ?acquire=` with the flags in the query
     /// string, then a read for the entry (its LockIndex and ModifyIndex).
     fn attempt_by_put(&self, session: &Session, value: &[u8]) -> Result<Attempt> {
-        let acquired =
-            match self
-                .client
-                .kv()
-                .acquire(&self.key, value, session.id(), LOCK_FLAG_VALUE)
+        let acquired = match self
+            .client
+            .kv()
+            .acquire(&self.key, value, session.id(), self.flags)
+        {
+            Ok(a) => a,
+            Err(e)
+                if e.server_text()
+                    .is_some_and(|t| t.contains("invalid session")) =>
             {
-                Ok(a) => a,
-                Err(e)
-                    if e.server_text()
-                        .is_some_and(|t| t.contains("invalid session")) =>
-                {
-                    session.shared.lose(LostReason::Invalidated);
-                    return Err(Error::new(
-                        ErrorKind::SessionInvalidated,
-                        format!("failed to acquire lock: {}", e.message()),
-                    ));
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::Timeout
-                            | ErrorKind::Connection
-                            | ErrorKind::Server
-                            | ErrorKind::BadResponse
-                    ) =>
-                {
-                    return Ok(Attempt::Unknown(e))
-                }
-                Err(e) => return Err(e),
-            };
+                session.shared.lose(LostReason::Invalidated);
+                return Err(Error::new(
+                    ErrorKind::SessionInvalidated,
+                    format!("failed to acquire lock: {}", e.message()),
+                ));
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Timeout
+                        | ErrorKind::Connection
+                        | ErrorKind::Server
+                        | ErrorKind::BadResponse
+                ) =>
+            {
+                return Ok(Attempt::Unknown(e))
+            }
+            Err(e) => return Err(e),
+        };
         let k = match self.read() {
             Ok(k) => k,
             Err(e) if acquired => return Ok(Attempt::Unknown(e)),
@@ -249,7 +248,14 @@ impl LockShared {
         if maybe_applied && !matches!(result, Ok(true)) {
             let value = lock(&self.inner).value.clone();
             let claim = hand_over_claim(session.id(), &self.key, self.id);
-            unlock_later(&self.client, &self.key, value, session, Some(claim));
+            unlock_later(
+                &self.client,
+                &self.key,
+                value,
+                self.flags,
+                session,
+                Some(claim),
+            );
         }
         result
     }
@@ -282,15 +288,18 @@ impl LockShared {
                 None => ride.run(|| self.read())?,
             };
             if let Some(p) = &k.entry {
-                if p.flags != LOCK_FLAG_VALUE && is_lock_flags(p.flags) {
+                if self.flags == LOCK_FLAG_VALUE
+                    && p.flags != LOCK_FLAG_VALUE
+                    && is_lock_flags(p.flags)
+                {
                     // Written by a lock txn on a Consul before 1.6.2 and never repaired:
                     // this server rounds txn numbers; our acquire rewrites the flags.
                     self.client.core().learned.learn_lossy();
                 }
-                if !is_lock_flags(p.flags) {
+                if !flags_match(self.flags, p.flags) {
                     return Err(Error::new(
                         ErrorKind::Conflict,
-                        format!("{LOCK_CONFLICT} (key {:?} has flags {})", self.key, p.flags),
+                        foreign_flags(&self.key, p.flags, self.flags),
                     ));
                 }
             }
@@ -437,13 +446,12 @@ impl LockShared {
     /// it carries our session (the server did give it to us).
     fn learn_outcome(&self, session: &Session) -> Result<Option<KvPair>> {
         let k = self.read()?;
-        let Some(p) = k
-            .entry
-            .filter(|p| p.session.as_deref() == Some(session.id()) && is_lock_flags(p.flags))
-        else {
+        let Some(p) = k.entry.filter(|p| {
+            p.session.as_deref() == Some(session.id()) && flags_match(self.flags, p.flags)
+        }) else {
             return Ok(None);
         };
-        if p.flags == LOCK_FLAG_VALUE {
+        if p.flags == self.flags {
             return Ok(Some(p));
         }
         // Ours, but written with rounded flags by a txn whose answer we missed:
@@ -453,14 +461,14 @@ impl LockShared {
         if !self
             .client
             .kv()
-            .acquire(&self.key, &value, session.id(), LOCK_FLAG_VALUE)?
+            .acquire(&self.key, &value, session.id(), self.flags)?
         {
             return Ok(None);
         }
         Ok(self
             .read()?
             .entry
-            .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == LOCK_FLAG_VALUE))
+            .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == self.flags))
     }
 
     /// The generation of the current holding if it is still valid, ending it
@@ -526,7 +534,14 @@ impl LockShared {
             Err(e) => {
                 // Granted but not recorded: give the key back.
                 let claim = hand_over_claim(session.id(), &self.key, self.id);
-                unlock_later(&self.client, &self.key, value, session, Some(claim));
+                unlock_later(
+                    &self.client,
+                    &self.key,
+                    value,
+                    self.flags,
+                    session,
+                    Some(claim),
+                );
                 return Err(e);
             }
         };
@@ -546,6 +561,7 @@ impl LockShared {
                 self.key.clone(),
                 session.id().to_string(),
                 lock(&self.inner).value.clone(),
+                self.flags,
             ),
         );
         {
@@ -608,10 +624,30 @@ impl LockShared {
         }
         if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
             // Consul may still think we hold it: release it as soon as we can reach it.
-            unlock_later(&self.client, &self.key, value, &h.session, None);
+            unlock_later(&self.client, &self.key, value, self.flags, &h.session, None);
         }
         drop(h);
     }
+}
+
+/// The message for a key whose flags are not this lock's: what wrote it, and
+/// what to do.
+pub(crate) fn foreign_flags(key: &str, have: u64, want: u64) -> String {
+    let what = if have == 0 {
+        "written as Consul's leader-election guide, curl, py-consul and most scripts \
+         write a lock key (flags 0); to share the key with such clients, create the lock \
+         or election with flags 0 (LockOptions::flags / ElectionOptions::flags), or use \
+         another key"
+            .to_string()
+    } else if is_lock_flags(have) {
+        format!(
+            "a lock key of Go's api.Lock (and baton's default); this lock writes flags \
+             {want}: create it with the default flags to share the key"
+        )
+    } else {
+        "not a lock key (a semaphore's, or other data): use another key".to_string()
+    };
+    format!("{LOCK_CONFLICT} (key {key:?} has flags {have}: {what})")
 }
 
 /// The error of an acquire whose session was lost meanwhile.
@@ -643,6 +679,7 @@ pub(crate) fn unlock_later(
     client: &Client,
     key: &str,
     value: Vec<u8>,
+    flags: u64,
     session: &Session,
     claim: Option<ClaimGuard>,
 ) {
@@ -652,11 +689,11 @@ pub(crate) fn unlock_later(
     // Until Consul confirms it, `close` knows this unlock is owed and tries it too.
     let entry = client
         .core()
-        .owe_unlock((key.clone(), sid.clone(), value.clone()));
+        .owe_unlock((key.clone(), sid.clone(), value.clone(), flags));
     client.clean_up(move |c| {
         let _claim = &claim;
         let _entry = &entry;
-        match super::wire::unlock(c, &key, &value, &sid) {
+        match super::wire::unlock(c, &key, &value, &sid, flags) {
             Ok(_) => Next::Done,
             Err(e)
                 if matches!(

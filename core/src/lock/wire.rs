@@ -26,6 +26,12 @@ pub(crate) fn is_lock_flags(flags: u64) -> bool {
     flags == LOCK_FLAG_VALUE || flags == through_f64(LOCK_FLAG_VALUE)
 }
 
+/// Whether a key written with `have` belongs to a lock writing `want`: the
+/// same flags, or Go's lock flag as a Consul before 1.6.2 stored it.
+pub(crate) fn flags_match(want: u64, have: u64) -> bool {
+    have == want || (want == LOCK_FLAG_VALUE && is_lock_flags(have))
+}
+
 /// Whether lock writes go in a txn: only once the server is known to store
 /// txn numbers exactly. An acquire on a server not yet known also uses a txn
 /// (its answer teaches, and a rounded write is repaired at once).
@@ -42,16 +48,22 @@ pub(crate) enum Unlocked {
 }
 
 /// The request that releases `key` held by `session`, resending `value` and
-/// the lock flag (Consul overwrites both on release).
-pub(crate) fn unlock_request(exact_txn: bool, key: &str, value: &[u8], session: &str) -> Request {
+/// the lock's `flags` (Consul overwrites both on release).
+pub(crate) fn unlock_request(
+    exact_txn: bool,
+    key: &str,
+    value: &[u8],
+    session: &str,
+    flags: u64,
+) -> Request {
     if exact_txn {
-        let op = KvOp::unlock(key, value, LOCK_FLAG_VALUE, session);
+        let op = KvOp::unlock(key, value, flags, session);
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
         req
     } else {
         let mut req = Request::new("PUT", kv_path(key));
-        req.param("flags", LOCK_FLAG_VALUE.to_string());
+        req.param("flags", flags.to_string());
         req.param("release", session.to_string());
         req.raw_body(value.to_vec());
         req
@@ -59,9 +71,15 @@ pub(crate) fn unlock_request(exact_txn: bool, key: &str, value: &[u8], session: 
 }
 
 /// Releases `key` held by `session` (one request either way).
-pub(crate) fn unlock(client: &Client, key: &str, value: &[u8], session: &str) -> Result<Unlocked> {
+pub(crate) fn unlock(
+    client: &Client,
+    key: &str,
+    value: &[u8],
+    session: &str,
+    flags: u64,
+) -> Result<Unlocked> {
     let exact_txn = by_txn(client);
-    let req = unlock_request(exact_txn, key, value, session);
+    let req = unlock_request(exact_txn, key, value, session, flags);
     let resp = client.send(&req)?;
     if exact_txn {
         match txn_answer(&req, resp) {
@@ -94,13 +112,14 @@ pub(crate) fn relock(
     value: &[u8],
     session: &str,
     lock_index: u64,
+    flags: u64,
 ) -> Result<std::result::Result<KvPair, String>> {
     if by_txn(client) {
         // A `lock` by the same session behind a `check-session`, so a lost lock
         // is never re-taken.
         return match client.txn(&[
             KvOp::check_session(key, session),
-            KvOp::lock(key, value, LOCK_FLAG_VALUE, session),
+            KvOp::lock(key, value, flags, session),
         ]) {
             Ok(entries) => match entries.into_iter().rev().find(|p| p.key == key) {
                 Some(p) => Ok(Ok(p)),
@@ -118,7 +137,7 @@ pub(crate) fn relock(
     // As Go would: a re-acquire with the flags in the query string. It has no
     // session check, so a key we had lost and found free is taken again: a new
     // LockIndex shows it, and it is given back.
-    if !client.kv().acquire(key, value, session, LOCK_FLAG_VALUE)? {
+    if !client.kv().acquire(key, value, session, flags)? {
         return Ok(Err(format!(
             "Consul refused to rewrite {key:?} with session {session}"
         )));
@@ -126,7 +145,7 @@ pub(crate) fn relock(
     match client.kv().get(key)? {
         Some(p) if p.session.as_deref() == Some(session) && p.lock_index == lock_index => Ok(Ok(p)),
         Some(p) if p.session.as_deref() == Some(session) => {
-            let _ = client.kv().release(key, value, session, LOCK_FLAG_VALUE);
+            let _ = client.kv().release(key, value, session, flags);
             Ok(Err(format!(
                 "{key:?} had been released (LockIndex {} is not {lock_index})",
                 p.lock_index
