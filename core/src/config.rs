@@ -156,6 +156,19 @@ pub struct ClientBuilder {
     pub(crate) connect_timeout: Duration,
     pub(crate) default_session: crate::session_api::SessionOptions,
     pub(crate) warnings: Vec<String>,
+    /// Where the address came from, for error messages.
+    pub(crate) address_origin: AddressOrigin,
+}
+
+/// Where a client's address came from (named by connection errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AddressOrigin {
+    /// Nothing set it: Consul's default `127.0.0.1:8500`.
+    Default,
+    /// `CONSUL_HTTP_ADDR`.
+    Env,
+    /// [`ClientBuilder::address`].
+    Configured,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -206,6 +219,7 @@ impl ClientBuilder {
             connect_timeout: Duration::from_secs(5),
             default_session: crate::session_api::SessionOptions::default_for_client(),
             warnings: Vec::new(),
+            address_origin: AddressOrigin::Default,
         }
     }
 
@@ -226,6 +240,7 @@ impl ClientBuilder {
         let mut b = ClientBuilder::new();
         if let Some(addr) = get(ENV_HTTP_ADDR) {
             b.address = addr;
+            b.address_origin = AddressOrigin::Env;
         }
         b.env_token_file = get(ENV_HTTP_TOKEN_FILE).map(PathBuf::from);
         b.env_token = get(ENV_HTTP_TOKEN).map(Secret);
@@ -276,6 +291,7 @@ impl ClientBuilder {
     /// `unix:///path` (unix sockets are rejected by [`ClientBuilder::build`]).
     pub fn address(mut self, address: impl Into<String>) -> Self {
         self.address = address.into();
+        self.address_origin = AddressOrigin::Configured;
         self
     }
 

@@ -142,6 +142,12 @@ impl Error {
         self
     }
 
+    /// The same error, `hint` appended to its message after `" — "`.
+    pub(crate) fn suffixed(mut self, hint: &str) -> Error {
+        self.message = bounded(format!("{} \u{2014} {hint}", self.message), MESSAGE_MAX);
+        self
+    }
+
     /// The same error, its message preceded by `context` and `": "`.
     pub(crate) fn prefixed(mut self, context: &str) -> Error {
         self.message = bounded(format!("{context}: {}", self.message), MESSAGE_MAX);
@@ -163,7 +169,15 @@ impl Error {
         let text = String::from_utf8_lossy(raw);
         let kind = classify_status(status, &text);
         let transient = kind == ErrorKind::Server && transient_status(status, &text);
-        let message = if raw.is_empty() {
+        let message = if (300..400).contains(&status) {
+            // Go's ServeMux answers a path that is not clean (`//`, `/./`, `/../`) with a
+            // redirect, as does a proxy in front of the agent.
+            format!(
+                "Consul answered {status}, a redirect, which baton does not follow: check the \
+                 address and its path prefix, and the key for `//`, `./` or `../` ({})",
+                printable(raw, SHOWN_TEXT_MAX)
+            )
+        } else if raw.is_empty() {
             format!("Consul answered {status}")
         } else {
             format!(

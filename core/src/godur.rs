@@ -54,9 +54,42 @@ pub fn format_go_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
+/// Formats a duration for people, as Go's `time.Duration.String` does for the
+/// durations a client meets: `"25h0m0s"`, `"1m30s"`, `"1.5s"`, `"500ms"`
+/// (sub-millisecond parts dropped).
+pub(crate) fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = d.subsec_millis();
+    let s = if frac == 0 {
+        format!("{}s", secs % 60)
+    } else {
+        let f = format!("{:03}", frac);
+        format!("{}.{}s", secs % 60, f.trim_end_matches('0'))
+    };
+    match (secs / 3600, secs % 3600 / 60) {
+        (0, 0) => s,
+        (0, m) => format!("{m}m{s}"),
+        (h, m) => format!("{h}h{m}m{s}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_for_people_as_go_does() {
+        assert_eq!(human(Duration::from_secs(25 * 3600)), "25h0m0s");
+        assert_eq!(human(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human(Duration::from_millis(10_250)), "10.25s");
+        assert_eq!(human(Duration::from_millis(100)), "100ms");
+        assert_eq!(human(Duration::from_secs(10)), "10s");
+    }
 
     #[test]
     fn parses_go_durations() {

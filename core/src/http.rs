@@ -294,6 +294,8 @@ pub(crate) struct Transport {
     request_timeout: Duration,
     /// Whether Consul is answering, as the requests of all threads see it.
     pub(crate) availability: Availability,
+    /// Where the address came from, for connection errors.
+    address_origin: crate::config::AddressOrigin,
 }
 
 /// Whether Consul answers: set troubled by a transient failure, and back by the
@@ -435,6 +437,7 @@ impl Transport {
             common_query,
             request_timeout: b.request_timeout,
             availability: Availability::default(),
+            address_origin: b.address_origin,
         })
     }
 
@@ -534,7 +537,10 @@ impl Transport {
                 return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
             }
         }
-        let result = result.map_err(|e| map_ureq_error(e, endpoint, timeout, timeout_is_users));
+        let result = result.map_err(|e| {
+            let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
+            self.explain(err)
+        });
         match &result {
             Ok(r) => self.availability.saw(crate::error::transient_status(
                 r.status,
@@ -608,6 +614,39 @@ impl Transport {
         };
         let body = read_body(resp.body_mut())?;
         Ok(Response { status, body, meta })
+    }
+
+    /// Adds to a failure to reach Consul the address tried, where it came from
+    /// and what to check.
+    fn explain(&self, err: Error) -> Error {
+        use crate::config::AddressOrigin;
+        let text = err.message();
+        let unreachable = text.starts_with("connection failed")
+            || text.starts_with("host not found")
+            || text.contains("Connection refused")
+            || text.contains("No route to host");
+        if unreachable {
+            let whence = match self.address_origin {
+                AddressOrigin::Default => {
+                    "Consul's default address; set CONSUL_HTTP_ADDR if the agent listens elsewhere"
+                }
+                AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
+                AddressOrigin::Configured => "the client's configured address",
+            };
+            return err.suffixed(&format!(
+                "no Consul agent answered at {} ({whence})",
+                self.base
+            ));
+        }
+        let tls_to_plain = text.contains("InvalidContentType") || text.contains("corrupt message");
+        if tls_to_plain && self.base.starts_with("https://") {
+            return err.suffixed(&format!(
+                "{} does not answer TLS: if the agent serves plain HTTP, use an http:// address \
+                 (and unset CONSUL_HTTP_SSL)",
+                self.base
+            ));
+        }
+        err
     }
 
     /// Sends `req` and turns a non-2xx answer into an error.

@@ -210,6 +210,25 @@ fn session_create_rejects_bad_ttl() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert!(err.server_text().unwrap().contains("Invalid Session TTL"));
+    // Said in the user's units, naming the bound (issue "One library in four
+    // languages": Consul's text gives nanoseconds and a garbled range).
+    assert!(
+        err.message()
+            .starts_with("session TTL 25h0m0s is above Consul's maximum of 24h0m0s"),
+        "{err}"
+    );
+    if f.short_ttls() {
+        // The test server's session_ttl_min is 500 ms.
+        let err = c
+            .sessions()
+            .create(&SessionOptions::new().ttl(Duration::from_millis(100)))
+            .unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("session TTL 100ms is below the server's session_ttl_min of 500ms"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

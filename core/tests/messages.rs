@@ -1,0 +1,73 @@
+//! Errors that say what to do (issue "One library in four languages", the
+//! "Messages" findings): a closed port names the address and where it came
+//! from, https against a plain-HTTP agent says so, a redirect says it is not
+//! followed. (The TTL-out-of-range text is in `lowlevel.rs`.)
+
+mod common;
+
+use baton::{ClientBuilder, ErrorKind};
+use common::Fixture;
+
+/// A port nothing listens on (port 1 is reserved and never bound here).
+const CLOSED: &str = "127.0.0.1:1";
+
+#[test]
+fn a_closed_port_names_the_address_and_where_it_came_from() {
+    let configured = ClientBuilder::new().address(CLOSED).build().unwrap();
+    let e = configured.kv().get("k").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection);
+    assert!(e.is_transient());
+    let text = e.to_string();
+    assert!(
+        text.contains(
+            "no Consul agent answered at http://127.0.0.1:1 (the client's configured address)"
+        ),
+        "{text}"
+    );
+    let from_env = ClientBuilder::from_lookup(|name| {
+        (name == baton::ENV_HTTP_ADDR).then(|| CLOSED.to_string())
+    })
+    .build()
+    .unwrap();
+    let text = from_env.kv().get("k").unwrap_err().to_string();
+    assert!(
+        text.contains("at http://127.0.0.1:1 (from CONSUL_HTTP_ADDR)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn https_against_a_plain_http_agent_says_so() {
+    let f = Fixture::start();
+    if f.url().starts_with("https://") {
+        eprintln!("skipped: the test Consul speaks TLS");
+        return;
+    }
+    let host = f.url().trim_start_matches("http://").to_string();
+    let c = ClientBuilder::new()
+        .address(format!("https://{host}"))
+        .build()
+        .unwrap();
+    let e = c.kv().get("k").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(
+            "does not answer TLS: if the agent serves plain HTTP, use an http:// address"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_redirect_says_it_is_not_followed() {
+    let f = Fixture::start();
+    let c = f.client();
+    // Consul's ServeMux redirects a path that is not clean.
+    let e = c.kv().get("a//b").unwrap_err();
+    assert_eq!(e.status(), Some(301), "{e}");
+    assert!(
+        e.to_string()
+            .contains("a redirect, which baton does not follow"),
+        "{e}"
+    );
+}
