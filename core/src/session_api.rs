@@ -462,6 +462,45 @@ pub(crate) fn renew_answer(req: &Request, resp: crate::http::Response) -> Result
     Ok(entry)
 }
 
+/// Consul refuses a TTL out of range with `Invalid Session TTL '<ns>', must be
+/// between [<min>=<max>]` (nanoseconds, and a `=` where a `-` was meant; see
+/// `agent/session_endpoint.go`). Says it in the user's units, naming the
+/// server's setting; Consul's text stays in [`Error::server_text`].
+fn explain_ttl_refusal(e: Error) -> Error {
+    let Some(text) = e.server_text() else {
+        return e;
+    };
+    let Some(rest) = text.strip_prefix("Invalid Session TTL '") else {
+        return e;
+    };
+    let Some((ns, range)) = rest.split_once('\'') else {
+        return e;
+    };
+    let Ok(ns) = ns.parse::<u64>() else {
+        return e;
+    };
+    let ttl = crate::godur::human(Duration::from_nanos(ns));
+    let bounds = range
+        .split_once('[')
+        .and_then(|(_, r)| r.split_once(']'))
+        .and_then(|(r, _)| r.split_once('='));
+    let explained = match bounds {
+        Some((min, max)) => {
+            let below =
+                crate::godur::parse_go_duration(min).is_some_and(|m| Duration::from_nanos(ns) < m);
+            if below {
+                format!(
+                    "session TTL {ttl} is below the server's session_ttl_min of {min} (Consul accepts {min} to {max})"
+                )
+            } else {
+                format!("session TTL {ttl} is above Consul's maximum of {max} (it accepts {min} to {max})")
+            }
+        }
+        None => format!("session TTL {ttl} is out of the range the server accepts"),
+    };
+    e.prefixed(&explained)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,43 +619,4 @@ mod tests {
         let req = Request::new("GET", "/v1/session/info/a%2Fb");
         assert!(check_answer_names(&req, "a/b").is_ok());
     }
-}
-
-/// Consul refuses a TTL out of range with `Invalid Session TTL '<ns>', must be
-/// between [<min>=<max>]` (nanoseconds, and a `=` where a `-` was meant; see
-/// `agent/session_endpoint.go`). Says it in the user's units, naming the
-/// server's setting; Consul's text stays in [`Error::server_text`].
-fn explain_ttl_refusal(e: Error) -> Error {
-    let Some(text) = e.server_text() else {
-        return e;
-    };
-    let Some(rest) = text.strip_prefix("Invalid Session TTL '") else {
-        return e;
-    };
-    let Some((ns, range)) = rest.split_once('\'') else {
-        return e;
-    };
-    let Ok(ns) = ns.parse::<u64>() else {
-        return e;
-    };
-    let ttl = crate::godur::human(Duration::from_nanos(ns));
-    let bounds = range
-        .split_once('[')
-        .and_then(|(_, r)| r.split_once(']'))
-        .and_then(|(r, _)| r.split_once('='));
-    let explained = match bounds {
-        Some((min, max)) => {
-            let below =
-                crate::godur::parse_go_duration(min).is_some_and(|m| Duration::from_nanos(ns) < m);
-            if below {
-                format!(
-                    "session TTL {ttl} is below the server's session_ttl_min of {min} (Consul accepts {min} to {max})"
-                )
-            } else {
-                format!("session TTL {ttl} is above Consul's maximum of {max} (it accepts {min} to {max})")
-            }
-        }
-        None => format!("session TTL {ttl} is out of the range the server accepts"),
-    };
-    e.prefixed(&explained)
 }
