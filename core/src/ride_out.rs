@@ -97,12 +97,21 @@ impl<'a> RideOut<'a> {
         }
     }
 
+    /// [`RideOut::wait_after`] for a caller whose next request is not made
+    /// through [`RideOut::run`]: the probe slot is given back at once, so it
+    /// is never kept while the caller waits on something else.
+    pub(crate) fn pause(&mut self, e: Error) -> Result<()> {
+        let r = self.wait_after(e);
+        self.probe = None;
+        r
+    }
+
     /// After a failure `e`: returns it if it is not transient; otherwise waits
     /// before the next try, or fails if the call ends first. With no time left
     /// for another try, the error is `e` itself for a try-once call (it reports
     /// what went wrong), else a `Timeout` naming `e` (an acquire turns it into
     /// "not acquired by the deadline").
-    pub(crate) fn wait_after(&mut self, e: Error) -> Result<()> {
+    fn wait_after(&mut self, e: Error) -> Result<()> {
         if !e.is_transient() {
             return Err(e);
         }

@@ -335,7 +335,7 @@ impl LockShared {
                             Ok(None) => {
                                 // Consul was unavailable: wait (within the deadline)
                                 // and try again; a failure for good ends the call.
-                                ride.wait_after(e)?;
+                                ride.pause(e)?;
                                 None
                             }
                             Err(read_err) => return Err(read_err),
