@@ -26,8 +26,17 @@ export type { ServiceOptions }
 /** A check's status. */
 export type CheckStatus = 'passing' | 'warning' | 'critical'
 
+/** Session options as `createSession` and `defaultSession` take them (`ttlMs: null`: no TTL). */
+export type SessionOptionsIn = Omit<SessionOptions, 'ttlMs'> & { ttlMs?: number | null }
+
 /** Options of a client; unset fields come from the `CONSUL_*` environment variables. */
-export interface ClientOptions extends NativeClientOptions {}
+export interface ClientOptions extends Omit<NativeClientOptions, 'defaultSession'> {
+  /**
+   * Options of the session the client's locks, semaphores and elections share by default
+   * (name "baton", TTL 15 s and Consul's lock-delay unless set here; see SessionOptions).
+   */
+  defaultSession?: SessionOptionsIn
+}
 
 /**
  * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
@@ -357,7 +366,7 @@ export declare class Client {
    * Creates a session renewed in the background. Without options: TTL 15 s (`ttlMs` 15000),
    * Consul's lock-delay; `{ ttlMs: 0 }` or `{ ttlMs: null }` for a session without TTL.
    */
-  createSession(options?: Omit<SessionOptions, 'ttlMs'> & { ttlMs?: number | null }): Promise<Session>
+  createSession(options?: SessionOptionsIn): Promise<Session>
   /**
    * Manages a session created elsewhere: renewed if it has a TTL, watched for invalidation,
    * never destroyed by `close()` (`session.destroy()` does). 'BATON_INVALID_ARGUMENT' for an ID
