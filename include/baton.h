@@ -18,6 +18,11 @@
 /** The version as a string, equal to what baton_version() returns. */
 #define BATON_VERSION_STRING "0.1.0"
 
+/** The size of a buffer that always holds a sequencer of the lock or election on
+ *  a key of `key_len` bytes (as given, e.g. strlen(key)), NUL included: see
+ *  BATON_SEQUENCER_OVERHEAD and baton_lock_sequencer. */
+#define BATON_SEQUENCER_MAX(key_len) ((size_t)(key_len) + BATON_SEQUENCER_OVERHEAD)
+
 #if defined(__GNUC__) || defined(__clang__)
 #define BATON_MUST_USE __attribute__((warn_unused_result))
 #else
@@ -43,6 +48,14 @@
 
 // The size of `baton_leader.session`: a session ID (36 characters) and its NUL.
 #define BATON_SESSION_ID_SIZE 37
+
+// What a sequencer takes besides its key, NUL included:
+// `<lock_index>:<token>:<session>:<key>` has two 64-bit numbers in decimal (at
+// most 20 digits each), a session ID (always a 36-character UUID), three `:`
+// and the terminating NUL. A buffer of `BATON_SEQUENCER_MAX(strlen(key))`
+// bytes, `key` as given to `baton_lock_new` / `baton_election_new` (a leading
+// `/` is dropped, never added), always holds a sequencer of that lock.
+#define BATON_SEQUENCER_OVERHEAD 80
 
 // Session behavior when it is invalidated: release its locks (Consul's default).
 #define BATON_BEHAVIOR_RELEASE 0
@@ -71,7 +84,9 @@ enum baton_result
   BATON_BUFFER_TOO_SMALL = 103,
   // Release of something not held (locks, semaphores).
   BATON_NOT_HELD = 104,
-  // Acquire of something already held by this handle (locks, semaphores).
+  // No longer returned (kept so that numbers are never reused): acquiring what
+  // a handle already holds is `BATON_CONFLICT` (`Lock already held`,
+  // `Semaphore already held`), the core's kind and what Python and Node report.
   BATON_ALREADY_HELD = 105,
   // The server could not be reached, or the connection broke.
   BATON_CONNECTION = 200,
@@ -518,7 +533,8 @@ baton_result baton_client_new(const struct baton_client_options *options,
 // Copies the base URL requests go to (no credentials), e.g.
 // `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
 // `*len_out` (if not NULL) gets the length without the NUL, also when the
-// result is `BATON_BUFFER_TOO_SMALL`.
+// result is `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for
+// the length (`BATON_BUFFER_TOO_SMALL`, as `baton_kv_get` does).
 baton_result baton_client_address(const struct baton_client *client,
                                   char *buf,
                                   size_t len,
@@ -561,7 +577,7 @@ baton_result baton_election_new(const struct baton_client *client,
 // Campaigns with `value` (what followers read as the leader's identity, e.g.
 // its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
 // 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
-// (`BATON_CANCELLED`). `BATON_ALREADY_HELD` when already leading.
+// (`BATON_CANCELLED`). `BATON_CONFLICT` (`Lock already held`) when already leading.
 BATON_MUST_USE
 baton_result baton_election_campaign(const struct baton_election *election,
                                      const uint8_t *value,
@@ -685,6 +701,14 @@ baton_result baton_guarded_delete(const struct baton_client *client,
                                   const char *sequencer,
                                   const char *key);
 
+// The name of why a holding ended, the string Python and Node report for it:
+// `"released"`, `"key_changed"`, `"removed"`, `"session_lost"`,
+// `"client_closed"`. A static NUL-terminated string, never freed; `"unknown"`
+// for a number that is not a `baton_hold_lost`. With `BATON_HOLD_SESSION_LOST`,
+// `baton_lost_reason_name` of the session reason says why the session was lost
+// (e.g. `"deadline_exceeded"`).
+const char *baton_hold_lost_name(uint32_t reason);
+
 // Reads one key. `*found_out` (required) tells whether it exists. The value is
 // copied into `buf` of `len` bytes (not NUL-terminated; `buf` may be NULL when
 // `len` is 0) and its length written to `*value_len_out` (if not NULL), also
@@ -722,9 +746,10 @@ baton_result baton_lock_new(const struct baton_client *client,
 // Acquires the lock, waiting up to `timeout_ms` (0 tries once;
 // `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when held;
 // `BATON_TIMEOUT` when not acquired by then (someone else holds it);
-// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_ALREADY_HELD` if this
-// handle holds it; `BATON_CONFLICT` if the key is used by something other than
-// a lock (Consul's text `Existing key does not match lock use`);
+// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CONFLICT` if this
+// handle holds it already (text `Lock already held`, the code Python and Node
+// report) or the key is used by something other than a lock (Consul's text
+// `Existing key does not match lock use`);
 // `BATON_SESSION_INVALIDATED` if the session given in the options is lost.
 // A key freed by an invalidated session is retried when its lock-delay ends.
 BATON_MUST_USE
@@ -759,9 +784,12 @@ baton_result baton_lock_set_value(const struct baton_lock *lock,
 // NUL-terminated into `buf` of `len` bytes (`*len_out`, if not NULL, gets its
 // length without the NUL, also with `BATON_BUFFER_TOO_SMALL`), and its fencing
 // token (the acquiring write's raft index, which only grows) into `*token_out`
-// (if not NULL). Hand the token to storage that rejects lower ones, or the
-// string to `baton_check_sequencer` / `baton_guarded_put`. `BATON_NOT_HELD`
-// when not held.
+// (if not NULL, also with `BATON_BUFFER_TOO_SMALL`). Hand the token to storage
+// that rejects lower ones, or the string to `baton_check_sequencer` /
+// `baton_guarded_put`. `buf = NULL, len = 0` asks only for the length
+// (`BATON_BUFFER_TOO_SMALL`, as `baton_lock_value` does); a buffer of
+// `BATON_SEQUENCER_MAX(strlen(key))` bytes is always large enough (see
+// `BATON_SEQUENCER_OVERHEAD`). `BATON_NOT_HELD` when not held.
 baton_result baton_lock_sequencer(const struct baton_lock *lock,
                                   char *buf,
                                   size_t len,
@@ -815,8 +843,8 @@ baton_result baton_semaphore_new(const struct baton_client *client,
 // Takes a slot, waiting up to `timeout_ms` (0 tries once; `BATON_WAIT_FOREVER`
 // waits without limit). `BATON_OK` when held; `BATON_TIMEOUT` when all slots
 // stayed taken (the contender key is removed again); `BATON_CANCELLED` through
-// `cancel` (may be NULL); `BATON_ALREADY_HELD`; `BATON_CONFLICT` when the stored
-// limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
+// `cancel` (may be NULL); `BATON_CONFLICT` when this handle holds a slot
+// already (`Semaphore already held`), when the stored limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 // not a semaphore's.
 BATON_MUST_USE
 baton_result baton_semaphore_acquire(const struct baton_semaphore *semaphore,
@@ -856,6 +884,12 @@ void baton_semaphore_free(struct baton_semaphore *semaphore);
 // The default session options: no name, TTL 15 s, lock delay 15 s, release.
 struct baton_session_options baton_session_options_default(void);
 
+// The name of a session's lost reason, the string Python and Node report for
+// it: `"invalidated"`, `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`,
+// and `"none"` for `BATON_LOST_NONE`. A static NUL-terminated string, never
+// freed; `"unknown"` for a number that is not a `baton_lost_reason`.
+const char *baton_lost_reason_name(uint32_t reason);
+
 // Creates a managed session with `options` (NULL: `baton_session_options_default()`):
 // renewed in the background at about TTL/3, watched for invalidation, destroyed
 // when the client is closed. Writes `*session_out` on success; free it with
@@ -875,7 +909,8 @@ baton_result baton_client_default_session(const struct baton_client *client,
 
 // Copies the session ID (36 characters) NUL-terminated into `buf` of `len`
 // bytes (37 or more). `*len_out` (if not NULL) gets the length without the NUL,
-// also when the result is `BATON_BUFFER_TOO_SMALL`.
+// also when the result is `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks
+// only for the length (`BATON_BUFFER_TOO_SMALL`, as `baton_kv_get` does).
 baton_result baton_session_id(const struct baton_session *session,
                               char *buf,
                               size_t len,

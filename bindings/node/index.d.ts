@@ -8,8 +8,12 @@ import type {
 } from './native'
 
 /**
- * Options of `createSession` (durations in milliseconds). An unknown key is a TypeError naming
- * it. `nodeChecks` / `serviceChecks` bind the session to health checks: it is invalidated (its
+ * Options of `createSession` and of `ClientOptions.defaultSession`; every duration is in
+ * milliseconds and says so in its name. Defaults, the same as C's and the default session's:
+ * `ttlMs` 15000 (15 s) when absent — no TTL only when asked for with `ttlMs: 0` or
+ * `ttlMs: null` — and Consul's lock-delay (15 s) when `lockDelayMs` is absent (`0`: none).
+ * An unknown key is a TypeError naming it (`ttl`, `lockDelay`: "did you mean ttlMs?").
+ * `nodeChecks` / `serviceChecks` bind the session to health checks: it is invalidated (its
  * locks released) when one turns critical; pass `lockDelayMs: 0` for a lock another process
  * must get right after. `checks` is Consul's older name, treated as `nodeChecks`.
  */
@@ -22,8 +26,17 @@ export type { ServiceOptions }
 /** A check's status. */
 export type CheckStatus = 'passing' | 'warning' | 'critical'
 
+/** Session options as `createSession` and `defaultSession` take them (`ttlMs: null`: no TTL). */
+export type SessionOptionsIn = Omit<SessionOptions, 'ttlMs'> & { ttlMs?: number | null }
+
 /** Options of a client; unset fields come from the `CONSUL_*` environment variables. */
-export interface ClientOptions extends NativeClientOptions {}
+export interface ClientOptions extends Omit<NativeClientOptions, 'defaultSession'> {
+  /**
+   * Options of the session the client's locks, semaphores and elections share by default
+   * (name "baton", TTL 15 s and Consul's lock-delay unless set here; see SessionOptions).
+   */
+  defaultSession?: SessionOptionsIn
+}
 
 /**
  * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
@@ -88,8 +101,9 @@ export declare class LostError extends Error {
   readonly reason: LostReason
 }
 
-/** `{ signal, timeoutMs }` of every call that can wait (`timeoutMs` absent or Infinity: forever). */
+/** `{ signal, timeoutMs }` of every call that can wait. */
 export interface WaitOptions {
+  /** How long to wait, in milliseconds (absent or Infinity: forever; 0: try once). */
   timeoutMs?: number
   signal?: AbortSignal
 }
@@ -348,7 +362,11 @@ export declare class Client {
   readonly agent: Agent
   kvGet(key: string): Promise<Buffer | null>
   kvPut(key: string, value: Buffer | string): Promise<boolean>
-  createSession(options?: SessionOptions): Promise<Session>
+  /**
+   * Creates a session renewed in the background. Without options: TTL 15 s (`ttlMs` 15000),
+   * Consul's lock-delay; `{ ttlMs: 0 }` or `{ ttlMs: null }` for a session without TTL.
+   */
+  createSession(options?: SessionOptionsIn): Promise<Session>
   /**
    * Manages a session created elsewhere: renewed if it has a TTL, watched for invalidation,
    * never destroyed by `close()` (`session.destroy()` does). 'BATON_INVALID_ARGUMENT' for an ID
@@ -371,8 +389,12 @@ export declare class Client {
   /** Writes `value` at `key` only while `sequencer` is current. */
   guardedPut(sequencer: Sequencer, key: string, value: Bytes, options?: { flags?: U64 }): Promise<void>
   /**
-   * Releases held locks, destroys the client's sessions, joins its threads. `lostSignal`s abort
-   * with reason 'client_closed'; no 'lost' events are emitted after close.
+   * Releases held locks, destroys the client's sessions, joins its threads, waiting up to
+   * `timeoutMs` milliseconds (default 5000) for Consul to confirm. Resolves `true` when
+   * everything finished within it, `false` when something did not (a release or session
+   * destroy Consul did not confirm, a thread still running): the client is closed either way,
+   * and a session left behind ends at its TTL. `lostSignal`s abort with reason 'client_closed';
+   * no 'lost' events are emitted after close. A second close resolves `true`.
    */
   close(timeoutMs?: number): Promise<boolean>
   [Symbol.asyncDispose](): Promise<void>

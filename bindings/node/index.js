@@ -114,10 +114,22 @@ function timeoutError(message) {
 
 // ---- argument checks ------------------------------------------------------------------------
 
+// Key rules are the core's (one place for every language): a leading '/' of a KV, lock,
+// semaphore or election key is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and
+// Rust), a key that is empty after it is BATON_INVALID_ARGUMENT. Here only the JS type and the
+// empty string are checked.
 function checkKey(key, name = 'key') {
   if (typeof key !== 'string') throw new TypeError(`${name} must be a string, got ${typeof key}`)
   if (key === '') throw new TypeError(`${name} must not be empty`)
-  if (key.startsWith('/')) throw new TypeError(`${name} must not start with '/': ${JSON.stringify(key)}`)
+}
+
+// A key of a transaction operation goes to Consul as given (Consul's txn endpoint does not drop
+// a leading '/', so '/a' would name another key than 'a'): a leading '/' is refused.
+function checkTxnKey(key, name) {
+  checkKey(key, name)
+  if (key.startsWith('/')) {
+    throw new TypeError(`${name} must not start with '/' (transaction keys are sent as given): ${JSON.stringify(key)}`)
+  }
 }
 
 /** The longest finite duration accepted (Go's and Python's limit: 2^63 ns, about 292 years). */
@@ -156,7 +168,11 @@ function checkStringList(name, v) {
 function checkSessionOptions(o) {
   for (const k of Object.keys(o)) {
     if (!SESSION_OPTION_KEYS.has(k)) {
-      throw new TypeError(`unknown session option ${JSON.stringify(k)} (known: ${[...SESSION_OPTION_KEYS].join(', ')})`)
+      // `ttl`, `lockDelay`: durations carry their unit in the name.
+      const hint = SESSION_OPTION_KEYS.has(`${k}Ms`) ? ` (did you mean ${k}Ms? durations are in milliseconds)` : ''
+      throw new TypeError(
+        `unknown session option ${JSON.stringify(k)}${hint} (known: ${[...SESSION_OPTION_KEYS].join(', ')})`,
+      )
     }
   }
   checkStringList('nodeChecks', o.nodeChecks)
@@ -165,12 +181,15 @@ function checkSessionOptions(o) {
   if (o.node !== undefined && o.node !== null && typeof o.node !== 'string') {
     throw new TypeError(`node must be a string, got ${typeof o.node}`)
   }
-  checkMillis('ttlMs', o.ttlMs, { positive: true })
+  checkMillis('ttlMs', o.ttlMs)
+  if (o.ttlMs === Infinity) throw new RangeError('ttlMs must be finite (0 or null: no TTL)')
   checkMillis('lockDelayMs', o.lockDelayMs)
   if (o.behavior !== undefined && o.behavior !== 'release' && o.behavior !== 'delete') {
     throw new TypeError(`behavior must be 'release' or 'delete', got ${JSON.stringify(o.behavior)}`)
   }
-  return o
+  // Absent: the default TTL (15 s). 0 or null: no TTL, asked for explicitly; the native side
+  // cannot tell null from absent, so null goes as 0.
+  return o.ttlMs === null ? { ...o, ttlMs: 0 } : o
 }
 
 function checkOptions(options) {
@@ -851,7 +870,7 @@ const TXN_VERBS = new Set([
 function txnOp(op, i) {
   if (op === null || typeof op !== 'object') throw new TypeError(`ops[${i}] must be an object`)
   if (!TXN_VERBS.has(op.verb)) throw new TypeError(`ops[${i}].verb must be one of ${[...TXN_VERBS].join(', ')}, got ${JSON.stringify(op.verb)}`)
-  checkKey(op.key, `ops[${i}].key`)
+  checkTxnKey(op.key, `ops[${i}].key`)
   const out = { verb: op.verb, key: op.key }
   if (op.value !== undefined && op.value !== null) out.value = toBuffer(`ops[${i}].value`, op.value)
   if (op.flags !== undefined) out.flags = u64(`ops[${i}].flags`, op.flags)
@@ -873,9 +892,11 @@ class Client {
   #native
   #owned = new Set()
   constructor(options) {
-    const o = checkOptions(options)
+    let o = checkOptions(options)
     checkMillis('requestTimeoutMs', o.requestTimeoutMs)
-    if (o.defaultSession !== undefined) checkSessionOptions(checkOptions(o.defaultSession))
+    if (o.defaultSession !== undefined) {
+      o = { ...o, defaultSession: checkSessionOptions(checkOptions(o.defaultSession)) }
+    }
     this.#native = callSync(() => new native.NativeClient(o, dispatchLost))
   }
   get address() {
@@ -982,7 +1003,7 @@ class Client {
   }
   /** Writes `value` at `key` only while `sequencer` is current (see guardedTxn). */
   async guardedPut(sequencer, key, value, options) {
-    checkKey(key)
+    checkTxnKey(key, 'key')
     const o = checkOptions(options)
     const op = { verb: 'set', key, value: toBuffer('value', value) }
     if (o.flags !== undefined) op.flags = o.flags

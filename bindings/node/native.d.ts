@@ -269,9 +269,13 @@ export interface ServiceOptions {
 export interface SessionOptions {
   /** Human-readable name. */
   name?: string
-  /** TTL in milliseconds (omit for no TTL). */
+  /**
+   * TTL in milliseconds; omitted: 15000 (15 s, the default session's and C's). `0` or
+   * `null`: no TTL, the session lives until destroyed or its node fails. Consul accepts
+   * 10 s to 24 h (its `session_ttl_min` may differ).
+   */
   ttlMs?: number
-  /** Lock-delay in milliseconds; 0 really means none (Consul's default is 15 s). */
+  /** Lock-delay in milliseconds; omitted: Consul's default (15 s); 0 really means none. */
   lockDelayMs?: number
   /** `"release"` (default) or `"delete"`. */
   behavior?: string

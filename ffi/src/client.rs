@@ -163,7 +163,8 @@ pub unsafe extern "C" fn baton_client_new(
 /// Copies the base URL requests go to (no credentials), e.g.
 /// `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
 /// `*len_out` (if not NULL) gets the length without the NUL, also when the
-/// result is `BATON_BUFFER_TOO_SMALL`.
+/// result is `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for
+/// the length (`BATON_BUFFER_TOO_SMALL`, as `baton_kv_get` does).
 #[no_mangle]
 pub unsafe extern "C" fn baton_client_address(
     client: *const baton_client,

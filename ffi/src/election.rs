@@ -110,7 +110,7 @@ pub unsafe extern "C" fn baton_election_new(
 /// Campaigns with `value` (what followers read as the leader's identity, e.g.
 /// its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
 /// 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
-/// (`BATON_CANCELLED`). `BATON_ALREADY_HELD` when already leading.
+/// (`BATON_CANCELLED`). `BATON_CONFLICT` (`Lock already held`) when already leading.
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn baton_election_campaign(

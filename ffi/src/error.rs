@@ -24,7 +24,9 @@ pub enum baton_result {
     BATON_BUFFER_TOO_SMALL = 103,
     /// Release of something not held (locks, semaphores).
     BATON_NOT_HELD = 104,
-    /// Acquire of something already held by this handle (locks, semaphores).
+    /// No longer returned (kept so that numbers are never reused): acquiring what
+    /// a handle already holds is `BATON_CONFLICT` (`Lock already held`,
+    /// `Semaphore already held`), the core's kind and what Python and Node report.
     BATON_ALREADY_HELD = 105,
     /// The server could not be reached, or the connection broke.
     BATON_CONNECTION = 200,

@@ -33,6 +33,43 @@ pub enum baton_hold_lost {
     BATON_HOLD_CLIENT_CLOSED = 5,
 }
 
+impl baton_hold_lost {
+    /// Every reason, in number order.
+    pub(crate) const ALL: [baton_hold_lost; 5] = [
+        baton_hold_lost::BATON_HOLD_RELEASED,
+        baton_hold_lost::BATON_HOLD_KEY_CHANGED,
+        baton_hold_lost::BATON_HOLD_REMOVED,
+        baton_hold_lost::BATON_HOLD_SESSION_LOST,
+        baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
+    ];
+
+    /// The name, NUL-terminated: the core's `LockLost::name` / `SemaphoreLost::name`.
+    pub(crate) fn name_nul(self) -> &'static str {
+        match self {
+            baton_hold_lost::BATON_HOLD_RELEASED => "released\0",
+            baton_hold_lost::BATON_HOLD_KEY_CHANGED => "key_changed\0",
+            baton_hold_lost::BATON_HOLD_REMOVED => "removed\0",
+            baton_hold_lost::BATON_HOLD_SESSION_LOST => "session_lost\0",
+            baton_hold_lost::BATON_HOLD_CLIENT_CLOSED => "client_closed\0",
+        }
+    }
+}
+
+/// The name of why a holding ended, the string Python and Node report for it:
+/// `"released"`, `"key_changed"`, `"removed"`, `"session_lost"`,
+/// `"client_closed"`. A static NUL-terminated string, never freed; `"unknown"`
+/// for a number that is not a `baton_hold_lost`. With `BATON_HOLD_SESSION_LOST`,
+/// `baton_lost_reason_name` of the session reason says why the session was lost
+/// (e.g. `"deadline_exceeded"`).
+#[no_mangle]
+pub extern "C" fn baton_hold_lost_name(reason: u32) -> *const c_char {
+    let name = baton_hold_lost::ALL
+        .iter()
+        .find(|r| **r as u32 == reason)
+        .map_or("unknown\0", |r| r.name_nul());
+    name.as_ptr().cast()
+}
+
 /// A lost callback of a lock, semaphore or election: `reason` says why;
 /// `session_reason` is the session's reason when `reason` is
 /// `BATON_HOLD_SESSION_LOST`, else `BATON_LOST_NONE`. It is called at most once
@@ -221,7 +258,10 @@ impl<T: Hold> Held<T> {
     }
 
     /// Acquire with the C conventions: `BATON_OK` when held, `BATON_TIMEOUT` when
-    /// not by the deadline (0 = try once), `BATON_ALREADY_HELD`.
+    /// not by the deadline (0 = try once). Acquiring what this handle already
+    /// holds is the core's error, kind `Conflict` (`Lock already held`,
+    /// `Semaphore already held`): `BATON_CONFLICT`, the code Rust, Python and
+    /// Node report for it.
     ///
     /// # Safety
     /// `cancel` is NULL or a live handle.
@@ -231,12 +271,6 @@ impl<T: Hold> Held<T> {
         cancel: *const baton_cancel,
     ) -> Result<(), Failure> {
         let h = self.get()?;
-        if h.is_held() {
-            return Err(Failure::new(
-                baton_result::BATON_ALREADY_HELD,
-                format!("{} is already held by this handle", h.what()),
-            ));
-        }
         // SAFETY: forwarded caller guarantee.
         let cancel = unsafe { cancel.as_ref() }.map(|c| &c.token);
         if h.acquire(timeout_ms(ms), cancel)? {
@@ -376,4 +410,67 @@ pub(crate) unsafe fn free_handle<H, T: Hold>(p: *mut H, held: impl Fn(&H) -> &He
 pub(crate) unsafe fn into_handle<H>(h: H, out: *mut *mut H) {
     // SAFETY: per the caller.
     unsafe { out.write(Box::into_raw(Box::new(h))) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn name(p: *const c_char) -> &'static str {
+        // SAFETY: the name functions return static NUL-terminated strings.
+        unsafe { CStr::from_ptr(p) }.to_str().unwrap()
+    }
+
+    #[test]
+    fn hold_lost_names_are_the_core_names() {
+        let reasons = [
+            LostReason::Invalidated,
+            LostReason::DeadlineExceeded,
+            LostReason::Destroyed,
+            LostReason::ClientClosed,
+        ];
+        let mut locks = vec![
+            LockLost::Released,
+            LockLost::KeyChanged,
+            LockLost::ClientClosed,
+        ];
+        let mut sems = vec![
+            SemaphoreLost::Released,
+            SemaphoreLost::Removed,
+            SemaphoreLost::ClientClosed,
+        ];
+        for r in reasons {
+            locks.push(LockLost::SessionLost(r));
+            sems.push(SemaphoreLost::SessionLost(r));
+            let c: baton_lost_reason = r.into();
+            assert_eq!(
+                name(crate::session::baton_lost_reason_name(c as u32)),
+                r.name()
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        for l in locks {
+            let (why, session) = from_lock(l);
+            assert_eq!(name(baton_hold_lost_name(why as u32)), l.name());
+            if let LockLost::SessionLost(r) = l {
+                assert_eq!(
+                    name(crate::session::baton_lost_reason_name(session as u32)),
+                    r.name()
+                );
+            }
+            seen.insert(why as u32);
+        }
+        for l in sems {
+            let (why, _) = from_semaphore(l);
+            assert_eq!(name(baton_hold_lost_name(why as u32)), l.name());
+            seen.insert(why as u32);
+        }
+        // Every C value is reachable from a core one.
+        assert_eq!(seen.len(), baton_hold_lost::ALL.len());
+        assert_eq!(name(crate::session::baton_lost_reason_name(0)), "none");
+        assert_eq!(name(baton_hold_lost_name(0)), "unknown");
+        assert_eq!(name(baton_hold_lost_name(6)), "unknown");
+        assert_eq!(name(crate::session::baton_lost_reason_name(5)), "unknown");
+    }
 }

@@ -46,7 +46,7 @@ pub use client::*;
 pub use election::*;
 pub use error::*;
 pub use fence::*;
-pub use hold::{baton_hold_lost, baton_lost_callback};
+pub use hold::{baton_hold_lost, baton_hold_lost_name, baton_lost_callback};
 pub use kv::*;
 pub use lock::*;
 pub use semaphore::*;

@@ -91,9 +91,10 @@ pub unsafe extern "C" fn baton_lock_new(
 /// Acquires the lock, waiting up to `timeout_ms` (0 tries once;
 /// `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when held;
 /// `BATON_TIMEOUT` when not acquired by then (someone else holds it);
-/// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_ALREADY_HELD` if this
-/// handle holds it; `BATON_CONFLICT` if the key is used by something other than
-/// a lock (Consul's text `Existing key does not match lock use`);
+/// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CONFLICT` if this
+/// handle holds it already (text `Lock already held`, the code Python and Node
+/// report) or the key is used by something other than a lock (Consul's text
+/// `Existing key does not match lock use`);
 /// `BATON_SESSION_INVALIDATED` if the session given in the options is lost.
 /// A key freed by an invalidated session is retried when its lock-delay ends.
 #[no_mangle]
@@ -166,13 +167,25 @@ pub unsafe extern "C" fn baton_lock_set_value(
     })
 }
 
+/// What a sequencer takes besides its key, NUL included:
+/// `<lock_index>:<token>:<session>:<key>` has two 64-bit numbers in decimal (at
+/// most 20 digits each), a session ID (always a 36-character UUID), three `:`
+/// and the terminating NUL. A buffer of `BATON_SEQUENCER_MAX(strlen(key))`
+/// bytes, `key` as given to `baton_lock_new` / `baton_election_new` (a leading
+/// `/` is dropped, never added), always holds a sequencer of that lock.
+pub const BATON_SEQUENCER_OVERHEAD: usize = 80;
+const _: () = assert!(BATON_SEQUENCER_OVERHEAD == 20 + 1 + 20 + 1 + 36 + 1 + 1);
+
 /// Copies the current holding's sequencer, `<lock_index>:<token>:<session>:<key>`,
 /// NUL-terminated into `buf` of `len` bytes (`*len_out`, if not NULL, gets its
 /// length without the NUL, also with `BATON_BUFFER_TOO_SMALL`), and its fencing
 /// token (the acquiring write's raft index, which only grows) into `*token_out`
-/// (if not NULL). Hand the token to storage that rejects lower ones, or the
-/// string to `baton_check_sequencer` / `baton_guarded_put`. `BATON_NOT_HELD`
-/// when not held.
+/// (if not NULL, also with `BATON_BUFFER_TOO_SMALL`). Hand the token to storage
+/// that rejects lower ones, or the string to `baton_check_sequencer` /
+/// `baton_guarded_put`. `buf = NULL, len = 0` asks only for the length
+/// (`BATON_BUFFER_TOO_SMALL`, as `baton_lock_value` does); a buffer of
+/// `BATON_SEQUENCER_MAX(strlen(key))` bytes is always large enough (see
+/// `BATON_SEQUENCER_OVERHEAD`). `BATON_NOT_HELD` when not held.
 #[no_mangle]
 pub unsafe extern "C" fn baton_lock_sequencer(
     lock: *const baton_lock,
@@ -255,4 +268,26 @@ pub unsafe extern "C" fn baton_lock_free(lock: *mut baton_lock) {
         // SAFETY: NULL or a pointer from baton_lock_new, freed once.
         unsafe { free_handle(lock, |l: &baton_lock| &l.held) }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequencer_overhead_bounds_the_longest_sequencer() {
+        for key in ["k", "a/b/c", &"x".repeat(1000)] {
+            let longest = baton::Sequencer {
+                key: key.to_string(),
+                session: "adf4238a-882b-9ddc-4a9d-5b6758e4159e".into(),
+                lock_index: u64::MAX,
+                token: u64::MAX,
+            };
+            // The string and its NUL fill the bound exactly: nothing longer exists.
+            assert_eq!(
+                longest.to_string().len() + 1,
+                key.len() + BATON_SEQUENCER_OVERHEAD
+            );
+        }
+    }
 }

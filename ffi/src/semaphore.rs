@@ -100,8 +100,8 @@ pub unsafe extern "C" fn baton_semaphore_new(
 /// Takes a slot, waiting up to `timeout_ms` (0 tries once; `BATON_WAIT_FOREVER`
 /// waits without limit). `BATON_OK` when held; `BATON_TIMEOUT` when all slots
 /// stayed taken (the contender key is removed again); `BATON_CANCELLED` through
-/// `cancel` (may be NULL); `BATON_ALREADY_HELD`; `BATON_CONFLICT` when the stored
-/// limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
+/// `cancel` (may be NULL); `BATON_CONFLICT` when this handle holds a slot
+/// already (`Semaphore already held`), when the stored limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 /// not a semaphore's.
 #[no_mangle]
 #[must_use]

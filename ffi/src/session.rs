@@ -100,6 +100,42 @@ impl From<LostReason> for baton_lost_reason {
     }
 }
 
+impl baton_lost_reason {
+    /// Every reason, in number order.
+    pub(crate) const ALL: [baton_lost_reason; 5] = [
+        baton_lost_reason::BATON_LOST_NONE,
+        baton_lost_reason::BATON_LOST_INVALIDATED,
+        baton_lost_reason::BATON_LOST_DEADLINE_EXCEEDED,
+        baton_lost_reason::BATON_LOST_DESTROYED,
+        baton_lost_reason::BATON_LOST_CLIENT_CLOSED,
+    ];
+
+    /// The name, NUL-terminated: the core's `LostReason::name`, `"none"` for
+    /// `BATON_LOST_NONE`.
+    pub(crate) fn name_nul(self) -> &'static str {
+        match self {
+            baton_lost_reason::BATON_LOST_NONE => "none\0",
+            baton_lost_reason::BATON_LOST_INVALIDATED => "invalidated\0",
+            baton_lost_reason::BATON_LOST_DEADLINE_EXCEEDED => "deadline_exceeded\0",
+            baton_lost_reason::BATON_LOST_DESTROYED => "destroyed\0",
+            baton_lost_reason::BATON_LOST_CLIENT_CLOSED => "client_closed\0",
+        }
+    }
+}
+
+/// The name of a session's lost reason, the string Python and Node report for
+/// it: `"invalidated"`, `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`,
+/// and `"none"` for `BATON_LOST_NONE`. A static NUL-terminated string, never
+/// freed; `"unknown"` for a number that is not a `baton_lost_reason`.
+#[no_mangle]
+pub extern "C" fn baton_lost_reason_name(reason: u32) -> *const c_char {
+    let name = baton_lost_reason::ALL
+        .iter()
+        .find(|r| **r as u32 == reason)
+        .map_or("unknown\0", |r| r.name_nul());
+    name.as_ptr().cast()
+}
+
 /// An event given to a `baton_session_callback`; valid only during the call.
 #[repr(C)]
 #[derive(Debug)]
@@ -257,7 +293,8 @@ pub unsafe extern "C" fn baton_client_default_session(
 
 /// Copies the session ID (36 characters) NUL-terminated into `buf` of `len`
 /// bytes (37 or more). `*len_out` (if not NULL) gets the length without the NUL,
-/// also when the result is `BATON_BUFFER_TOO_SMALL`.
+/// also when the result is `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks
+/// only for the length (`BATON_BUFFER_TOO_SMALL`, as `baton_kv_get` does).
 #[no_mangle]
 pub unsafe extern "C" fn baton_session_id(
     session: *const baton_session,

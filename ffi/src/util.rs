@@ -115,6 +115,9 @@ pub(crate) unsafe fn write_opt<T>(out: *mut T, value: T) {
 
 /// Copies `bytes` plus a NUL into `buf` of `len` bytes, reporting the string's
 /// length (without NUL) through `len_out`; `BATON_BUFFER_TOO_SMALL` if it does not fit.
+/// As with `copy_bytes_out`, the size is checked first, so `buf = NULL, len = 0`
+/// is a size query (`BATON_BUFFER_TOO_SMALL` with the length in `*len_out`);
+/// `buf = NULL` with a large enough `len` is `BATON_NULL_ARGUMENT`.
 ///
 /// # Safety
 /// `buf` is NULL or valid for `len` writable bytes; `len_out` NULL or writable.
@@ -126,14 +129,14 @@ pub(crate) unsafe fn copy_str_out(
 ) -> Result<(), Failure> {
     // SAFETY: forwarded caller guarantee.
     unsafe { write_opt(len_out, bytes.len()) };
-    if buf.is_null() {
-        return Err(null("buf"));
-    }
     if len < bytes.len() + 1 {
         return Err(Failure::new(
             baton_result::BATON_BUFFER_TOO_SMALL,
             format!("buffer of {len} bytes, {} needed", bytes.len() + 1),
         ));
+    }
+    if buf.is_null() {
+        return Err(null("buf"));
     }
     // SAFETY: buf has len >= bytes.len() + 1 writable bytes, distinct from `bytes`.
     unsafe {

@@ -4,7 +4,7 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { Client, BatonError } = require('..')
-const { startServer, destroySession } = require('./helpers')
+const { startServer, destroySession, request, parseJson } = require('./helpers')
 
 let server
 let addr
@@ -48,7 +48,8 @@ test('bad arguments are TypeError / RangeError with clear messages', async () =>
   assert.throws(() => c.kvGet(''), { name: 'TypeError', message: /key must not be empty/ })
   assert.throws(() => c.kvGet(42), { name: 'TypeError', message: /key must be a string/ })
   assert.throws(() => c.kvPut('k', 42), { name: 'TypeError', message: /Buffer or a string/ })
-  await assert.rejects(c.createSession({ ttlMs: -5 }), { name: 'RangeError', message: /ttlMs must be a positive/ })
+  await assert.rejects(c.createSession({ ttlMs: -5 }), { name: 'RangeError', message: /ttlMs must be a non-negative/ })
+  await assert.rejects(c.createSession({ ttlMs: Infinity }), { name: 'RangeError', message: /ttlMs must be finite/ })
   await assert.rejects(c.createSession({ lockDelayMs: 'soon' }), { name: 'TypeError' })
   await assert.rejects(c.createSession({ behavior: 'explode' }), { name: 'TypeError', message: /behavior must be/ })
   assert.throws(() => new Client(5), { name: 'TypeError' })
@@ -102,4 +103,69 @@ test('pending waits do not starve libuv: fs work completes while 64 waits are pa
   ac.abort()
   for (const e of await Promise.all(waits)) assert.equal(e.name, 'AbortError')
   await c.close()
+})
+
+// ---- session defaults and options (issue 22) --------------------------------------------
+
+/** Consul's own record of a session: its TTL ("15s", "" for none) and lock-delay (ns). */
+async function sessionInfo(id) {
+  const r = await request(addr, 'GET', `/v1/session/info/${id}`)
+  assert.equal(r.status, 200, r.body)
+  const [info] = parseJson(r.body)
+  return info
+}
+
+test('createSession defaults to a 15 s TTL and Consul\'s lock-delay; no TTL only when asked (0 or null)', async () => {
+  const c = new Client({ address: addr })
+  try {
+    const s = await c.createSession()
+    const info = await sessionInfo(s.id)
+    assert.equal(info.TTL, '15s')
+    assert.equal(Number(info.LockDelay), 15e9)
+    const left = s.timeLeftMs()
+    assert.ok(left > 0 && left <= 15000, `timeLeftMs ${left}`)
+    // Options without ttlMs keep the default TTL.
+    const named = await c.createSession({ name: 'named' })
+    assert.equal((await sessionInfo(named.id)).TTL, '15s')
+    for (const ttlMs of [0, null]) {
+      const none = await c.createSession({ ttlMs })
+      assert.equal((await sessionInfo(none.id)).TTL, '', `ttlMs: ${ttlMs}`)
+      assert.equal(none.timeLeftMs(), null)
+      await none.destroy()
+    }
+    const ten = await c.createSession({ ttlMs: 10000 })
+    assert.equal((await sessionInfo(ten.id)).TTL, '10s')
+  } finally {
+    assert.equal(await c.close(), true)
+  }
+})
+
+test('session options: unknown keys and unitless durations are a TypeError naming the key', async () => {
+  const c = new Client({ address: addr })
+  try {
+    await assert.rejects(c.createSession({ ttl: 10 }), {
+      name: 'TypeError',
+      message: /unknown session option "ttl" \(did you mean ttlMs\? durations are in milliseconds\)/,
+    })
+    await assert.rejects(c.createSession({ lockDelay: 0 }), { name: 'TypeError', message: /"lockDelay".*lockDelayMs/ })
+    await assert.rejects(c.createSession({ serviceCheck: ['x'] }), { name: 'TypeError', message: /unknown session option "serviceCheck"/ })
+    assert.throws(() => new Client({ address: addr, defaultSession: { ttl: 10 } }), {
+      name: 'TypeError',
+      message: /unknown session option "ttl"/,
+    })
+  } finally {
+    await c.close()
+  }
+})
+
+test('close() resolves true once everything finished within its timeout', async () => {
+  const c = new Client({ address: addr })
+  const s = await c.createSession()
+  const lock = c.lock(`node/close-${process.pid}`)
+  await lock.acquire({ timeoutMs: 5000 })
+  assert.equal(await c.close(5000), true)
+  assert.equal(lock.isHeld(), false)
+  assert.equal(s.isValid(), false)
+  // Nothing is left to do: a second close also finished everything.
+  assert.equal(await c.close(), true)
 })

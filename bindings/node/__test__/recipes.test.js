@@ -572,11 +572,61 @@ test('election: an aborted campaign that won meanwhile resigns', async () => {
 
 // ---- arguments ------------------------------------------------------------------------------
 
+test("a leading '/' in a key follows the core's rule: dropped, as in Python, C and Rust (issue 22)", async () => {
+  const c = client()
+  const other = client()
+  const key = freshKey('slash')
+  const lock = c.lock(`/${key}`)
+  assert.equal(lock.key, key)
+  await lock.acquire({ timeoutMs: 5000 })
+  // The same Consul key as the lock on `key` without the '/'.
+  const entry = await rawEntry(addr, key)
+  assert.ok(entry && entry.Session, 'the lock is held on the key without the slash')
+  assert.equal(await other.lock(key).tryAcquire(), false)
+  assert.equal(String(lock.sequencer).endsWith(`:${key}`), true)
+  assert.equal(await c.checkSequencer(lock.sequencer), true)
+  await lock.release()
+
+  const ekey = freshKey('slash-election')
+  const e = c.election(`/${ekey}`)
+  assert.equal(e.key, ekey)
+  await e.campaign('me', { timeoutMs: 5000 })
+  assert.deepEqual((await other.leader(`/${ekey}`)).value, Buffer.from('me'))
+  assert.deepEqual((await other.leader(ekey)).value, Buffer.from('me'))
+  await e.resign()
+
+  const prefix = freshKey('slash-sem')
+  assert.equal(c.semaphore(`/${prefix}`, 2).prefix, prefix)
+
+  // KV: the core reads '/k' as 'k' but refuses to write it (its rule, the same in C and Python).
+  const kvKey = freshKey('slash-kv')
+  assert.equal(await c.kvPut(kvKey, 'v'), true)
+  assert.deepEqual(await c.kvGet(`/${kvKey}`), Buffer.from('v'))
+  await assert.rejects(c.kvPut(`/${kvKey}`, 'w'), { code: 'BATON_INVALID_ARGUMENT', message: /must not begin with '\/'/ })
+
+  // Nothing left after the '/': the core's error, the same code as in the other languages.
+  assert.throws(() => c.lock('/'), { code: 'BATON_INVALID_ARGUMENT', message: /missing key/ })
+  // Transaction keys go to Consul as given: a leading '/' is still refused there.
+  await assert.rejects(c.guardedTxn(Sequencer.parse(`1:2:s:${key}`), [{ verb: 'get', key: `/${key}` }]), {
+    name: 'TypeError',
+    message: /ops\[0\]\.key must not start with '\/'/,
+  })
+})
+
+test('acquiring twice is BATON_CONFLICT (Lock already held), the code C reports too', async () => {
+  const c = client()
+  const lock = c.lock(freshKey('twice'))
+  await lock.acquire({ timeoutMs: 5000 })
+  await assert.rejects(lock.acquire({ timeoutMs: 0 }), { code: 'BATON_CONFLICT', message: /Lock already held/ })
+  assert.ok(lock.isHeld())
+  await lock.release()
+})
+
+
 test('bad arguments: TypeError / RangeError with clear messages', async () => {
   const c = client()
   assert.throws(() => c.lock(''), { name: 'TypeError', message: /key must not be empty/ })
   assert.throws(() => c.lock(7), { name: 'TypeError', message: /key must be a string, got number/ })
-  assert.throws(() => c.lock('/abs'), { name: 'TypeError', message: /must not start with '\/'/ })
   assert.throws(() => c.lock('k', { value: 5 }), { name: 'TypeError', message: /value must be a Buffer/ })
   assert.throws(() => c.lock('k', { session: {} }), { name: 'TypeError', message: /session must be a Session/ })
   assert.throws(() => c.lock('k', 'opts'), { name: 'TypeError', message: /options must be an object/ })
@@ -612,8 +662,8 @@ test('bad arguments: TypeError / RangeError with clear messages', async () => {
   await assert.rejects(c.guardedTxn(seq, [{ verb: 'set', key: 'k', flags: -1 }]), { name: 'RangeError', message: /flags must be/ })
   await assert.rejects(c.guardedTxn(seq, [{ verb: 'set', key: 'k', flags: 1n << 64n }]), { name: 'RangeError' })
   await assert.rejects(c.guardedPut(seq, 'k', 'v', { flags: 1.5 }), { name: 'RangeError' })
-  await assert.rejects(c.createSession({ ttlMs: -1 }), { name: 'RangeError', message: /ttlMs must be a positive/ })
-  assert.throws(() => new Client({ address: addr, defaultSession: { ttlMs: 0 } }), { name: 'RangeError' })
+  await assert.rejects(c.createSession({ ttlMs: -1 }), { name: 'RangeError', message: /ttlMs must be a non-negative/ })
+  assert.throws(() => new Client({ address: addr, defaultSession: { ttlMs: -1 } }), { name: 'RangeError' })
 })
 
 // ---- libuv is not used for waits ------------------------------------------------------------

@@ -136,12 +136,23 @@ pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
     }
 }
 
+/// The binding's own key check: not empty. The rest is the core's rule, the same in every
+/// language (a leading '/' is dropped for KV, lock, semaphore and election keys).
 pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(invalid("key must not be empty"));
     }
+    Ok(())
+}
+
+/// A transaction operation's key goes to Consul as given: a leading '/' would name another
+/// key, so it is refused.
+pub(crate) fn check_txn_key(key: &str) -> Result<()> {
+    check_key(key)?;
     if key.starts_with('/') {
-        return Err(invalid(format!("key must not start with '/': {key:?}")));
+        return Err(invalid(format!(
+            "key must not start with '/' (transaction keys are sent as given): {key:?}"
+        )));
     }
     Ok(())
 }
@@ -167,9 +178,11 @@ pub struct ClientOptions {
 pub struct SessionOptions {
     /// Human-readable name.
     pub name: Option<String>,
-    /// TTL in milliseconds (omit for no TTL).
+    /// TTL in milliseconds; omitted: 15000 (15 s, the default session's and C's). `0` or
+    /// `null`: no TTL, the session lives until destroyed or its node fails. Consul accepts
+    /// 10 s to 24 h (its `session_ttl_min` may differ).
     pub ttl_ms: Option<f64>,
-    /// Lock-delay in milliseconds; 0 really means none (Consul's default is 15 s).
+    /// Lock-delay in milliseconds; omitted: Consul's default (15 s); 0 really means none.
     pub lock_delay_ms: Option<f64>,
     /// `"release"` (default) or `"delete"`.
     pub behavior: Option<String>,
@@ -185,6 +198,14 @@ pub struct SessionOptions {
     pub checks: Option<Vec<String>>,
 }
 
+/// What `createSession` starts from: no name, the TTL of the client's default session
+/// (15 s, as in C), Consul's lock-delay.
+fn session_defaults() -> baton::SessionOptions {
+    let mut o = baton::SessionOptions::new();
+    o.ttl = baton::SessionOptions::default_for_client().ttl;
+    o
+}
+
 /// Applies the JS session options to `o`.
 fn session_options(
     mut o: baton::SessionOptions,
@@ -193,11 +214,9 @@ fn session_options(
     if let Some(n) = s.name {
         o = o.name(n);
     }
+    // Omitted: the TTL of `o` (15 s); 0 (JS sends null as 0): no TTL, asked for explicitly.
     if let Some(t) = millis("ttlMs", s.ttl_ms)? {
-        if t.is_zero() {
-            return Err(invalid("ttlMs must be positive (omit it for no TTL)"));
-        }
-        o = o.ttl(t);
+        o.ttl = Some(t).filter(|t| !t.is_zero());
     }
     if let Some(d) = millis("lockDelayMs", s.lock_delay_ms)? {
         o = o.lock_delay(d);
@@ -324,8 +343,8 @@ impl NativeClient {
         options: Option<SessionOptions>,
     ) -> Result<Object<'e>> {
         let o = match options {
-            Some(s) => session_options(baton::SessionOptions::new(), s)?,
-            None => baton::SessionOptions::new(),
+            Some(s) => session_options(session_defaults(), s)?,
+            None => session_defaults(),
         };
         let c = self.inner.clone();
         on_thread(env, "session", move || {

@@ -13,8 +13,8 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::{
-    check_key, invalid, js_err, lost_notifier, millis, on_thread, NativeCancel, NativeClient,
-    NativeSession, OffThread,
+    check_key, check_txn_key, invalid, js_err, lost_notifier, millis, on_thread, NativeCancel,
+    NativeClient, NativeSession, OffThread,
 };
 
 fn cancelled(what: &str) -> baton::Error {
@@ -150,7 +150,7 @@ fn verb_of(name: &str) -> Result<baton::KvVerb> {
 
 fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {
     let verb = verb_of(&op.verb)?;
-    check_key(&op.key)?;
+    check_txn_key(&op.key)?;
     let mut o = match verb {
         baton::KvVerb::Get => baton::KvOp::get(&op.key),
         _ => baton::KvOp::delete(&op.key),

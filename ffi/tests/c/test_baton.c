@@ -51,6 +51,11 @@ static void test_client(void) {
     CHECK_RC(baton_client_address(c, addr, sizeof addr, &len), BATON_OK);
     CHECK(len == strlen(addr) && strncmp(addr, "http://", 7) == 0);
     CHECK_RC(baton_client_address(c, addr, 3, &len), BATON_BUFFER_TOO_SMALL);
+    /* A size query (buf NULL, len 0), as baton_kv_get takes (issue 22). */
+    size_t qlen = 0;
+    CHECK_RC(baton_client_address(c, NULL, 0, &qlen), BATON_BUFFER_TOO_SMALL);
+    CHECK(qlen == len);
+    CHECK_RC(baton_client_address(c, NULL, sizeof addr, &qlen), BATON_NULL_ARGUMENT);
     CHECK_RC(baton_client_address(NULL, addr, sizeof addr, &len), BATON_NULL_ARGUMENT);
     o.request_timeout_ms = BATON_WAIT_FOREVER;
     baton_client *c2 = NULL;
@@ -164,7 +169,11 @@ static void test_session_basics(baton_client *c) {
     CHECK_RC(baton_session_id(s, id, sizeof id, &n), BATON_OK);
     CHECK(n == 36 && strlen(id) == 36);
     CHECK_RC(baton_session_id(s, id, 36, &n), BATON_BUFFER_TOO_SMALL);
-    CHECK_RC(baton_session_id(s, NULL, 0, &n), BATON_NULL_ARGUMENT);
+    /* A size query (buf NULL, len 0), as baton_kv_get takes (issue 22). */
+    n = 0;
+    CHECK_RC(baton_session_id(s, NULL, 0, &n), BATON_BUFFER_TOO_SMALL);
+    CHECK(n == 36);
+    CHECK_RC(baton_session_id(s, NULL, sizeof id, &n), BATON_NULL_ARGUMENT);
     CHECK(baton_session_is_valid(s));
     CHECK(!baton_session_is_valid(NULL));
     baton_lost_reason r = BATON_LOST_NONE;

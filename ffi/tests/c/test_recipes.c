@@ -83,7 +83,12 @@ static void test_lock_args(baton_client *c) {
     CHECK_RC(baton_lock_set_value(l, NULL, 3), BATON_NULL_ARGUMENT);
     /* A huge timeout means "no limit"; the key is free, so it returns at once. */
     CHECK_RC(baton_lock_acquire(l, UINT64_MAX - 1, NULL), BATON_OK);
-    CHECK_RC(baton_lock_sequencer(l, NULL, 0, NULL, NULL), BATON_NULL_ARGUMENT);
+    /* A size query (buf NULL, len 0), as baton_lock_value takes (issue 22). */
+    size_t qn = 0;
+    uint64_t qtoken = 0;
+    CHECK_RC(baton_lock_sequencer(l, NULL, 0, &qn, &qtoken), BATON_BUFFER_TOO_SMALL);
+    CHECK(qn > 0 && qtoken > 0);
+    CHECK_RC(baton_lock_sequencer(l, NULL, qn + 1, NULL, NULL), BATON_NULL_ARGUMENT);
     CHECK_RC(baton_lock_release(l), BATON_OK);
     CHECK_RC(baton_lock_release(l), BATON_NOT_HELD);
     baton_lock_free(l);
@@ -113,7 +118,10 @@ static void test_lock_exclusion(baton_client *c, baton_client *other) {
     if (!a || !b) return;
     CHECK_RC(baton_lock_acquire(a, 5000, NULL), BATON_OK);
     CHECK(baton_lock_is_held(a));
-    CHECK_RC(baton_lock_acquire(a, 0, NULL), BATON_ALREADY_HELD);
+    /* Acquiring twice: the core's code and text, as in Python and Node (issue 22). */
+    CHECK_RC(baton_lock_acquire(a, 0, NULL), BATON_CONFLICT);
+    CHECK(last_error_has("Lock already held"));
+    CHECK(baton_lock_is_held(a));
     CHECK_RC(baton_lock_acquire(b, 0, NULL), BATON_TIMEOUT);
     CHECK(last_error_has("held by another session"));
     CHECK_RC(baton_lock_acquire(b, 200, NULL), BATON_TIMEOUT);
@@ -166,6 +174,7 @@ static void test_lock_exclusion(baton_client *c, baton_client *other) {
     CHECK_RC(baton_lock_release(b), BATON_OK);
     CHECK_RC(baton_lock_wait_lost(b, 0, NULL, &why, &sr), BATON_OK);
     CHECK(why == BATON_HOLD_RELEASED && sr == BATON_LOST_NONE);
+    CHECK(strcmp(baton_hold_lost_name(why), "released") == 0);
 
     CHECK_RC(baton_lock_set_value(a, (const uint8_t *)"zz", 2), BATON_OK);
     CHECK_RC(baton_lock_value(a, vbuf, 1, &n), BATON_BUFFER_TOO_SMALL);
@@ -177,6 +186,59 @@ static void test_lock_exclusion(baton_client *c, baton_client *other) {
     CHECK(!found);
     baton_lock_free(a);
     baton_lock_free(b);
+}
+
+/* Every hold_lost and lost_reason value has the name Python and Node report (issue 22). */
+static void test_lost_names(void) {
+    CHECK(strcmp(baton_hold_lost_name(BATON_HOLD_RELEASED), "released") == 0);
+    CHECK(strcmp(baton_hold_lost_name(BATON_HOLD_KEY_CHANGED), "key_changed") == 0);
+    CHECK(strcmp(baton_hold_lost_name(BATON_HOLD_REMOVED), "removed") == 0);
+    CHECK(strcmp(baton_hold_lost_name(BATON_HOLD_SESSION_LOST), "session_lost") == 0);
+    CHECK(strcmp(baton_hold_lost_name(BATON_HOLD_CLIENT_CLOSED), "client_closed") == 0);
+    CHECK(strcmp(baton_hold_lost_name(0), "unknown") == 0);
+    CHECK(strcmp(baton_hold_lost_name(99), "unknown") == 0);
+    CHECK(strcmp(baton_lost_reason_name(BATON_LOST_NONE), "none") == 0);
+    CHECK(strcmp(baton_lost_reason_name(BATON_LOST_INVALIDATED), "invalidated") == 0);
+    CHECK(strcmp(baton_lost_reason_name(BATON_LOST_DEADLINE_EXCEEDED), "deadline_exceeded") == 0);
+    CHECK(strcmp(baton_lost_reason_name(BATON_LOST_DESTROYED), "destroyed") == 0);
+    CHECK(strcmp(baton_lost_reason_name(BATON_LOST_CLIENT_CLOSED), "client_closed") == 0);
+    CHECK(strcmp(baton_lost_reason_name(99), "unknown") == 0);
+}
+
+/* BATON_SEQUENCER_MAX(strlen(key)) holds the sequencer of a lock or election on
+ * `key`, also for a long key given with a leading '/' (issue 22). */
+#define SEQ_LONG_KEY                                                                 \
+    "/ffi/lock/seqmax/0123456789abcdef0123456789abcdef0123456789abcdef0123456789" \
+    "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+static void test_sequencer_max(baton_client *c) {
+    CHECK(BATON_SEQUENCER_OVERHEAD == 80);
+    baton_lock *l = NULL;
+    CHECK_RC(baton_lock_new(c, SEQ_LONG_KEY, NULL, &l), BATON_OK);
+    if (!l) return;
+    CHECK_RC(baton_lock_acquire(l, 5000, NULL), BATON_OK);
+    char seq[BATON_SEQUENCER_MAX(sizeof SEQ_LONG_KEY - 1)];
+    size_t n = 0;
+    uint64_t token = 0;
+    CHECK_RC(baton_lock_sequencer(l, NULL, 0, &n, &token), BATON_BUFFER_TOO_SMALL);
+    CHECK(n > sizeof SEQ_LONG_KEY - 1 && n + 1 <= sizeof seq && token > 0);
+    CHECK_RC(baton_lock_sequencer(l, seq, sizeof seq, &n, NULL), BATON_OK);
+    CHECK(n == strlen(seq) && strstr(seq, SEQ_LONG_KEY + 1) != NULL);
+    CHECK_RC(baton_lock_sequencer(l, seq, n + 1, NULL, NULL), BATON_OK);
+    CHECK_RC(baton_lock_sequencer(l, seq, n, NULL, NULL), BATON_BUFFER_TOO_SMALL);
+    CHECK_RC(baton_lock_release(l), BATON_OK);
+    CHECK_RC(baton_lock_delete_key(l), BATON_OK);
+    baton_lock_free(l);
+
+    baton_election *e = NULL;
+    CHECK_RC(baton_election_new(c, "ffi/election/seqmax", NULL, &e), BATON_OK);
+    if (!e) return;
+    CHECK_RC(baton_election_campaign(e, (const uint8_t *)"me", 2, 5000, NULL), BATON_OK);
+    char eseq[BATON_SEQUENCER_MAX(sizeof "ffi/election/seqmax" - 1)];
+    CHECK_RC(baton_election_sequencer(e, NULL, 0, &n, NULL), BATON_BUFFER_TOO_SMALL);
+    CHECK(n + 1 <= sizeof eseq);
+    CHECK_RC(baton_election_sequencer(e, eseq, sizeof eseq, &n, NULL), BATON_OK);
+    CHECK_RC(baton_election_resign(e), BATON_OK);
+    baton_election_free(e);
 }
 
 /* A lock lost while held: the callback fires once, with the right reason. */
@@ -197,6 +259,9 @@ static void test_lock_lost(baton_client *c, baton_client *other) {
     baton_lost_reason sr = BATON_LOST_NONE;
     CHECK_RC(baton_lock_wait_lost(l, 10000, NULL, &why, &sr), BATON_OK);
     CHECK(why == BATON_HOLD_SESSION_LOST && sr == BATON_LOST_INVALIDATED);
+    /* The names Python and Node report for these reasons (issue 22). */
+    CHECK(strcmp(baton_hold_lost_name(why), "session_lost") == 0);
+    CHECK(strcmp(baton_lost_reason_name(sr), "invalidated") == 0);
     CHECK(wait_for(&rec.calls, 1, 5000));
     sleep_ms(300);
     CHECK(atomic_load(&rec.calls) == 1);
@@ -220,6 +285,8 @@ static void test_lock_lost(baton_client *c, baton_client *other) {
     CHECK_RC(baton_kv_delete(other, "ffi/lock/lost-key"), BATON_OK);
     CHECK(wait_for(&rec2.calls, 1, 10000));
     CHECK(atomic_load(&rec2.reason) == BATON_HOLD_KEY_CHANGED);
+    CHECK(strcmp(baton_hold_lost_name((uint32_t)atomic_load(&rec2.reason)), "key_changed") == 0);
+    CHECK(strcmp(baton_lost_reason_name((uint32_t)atomic_load(&rec2.session_reason)), "none") == 0);
     CHECK(atomic_load(&rec2.session_reason) == BATON_LOST_NONE);
     CHECK(!baton_lock_is_held(l));
     sleep_ms(200);
@@ -379,7 +446,8 @@ static void test_semaphore(baton_client *c, baton_client *other) {
     }
     CHECK_RC(baton_semaphore_acquire(h[0], 5000, NULL), BATON_OK);
     CHECK_RC(baton_semaphore_acquire(h[1], 5000, NULL), BATON_OK);
-    CHECK_RC(baton_semaphore_acquire(h[1], 0, NULL), BATON_ALREADY_HELD);
+    CHECK_RC(baton_semaphore_acquire(h[1], 0, NULL), BATON_CONFLICT);
+    CHECK(last_error_has("Semaphore already held"));
     CHECK_RC(baton_semaphore_acquire(h[2], 0, NULL), BATON_TIMEOUT);
     CHECK(last_error_has("slots taken"));
     CHECK_RC(baton_semaphore_acquire(h[2], 200, NULL), BATON_TIMEOUT);
@@ -503,7 +571,9 @@ static void test_election(baton_client *c, baton_client *other) {
     CHECK_RC(baton_election_campaign(e1, NULL, 5, 0, NULL), BATON_NULL_ARGUMENT);
     CHECK_RC(baton_election_campaign(e1, (const uint8_t *)"alpha", 5, 5000, NULL), BATON_OK);
     CHECK(baton_election_is_leader(e1));
-    CHECK_RC(baton_election_campaign(e1, (const uint8_t *)"alpha", 5, 0, NULL), BATON_ALREADY_HELD);
+    CHECK_RC(baton_election_campaign(e1, (const uint8_t *)"alpha", 5, 0, NULL), BATON_CONFLICT);
+    CHECK(last_error_has("Lock already held"));
+    CHECK(baton_election_is_leader(e1));
     CHECK_RC(baton_election_campaign(e2, (const uint8_t *)"beta", 4, 0, NULL), BATON_TIMEOUT);
     CHECK(last_error_has("another leader"));
     CHECK(!baton_election_is_leader(e2));
@@ -621,7 +691,9 @@ static void test_close_with_held_lock(baton_client *other) {
 }
 
 void test_recipes(baton_client *c, baton_client *other) {
+    test_lost_names();
     test_lock_args(c);
+    test_sequencer_max(c);
     test_lock_exclusion(c, other);
     test_lock_lost(c, other);
     test_lock_free_inside_callback(c, other);
