@@ -20,14 +20,17 @@ the core; an acquisition that raced the cancellation is released, so nothing is
 left held. Errors are the exceptions of :mod:`baton`.
 
 Quick, non-blocking operations (``locked()``, ``is_leader()``, ``sequencer``,
-``on_lost``) are the synchronous objects' own, reached through ``.sync``.
+``on_lost``, ``cancel_token``) are the synchronous objects' own, reached through ``.sync``.
+The client's requests (sessions, KV, ``leader``, fencing) are awaitable too and run on baton
+threads of their own. Every duration is a number of seconds; ``timeout=None`` waits without
+limit.
 """
 
 import asyncio
 from typing import Any, AsyncIterator, Callable, Optional
 
 import baton
-from ._native import Leader, Sequencer
+from ._native import KvEntry, Leader, Sequencer
 
 __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
 
@@ -98,10 +101,19 @@ class _Holding:
         ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``)."""
         return await _run(self.sync._start_wait_lost, timeout)
 
-    def on_lost(self, callback: Callable[[str], object]) -> None:
+    def on_lost(self, callback: Callable[[str], object]) -> int:
         """Calls ``callback(reason)`` on a baton thread when a holding is lost;
-        its exceptions go to ``sys.unraisablehook``."""
-        self.sync.on_lost(callback)
+        its exceptions go to ``sys.unraisablehook``. Returns an id for ``remove_callback``."""
+        return self.sync.on_lost(callback)
+
+    def remove_callback(self, callback_id: int) -> bool:
+        """Removes a callback by the id ``on_lost`` returned."""
+        return self.sync.remove_callback(callback_id)
+
+    @property
+    def cancel_token(self) -> "baton.CancelToken":
+        """A token cancelled when the current holding ends."""
+        return self.sync.cancel_token
 
     async def __aenter__(self) -> Any:
         await self.acquire()
@@ -185,9 +197,19 @@ class Election:
         """Waits until leadership ends and returns why."""
         return await _run(self.sync._start_wait_lost, timeout)
 
-    def on_lost(self, callback: Callable[[str], object]) -> None:
-        """Calls ``callback(reason)`` on a baton thread when leadership is lost."""
-        self.sync.on_lost(callback)
+    def on_lost(self, callback: Callable[[str], object]) -> int:
+        """Calls ``callback(reason)`` on a baton thread when leadership is lost. Returns an
+        id for ``remove_callback``."""
+        return self.sync.on_lost(callback)
+
+    def remove_callback(self, callback_id: int) -> bool:
+        """Removes a callback by the id ``on_lost`` returned."""
+        return self.sync.remove_callback(callback_id)
+
+    @property
+    def cancel_token(self) -> "baton.CancelToken":
+        """A token cancelled when leadership ends."""
+        return self.sync.cancel_token
 
     async def observe(self) -> AsyncIterator[Optional[Leader]]:
         """Leader changes as an async iterator: a :class:`baton.Leader`, or None for
@@ -254,13 +276,56 @@ class Client:
         return Election(self.sync.election(key, **kwargs))
 
     async def create_session(self, **kwargs: Any) -> baton.Session:
-        """A session of its own (keywords as :meth:`baton.Client.create_session`), created off
-        the event loop."""
+        """A session of its own (keywords as :meth:`baton.Client.create_session`: ``ttl``
+        defaults to 15 s, ``ttl=None`` for none), created off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(None, lambda: self.sync.create_session(**kwargs))
 
     async def adopt_session(self, session_id: str) -> baton.Session:
         """Manages a session created elsewhere (as :meth:`baton.Client.adopt_session`)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.sync.adopt_session, session_id)
+        return await _run(self.sync._start_adopt_session, session_id)
+
+    async def default_session(self) -> baton.Session:
+        """The client's shared session (created on first use; see ``Client(default_session=)``)."""
+        return await _run(self.sync._start_default_session)
+
+    async def wait_session_lost(self, session: baton.Session, timeout: Optional[float] = None) -> str:
+        """Waits until ``session`` is lost and returns why (as :meth:`baton.Session.wait_lost`;
+        ``timeout`` in seconds, ``None``: no limit)."""
+        return await _run(session._start_wait_lost, timeout)
+
+    async def destroy_session(self, session: baton.Session) -> None:
+        """Destroys ``session`` (as :meth:`baton.Session.destroy`)."""
+        await _run(session._start_destroy)
+
+    async def kv_get(self, key: str) -> Optional[bytes]:
+        """The value at ``key``, or None when it does not exist."""
+        return await _run(self.sync._start_kv_get, key)
+
+    async def kv_put(self, key: str, value: "bytes | str") -> bool:
+        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key``."""
+        return await _run(self.sync._start_kv_put, key, value)
+
+    async def kv_delete(self, key: str) -> bool:
+        """Deletes ``key`` (a missing key is not an error)."""
+        return await _run(self.sync._start_kv_delete, key)
+
+    async def leader(self, key: str) -> Optional[Leader]:
+        """The current leader of the election on ``key`` (one consistent read), or None."""
+        return await _run(self.sync._start_leader, key)
+
+    async def check_sequencer(self, sequencer: Sequencer) -> bool:
+        """Whether ``sequencer`` is still current (one consistent read)."""
+        return await _run(self.sync._start_check_sequencer, sequencer)
+
+    async def guarded_put(self, sequencer: Sequencer, key: str, value: "bytes | str") -> None:
+        """Writes ``value`` at ``key`` only while ``sequencer`` is current (``ConflictError``
+        for a stale holder)."""
+        await _run(self.sync._start_guarded_put, sequencer, key, value)
+
+    async def guarded_txn(self, sequencer: Sequencer, ops: "list[dict[str, Any]]") -> "list[KvEntry]":
+        """Runs ``ops`` in one transaction behind a check of ``sequencer`` (as
+        :meth:`baton.Client.guarded_txn`)."""
+        return await _run(self.sync._start_guarded_txn, sequencer, ops)
 
     @property
     def agent(self) -> "Agent":
