@@ -415,6 +415,35 @@ impl Client {
         start(done, move |_| c.guarded_txn(&s, &ops), |_| {}, kv_entries)
     }
 
+    /// Native half of `baton.aio.Client.create_session` (keywords as `create_session`'s).
+    #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _start_create_session(
+        &self,
+        py: Python<'_>,
+        done: Py<PyAny>,
+        name: Option<String>,
+        ttl: Option<f64>,
+        lock_delay: Option<f64>,
+        behavior: &str,
+        node: Option<String>,
+        node_checks: Option<Vec<String>>,
+        service_checks: Option<Vec<String>>,
+    ) -> PyResult<Pending> {
+        let o = crate::args::SessionArgs {
+            name,
+            ttl,
+            lock_delay,
+            behavior: behavior.to_string(),
+            node,
+            node_checks,
+            service_checks,
+        }
+        .options(py)?;
+        let c = (*self.inner).clone();
+        start(done, move |_| c.create_session(&o), |_| {}, session)
+    }
+
     fn _start_adopt_session(&self, done: Py<PyAny>, session_id: String) -> PyResult<Pending> {
         let c = (*self.inner).clone();
         start(done, move |_| c.adopt_session(&session_id), |_| {}, session)

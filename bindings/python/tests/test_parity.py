@@ -350,6 +350,11 @@ def test_aio_client_has_sessions_kv_leader_and_fencing(devserver):
 
             own = await a.create_session(lock_delay=0)
             assert own.ttl == 15.0
+            with pytest.raises(ValueError, match="ttl"):
+                await a.create_session(ttl=-1)
+            none = await a.create_session(ttl=None)
+            assert none.ttl is None
+            await a.destroy_session(none)
             adopted = await a.adopt_session(own.id)
             assert adopted.id == own.id
             waiting = asyncio.ensure_future(a.wait_session_lost(own, timeout=WAIT))

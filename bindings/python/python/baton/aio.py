@@ -93,12 +93,13 @@ class _Holding:
                           undo=_release_quietly(self.sync._start_release))
 
     async def release(self) -> None:
-        """Releases it; RuntimeError if not held."""
+        """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
         await _run(self.sync._start_release)
 
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
         """Waits until the holding ends and returns why (``"released"``,
-        ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``)."""
+        ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``);
+        ``timeout`` in seconds (``None``: no limit) raises ``baton.TimeoutError``."""
         return await _run(self.sync._start_wait_lost, timeout)
 
     def on_lost(self, callback: Callable[[str], object]) -> int:
@@ -176,8 +177,9 @@ class Election:
         """The fencing sequencer while leading."""
         return self.sync.sequencer
 
-    async def campaign(self, value: bytes, timeout: Optional[float] = None) -> bool:
-        """Campaigns with ``value`` until elected (True) or ``timeout`` seconds pass (False)."""
+    async def campaign(self, value: "bytes | str", timeout: Optional[float] = None) -> bool:
+        """Campaigns with ``value`` (bytes, or str stored UTF-8 encoded) until elected (True)
+        or ``timeout`` seconds pass (False; ``None``: no limit)."""
         resign_quietly = _release_quietly(self.sync._start_resign)
         return await _run(self.sync._start_campaign, value, timeout, undo=resign_quietly)
 
@@ -185,7 +187,7 @@ class Election:
         """Steps down; False if not leading."""
         return await _run(self.sync._start_resign)
 
-    async def proclaim(self, value: bytes) -> None:
+    async def proclaim(self, value: "bytes | str") -> None:
         """Replaces the leader's value, keeping the LockIndex."""
         await _run(self.sync._start_proclaim, value)
 
@@ -194,7 +196,8 @@ class Election:
         return await _run(self.sync._start_leader)
 
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
-        """Waits until leadership ends and returns why."""
+        """Waits until leadership ends and returns why (``timeout`` in seconds, ``None``:
+        no limit)."""
         return await _run(self.sync._start_wait_lost, timeout)
 
     def on_lost(self, callback: Callable[[str], object]) -> int:
@@ -277,8 +280,8 @@ class Client:
 
     async def create_session(self, **kwargs: Any) -> baton.Session:
         """A session of its own (keywords as :meth:`baton.Client.create_session`: ``ttl``
-        defaults to 15 s, ``ttl=None`` for none), created off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.sync.create_session(**kwargs))
+        defaults to 15 s, ``ttl=None`` for none), created on a baton thread."""
+        return await _run(lambda done: self.sync._start_create_session(done, **kwargs))
 
     async def adopt_session(self, session_id: str) -> baton.Session:
         """Manages a session created elsewhere (as :meth:`baton.Client.adopt_session`)."""
@@ -332,8 +335,9 @@ class Client:
         """The agent's check and service endpoints, awaitable."""
         return Agent(self.sync.agent)
 
-    async def close(self, timeout: float = 5.0) -> bool:
-        """Closes the client (one short wait, run off the event loop)."""
+    async def close(self, timeout: Optional[float] = 5.0) -> bool:
+        """Closes the client (one wait of at most ``timeout`` seconds, ``None``: no limit,
+        run off the event loop)."""
         return await asyncio.get_running_loop().run_in_executor(None, self.sync.close, timeout)
 
     async def __aenter__(self) -> "Client":
