@@ -4,6 +4,7 @@ for every timeout. Against a real dev server (the ``devserver`` fixture)."""
 
 import ast
 import asyncio
+import concurrent.futures
 import inspect
 import json
 import pathlib
@@ -366,6 +367,34 @@ def test_aio_client_has_sessions_kv_leader_and_fencing(devserver):
                 assert not sem.cancel_token.cancelled()
             assert await sem.wait_lost(timeout=0) == "released"
             assert threading.get_ident() == loop_thread
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+class _RefusingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A default executor that fails any use: baton.aio must not wait in it."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        raise AssertionError(f"baton.aio used the loop's default executor for {fn!r}")
+
+
+def test_aio_never_uses_the_default_executor(devserver):
+    async def main():
+        asyncio.get_running_loop().set_default_executor(_RefusingExecutor())
+        a = baton.aio.Client(devserver)
+        s = await a.create_session(lock_delay=0)
+        await a.adopt_session(s.id)
+        await a.default_session()
+        await a.kv_put(key("ex"), b"x")
+        await a.kv_get(key("ex"))
+        await a.kv_delete(key("ex"))
+        await a.leader(key("ex"))
+        check = f"py-parity-{uuid.uuid4()}"
+        await a.agent.check_register(check, 30.0, status="passing")
+        await a.agent.check_pass(check)
+        await a.agent.check_deregister(check)
+        await a.destroy_session(s)
+        assert await a.close() is True
 
     asyncio.run(asyncio.wait_for(main(), 30))
 

@@ -27,6 +27,7 @@ limit.
 """
 
 import asyncio
+import threading
 from typing import Any, AsyncIterator, Callable, Optional
 
 import baton
@@ -64,6 +65,26 @@ async def _run(start: Callable[..., Any], *args: Any, undo: Optional[Callable[[A
     except asyncio.CancelledError:
         pending.cancel()
         raise
+
+
+async def _off_loop(call: Callable[[], Any]) -> Any:
+    """Runs a synchronous baton call (one that releases the GIL) on a thread of its own and
+    awaits its outcome: never on the event loop, never in the loop's default executor."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            ok, value = True, call()
+        except BaseException as e:  # noqa: B036 - handed to the awaiting task
+            ok, value = False, e
+        try:
+            loop.call_soon_threadsafe(_settle, fut, ok, value, None)
+        except RuntimeError:  # the loop is closed: nobody awaits any more
+            pass
+
+    threading.Thread(target=run, name="baton-py-aio", daemon=True).start()
+    return await fut
 
 
 def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any], None]:
@@ -225,14 +246,14 @@ class Election:
 
 class Agent:
     """An asyncio face of :class:`baton.Agent`: the same methods, each one short request run
-    off the event loop (in the loop's default executor)."""
+    off the event loop on a thread of its own (not the loop's default executor)."""
 
     def __init__(self, sync: baton.Agent) -> None:
         self.sync = sync
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> None:
         method = getattr(self.sync, name)
-        await asyncio.get_running_loop().run_in_executor(None, lambda: method(*args, **kwargs))
+        await _off_loop(lambda: method(*args, **kwargs))
 
     async def check_register(self, check_id: str, ttl: float, **kwargs: Any) -> None:
         await self._call("check_register", check_id, ttl, **kwargs)
@@ -338,7 +359,7 @@ class Client:
     async def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Closes the client (one wait of at most ``timeout`` seconds, ``None``: no limit,
         run off the event loop)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.sync.close, timeout)
+        return await _off_loop(lambda: self.sync.close(timeout))
 
     async def __aenter__(self) -> "Client":
         return self
