@@ -423,7 +423,10 @@ def test_stubs_cover_every_public_method_and_state_units():
     classes = _stub_classes()
     import baton._native as native
 
-    for name in ["Client", "Session", "Lock", "Semaphore", "Election", "Observer", "CancelToken", "KvEntry"]:
+    for name in [
+        "Client", "Session", "Agent", "Lock", "Semaphore", "Election", "Observer", "Leader",
+        "Sequencer", "CancelToken", "KvEntry", "Pending",
+    ]:
         assert name in classes, f"{name} missing from _native.pyi"
         runtime = {n for n in dir(getattr(native, name)) if not n.startswith("_")}
         missing = runtime - classes[name][1]
