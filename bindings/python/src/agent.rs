@@ -200,6 +200,6 @@ impl crate::Client {
         let s = py
             .detach(move || c.adopt_session(&session_id))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session { inner: s })
+        Ok(Session::new(s))
     }
 }

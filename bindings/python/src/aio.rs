@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
-use crate::recipes::{Election, Leader, Lock, Observer, Semaphore};
-use crate::{seconds, to_py};
+use crate::args::{not_held_message, value_bytes};
+use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphore, Sequencer};
+use crate::{check_key, seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
 #[pyclass(frozen, module = "baton._native")]
@@ -88,13 +90,11 @@ fn any<T: for<'py> IntoPyObject<'py>>(py: Python<'_>, v: T) -> PyResult<Py<PyAny
     v.into_py_any(py)
 }
 
-fn released(py: Python<'_>, was_held: bool) -> PyResult<Py<PyAny>> {
-    if was_held {
-        Ok(py.None())
-    } else {
-        Err(PyRuntimeError::new_err(
-            "release of an unheld lock or semaphore",
-        ))
+/// `None` when released; the `NotHeldError` message otherwise.
+fn released(py: Python<'_>, not_held: Option<String>) -> PyResult<Py<PyAny>> {
+    match not_held {
+        None => Ok(py.None()),
+        Some(msg) => Err(crate::args::not_held(py, msg)),
     }
 }
 
@@ -139,7 +139,20 @@ impl Lock {
     /// Native half of `baton.aio.Lock.release`.
     fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
         let l = self.inner.clone();
-        start(done, move |_| l.release(), |_| {}, released)
+        start(
+            done,
+            move |_| {
+                if l.release()? {
+                    return Ok(None);
+                }
+                let last = l
+                    .wait_lost(Some(Duration::ZERO), None)
+                    .map_or("released", |r| r.name());
+                Ok(Some(not_held_message(&format!("lock {:?}", l.key()), last)))
+            },
+            |_| {},
+            released,
+        )
     }
 
     /// Native half of `baton.aio.Lock.wait_lost`.
@@ -178,7 +191,23 @@ impl Semaphore {
     /// Native half of `baton.aio.Semaphore.release`.
     fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
         let s = self.inner.clone();
-        start(done, move |_| s.release(), |_| {}, released)
+        start(
+            done,
+            move |_| {
+                if s.release()? {
+                    return Ok(None);
+                }
+                let last = s
+                    .wait_lost(Some(Duration::ZERO), None)
+                    .map_or("released", |r| r.name());
+                Ok(Some(not_held_message(
+                    &format!("a slot of semaphore {:?}", s.prefix()),
+                    last,
+                )))
+            },
+            |_| {},
+            released,
+        )
     }
 
     /// Native half of `baton.aio.Semaphore.wait_lost`.
@@ -202,9 +231,10 @@ impl Election {
     fn _start_campaign(
         &self,
         done: Py<PyAny>,
-        value: Vec<u8>,
+        value: &Bound<'_, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Pending> {
+        let value = value_bytes("value", value)?;
         let t = self::timeout(timeout)?;
         let (e, u) = (self.inner.clone(), self.inner.clone());
         start(
@@ -226,7 +256,8 @@ impl Election {
     }
 
     /// Native half of `baton.aio.Election.proclaim`.
-    fn _start_proclaim(&self, done: Py<PyAny>, value: Vec<u8>) -> PyResult<Pending> {
+    fn _start_proclaim(&self, done: Py<PyAny>, value: &Bound<'_, PyAny>) -> PyResult<Pending> {
+        let value = value_bytes("value", value)?;
         let e = self.inner.clone();
         start(
             done,
@@ -272,5 +303,171 @@ impl Observer {
             |_| {},
             leader_event,
         )
+    }
+}
+
+fn session(py: Python<'_>, s: baton::Session) -> PyResult<Py<PyAny>> {
+    any(py, Session::new(s))
+}
+
+fn kv_value(py: Python<'_>, v: Option<baton::KvPair>) -> PyResult<Py<PyAny>> {
+    match v {
+        Some(p) => Ok(PyBytes::new(py, p.value.as_deref().unwrap_or_default())
+            .into_any()
+            .unbind()),
+        None => Ok(py.None()),
+    }
+}
+
+fn kv_entries(py: Python<'_>, v: Vec<baton::KvPair>) -> PyResult<Py<PyAny>> {
+    any(py, v.into_iter().map(KvEntry::new).collect::<Vec<_>>())
+}
+
+fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
+    Ok(py.None())
+}
+
+/// The native halves of `baton.aio.Client`'s requests: each runs on a baton thread, never on
+/// the event loop nor in its default executor.
+#[pymethods]
+impl Client {
+    fn _start_default_session(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let c = (*self.inner).clone();
+        start(done, move |_| c.default_session(), |_| {}, session)
+    }
+
+    fn _start_kv_get(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
+        check_key(key)?;
+        let (c, k) = ((*self.inner).clone(), key.to_string());
+        start(done, move |_| c.kv().get(&k), |_| {}, kv_value)
+    }
+
+    fn _start_kv_put(
+        &self,
+        done: Py<PyAny>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Pending> {
+        check_key(key)?;
+        let v = value_bytes("value", value)?;
+        let (c, k) = ((*self.inner).clone(), key.to_string());
+        start(done, move |_| c.kv().put(&k, &v), |_| {}, any)
+    }
+
+    fn _start_kv_delete(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
+        check_key(key)?;
+        let (c, k) = ((*self.inner).clone(), key.to_string());
+        start(done, move |_| c.kv().delete(&k), |_| {}, any)
+    }
+
+    fn _start_leader(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
+        check_key(key)?;
+        let (c, k) = ((*self.inner).clone(), key.to_string());
+        start(done, move |_| c.leader(&k), |_| {}, leader_opt)
+    }
+
+    fn _start_check_sequencer(
+        &self,
+        done: Py<PyAny>,
+        sequencer: PyRef<'_, Sequencer>,
+    ) -> PyResult<Pending> {
+        let (c, s) = ((*self.inner).clone(), sequencer.inner.clone());
+        start(done, move |_| c.check_sequencer(&s), |_| {}, any)
+    }
+
+    fn _start_guarded_put(
+        &self,
+        done: Py<PyAny>,
+        sequencer: PyRef<'_, Sequencer>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Pending> {
+        check_key(key)?;
+        let v = value_bytes("value", value)?;
+        let (c, s, k) = (
+            (*self.inner).clone(),
+            sequencer.inner.clone(),
+            key.to_string(),
+        );
+        start(
+            done,
+            move |_| {
+                c.guarded_txn(&s, &[baton::KvOp::set(&k, &v, 0)])
+                    .map(|_| ())
+            },
+            |_| {},
+            none,
+        )
+    }
+
+    fn _start_guarded_txn(
+        &self,
+        done: Py<PyAny>,
+        sequencer: PyRef<'_, Sequencer>,
+        ops: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<Pending> {
+        let ops = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| txn_op(i, op))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (c, s) = ((*self.inner).clone(), sequencer.inner.clone());
+        start(done, move |_| c.guarded_txn(&s, &ops), |_| {}, kv_entries)
+    }
+
+    /// Native half of `baton.aio.Client.create_session` (keywords as `create_session`'s).
+    #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _start_create_session(
+        &self,
+        py: Python<'_>,
+        done: Py<PyAny>,
+        name: Option<String>,
+        ttl: Option<f64>,
+        lock_delay: Option<f64>,
+        behavior: &str,
+        node: Option<String>,
+        node_checks: Option<Vec<String>>,
+        service_checks: Option<Vec<String>>,
+    ) -> PyResult<Pending> {
+        let o = crate::args::SessionArgs {
+            name,
+            ttl,
+            lock_delay,
+            behavior: behavior.to_string(),
+            node,
+            node_checks,
+            service_checks,
+        }
+        .options(py)?;
+        let c = (*self.inner).clone();
+        start(done, move |_| c.create_session(&o), |_| {}, session)
+    }
+
+    fn _start_adopt_session(&self, done: Py<PyAny>, session_id: String) -> PyResult<Pending> {
+        let c = (*self.inner).clone();
+        start(done, move |_| c.adopt_session(&session_id), |_| {}, session)
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Native half of `baton.aio`'s `wait_session_lost`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let s = self.inner.clone();
+        start(
+            done,
+            move |c| s.wait_lost(t, Some(c)).map(|r| r.name()),
+            |_| {},
+            any,
+        )
+    }
+
+    /// Native half of `baton.aio`'s `destroy_session`.
+    fn _start_destroy(&self, done: Py<PyAny>) -> PyResult<Pending> {
+        let s = self.inner.clone();
+        start(done, move |_| s.destroy(), |_| {}, none)
     }
 }

@@ -6,6 +6,8 @@
 
 mod agent;
 mod aio;
+mod args;
+mod cancel;
 mod detached;
 mod recipes;
 
@@ -138,14 +140,15 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 /// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
 /// variables, with keyword arguments taking precedence.
 #[pyclass(frozen, module = "baton._native")]
-struct Client {
-    inner: Detached<baton::Client>,
+pub(crate) struct Client {
+    pub(crate) inner: Detached<baton::Client>,
 }
 
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (address=None, *, token=None, token_file=None, datacenter=None, request_timeout=None))]
+    #[pyo3(signature = (address=None, *, token=None, token_file=None, datacenter=None, request_timeout=None, default_session=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         address: Option<String>,
@@ -153,6 +156,7 @@ impl Client {
         token_file: Option<String>,
         datacenter: Option<String>,
         request_timeout: Option<f64>,
+        default_session: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Client> {
         let mut b = baton::ClientBuilder::from_env();
         if let Some(a) = address {
@@ -173,6 +177,9 @@ impl Client {
         if let Some(t) = seconds("request_timeout", request_timeout)? {
             b = b.request_timeout(t);
         }
+        if let Some(d) = default_session {
+            b = b.default_session(args::SessionArgs::from_dict(d)?.options(py)?);
+        }
         let inner = b.build().map_err(|e| to_py(py, e))?;
         Ok(Client {
             inner: Detached::new(inner),
@@ -191,13 +198,14 @@ impl Client {
         let s = py
             .detach(move || c.default_session())
             .map_err(|e| to_py(py, e))?;
-        Ok(Session { inner: s })
+        Ok(Session::new(s))
     }
 
-    /// Creates a session of its own, renewed in the background until destroyed.
-    /// `node_checks` (default Consul's `['serfHealth']`, `[]` for none) and `service_checks`
-    /// bind it to health checks: it is invalidated when one of them turns critical.
-    #[pyo3(signature = (*, name=None, ttl=None, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+    /// Creates a session of its own, renewed in the background until destroyed. Durations in
+    /// seconds: `ttl` defaults to 15 (`ttl=None`: no TTL, asked for explicitly), `lock_delay` to
+    /// Consul's (15). `node_checks` (default Consul's `['serfHealth']`, `[]` for none) and
+    /// `service_checks` bind it to health checks: it is invalidated when one turns critical.
+    #[pyo3(signature = (*, name=None, ttl=args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
     #[allow(clippy::too_many_arguments)]
     fn create_session(
         &self,
@@ -210,36 +218,21 @@ impl Client {
         node_checks: Option<Vec<String>>,
         service_checks: Option<Vec<String>>,
     ) -> PyResult<Session> {
-        let mut o = baton::SessionOptions::new();
-        if let Some(n) = name {
-            o = o.name(n);
+        let o = args::SessionArgs {
+            name,
+            ttl,
+            lock_delay,
+            behavior: behavior.to_string(),
+            node,
+            node_checks,
+            service_checks,
         }
-        if let Some(t) = seconds("ttl", ttl)? {
-            if t.is_zero() {
-                return Err(PyValueError::new_err(
-                    "ttl must be positive (omit it for no TTL)",
-                ));
-            }
-            o = o.ttl(t);
-        }
-        if let Some(d) = seconds("lock_delay", lock_delay)? {
-            o = o.lock_delay(d);
-        }
-        o = o.behavior(match behavior {
-            "release" => baton::Behavior::Release,
-            "delete" => baton::Behavior::Delete,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "behavior must be 'release' or 'delete', got {other:?}"
-                )))
-            }
-        });
-        let o = agent::apply_checks(py, o, node, node_checks, service_checks)?;
+        .options(py)?;
         let c = self.inner.clone();
         let s = py
             .detach(move || c.create_session(&o))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session { inner: s })
+        Ok(Session::new(s))
     }
 
     /// The value stored at `key`, or None when the key does not exist.
@@ -252,19 +245,28 @@ impl Client {
         Ok(got.map(|p| PyBytes::new(py, p.value.as_deref().unwrap_or_default())))
     }
 
-    /// Writes `value` at `key` (a plain PUT). Returns True.
-    fn kv_put(&self, py: Python<'_>, key: &str, value: &[u8]) -> PyResult<bool> {
+    /// Writes `value` (bytes, or str stored UTF-8 encoded) at `key` (a plain PUT). Returns True.
+    fn kv_put(&self, py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
         check_key(key)?;
-        let (c, k, v) = (self.inner.clone(), key.to_string(), value.to_vec());
+        let v = args::value_bytes("value", value)?;
+        let (c, k) = (self.inner.clone(), key.to_string());
         py.detach(move || c.kv().put(&k, &v))
             .map_err(|e| to_py(py, e))
     }
 
+    /// Deletes `key` (a missing key is not an error). Returns True.
+    fn kv_delete(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
+        check_key(key)?;
+        let (c, k) = (self.inner.clone(), key.to_string());
+        py.detach(move || c.kv().delete(&k))
+            .map_err(|e| to_py(py, e))
+    }
+
     /// Destroys the sessions this client created and stops its threads. Returns whether
-    /// everything finished within `timeout` seconds.
+    /// everything finished within `timeout` seconds (`None`: no limit).
     #[pyo3(signature = (timeout=5.0))]
-    fn close(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        let t = seconds("timeout", Some(timeout))?.unwrap_or_default();
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let t = seconds("timeout", Some(timeout.unwrap_or(MAX_SECONDS)))?.unwrap_or_default();
         let c = self.inner.clone();
         Ok(py.detach(move || c.close(t)))
     }
@@ -281,7 +283,7 @@ impl Client {
 
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py, 5.0)?;
+        self.close(py, Some(5.0))?;
         Ok(false)
     }
 
@@ -290,7 +292,7 @@ impl Client {
     }
 }
 
-fn check_key(key: &str) -> PyResult<()> {
+pub(crate) fn check_key(key: &str) -> PyResult<()> {
     if key.is_empty() {
         return Err(PyValueError::new_err("key must not be empty"));
     }
@@ -305,8 +307,18 @@ fn check_key(key: &str) -> PyResult<()> {
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,
 /// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
 #[pyclass(frozen, module = "baton._native")]
-struct Session {
-    inner: baton::Session,
+pub(crate) struct Session {
+    pub(crate) inner: baton::Session,
+    callbacks: cancel::CallbackIds,
+}
+
+impl Session {
+    pub(crate) fn new(inner: baton::Session) -> Session {
+        Session {
+            inner,
+            callbacks: cancel::CallbackIds::default(),
+        }
+    }
 }
 
 #[pymethods]
@@ -348,40 +360,68 @@ impl Session {
     }
 
     /// Blocks until the session is lost and returns the reason (`"invalidated"`,
-    /// `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`). With a `timeout` in seconds,
-    /// raises `baton.TimeoutError` when it passes first. Ctrl-C interrupts the wait.
-    #[pyo3(signature = (timeout=None))]
-    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<&'static str> {
-        // `seconds` checked that the sum does not overflow.
-        let end = seconds("timeout", timeout)?.and_then(|t| Instant::now().checked_add(t));
-        loop {
-            let slice = match end {
-                Some(e) => e.saturating_duration_since(Instant::now()).min(SLICE),
-                None => SLICE,
-            };
-            let s = self.inner.clone();
-            match py.detach(move || s.wait_lost(Some(slice), None)) {
-                Ok(r) => return Ok(r.name()),
-                Err(e) if e.kind() == baton::ErrorKind::Timeout => {
-                    if end.is_some_and(|e| Instant::now() >= e) {
-                        return Err(to_py(py, e));
-                    }
-                    py.check_signals()?;
-                }
-                Err(e) => return Err(to_py(py, e)),
-            }
-        }
+    /// `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`). With a `timeout` in seconds
+    /// (`None`: no limit), raises `baton.TimeoutError` when it passes first; `cancel` (a
+    /// `baton.CancelToken`) ends it with `baton.CancelledError`. Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None, *, cancel=None))]
+    fn wait_lost(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, cancel::CancelToken>>,
+    ) -> PyResult<&'static str> {
+        let t = seconds("timeout", timeout)?;
+        let s = self.inner.clone();
+        recipes::interruptible(
+            py,
+            cancel::user_token(cancel),
+            move |c| s.wait_lost(t, Some(&c)),
+            |_| {},
+        )
+        .map(|r| r.name())
+    }
+
+    /// The session's TTL in seconds as Consul last reported it; `None` for no TTL.
+    #[getter]
+    fn ttl(&self) -> Option<f64> {
+        self.inner.ttl().map(|t| t.as_secs_f64())
+    }
+
+    /// The local lease deadline as a `time.monotonic()` value (seconds): past it, the
+    /// session's holdings cannot be trusted without another successful renew. It moves
+    /// forward with each renew; `None` for a session without a TTL. See `time_left()`.
+    fn valid_until(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        let Some(until) = self.inner.valid_until() else {
+            return Ok(None);
+        };
+        // Instant and time.monotonic() share CLOCK_MONOTONIC on Linux; measure the offset
+        // instead of relying on it.
+        let now_py: f64 = py.import("time")?.call_method0("monotonic")?.extract()?;
+        let now = Instant::now();
+        Ok(Some(if until >= now {
+            now_py + (until - now).as_secs_f64()
+        } else {
+            now_py - (now - until).as_secs_f64()
+        }))
+    }
+
+    /// A `baton.CancelToken` cancelled when the session is lost (for work to watch, or to
+    /// pass as `cancel=`); baton cancels it, Python cannot.
+    #[getter]
+    fn cancel_token(&self) -> cancel::CancelToken {
+        cancel::CancelToken::watch_only(self.inner.cancel_token(), "session")
     }
 
     /// Calls `callback(reason)` once when the session is lost. It runs on baton's callback
-    /// thread; exceptions it raises go to `sys.unraisablehook`.
-    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
+    /// thread; exceptions it raises go to `sys.unraisablehook`. Returns an id for
+    /// `remove_callback`.
+    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
         let ok = Python::attach(|py| callback.bind(py).is_callable());
         if !ok {
             return Err(PyTypeError::new_err("callback must be callable"));
         }
         let callback = Arc::new(callback);
-        self.inner.on_lost(move |reason| {
+        let id = self.inner.on_lost(move |reason| {
             let cb = callback.clone();
             // Never enters an interpreter that is shutting down.
             let _ = attach_from_thread(|py| {
@@ -390,7 +430,19 @@ impl Session {
                 }
             });
         });
-        Ok(())
+        Ok(self.callbacks.add(id))
+    }
+
+    /// Removes a callback `on_lost` registered (by the id it returned); True if it was
+    /// registered. A call already on its way may still run once.
+    fn remove_callback(&self, callback_id: u64) -> bool {
+        match self.callbacks.take(callback_id) {
+            Some(id) => {
+                self.inner.remove_callback(id);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Destroys the session now (its keys are released or deleted; lock-delay applies).
@@ -453,6 +505,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_class::<Client>()?;
     m.add_class::<Session>()?;
+    m.add_class::<cancel::CancelToken>()?;
     m.add_class::<agent::Agent>()?;
     m.add_class::<recipes::Lock>()?;
     m.add_class::<recipes::Semaphore>()?;
@@ -460,6 +513,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Observer>()?;
     m.add_class::<recipes::Leader>()?;
     m.add_class::<recipes::Sequencer>()?;
+    m.add_class::<recipes::KvEntry>()?;
     m.add_class::<aio::Pending>()?;
     let hook = wrap_pyfunction!(at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (hook,))?;

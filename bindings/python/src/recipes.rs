@@ -13,16 +13,22 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::args::{not_held, not_held_message, opt_value, value_bytes};
+use crate::cancel::{user_token, CallbackIds, CancelToken};
 use crate::{float_repr, seconds, to_py, Detached, Session, SLICE};
 
 /// Runs `call` on a helper thread with a cancel token; waits interruptibly. On a Python
 /// exception (Ctrl-C) the token is cancelled, `undo` runs on a successful late result,
-/// and the exception propagates.
+/// and the exception propagates. `user` (a `cancel=` token) cancelled from another thread
+/// cancels the call the same way: it ends with `baton.CancelledError`, and a success that
+/// raced the cancel is undone.
 pub(crate) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
+    user: Option<baton::CancelToken>,
     call: impl FnOnce(baton::CancelToken) -> baton::Result<T> + Send + 'static,
     undo: impl FnOnce(T) + Send + 'static,
 ) -> PyResult<T> {
+    use crossbeam_channel::RecvTimeoutError;
     let cancel = baton::CancelToken::new();
     let (tx, rx) = crossbeam_channel::bounded(1);
     let token = cancel.clone();
@@ -32,16 +38,41 @@ pub(crate) fn interruptible<T: Send + 'static>(
             let _ = tx.send(call(token));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    // Watched until it fires (then the call's own token is cancelled).
+    let mut watch = user.as_ref().map(|u| u.receiver());
     loop {
-        let got = py.detach(|| rx.recv_timeout(SLICE));
+        // `None`: the user's token fired.
+        let got = py.detach(|| match &watch {
+            Some(user_rx) => crossbeam_channel::select! {
+                recv(rx) -> r => Some(r.map_err(|_| RecvTimeoutError::Disconnected)),
+                recv(user_rx) -> _ => None,
+                default(SLICE) => Some(Err(RecvTimeoutError::Timeout)),
+            },
+            None => Some(rx.recv_timeout(SLICE)),
+        });
         match got {
-            Ok(r) => return r.map_err(|e| to_py(py, e)),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+            None => {
+                cancel.cancel();
+                watch = None;
+                continue;
+            }
+            Some(Ok(Ok(v))) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
+                undo(v);
+                return Err(to_py(
+                    py,
+                    baton::Error::new(
+                        baton::ErrorKind::Cancelled,
+                        "cancelled through its CancelToken (what it acquired meanwhile was released)",
+                    ),
+                ));
+            }
+            Some(Ok(r)) => return r.map_err(|e| to_py(py, e)),
+            Some(Err(RecvTimeoutError::Disconnected)) => {
                 return Err(PyRuntimeError::new_err(
                     "baton call thread ended without a result",
                 ))
             }
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Some(Err(RecvTimeoutError::Timeout)) => {}
         }
         if let Err(interrupt) = py.check_signals() {
             cancel.cancel();
@@ -53,8 +84,10 @@ pub(crate) fn interruptible<T: Send + 'static>(
     }
 }
 
-/// `threading`-style (blocking, timeout) → core timeout (`None` = forever).
-fn acquire_timeout(blocking: bool, timeout: f64) -> PyResult<Option<Duration>> {
+/// `threading`-style (blocking, timeout) → core timeout (`None` = forever). `timeout=None`
+/// means the same as -1: no limit (as everywhere else in baton).
+fn acquire_timeout(blocking: bool, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    let timeout = timeout.unwrap_or(-1.0);
     if !blocking {
         if timeout != -1.0 {
             return Err(PyValueError::new_err(
@@ -151,23 +184,34 @@ fn register_lost<R: Copy + Send + 'static>(
 
 /// A distributed lock on one Consul key (Go `api.Lock` compatible), used like
 /// `threading.Lock`: `acquire(blocking=True, timeout=-1)`, `release()`, `locked()`, and
-/// `with client.lock("key"):`. Loss is signalled by `on_lost`, `wait_lost()` and `locked()`.
-/// Keep a reference while holding: a `Lock` that is garbage-collected releases its key.
+/// `with client.lock("key"):`. Loss is signalled by `on_lost`, `wait_lost()`, `locked()` and
+/// `cancel_token`. Keep a reference while holding: a `Lock` that is garbage-collected
+/// releases its key.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Lock {
     pub(crate) inner: Detached<Arc<baton::Lock>>,
+    callbacks: CallbackIds,
 }
 
 #[pymethods]
 impl Lock {
     /// Acquires the lock. Returns True once held; False if `blocking` is False and it is
-    /// taken, or when `timeout` seconds pass. Ctrl-C interrupts the wait.
-    #[pyo3(signature = (blocking=true, timeout=-1.0))]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: f64) -> PyResult<bool> {
+    /// taken, or when `timeout` seconds pass (-1 or `None`: no limit). `cancel` (a
+    /// `baton.CancelToken`) cancelled from another thread ends the wait with
+    /// `baton.CancelledError`. Ctrl-C interrupts the wait. Either way nothing is left held.
+    #[pyo3(signature = (blocking=true, timeout=-1.0, *, cancel=None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        blocking: bool,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<bool> {
         let t = acquire_timeout(blocking, timeout)?;
         let (l, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
+            user_token(cancel),
             move |c| l.acquire(t, Some(&c)),
             move |held| {
                 if held {
@@ -177,13 +221,24 @@ impl Lock {
         )
     }
 
-    /// Releases the lock (the next holder pays no lock-delay). Raises RuntimeError if
-    /// it is not held, like `threading.Lock`.
+    /// Releases the lock (the next holder pays no lock-delay). Raises `baton.NotHeldError`
+    /// (a `RuntimeError`, like `threading.Lock`'s) if it is not held: never acquired,
+    /// released, or lost (the message says which).
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let l = self.inner.clone();
         match py.detach(move || l.release()) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(PyRuntimeError::new_err("release unlocked lock")),
+            Ok(false) => {
+                let l = self.inner.clone();
+                let last = py
+                    .detach(move || l.wait_lost(Some(Duration::ZERO), None))
+                    .map(|r| r.name())
+                    .unwrap_or("released");
+                Err(not_held(
+                    py,
+                    not_held_message(&format!("lock {:?}", self.inner.key()), last),
+                ))
+            }
             Err(e) => Err(to_py(py, e)),
         }
     }
@@ -199,15 +254,17 @@ impl Lock {
         self.inner.key().to_string()
     }
 
-    /// The value written on acquire (settable before acquiring).
+    /// The value written on acquire (settable before acquiring: bytes, or str stored UTF-8
+    /// encoded).
     #[getter]
     fn get_value<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.inner.value())
     }
 
     #[setter]
-    fn set_value(&self, value: Vec<u8>) {
-        self.inner.set_value(value)
+    fn set_value(&self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.inner.set_value(value_bytes("value", value)?);
+        Ok(())
     }
 
     /// The fencing sequencer of the current holding, or None.
@@ -216,21 +273,49 @@ impl Lock {
         self.inner.sequencer().map(|inner| Sequencer { inner })
     }
 
+    /// A `baton.CancelToken` cancelled when the current holding ends (already cancelled when
+    /// not held): pass it as `cancel=` to other waits, or watch it from the work.
+    #[getter]
+    fn cancel_token(&self) -> CancelToken {
+        CancelToken::watch_only(self.inner.cancel_token(), "lock's holding")
+    }
+
     /// Calls `callback(reason)` once per lost holding (`"key_changed"`, `"session_lost"`),
-    /// on baton's callback thread; exceptions go to `sys.unraisablehook`.
-    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
-        self.inner
-            .on_lost(register_lost(callback, baton::LockLost::name)?);
-        Ok(())
+    /// on baton's callback thread; exceptions go to `sys.unraisablehook`. Returns an id for
+    /// `remove_callback`.
+    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
+        let cb = register_lost(callback, baton::LockLost::name)?;
+        Ok(self.callbacks.add(self.inner.on_lost(cb)))
+    }
+
+    /// Removes a callback by the id `on_lost` returned; True if it was registered. A call
+    /// already on its way may still run once.
+    fn remove_callback(&self, callback_id: u64) -> bool {
+        self.callbacks
+            .take(callback_id)
+            .map(|id| self.inner.remove_callback(id))
+            .is_some()
     }
 
     /// Blocks until the holding ends and returns why (at once if not held). Raises
-    /// `baton.TimeoutError` after `timeout` seconds.
-    #[pyo3(signature = (timeout=None))]
-    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<&'static str> {
+    /// `baton.TimeoutError` after `timeout` seconds (`None`: no limit), `baton.CancelledError`
+    /// when `cancel` is cancelled.
+    #[pyo3(signature = (timeout=None, *, cancel=None))]
+    fn wait_lost(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<&'static str> {
         let t = seconds("timeout", timeout)?;
         let l = self.inner.clone();
-        interruptible(py, move |c| l.wait_lost(t, Some(&c)), |_| {}).map(|r| r.name())
+        interruptible(
+            py,
+            user_token(cancel),
+            move |c| l.wait_lost(t, Some(&c)),
+            |_| {},
+        )
+        .map(|r| r.name())
     }
 
     /// Deletes the key if nobody holds it (Go's `Destroy`).
@@ -240,7 +325,7 @@ impl Lock {
     }
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<bool> {
-        self.acquire(py, true, -1.0)
+        self.acquire(py, true, None, None)
     }
 
     #[pyo3(signature = (*_args))]
@@ -266,17 +351,26 @@ impl Lock {
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct Semaphore {
     pub(crate) inner: Detached<Arc<baton::Semaphore>>,
+    callbacks: CallbackIds,
 }
 
 #[pymethods]
 impl Semaphore {
-    /// Takes a slot; True once held, False at the timeout / when non-blocking and full.
-    #[pyo3(signature = (blocking=true, timeout=-1.0))]
-    fn acquire(&self, py: Python<'_>, blocking: bool, timeout: f64) -> PyResult<bool> {
+    /// Takes a slot; True once held, False when `timeout` seconds pass (-1 or `None`: no
+    /// limit) or when non-blocking and full. `cancel` as for `Lock.acquire`.
+    #[pyo3(signature = (blocking=true, timeout=-1.0, *, cancel=None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        blocking: bool,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<bool> {
         let t = acquire_timeout(blocking, timeout)?;
         let (s, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
+            user_token(cancel),
             move |c| s.acquire(t, Some(&c)),
             move |held| {
                 if held {
@@ -286,12 +380,25 @@ impl Semaphore {
         )
     }
 
-    /// Gives the slot back; RuntimeError if not held.
+    /// Gives the slot back; `baton.NotHeldError` (a `RuntimeError`) if not held.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let s = self.inner.clone();
         match py.detach(move || s.release()) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(PyRuntimeError::new_err("release of an unheld semaphore")),
+            Ok(false) => {
+                let s = self.inner.clone();
+                let last = py
+                    .detach(move || s.wait_lost(Some(Duration::ZERO), None))
+                    .map(|r| r.name())
+                    .unwrap_or("released");
+                Err(not_held(
+                    py,
+                    not_held_message(
+                        &format!("a slot of semaphore {:?}", self.inner.prefix()),
+                        last,
+                    ),
+                ))
+            }
             Err(e) => Err(to_py(py, e)),
         }
     }
@@ -313,15 +420,51 @@ impl Semaphore {
         self.inner.limit()
     }
 
+    /// A `baton.CancelToken` cancelled when the current holding ends (see `Lock.cancel_token`).
+    #[getter]
+    fn cancel_token(&self) -> CancelToken {
+        CancelToken::watch_only(self.inner.cancel_token(), "semaphore's holding")
+    }
+
     /// Calls `callback(reason)` once per lost holding (`"removed"`, `"session_lost"`).
-    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
-        self.inner
-            .on_lost(register_lost(callback, baton::SemaphoreLost::name)?);
-        Ok(())
+    /// Returns an id for `remove_callback`.
+    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
+        let cb = register_lost(callback, baton::SemaphoreLost::name)?;
+        Ok(self.callbacks.add(self.inner.on_lost(cb)))
+    }
+
+    /// Removes a callback by the id `on_lost` returned; True if it was registered.
+    fn remove_callback(&self, callback_id: u64) -> bool {
+        self.callbacks
+            .take(callback_id)
+            .map(|id| self.inner.remove_callback(id))
+            .is_some()
+    }
+
+    /// Blocks until the holding ends and returns why (`"released"`, `"removed"`,
+    /// `"session_lost"`, `"client_closed"`; at once if not held). Raises
+    /// `baton.TimeoutError` after `timeout` seconds (`None`: no limit),
+    /// `baton.CancelledError` when `cancel` is cancelled.
+    #[pyo3(signature = (timeout=None, *, cancel=None))]
+    fn wait_lost(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<&'static str> {
+        let t = seconds("timeout", timeout)?;
+        let s = self.inner.clone();
+        interruptible(
+            py,
+            user_token(cancel),
+            move |c| s.wait_lost(t, Some(&c)),
+            |_| {},
+        )
+        .map(|r| r.name())
     }
 
     fn __enter__(&self, py: Python<'_>) -> PyResult<bool> {
-        self.acquire(py, true, -1.0)
+        self.acquire(py, true, None, None)
     }
 
     #[pyo3(signature = (*_args))]
@@ -386,17 +529,28 @@ impl Leader {
 pub(crate) struct Election {
     pub(crate) inner: Detached<Arc<baton::Election>>,
     client: Detached<baton::Client>,
+    callbacks: CallbackIds,
 }
 
 #[pymethods]
 impl Election {
-    /// Campaigns with `value` until elected (True) or `timeout` seconds pass (False).
-    #[pyo3(signature = (value, timeout=None))]
-    fn campaign(&self, py: Python<'_>, value: Vec<u8>, timeout: Option<f64>) -> PyResult<bool> {
-        let t = seconds("timeout", timeout)?;
+    /// Campaigns with `value` (bytes, or str stored UTF-8 encoded) until elected (True) or
+    /// `timeout` seconds pass (False; `None` or -1: no limit). `cancel` (a
+    /// `baton.CancelToken`) ends it with `baton.CancelledError`; Ctrl-C interrupts it.
+    #[pyo3(signature = (value, timeout=None, *, cancel=None))]
+    fn campaign(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<bool> {
+        let value = value_bytes("value", value)?;
+        let t = acquire_timeout(true, timeout)?;
         let (e, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
+            user_token(cancel),
             move |c| e.campaign(&value, t, Some(&c)),
             move |won| {
                 if won {
@@ -412,8 +566,10 @@ impl Election {
         py.detach(move || e.resign()).map_err(|e| to_py(py, e))
     }
 
-    /// Replaces the leader's value, keeping the LockIndex. ConflictError if not leader.
-    fn proclaim(&self, py: Python<'_>, value: Vec<u8>) -> PyResult<()> {
+    /// Replaces the leader's value (bytes or str), keeping the LockIndex. ConflictError if
+    /// not leader.
+    fn proclaim(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = value_bytes("value", value)?;
         let e = self.inner.clone();
         py.detach(move || e.proclaim(&value))
             .map_err(|e| to_py(py, e))
@@ -452,19 +608,45 @@ impl Election {
         self.inner.sequencer().map(|inner| Sequencer { inner })
     }
 
-    /// Calls `callback(reason)` when leadership is lost.
-    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<()> {
-        self.inner
-            .on_lost(register_lost(callback, baton::LockLost::name)?);
-        Ok(())
+    /// A `baton.CancelToken` cancelled when leadership ends (already cancelled when not
+    /// leading).
+    #[getter]
+    fn cancel_token(&self) -> CancelToken {
+        CancelToken::watch_only(self.inner.cancel_token(), "leadership")
     }
 
-    /// Blocks until leadership ends; returns why.
-    #[pyo3(signature = (timeout=None))]
-    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<&'static str> {
+    /// Calls `callback(reason)` when leadership is lost. Returns an id for `remove_callback`.
+    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
+        let cb = register_lost(callback, baton::LockLost::name)?;
+        Ok(self.callbacks.add(self.inner.on_lost(cb)))
+    }
+
+    /// Removes a callback by the id `on_lost` returned; True if it was registered.
+    fn remove_callback(&self, callback_id: u64) -> bool {
+        self.callbacks
+            .take(callback_id)
+            .map(|id| self.inner.remove_callback(id))
+            .is_some()
+    }
+
+    /// Blocks until leadership ends; returns why. `timeout` in seconds (`None`: no limit)
+    /// raises `baton.TimeoutError`; `cancel` raises `baton.CancelledError`.
+    #[pyo3(signature = (timeout=None, *, cancel=None))]
+    fn wait_lost(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<&'static str> {
         let t = seconds("timeout", timeout)?;
         let e = self.inner.clone();
-        interruptible(py, move |c| e.wait_lost(t, Some(&c)), |_| {}).map(|r| r.name())
+        interruptible(
+            py,
+            user_token(cancel),
+            move |c| e.wait_lost(t, Some(&c)),
+            |_| {},
+        )
+        .map(|r| r.name())
     }
 
     fn __repr__(&self) -> String {
@@ -484,13 +666,20 @@ pub(crate) struct Observer {
 
 #[pymethods]
 impl Observer {
-    /// Waits for the next change; `timeout` in seconds raises `baton.TimeoutError`.
-    #[pyo3(signature = (timeout=None))]
-    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Leader>> {
+    /// Waits for the next change; `timeout` in seconds (`None`: no limit) raises
+    /// `baton.TimeoutError`; `cancel` (a `baton.CancelToken`) raises `baton.CancelledError`.
+    #[pyo3(signature = (timeout=None, *, cancel=None))]
+    fn next(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        cancel: Option<PyRef<'_, CancelToken>>,
+    ) -> PyResult<Option<Leader>> {
         let t = seconds("timeout", timeout)?;
         let o = self.inner.clone();
         let ev = interruptible(
             py,
+            user_token(cancel),
             move |c| {
                 let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
                 g.next(t, Some(&c))
@@ -510,43 +699,149 @@ impl Observer {
     /// Never ends: "no leader" is yielded as `None`. (pyo3 ends an iteration when
     /// `__next__` returns a Rust `None`, so the Python `None` goes out as an object.)
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(match self.next(py, None)? {
+        Ok(match self.next(py, None, None)? {
             Some(leader) => Py::new(py, leader)?.into_any(),
             None => py.None(),
         })
     }
 }
 
+/// One KV entry a transaction returned.
+#[pyclass(frozen, module = "baton._native")]
+pub(crate) struct KvEntry {
+    inner: baton::KvPair,
+}
+
+#[pymethods]
+impl KvEntry {
+    /// The key.
+    #[getter]
+    fn key(&self) -> String {
+        self.inner.key.clone()
+    }
+    /// The value (None for writes: Consul returns values only for reads).
+    #[getter]
+    fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.value.as_deref().map(|v| PyBytes::new(py, v))
+    }
+    /// The flags (uint64).
+    #[getter]
+    fn flags(&self) -> u64 {
+        self.inner.flags
+    }
+    /// The session holding the key's lock, or None.
+    #[getter]
+    fn session(&self) -> Option<String> {
+        self.inner.session.clone()
+    }
+    /// LockIndex.
+    #[getter]
+    fn lock_index(&self) -> u64 {
+        self.inner.lock_index
+    }
+    /// CreateIndex.
+    #[getter]
+    fn create_index(&self) -> u64 {
+        self.inner.create_index
+    }
+    /// ModifyIndex.
+    #[getter]
+    fn modify_index(&self) -> u64 {
+        self.inner.modify_index
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "baton.KvEntry(key={:?}, modify_index={})",
+            self.inner.key, self.inner.modify_index
+        )
+    }
+}
+
+/// One operation of `guarded_txn`: a dict `{"verb": "set", "key": ..., "value": ...,
+/// "flags": 0, "index": 0, "session": ...}` (Node's `TxnOp`; verbs as Consul's).
+pub(crate) fn txn_op(i: usize, op: &Bound<'_, PyAny>) -> PyResult<baton::KvOp> {
+    let d = op
+        .cast::<pyo3::types::PyDict>()
+        .map_err(|_| PyTypeError::new_err(format!("ops[{i}] must be a dict")))?;
+    const KEYS: [&str; 6] = ["verb", "key", "value", "flags", "index", "session"];
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if !KEYS.contains(&k.as_str()) {
+            return Err(PyTypeError::new_err(format!(
+                "ops[{i}] has an unknown key {k:?} (known: {})",
+                KEYS.join(", ")
+            )));
+        }
+    }
+    let field = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+        Ok(d.get_item(k)?.filter(|v| !v.is_none()))
+    };
+    let verb: String = field("verb")?
+        .ok_or_else(|| PyValueError::new_err(format!("ops[{i}] needs a \"verb\"")))?
+        .extract()?;
+    let verb = baton::KvVerb::parse(&verb).ok_or_else(|| {
+        let all: Vec<_> = baton::KvVerb::ALL.iter().map(|v| v.as_str()).collect();
+        PyValueError::new_err(format!(
+            "ops[{i}]: unknown verb {verb:?} (one of {})",
+            all.join(", ")
+        ))
+    })?;
+    let key: String = field("key")?
+        .ok_or_else(|| PyValueError::new_err(format!("ops[{i}] needs a \"key\"")))?
+        .extract()?;
+    check_key("key", &key)?;
+    let value = match field("value")? {
+        Some(v) => Some(value_bytes(&format!("ops[{i}][\"value\"]"), &v)?),
+        None => None,
+    };
+    Ok(baton::KvOp {
+        verb,
+        key,
+        value,
+        flags: field("flags")?
+            .map(|v| v.extract())
+            .transpose()?
+            .unwrap_or(0),
+        index: field("index")?
+            .map(|v| v.extract())
+            .transpose()?
+            .unwrap_or(0),
+        session: field("session")?.map(|v| v.extract()).transpose()?,
+    })
+}
+
 #[pymethods]
 impl crate::Client {
-    /// A lock on `key`; `value` is written on acquire; `session` defaults to the client's.
-    #[pyo3(signature = (key, *, value=Vec::new(), session=None))]
+    /// A lock on `key`; `value` (bytes, or str stored UTF-8 encoded) is written on acquire;
+    /// `session` defaults to the client's.
+    #[pyo3(signature = (key, *, value=None, session=None))]
     fn lock(
         &self,
         py: Python<'_>,
         key: &str,
-        value: Vec<u8>,
+        value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
     ) -> PyResult<Lock> {
         check_key("key", key)?;
-        let mut o = baton::LockOptions::new().value(value);
+        let mut o = baton::LockOptions::new().value(opt_value("value", value)?);
         if let Some(s) = session {
             o = o.session(s.inner.clone());
         }
         let l = self.inner.lock_with(key, o).map_err(|e| to_py(py, e))?;
         Ok(Lock {
             inner: Detached::new(Arc::new(l)),
+            callbacks: CallbackIds::default(),
         })
     }
 
-    /// A semaphore with `limit` slots on `prefix`.
-    #[pyo3(signature = (prefix, limit, *, value=Vec::new(), session=None))]
+    /// A semaphore with `limit` slots on `prefix`; `value` as for `lock`.
+    #[pyo3(signature = (prefix, limit, *, value=None, session=None))]
     fn semaphore(
         &self,
         py: Python<'_>,
         prefix: &str,
         limit: i64,
-        value: Vec<u8>,
+        value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
     ) -> PyResult<Semaphore> {
         check_key("prefix", prefix)?;
@@ -555,7 +850,7 @@ impl crate::Client {
                 "limit must be a positive integer, got {limit}"
             )));
         }
-        let mut o = baton::SemaphoreOptions::new().value(value);
+        let mut o = baton::SemaphoreOptions::new().value(opt_value("value", value)?);
         if let Some(s) = session {
             o = o.session(s.inner.clone());
         }
@@ -565,6 +860,7 @@ impl crate::Client {
             .map_err(|e| to_py(py, e))?;
         Ok(Semaphore {
             inner: Detached::new(Arc::new(s)),
+            callbacks: CallbackIds::default(),
         })
     }
 
@@ -585,7 +881,17 @@ impl crate::Client {
         Ok(Election {
             inner: Detached::new(Arc::new(e)),
             client: Detached::new((*self.inner).clone()),
+            callbacks: CallbackIds::default(),
         })
+    }
+
+    /// The current leader of the election on `key` (one consistent read), or None.
+    fn leader(&self, py: Python<'_>, key: &str) -> PyResult<Option<Leader>> {
+        check_key("key", key)?;
+        let (c, k) = (self.inner.clone(), key.to_string());
+        py.detach(move || c.leader(&k))
+            .map(|l| l.map(|inner| Leader { inner }))
+            .map_err(|e| to_py(py, e))
     }
 
     /// Whether `sequencer` is still current (one consistent read).
@@ -595,19 +901,48 @@ impl crate::Client {
             .map_err(|e| to_py(py, e))
     }
 
-    /// Writes `value` to `key` only while `sequencer`'s session still holds its lock
-    /// (a transaction behind `check-session`); a stale holder gets `ConflictError`.
+    /// Writes `value` (bytes or str) to `key` only while `sequencer`'s session still holds its
+    /// lock (a transaction behind `check-session`); a stale holder gets `ConflictError`.
     fn guarded_put(
         &self,
         py: Python<'_>,
         sequencer: PyRef<'_, Sequencer>,
         key: &str,
-        value: Vec<u8>,
+        value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         check_key("key", key)?;
+        let value = value_bytes("value", value)?;
         let (c, s, k) = (self.inner.clone(), sequencer.inner.clone(), key.to_string());
         py.detach(move || c.guarded_txn(&s, &[baton::KvOp::set(&k, &value, 0)]))
             .map(|_| ())
             .map_err(|e| to_py(py, e))
+    }
+
+    /// Runs `ops` (dicts: `verb`, `key`, optional `value`, `flags`, `index`, `session`) in one
+    /// transaction behind a `check-session` of `sequencer`'s key: a stale holder gets
+    /// `ConflictError` (message `stale sequencer ...`) and nothing is written. Returns the
+    /// entries Consul reported, as `KvEntry`s.
+    fn guarded_txn(
+        &self,
+        py: Python<'_>,
+        sequencer: PyRef<'_, Sequencer>,
+        ops: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<KvEntry>> {
+        let ops = ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| txn_op(i, op))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (c, s) = (self.inner.clone(), sequencer.inner.clone());
+        py.detach(move || c.guarded_txn(&s, &ops))
+            .map(|v| v.into_iter().map(|inner| KvEntry { inner }).collect())
+            .map_err(|e| to_py(py, e))
+    }
+}
+
+/// Public constructors for `aio.rs`.
+impl KvEntry {
+    pub(crate) fn new(inner: baton::KvPair) -> KvEntry {
+        KvEntry { inner }
     }
 }

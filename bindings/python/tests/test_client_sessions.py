@@ -30,8 +30,8 @@ def test_bad_arguments_raise_clear_errors(client):
         client.create_session(ttl=-1)
     with pytest.raises(ValueError, match="behavior must be"):
         client.create_session(behavior="explode")
-    with pytest.raises(TypeError):
-        client.kv_put("k", "not bytes")
+    with pytest.raises(TypeError, match="bytes or str"):
+        client.kv_put("k", 42)  # a str is accepted (stored UTF-8 encoded)
     with pytest.raises(TypeError, match="callable"):
         client.default_session().on_lost(42)
 

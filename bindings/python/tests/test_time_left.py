@@ -37,7 +37,7 @@ def test_renewals_move_the_deadline_forward(client, session_ttl):
 
 
 def test_no_ttl_means_no_deadline_and_destroy_means_none_left(client):
-    s = client.create_session(lock_delay=0)
+    s = client.create_session(ttl=None, lock_delay=0)  # no TTL only when asked for
     assert s.time_left() is None
     s.destroy()
     assert s.time_left() == 0.0

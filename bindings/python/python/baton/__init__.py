@@ -21,13 +21,27 @@ from ._errors import (
     ConnectionError,
     InvalidArgumentError,
     NotFoundError,
+    NotHeldError,
     PermissionDeniedError,
     ServerError,
     SessionLostError,
     TimeoutError,
     UnsupportedError,
 )
-from ._native import Agent, Client, Election, Leader, Lock, Observer, Semaphore, Sequencer, Session, __version__
+from ._native import (
+    Agent,
+    CancelToken,
+    Client,
+    Election,
+    KvEntry,
+    Leader,
+    Lock,
+    Observer,
+    Semaphore,
+    Sequencer,
+    Session,
+    __version__,
+)
 
 __all__ = [
     "BatonError",
@@ -37,12 +51,14 @@ __all__ = [
     "ConnectionError",
     "InvalidArgumentError",
     "NotFoundError",
+    "NotHeldError",
     "PermissionDeniedError",
     "ServerError",
     "SessionLostError",
     "TimeoutError",
     "UnsupportedError",
     "Agent",
+    "CancelToken",
     "Client",
     "Session",
     "Lock",
@@ -51,5 +67,6 @@ __all__ = [
     "Observer",
     "Leader",
     "Sequencer",
+    "KvEntry",
     "__version__",
 ]

@@ -51,6 +51,14 @@ class SessionLostError(BatonError):
     """The session is gone: destroyed, expired, or invalidated by a failed check."""
 
 
+class NotHeldError(BatonError, RuntimeError):
+    """``release()`` of a lock or semaphore slot this object does not hold: never acquired,
+    already released, or lost (the message says which). Also a ``RuntimeError``, as
+    ``threading.Lock().release()`` raises, so ``threading``-style code keeps working."""
+
+    code: str = "BATON_NOT_HELD"
+
+
 class ServerError(BatonError):
     """Consul answered with an error status (see ``status`` and ``server_text``)."""
 

@@ -20,14 +20,18 @@ the core; an acquisition that raced the cancellation is released, so nothing is
 left held. Errors are the exceptions of :mod:`baton`.
 
 Quick, non-blocking operations (``locked()``, ``is_leader()``, ``sequencer``,
-``on_lost``) are the synchronous objects' own, reached through ``.sync``.
+``on_lost``, ``cancel_token``) are the synchronous objects' own, reached through ``.sync``.
+The client's requests (sessions, KV, ``leader``, fencing) are awaitable too and run on baton
+threads of their own. Every duration is a number of seconds; ``timeout=None`` waits without
+limit.
 """
 
 import asyncio
+import threading
 from typing import Any, AsyncIterator, Callable, Optional
 
 import baton
-from ._native import Leader, Sequencer
+from ._native import KvEntry, Leader, Sequencer
 
 __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
 
@@ -63,6 +67,26 @@ async def _run(start: Callable[..., Any], *args: Any, undo: Optional[Callable[[A
         raise
 
 
+async def _off_loop(call: Callable[[], Any]) -> Any:
+    """Runs a synchronous baton call (one that releases the GIL) on a thread of its own and
+    awaits its outcome: never on the event loop, never in the loop's default executor."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            ok, value = True, call()
+        except BaseException as e:  # noqa: B036 - handed to the awaiting task
+            ok, value = False, e
+        try:
+            loop.call_soon_threadsafe(_settle, fut, ok, value, None)
+        except RuntimeError:  # the loop is closed: nobody awaits any more
+            pass
+
+    threading.Thread(target=run, name="baton-py-aio", daemon=True).start()
+    return await fut
+
+
 def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any], None]:
     """An undo for a cancelled acquire that succeeded after all: release in the background."""
 
@@ -90,18 +114,28 @@ class _Holding:
                           undo=_release_quietly(self.sync._start_release))
 
     async def release(self) -> None:
-        """Releases it; RuntimeError if not held."""
+        """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
         await _run(self.sync._start_release)
 
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
         """Waits until the holding ends and returns why (``"released"``,
-        ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``)."""
+        ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``);
+        ``timeout`` in seconds (``None``: no limit) raises ``baton.TimeoutError``."""
         return await _run(self.sync._start_wait_lost, timeout)
 
-    def on_lost(self, callback: Callable[[str], object]) -> None:
+    def on_lost(self, callback: Callable[[str], object]) -> int:
         """Calls ``callback(reason)`` on a baton thread when a holding is lost;
-        its exceptions go to ``sys.unraisablehook``."""
-        self.sync.on_lost(callback)
+        its exceptions go to ``sys.unraisablehook``. Returns an id for ``remove_callback``."""
+        return self.sync.on_lost(callback)
+
+    def remove_callback(self, callback_id: int) -> bool:
+        """Removes a callback by the id ``on_lost`` returned."""
+        return self.sync.remove_callback(callback_id)
+
+    @property
+    def cancel_token(self) -> "baton.CancelToken":
+        """A token cancelled when the current holding ends."""
+        return self.sync.cancel_token
 
     async def __aenter__(self) -> Any:
         await self.acquire()
@@ -164,8 +198,9 @@ class Election:
         """The fencing sequencer while leading."""
         return self.sync.sequencer
 
-    async def campaign(self, value: bytes, timeout: Optional[float] = None) -> bool:
-        """Campaigns with ``value`` until elected (True) or ``timeout`` seconds pass (False)."""
+    async def campaign(self, value: "bytes | str", timeout: Optional[float] = None) -> bool:
+        """Campaigns with ``value`` (bytes, or str stored UTF-8 encoded) until elected (True)
+        or ``timeout`` seconds pass (False; ``None``: no limit)."""
         resign_quietly = _release_quietly(self.sync._start_resign)
         return await _run(self.sync._start_campaign, value, timeout, undo=resign_quietly)
 
@@ -173,7 +208,7 @@ class Election:
         """Steps down; False if not leading."""
         return await _run(self.sync._start_resign)
 
-    async def proclaim(self, value: bytes) -> None:
+    async def proclaim(self, value: "bytes | str") -> None:
         """Replaces the leader's value, keeping the LockIndex."""
         await _run(self.sync._start_proclaim, value)
 
@@ -182,12 +217,23 @@ class Election:
         return await _run(self.sync._start_leader)
 
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
-        """Waits until leadership ends and returns why."""
+        """Waits until leadership ends and returns why (``timeout`` in seconds, ``None``:
+        no limit)."""
         return await _run(self.sync._start_wait_lost, timeout)
 
-    def on_lost(self, callback: Callable[[str], object]) -> None:
-        """Calls ``callback(reason)`` on a baton thread when leadership is lost."""
-        self.sync.on_lost(callback)
+    def on_lost(self, callback: Callable[[str], object]) -> int:
+        """Calls ``callback(reason)`` on a baton thread when leadership is lost. Returns an
+        id for ``remove_callback``."""
+        return self.sync.on_lost(callback)
+
+    def remove_callback(self, callback_id: int) -> bool:
+        """Removes a callback by the id ``on_lost`` returned."""
+        return self.sync.remove_callback(callback_id)
+
+    @property
+    def cancel_token(self) -> "baton.CancelToken":
+        """A token cancelled when leadership ends."""
+        return self.sync.cancel_token
 
     async def observe(self) -> AsyncIterator[Optional[Leader]]:
         """Leader changes as an async iterator: a :class:`baton.Leader`, or None for
@@ -200,14 +246,14 @@ class Election:
 
 class Agent:
     """An asyncio face of :class:`baton.Agent`: the same methods, each one short request run
-    off the event loop (in the loop's default executor)."""
+    off the event loop on a thread of its own (not the loop's default executor)."""
 
     def __init__(self, sync: baton.Agent) -> None:
         self.sync = sync
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> None:
         method = getattr(self.sync, name)
-        await asyncio.get_running_loop().run_in_executor(None, lambda: method(*args, **kwargs))
+        await _off_loop(lambda: method(*args, **kwargs))
 
     async def check_register(self, check_id: str, ttl: float, **kwargs: Any) -> None:
         await self._call("check_register", check_id, ttl, **kwargs)
@@ -254,22 +300,66 @@ class Client:
         return Election(self.sync.election(key, **kwargs))
 
     async def create_session(self, **kwargs: Any) -> baton.Session:
-        """A session of its own (keywords as :meth:`baton.Client.create_session`), created off
-        the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.sync.create_session(**kwargs))
+        """A session of its own (keywords as :meth:`baton.Client.create_session`: ``ttl``
+        defaults to 15 s, ``ttl=None`` for none), created on a baton thread."""
+        return await _run(lambda done: self.sync._start_create_session(done, **kwargs))
 
     async def adopt_session(self, session_id: str) -> baton.Session:
         """Manages a session created elsewhere (as :meth:`baton.Client.adopt_session`)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.sync.adopt_session, session_id)
+        return await _run(self.sync._start_adopt_session, session_id)
+
+    async def default_session(self) -> baton.Session:
+        """The client's shared session (created on first use; see ``Client(default_session=)``)."""
+        return await _run(self.sync._start_default_session)
+
+    async def wait_session_lost(self, session: baton.Session, timeout: Optional[float] = None) -> str:
+        """Waits until ``session`` is lost and returns why (as :meth:`baton.Session.wait_lost`;
+        ``timeout`` in seconds, ``None``: no limit)."""
+        return await _run(session._start_wait_lost, timeout)
+
+    async def destroy_session(self, session: baton.Session) -> None:
+        """Destroys ``session`` (as :meth:`baton.Session.destroy`)."""
+        await _run(session._start_destroy)
+
+    async def kv_get(self, key: str) -> Optional[bytes]:
+        """The value at ``key``, or None when it does not exist."""
+        return await _run(self.sync._start_kv_get, key)
+
+    async def kv_put(self, key: str, value: "bytes | str") -> bool:
+        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key``."""
+        return await _run(self.sync._start_kv_put, key, value)
+
+    async def kv_delete(self, key: str) -> bool:
+        """Deletes ``key`` (a missing key is not an error)."""
+        return await _run(self.sync._start_kv_delete, key)
+
+    async def leader(self, key: str) -> Optional[Leader]:
+        """The current leader of the election on ``key`` (one consistent read), or None."""
+        return await _run(self.sync._start_leader, key)
+
+    async def check_sequencer(self, sequencer: Sequencer) -> bool:
+        """Whether ``sequencer`` is still current (one consistent read)."""
+        return await _run(self.sync._start_check_sequencer, sequencer)
+
+    async def guarded_put(self, sequencer: Sequencer, key: str, value: "bytes | str") -> None:
+        """Writes ``value`` at ``key`` only while ``sequencer`` is current (``ConflictError``
+        for a stale holder)."""
+        await _run(self.sync._start_guarded_put, sequencer, key, value)
+
+    async def guarded_txn(self, sequencer: Sequencer, ops: "list[dict[str, Any]]") -> "list[KvEntry]":
+        """Runs ``ops`` in one transaction behind a check of ``sequencer`` (as
+        :meth:`baton.Client.guarded_txn`)."""
+        return await _run(self.sync._start_guarded_txn, sequencer, ops)
 
     @property
     def agent(self) -> "Agent":
         """The agent's check and service endpoints, awaitable."""
         return Agent(self.sync.agent)
 
-    async def close(self, timeout: float = 5.0) -> bool:
-        """Closes the client (one short wait, run off the event loop)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self.sync.close, timeout)
+    async def close(self, timeout: Optional[float] = 5.0) -> bool:
+        """Closes the client (one wait of at most ``timeout`` seconds, ``None``: no limit,
+        run off the event loop)."""
+        return await _off_loop(lambda: self.sync.close(timeout))
 
     async def __aenter__(self) -> "Client":
         return self

@@ -1,0 +1,183 @@
+//! Arguments shared by several methods: values written to Consul (`bytes` or `str`), session
+//! options (`create_session` keywords and `Client(default_session={...})`), and the
+//! `BATON_NOT_HELD` error of a release.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+
+use crate::{agent, seconds};
+
+/// A value written to Consul: `bytes`, `bytearray`, `memoryview` (any buffer of bytes), or a
+/// `str`, stored UTF-8 encoded (as Node stores a string). Anything else is a `TypeError`
+/// naming the parameter and the type it got.
+pub(crate) fn value_bytes(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(s.to_cow()?.as_bytes().to_vec());
+    }
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = v.cast::<PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    if let Ok(view) = v.py().import("builtins")?.getattr("memoryview") {
+        if v.is_instance(&view)? {
+            let raw = v.call_method0("tobytes")?;
+            return Ok(raw.cast::<PyBytes>()?.as_bytes().to_vec());
+        }
+    }
+    let type_name = v
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    Err(PyTypeError::new_err(format!(
+        "{name} must be bytes or str (a str is stored UTF-8 encoded), got {type_name}"
+    )))
+}
+
+/// An optional value argument (`None` = empty).
+pub(crate) fn opt_value(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u8>> {
+    match v {
+        Some(v) if !v.is_none() => value_bytes(name, v),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The TTL of a session unless one is given: 15 s, as the client's default session and the C
+/// API's `baton_session_create` have.
+pub(crate) const DEFAULT_TTL: f64 = 15.0;
+
+/// The session keywords of `create_session` / `Client(default_session=...)`, checked.
+pub(crate) struct SessionArgs {
+    pub name: Option<String>,
+    /// `None`: no TTL (asked for explicitly with `ttl=None`).
+    pub ttl: Option<f64>,
+    pub lock_delay: Option<f64>,
+    pub behavior: String,
+    pub node: Option<String>,
+    pub node_checks: Option<Vec<String>>,
+    pub service_checks: Option<Vec<String>>,
+}
+
+impl SessionArgs {
+    /// The core's options.
+    pub(crate) fn options(self, py: Python<'_>) -> PyResult<baton::SessionOptions> {
+        let mut o = baton::SessionOptions::new();
+        if let Some(n) = self.name {
+            o = o.name(n);
+        }
+        if let Some(t) = seconds("ttl", self.ttl)? {
+            if t.is_zero() {
+                return Err(PyValueError::new_err(
+                    "ttl must be positive (ttl=None for a session without a TTL)",
+                ));
+            }
+            o = o.ttl(t);
+        }
+        if let Some(d) = seconds("lock_delay", self.lock_delay)? {
+            o = o.lock_delay(d);
+        }
+        o = o.behavior(match self.behavior.as_str() {
+            "release" => baton::Behavior::Release,
+            "delete" => baton::Behavior::Delete,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "behavior must be 'release' or 'delete', got {other:?}"
+                )))
+            }
+        });
+        agent::apply_checks(py, o, self.node, self.node_checks, self.service_checks)
+    }
+
+    /// `Client(default_session={...})`: the same keys as `create_session`; a key left out
+    /// keeps the default session's default (name "baton", TTL 15 s, Consul's lock-delay).
+    pub(crate) fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SessionArgs> {
+        const KEYS: [&str; 7] = [
+            "name",
+            "ttl",
+            "lock_delay",
+            "behavior",
+            "node",
+            "node_checks",
+            "service_checks",
+        ];
+        for k in d.keys() {
+            let k: String = k.extract().map_err(|_| {
+                PyTypeError::new_err("default_session keys must be str (create_session keywords)")
+            })?;
+            if !KEYS.contains(&k.as_str()) {
+                return Err(PyTypeError::new_err(format!(
+                    "default_session got an unknown key {k:?} (known: {})",
+                    KEYS.join(", ")
+                )));
+            }
+        }
+        // Absent: `None`; present: `Some(None)` for Python's None, else the value.
+        let item = |k: &str| -> PyResult<Option<Option<Bound<'_, PyAny>>>> {
+            Ok(d.get_item(k)?
+                .map(|v| if v.is_none() { None } else { Some(v) }))
+        };
+        let wrap = |k: &str, e: PyErr| {
+            Python::attach(|py| {
+                PyTypeError::new_err(format!("default_session[{k:?}]: {}", e.value(py)))
+            })
+        };
+        let string = |k: &str| -> PyResult<Option<Option<String>>> {
+            match item(k)? {
+                None => Ok(None),
+                Some(None) => Ok(Some(None)),
+                Some(Some(v)) => v.extract().map(|s| Some(Some(s))).map_err(|e| wrap(k, e)),
+            }
+        };
+        let number = |k: &str| -> PyResult<Option<Option<f64>>> {
+            match item(k)? {
+                None => Ok(None),
+                Some(None) => Ok(Some(None)),
+                Some(Some(v)) => v.extract().map(|s| Some(Some(s))).map_err(|e| wrap(k, e)),
+            }
+        };
+        let list = |k: &str| -> PyResult<Option<Vec<String>>> {
+            match item(k)? {
+                None | Some(None) => Ok(None),
+                Some(Some(v)) => v.extract().map(Some).map_err(|e| wrap(k, e)),
+            }
+        };
+        Ok(SessionArgs {
+            name: string("name")?.unwrap_or(Some("baton".into())),
+            ttl: number("ttl")?.unwrap_or(Some(DEFAULT_TTL)),
+            lock_delay: number("lock_delay")?.flatten(),
+            behavior: string("behavior")?
+                .flatten()
+                .unwrap_or_else(|| "release".into()),
+            node: string("node")?.flatten(),
+            node_checks: list("node_checks")?,
+            service_checks: list("service_checks")?,
+        })
+    }
+}
+
+/// `baton.NotHeldError` (a `BatonError` and a `RuntimeError`, code `BATON_NOT_HELD`).
+pub(crate) fn not_held(py: Python<'_>, msg: String) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let exc = py
+            .import("baton._errors")?
+            .getattr("NotHeldError")?
+            .call1((msg.clone(),))?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|e| e)
+}
+
+/// The message of a release of something not held: why it is not held, when it was lost.
+pub(crate) fn not_held_message(what: &str, last: &str) -> String {
+    match last {
+        "released" => format!("release of {what}, which is not held (never acquired, or already released)"),
+        "client_closed" => format!("release of {what}, which is not held: its client was closed"),
+        reason => format!(
+            "release of {what}, which is not held: the holding was lost ({reason}) before this release; \
+             work done under it must stop (watch on_lost, wait_lost or the cancel token)"
+        ),
+    }
+}
