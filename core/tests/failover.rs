@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use baton::{Client, ErrorKind, LockOptions, SessionOptions};
 use baton_devserver::{Config, DevServer, JournalEntry, NoLeader, NoLeaderAnswers};
-use common::{unique, Fixture};
+use common::{unique, wait_session_gone, Fixture};
 use serde_json::Value;
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
@@ -53,26 +53,6 @@ fn wait_free(c: &Client, key: &str) -> Instant {
             return Instant::now();
         }
         assert!(Instant::now() < end, "{key} still held: {entry:?}");
-        index = meta.index;
-    }
-}
-
-/// Blocks until the server no longer has session `id`.
-fn wait_session_gone(c: &Client, id: &str) {
-    let end = Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (list, meta) = c
-            .sessions()
-            .list_with(&baton::QueryOptions::blocking(
-                index,
-                Duration::from_secs(1),
-            ))
-            .unwrap();
-        if !list.iter().any(|s| s.id == id) {
-            return;
-        }
-        assert!(Instant::now() < end, "session {id} still exists");
         index = meta.index;
     }
 }

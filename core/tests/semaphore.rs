@@ -484,25 +484,7 @@ fn semaphores_of_one_client_hold_several_slots_at_once() {
     let gone = sems.pop().unwrap();
     let gone_id = gone.session().unwrap().id().to_string();
     drop(gone);
-    let end = std::time::Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (list, meta) = c
-            .sessions()
-            .list_with(&baton::QueryOptions::blocking(
-                index,
-                Duration::from_secs(1),
-            ))
-            .unwrap();
-        if !list.iter().any(|s| s.id == gone_id) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "session {gone_id} not destroyed"
-        );
-        index = meta.index;
-    }
+    common::wait_session_gone(&c, &gone_id);
     drop(sems);
     assert!(c.close(Duration::from_secs(5)));
 }

@@ -137,17 +137,7 @@ impl LockShared {
                     ))
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::Timeout
-                        | ErrorKind::Connection
-                        | ErrorKind::Server
-                        | ErrorKind::BadResponse
-                ) =>
-            {
-                Ok(Attempt::Unknown(e))
-            }
+            Err(e) if outcome_unknown(&e) => Ok(Attempt::Unknown(e)),
             Err(e) => Err(e),
         }
     }
@@ -172,17 +162,7 @@ impl LockShared {
                     format!("failed to acquire lock: {}", e.message()),
                 ));
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::Timeout
-                        | ErrorKind::Connection
-                        | ErrorKind::Server
-                        | ErrorKind::BadResponse
-                ) =>
-            {
-                return Ok(Attempt::Unknown(e))
-            }
+            Err(e) if outcome_unknown(&e) => return Ok(Attempt::Unknown(e)),
             Err(e) => return Err(e),
         };
         let k = match self.read() {
@@ -628,6 +608,16 @@ impl LockShared {
         }
         drop(h);
     }
+}
+
+/// Whether an acquire request's failure leaves its outcome unknown (no
+/// answer, a server error, an answer that cannot be read): Consul may or may
+/// not have applied it.
+fn outcome_unknown(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Timeout | ErrorKind::Connection | ErrorKind::Server | ErrorKind::BadResponse
+    )
 }
 
 /// The message for a key whose flags are not this lock's: what wrote it, and

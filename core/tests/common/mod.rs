@@ -143,3 +143,24 @@ pub fn unique(name: &str) -> String {
         N.fetch_add(1, Ordering::SeqCst)
     )
 }
+
+/// Blocks (on blocking queries of the session list) until the server no longer
+/// has session `id`, failing after 20 s.
+pub fn wait_session_gone(c: &Client, id: &str) {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let mut index = 0;
+    loop {
+        let (list, meta) = c
+            .sessions()
+            .list_with(&baton::QueryOptions::blocking(
+                index,
+                Duration::from_secs(1),
+            ))
+            .unwrap();
+        if !list.iter().any(|s| s.id == id) {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "session {id} still exists");
+        index = meta.index;
+    }
+}
