@@ -301,6 +301,12 @@ export declare class LeaderObserver implements AsyncIterableIterator<Leader | nu
 export interface ElectionOptions {
   /** Campaign with this session instead of the client's default one. */
   session?: Session
+  /**
+   * What the leader key is written with. By default Go's `api.Lock` flag, so Go services take
+   * part; `0` to campaign alongside clients that follow Consul's leader-election guide (a plain
+   * `?acquire=`: curl, py-consul, most scripts). Reading the leader works on either format.
+   */
+  flags?: number | bigint
 }
 
 /** A participant in the leader election on one key (a Lock underneath). */

@@ -964,7 +964,8 @@ class Client {
     checkKey(key)
     const o = checkOptions(options)
     const session = sessionOf(o.session)
-    return this.#make(Election, (id) => this.#native.election(key, session, id))
+    const flags = o.flags === undefined || o.flags === null ? undefined : u64('flags', o.flags)
+    return this.#make(Election, (id) => this.#native.election(key, session, id, flags))
   }
   #make(Class, create) {
     const id = freeId()

@@ -37,8 +37,8 @@ export declare class NativeClient {
   lock(key: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeLock
   /** A semaphore with `limit` (decimal) slots on `prefix`. */
   semaphore(prefix: string, limit: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeSemaphore
-  /** An election on `key`. */
-  election(key: string, session: NativeSession | undefined | null, id: number): NativeElection
+  /** An election on `key`; `flags` (a decimal string) as the key is written. */
+  election(key: string, session: NativeSession | undefined | null, id: number, flags?: string | undefined | null): NativeElection
   /** The current leader of the election on `key`, or null. */
   leader(key: string): Promise<NativeLeader | null>
   /** Follows the election on `key`. */

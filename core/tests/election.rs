@@ -244,7 +244,7 @@ fn an_election_interoperates_with_the_guide_s_flags_0_leader_key() {
         "{text}"
     );
     assert!(
-        text.contains("flags 0") && text.contains("ElectionOptions::flags"),
+        text.contains("flags 0") && text.contains("flags = 0"),
         "{text}"
     );
     // Flags 0: waits for the guide's leader, then leads; the guide's clients then wait.

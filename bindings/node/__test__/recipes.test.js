@@ -713,3 +713,35 @@ test('64 pending acquires on held keys do not starve libuv: fs work completes pr
   assert.ok(locks.every((l) => !l.isHeld()))
   await Promise.all(held.map((l) => l.release()))
 })
+
+test("election: interoperates with the guide's flags-0 leader key (curl, py-consul, scripts)", async () => {
+  const c = client()
+  const key = freshKey('guide-election')
+  const guide = await c.createSession({ ttlMs: 30000 })
+  const guidePut = async (verb) => {
+    const r = await request(addr, 'PUT', `/v1/kv/${key}?${verb}=${guide.id}`, 'guide-leader')
+    assert.equal(r.status, 200, r.body)
+    return JSON.parse(r.body)
+  }
+  assert.equal(await guidePut('acquire'), true)
+  // Reading the leader works on the guide's format.
+  const leader = await c.leader(key)
+  assert.equal(leader.session, guide.id)
+  assert.equal(Buffer.from(leader.value).toString(), 'guide-leader')
+  // Go's flag on a flags-0 key: a conflict that says what to do.
+  await assert.rejects(c.election(key).campaign('me', { timeoutMs: 1000 }), (e) => {
+    assert.equal(e.code, 'BATON_CONFLICT')
+    assert.match(e.message, /flags 0/)
+    assert.match(e.message, /\{ flags: 0 \}/)
+    return true
+  })
+  // flags: 0 campaigns alongside the guide's clients.
+  const mine = c.election(key, { flags: 0 })
+  await assert.rejects(mine.campaign('me', { timeoutMs: 300 }), { code: 'BATON_TIMEOUT' })
+  assert.equal(await guidePut('release'), true)
+  await mine.campaign('me', { timeoutMs: 10000 })
+  assert.equal(Buffer.from((await c.leader(key)).value).toString(), 'me')
+  assert.equal(await guidePut('acquire'), false)
+  assert.equal(await mine.resign(), true)
+  assert.throws(() => c.election(key, { flags: -1 }), RangeError)
+})

@@ -557,18 +557,22 @@ impl NativeClient {
         })
     }
 
-    /// An election on `key`.
+    /// An election on `key`; `flags` (a decimal string) as the key is written.
     #[napi]
     pub fn election(
         &self,
         key: String,
         session: Option<&NativeSession>,
         id: u32,
+        flags: Option<String>,
     ) -> Result<NativeElection> {
         check_key(&key)?;
         let mut o = baton::ElectionOptions::new();
         if let Some(s) = session {
             o = o.session(s.inner.clone());
+        }
+        if let Some(f) = flags {
+            o = o.flags(parse_u64("flags", &f)?);
         }
         let e = self.inner.election_with(&key, o).map_err(js_err)?;
         e.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));

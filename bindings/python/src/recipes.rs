@@ -864,18 +864,23 @@ impl crate::Client {
         })
     }
 
-    /// An election on `key`.
-    #[pyo3(signature = (key, *, session=None))]
+    /// An election on `key`; `flags` as Consul's guide writes the key (0) to
+    /// campaign alongside such clients (default: Go's api.Lock flag).
+    #[pyo3(signature = (key, *, session=None, flags=None))]
     fn election(
         &self,
         py: Python<'_>,
         key: &str,
         session: Option<PyRef<'_, Session>>,
+        flags: Option<u64>,
     ) -> PyResult<Election> {
         check_key("key", key)?;
         let mut o = baton::ElectionOptions::new();
         if let Some(s) = session {
             o = o.session(s.inner.clone());
+        }
+        if let Some(f) = flags {
+            o = o.flags(f);
         }
         let e = self.inner.election_with(key, o).map_err(|e| to_py(py, e))?;
         Ok(Election {

@@ -227,3 +227,36 @@ def test_a_dropped_holding_releases_without_holding_the_gil(client, devserver, d
     other = client.lock(k) if kind == "lock" else client.semaphore(k, 1)
     assert other.acquire(timeout=5)
     other.release()
+
+
+def test_election_interoperates_with_the_guides_flags_0_leader_key(client, devserver):
+    # Consul's leader-election guide (and curl, py-consul, most scripts) take the leader key
+    # with a plain ?acquire=, flags 0. Reading the leader works on it; a campaign with Go's
+    # flag says what to do; flags=0 campaigns alongside such clients.
+    import json
+    import urllib.request
+
+    k = key("guide-election")
+    guide = client.create_session(ttl=30)
+
+    def guide_put(verb: str) -> bool:
+        req = urllib.request.Request(
+            f"http://{devserver}/v1/kv/{k}?{verb}={guide.id}", data=b"guide-leader", method="PUT"
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    assert guide_put("acquire") is True
+    leader = client.leader(k)
+    assert (leader.value, leader.session) == (b"guide-leader", guide.id)
+    with pytest.raises(baton.ConflictError, match="flags 0") as e:
+        client.election(k).campaign(b"me", timeout=1)
+    assert "flags=0" in str(e.value)
+    mine = client.election(k, flags=0)
+    assert mine.campaign(b"me", timeout=0.3) is False  # the guide's client leads
+    assert guide_put("release") is True
+    assert mine.campaign(b"me", timeout=10)
+    assert client.leader(k).value == b"me"
+    assert guide_put("acquire") is False  # and now the guide's client waits
+    assert mine.resign()
+    guide.destroy()

@@ -95,7 +95,15 @@ class Client:
     ) -> "Semaphore":
         """A semaphore of ``limit`` slots under ``prefix`` (``value`` as for ``lock``)."""
         ...
-    def election(self, key: str, *, session: Optional["Session"] = None) -> "Election": ...
+    def election(
+        self, key: str, *, session: Optional["Session"] = None, flags: Optional[int] = None
+    ) -> "Election":
+        """A participant in the election on ``key``. ``flags``: what the leader key is written
+        with; by default Go's ``api.Lock`` flag (Go services take part), ``0`` to campaign
+        alongside clients that follow Consul's leader-election guide (a plain ``?acquire=``:
+        curl, py-consul, most scripts). Reading the leader (``leader()``, ``observe()``) works
+        on either format."""
+        ...
     def leader(self, key: str) -> Optional["Leader"]:
         """The current leader of the election on ``key`` (one consistent read), or None."""
         ...
