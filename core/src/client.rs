@@ -613,13 +613,27 @@ impl Client {
     /// [`ClientBuilder::default_session`]) and replaced once it is lost.
     pub fn default_session(&self) -> Result<Session> {
         self.core().check_usable()?;
-        let mut slot = lock(&self.core().default_session);
+        self.session_in(
+            &self.core().default_session,
+            self.core().default_options.clone(),
+        )
+    }
+
+    /// The valid session in `slot`, or a new one made with `options` (created
+    /// on first use, replaced once lost): the default session's and each
+    /// semaphore's own.
+    pub(crate) fn session_in(
+        &self,
+        slot: &Mutex<Option<Session>>,
+        options: SessionOptions,
+    ) -> Result<Session> {
+        let mut slot = lock(slot);
         if let Some(s) = &*slot {
             if s.is_valid() {
                 return Ok(s.clone());
             }
         }
-        let s = self.create_session(&self.core().default_options.clone())?;
+        let s = self.create_session(&options)?;
         *slot = Some(s.clone());
         Ok(s)
     }

@@ -334,7 +334,9 @@ impl Availability {
         use std::sync::atomic::Ordering;
         if transient_failure {
             self.troubled.store(true, Ordering::SeqCst);
-        } else if self.troubled.swap(false, Ordering::SeqCst) {
+        } else if self.troubled.load(Ordering::Relaxed)
+            && self.troubled.swap(false, Ordering::SeqCst)
+        {
             let fired = std::mem::take(&mut *crate::sync::lock(&self.back));
             fired.cancel();
         }
@@ -538,19 +540,22 @@ impl Transport {
             }
         }
         let result = result.map_err(|e| {
+            let hint = self.hint(&e);
             let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
-            self.explain(err)
+            match hint {
+                Some(h) => err.suffixed(&h),
+                None => err,
+            }
         });
         match &result {
-            Ok(r) => self.availability.saw(crate::error::transient_status(
+            // Only an error status can be a "not now"; the text is read only then.
+            Ok(r) if r.status >= 429 => self.availability.saw(crate::error::transient_status(
                 r.status,
                 &String::from_utf8_lossy(r.body.get(..512).unwrap_or(&r.body)),
             )),
-            Err(e) => {
-                if e.is_transient() {
-                    self.availability.saw(true);
-                }
-            }
+            Ok(_) => self.availability.saw(false),
+            Err(e) if e.is_transient() => self.availability.saw(true),
+            Err(_) => {}
         }
         result
     }
@@ -616,15 +621,16 @@ impl Transport {
         Ok(Response { status, body, meta })
     }
 
-    /// Adds to a failure to reach Consul the address tried, where it came from
-    /// and what to check.
-    fn explain(&self, err: Error) -> Error {
+    /// What to add to a failure to reach Consul: the address tried, where it
+    /// came from, and what to check.
+    fn hint(&self, e: &ureq::Error) -> Option<String> {
         use crate::config::AddressOrigin;
-        let text = err.message();
-        let unreachable = text.starts_with("connection failed")
-            || text.starts_with("host not found")
-            || text.contains("Connection refused")
-            || text.contains("No route to host");
+        use std::io::ErrorKind as K;
+        let unreachable = match e {
+            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+            ureq::Error::Io(io) => matches!(io.kind(), K::ConnectionRefused | K::HostUnreachable),
+            _ => false,
+        };
         if unreachable {
             let whence = match self.address_origin {
                 AddressOrigin::Default => {
@@ -633,20 +639,27 @@ impl Transport {
                 AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
                 AddressOrigin::Configured => "the client's configured address",
             };
-            return err.suffixed(&format!(
+            return Some(format!(
                 "no Consul agent answered at {} ({whence})",
                 self.base
             ));
         }
-        let tls_to_plain = text.contains("InvalidContentType") || text.contains("corrupt message");
-        if tls_to_plain && self.base.starts_with("https://") {
-            return err.suffixed(&format!(
+        // rustls meeting a plain-HTTP answer where a TLS record was due (it comes
+        // wrapped in an I/O error of kind InvalidData).
+        let tls = match e {
+            ureq::Error::Tls(_) | ureq::Error::Rustls(_) => true,
+            ureq::Error::Io(io) => io.kind() == K::InvalidData,
+            _ => false,
+        };
+        if tls && self.base.starts_with("https://") && e.to_string().contains("InvalidContentType")
+        {
+            return Some(format!(
                 "{} does not answer TLS: if the agent serves plain HTTP, use an http:// address \
                  (and unset CONSUL_HTTP_SSL)",
                 self.base
             ));
         }
-        err
+        None
     }
 
     /// Sends `req` and turns a non-2xx answer into an error.

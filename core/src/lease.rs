@@ -229,14 +229,6 @@ impl SessionShared {
         // callbacks; logging last and off this thread (a logger may block: the
         // Python bridge needs the GIL).
         self.lost.cancel();
-        match reason {
-            // Consul no longer has it: nothing to do with it any more.
-            LostReason::Invalidated => self.core.unregister_session(&self.id),
-            // Consul may still have it (and keys held by it): once the clean-ups
-            // owed on its behalf are done, destroy it (see `destroy_later`).
-            LostReason::DeadlineExceeded if self.owned => self.core.destroy_later(&self.id),
-            _ => {}
-        }
         let id = self.id.clone();
         if matches!(reason, LostReason::Destroyed | LostReason::ClientClosed) {
             log::debug!("baton session {id} ended: {reason:?}");
@@ -245,6 +237,16 @@ impl SessionShared {
             self.core.post(Box::new(move || {
                 log::warn!("baton session {id} lost: {reason:?}")
             }));
+        }
+        // After the signals: the bookkeeping below takes the client's locks and
+        // may start the clean-up thread.
+        match reason {
+            // Consul no longer has it: nothing to do with it any more.
+            LostReason::Invalidated => self.core.unregister_session(&self.id),
+            // Consul may still have it (and keys held by it): once the clean-ups
+            // owed on its behalf are done, destroy it (see `destroy_later`).
+            LostReason::DeadlineExceeded if self.owned => self.core.destroy_later(&self.id),
+            _ => {}
         }
     }
 

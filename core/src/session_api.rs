@@ -470,7 +470,9 @@ fn explain_ttl_refusal(e: Error) -> Error {
     let Some(text) = e.server_text() else {
         return e;
     };
-    let Some(rest) = text.strip_prefix("Invalid Session TTL '") else {
+    // Through a client agent the server's text follows `rpc error making call: `.
+    const PREFIX: &str = "Invalid Session TTL '";
+    let Some(rest) = text.find(PREFIX).map(|at| &text[at + PREFIX.len()..]) else {
         return e;
     };
     let Some((ns, range)) = rest.split_once('\'') else {

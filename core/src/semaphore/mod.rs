@@ -673,21 +673,13 @@ impl Drop for Semaphore {
 impl Shared {
     /// The semaphore's own session, created (or replaced, once lost) now.
     fn own_session(&self) -> Result<Session> {
-        let mut slot = lock(&self.own_session);
-        if let Some(s) = &*slot {
-            if s.is_valid() {
-                return Ok(s.clone());
-            }
-        }
         let options = self
             .client
             .core()
             .default_session_options()
             .name("baton semaphore")
             .behavior(Behavior::Delete);
-        let s = self.client.create_session(&options)?;
-        *slot = Some(s.clone());
-        Ok(s)
+        self.client.session_in(&self.own_session, options)
     }
 }
 

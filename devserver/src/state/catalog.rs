@@ -661,28 +661,8 @@ mod tests {
     #[test]
     fn deleting_a_service_deletes_its_checks_and_bound_sessions() {
         let mut s = st();
+        web(&mut s);
         let i = s.next_index();
-        s.put_service_at(
-            i,
-            Service {
-                node: "n1".into(),
-                id: "web".into(),
-                service: "web".into(),
-                tags: vec![],
-                address: String::new(),
-                port: 0,
-                meta: Map::new(),
-                tagged_addresses: Map::new(),
-                weights: Value::Null,
-                enable_tag_override: false,
-                kind: String::new(),
-                proxy: Value::Null,
-                connect: Value::Null,
-                locality: Value::Null,
-                create_index: 0,
-                modify_index: 0,
-            },
-        );
         let mut c = Check::new("n1", "web-ttl", "web-ttl", CheckStatus::Passing);
         c.service_id = "web".into();
         s.put_check_at(i, c).unwrap();
