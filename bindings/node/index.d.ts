@@ -95,6 +95,9 @@ export type LostReason =
   | 'session_lost'
   | 'client_closed'
 
+/** Why a session was lost: the core's names (`Session.waitLost` resolves with one). */
+export type SessionLostReason = 'invalidated' | 'deadline_exceeded' | 'destroyed' | 'client_closed'
+
 /** The reason a `lostSignal` aborts with. */
 export declare class LostError extends Error {
   readonly name: 'LostError'
@@ -220,6 +223,13 @@ declare class Holdable extends EventEmitter {
    */
   readonly lostSignal: AbortSignal
   isHeld(): boolean
+  /** Why the last holding ended, or null while held and before the first acquire. */
+  readonly lostReason: LostReason | null
+  /**
+   * With `lostReason` 'session_lost': why the session was lost, the reason the session itself
+   * reports ('invalidated', 'deadline_exceeded', 'destroyed'); else null.
+   */
+  readonly lostSessionReason: SessionLostReason | null
 }
 
 export interface LockOptions {

@@ -114,22 +114,12 @@ function timeoutError(message) {
 
 // ---- argument checks ------------------------------------------------------------------------
 
-// Key rules are the core's (one place for every language): a leading '/' of a KV, lock,
-// semaphore or election key is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and
-// Rust), a key that is empty after it is BATON_INVALID_ARGUMENT. Here only the JS type and the
-// empty string are checked.
+// Key rules are the core's, one place for every language (see `core/src/keys.rs`): one leading
+// '/' is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and Rust, and so is a
+// transaction op on '/a'); an empty key, a key still beginning with '/' after that, or one with
+// a NUL byte is BATON_INVALID_ARGUMENT naming the problem. Here only the JS type is checked.
 function checkKey(key, name = 'key') {
   if (typeof key !== 'string') throw new TypeError(`${name} must be a string, got ${typeof key}`)
-  if (key === '') throw new TypeError(`${name} must not be empty`)
-}
-
-// A key of a transaction operation goes to Consul as given (Consul's txn endpoint does not drop
-// a leading '/', so '/a' would name another key than 'a'): a leading '/' is refused.
-function checkTxnKey(key, name) {
-  checkKey(key, name)
-  if (key.startsWith('/')) {
-    throw new TypeError(`${name} must not start with '/' (transaction keys are sent as given): ${JSON.stringify(key)}`)
-  }
 }
 
 /** The longest finite duration accepted (Go's and Python's limit: 2^63 ns, about 292 years). */
@@ -636,6 +626,14 @@ class Lock extends Holdable {
     this._ended('released')
     return settle(() => this.#native.release())
   }
+  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
+  }
   /** Whether the lock is held: acquired, not released or lost, session deadline not passed. */
   isHeld() {
     return this.#native.isHeld()
@@ -709,6 +707,14 @@ class Semaphore extends Holdable {
   async release() {
     this._ended('released')
     return settle(() => this.#native.release())
+  }
+  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
   }
   /** Whether a slot is held. */
   isHeld() {
@@ -826,6 +832,14 @@ class Election extends Holdable {
     const v = toBuffer('value', value)
     return settle(() => this.#native.proclaim(v))
   }
+  /** Why the last leadership ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
+  }
   /** Whether this participant leads (local check). */
   isLeader() {
     return this.#native.isLeader()
@@ -870,7 +884,7 @@ const TXN_VERBS = new Set([
 function txnOp(op, i) {
   if (op === null || typeof op !== 'object') throw new TypeError(`ops[${i}] must be an object`)
   if (!TXN_VERBS.has(op.verb)) throw new TypeError(`ops[${i}].verb must be one of ${[...TXN_VERBS].join(', ')}, got ${JSON.stringify(op.verb)}`)
-  checkTxnKey(op.key, `ops[${i}].key`)
+  checkKey(op.key, `ops[${i}].key`)
   const out = { verb: op.verb, key: op.key }
   if (op.value !== undefined && op.value !== null) out.value = toBuffer(`ops[${i}].value`, op.value)
   if (op.flags !== undefined) out.flags = u64(`ops[${i}].flags`, op.flags)
@@ -1004,7 +1018,7 @@ class Client {
   }
   /** Writes `value` at `key` only while `sequencer` is current (see guardedTxn). */
   async guardedPut(sequencer, key, value, options) {
-    checkTxnKey(key, 'key')
+    checkKey(key, 'key')
     const o = checkOptions(options)
     const op = { verb: 'set', key, value: toBuffer('value', value) }
     if (o.flags !== undefined) op.flags = o.flags

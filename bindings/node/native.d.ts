@@ -77,6 +77,13 @@ export declare class NativeElection {
   resign(): Promise<boolean>
   /** Replaces the leader's value, keeping the LockIndex. */
   proclaim(value: Buffer): Promise<void>
+  /**
+   * Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether this participant leads (local check). */
   isLeader(): boolean
   /** The current leader (one consistent read), or null. */
@@ -104,6 +111,13 @@ export declare class NativeLock {
   acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
   /** Releases the lock; resolves false if it was not held (or no longer ours). */
   release(): Promise<boolean>
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether the lock is held (local check, no network). */
   isHeld(): boolean
   /** The sequencer of the current holding, or null. */
@@ -141,6 +155,13 @@ export declare class NativeSemaphore {
   acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
   /** Gives the slot back; resolves false if not held. */
   release(): Promise<boolean>
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether a slot is held (local check). */
   isHeld(): boolean
   /** Resolves with why the current holding ended (at once if not held). */

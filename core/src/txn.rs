@@ -298,7 +298,12 @@ impl Client {
     /// case is an `Unsupported` error naming the key. A verb or an op count the
     /// server does not support is also `Unsupported`, naming the version that
     /// added it.
+    ///
+    /// Keys follow [`crate::keys`]'s rule like everywhere else: one leading `/`
+    /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
+        let normalised = normalise_keys(ops)?;
+        let ops = &normalised[..];
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
@@ -446,6 +451,31 @@ impl Client {
         }
         Ok(entries)
     }
+}
+
+/// `ops` with their keys in the form Consul is asked about ([`crate::keys`]):
+/// prefixes for the `*-tree` verbs, keys for the others. The op's index names
+/// a bad key.
+fn normalise_keys(ops: &[KvOp]) -> Result<Vec<KvOp>> {
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let key = match op.verb {
+                KvVerb::GetTree | KvVerb::DeleteTree => crate::keys::prefix(&op.key),
+                _ => crate::keys::key(&op.key),
+            }
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("transaction op {i}: {}", e.message()),
+                )
+            })?;
+            Ok(KvOp {
+                key: key.to_string(),
+                ..op.clone()
+            })
+        })
+        .collect()
 }
 
 /// Parses a txn answer: the entries of a 200, the op errors of a 409.

@@ -130,13 +130,13 @@ impl fmt::Debug for Watch {
 impl Client {
     /// Watches one key. The first [`Watch::next`] returns the current state.
     pub fn watch_key(&self, key: &str) -> Result<Watch> {
-        self.watch(WatchTarget::Key(key.trim_start_matches('/').to_string()))
+        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
     }
 
     /// Watches every key starting with `prefix`.
     pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
         self.watch(WatchTarget::Prefix(
-            prefix.trim_start_matches('/').to_string(),
+            crate::keys::prefix(prefix)?.to_string(),
         ))
     }
 

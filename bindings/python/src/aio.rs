@@ -16,7 +16,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::args::{not_held_message, value_bytes};
 use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphore, Sequencer};
-use crate::{check_key, seconds, to_py, Client, Session};
+use crate::{seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
 #[pyclass(frozen, module = "baton._native")]
@@ -337,7 +337,6 @@ impl Client {
     }
 
     fn _start_kv_get(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.kv().get(&k), |_| {}, kv_value)
     }
@@ -348,20 +347,17 @@ impl Client {
         key: &str,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Pending> {
-        check_key(key)?;
         let v = value_bytes("value", value)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.kv().put(&k, &v), |_| {}, any)
     }
 
     fn _start_kv_delete(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.kv().delete(&k), |_| {}, any)
     }
 
     fn _start_leader(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.leader(&k), |_| {}, leader_opt)
     }
@@ -382,7 +378,6 @@ impl Client {
         key: &str,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Pending> {
-        check_key(key)?;
         let v = value_bytes("value", value)?;
         let (c, s, k) = (
             (*self.inner).clone(),

@@ -237,7 +237,6 @@ impl Client {
 
     /// The value stored at `key`, or None when the key does not exist.
     fn kv_get<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        check_key(key)?;
         let (c, k) = (self.inner.clone(), key.to_string());
         let got = py
             .detach(move || c.kv().get(&k))
@@ -247,7 +246,6 @@ impl Client {
 
     /// Writes `value` (bytes, or str stored UTF-8 encoded) at `key` (a plain PUT). Returns True.
     fn kv_put(&self, py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        check_key(key)?;
         let v = args::value_bytes("value", value)?;
         let (c, k) = (self.inner.clone(), key.to_string());
         py.detach(move || c.kv().put(&k, &v))
@@ -256,7 +254,6 @@ impl Client {
 
     /// Deletes `key` (a missing key is not an error). Returns True.
     fn kv_delete(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
-        check_key(key)?;
         let (c, k) = (self.inner.clone(), key.to_string());
         py.detach(move || c.kv().delete(&k))
             .map_err(|e| to_py(py, e))
@@ -290,18 +287,6 @@ impl Client {
     fn __repr__(&self) -> String {
         format!("baton.Client(address={:?})", self.inner.address())
     }
-}
-
-pub(crate) fn check_key(key: &str) -> PyResult<()> {
-    if key.is_empty() {
-        return Err(PyValueError::new_err("key must not be empty"));
-    }
-    if key.starts_with('/') {
-        return Err(PyValueError::new_err(format!(
-            "key must not start with '/': {key:?}"
-        )));
-    }
-    Ok(())
 }
 
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,

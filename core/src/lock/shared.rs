@@ -599,7 +599,7 @@ impl LockShared {
             }
             let key = self.key.clone();
             core.post(Box::new(move || {
-                log::warn!("baton lock {key} lost: {reason:?}")
+                log::warn!("baton lock {key} lost: {reason}")
             }));
         }
         if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {

@@ -278,6 +278,16 @@ class Lock:
     @property
     def sequencer(self) -> Optional[Sequencer]: ...
     @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
+    @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when the current holding ends (already cancelled when not
         held)."""
@@ -313,6 +323,16 @@ class Semaphore:
     def prefix(self) -> str: ...
     @property
     def limit(self) -> int: ...
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
     @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when the current holding ends."""
@@ -376,6 +396,16 @@ class Election:
     def observe(self) -> Observer: ...
     @property
     def sequencer(self) -> Optional[Sequencer]: ...
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
     @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when leadership ends."""
