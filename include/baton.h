@@ -49,6 +49,10 @@
 // The size of `baton_leader.session`: a session ID (36 characters) and its NUL.
 #define BATON_SESSION_ID_SIZE 37
 
+// The flags Go's `api.Lock` (and baton's locks and elections by default) write
+// on a lock key. Consul's leader-election guide, curl and most scripts write 0.
+#define BATON_LOCK_FLAGS 3304740253564472344
+
 // What a sequencer takes besides its key, NUL included:
 // `<lock_index>:<token>:<session>:<key>` has two 64-bit numbers in decimal (at
 // most 20 digits each), a session ID (always a 36-character UUID), three `:`
@@ -318,6 +322,18 @@ typedef struct baton_client_options {
   uint64_t request_timeout_ms;
 } baton_client_options;
 
+// Options for `baton_election_new_with`. Start from `baton_election_options_default()`.
+typedef struct baton_election_options {
+  // The session to campaign with; NULL: the client's default session. Read
+  // during the call.
+  const struct baton_session *session;
+  // The flags the leader key is written with: `BATON_LOCK_FLAGS` (Go's
+  // `api.Lock`, the default), or 0 to share the key with clients that follow
+  // Consul's leader-election guide (a plain `?acquire=`). Campaigning on a key
+  // written with other flags is `BATON_CONFLICT` naming the option.
+  uint64_t flags;
+} baton_election_options;
+
 // A lost callback of a lock, semaphore or election: `reason` says why;
 // `session_reason` is the session's reason when `reason` is
 // `BATON_HOLD_SESSION_LOST`, else `BATON_LOST_NONE`. It is called at most once
@@ -565,14 +581,27 @@ void baton_client_free(struct baton_client *client);
 baton_result baton_client_destroy_session_id(const struct baton_client *client,
                                              const char *session_id);
 
+// The default election options: the client's default session, Go's lock flags.
+struct baton_election_options baton_election_options_default(void);
+
 // Creates a participant in the election on `key` (no request is made);
 // `session` NULL campaigns with the client's default session. Writes
-// `*election_out`; free it with `baton_election_free`.
+// `*election_out`; free it with `baton_election_free`. Same as
+// `baton_election_new_with` with `session` and the default flags.
 BATON_MUST_USE
 baton_result baton_election_new(const struct baton_client *client,
                                 const char *key,
                                 const struct baton_session *session,
                                 struct baton_election **election_out);
+
+// Creates a participant in the election on `key` with `options` (NULL: the
+// defaults), no request is made. Writes `*election_out`; free it with
+// `baton_election_free`.
+BATON_MUST_USE
+baton_result baton_election_new_with(const struct baton_client *client,
+                                     const char *key,
+                                     const struct baton_election_options *options,
+                                     struct baton_election **election_out);
 
 // Campaigns with `value` (what followers read as the leader's identity, e.g.
 // its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;

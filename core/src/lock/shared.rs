@@ -626,7 +626,8 @@ pub(crate) fn foreign_flags(key: &str, have: u64, want: u64) -> String {
     let what = if have == 0 {
         "written as Consul's leader-election guide, curl, py-consul and most scripts \
          write a lock key; to share the key with such clients, give the lock or election \
-         the option flags = 0 (Rust `flags(0)`, Python `flags=0`, Node `{ flags: 0 }`), \
+         the option flags = 0 (Rust `flags(0)`, Python `flags=0`, Node `{ flags: 0 }`, C \
+         `baton_election_options.flags = 0`), \
          or use another key"
             .to_string()
     } else if is_lock_flags(have) {

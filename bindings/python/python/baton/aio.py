@@ -109,7 +109,10 @@ class _Holding:
 
     async def acquire(self, timeout: Optional[float] = None) -> bool:
         """Waits until held: True once held, False when ``timeout`` seconds pass
-        (``None`` waits without limit, 0 tries once)."""
+        (``None`` or ``-1`` waits without limit, as for the synchronous ``acquire``;
+        0 tries once)."""
+        if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
+            timeout = None
         return await _run(self.sync._start_acquire, timeout,
                           undo=_release_quietly(self.sync._start_release))
 
