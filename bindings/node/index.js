@@ -155,6 +155,15 @@ function checkStringList(name, v) {
   })
 }
 
+/** An options object may hold only `known` keys: a misspelt option is an error, never ignored. */
+function checkKnown(name, o, known) {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) {
+      throw new TypeError(`unknown ${name} key ${JSON.stringify(k)} (known: ${known.join(', ')})`)
+    }
+  }
+}
+
 function checkSessionOptions(o) {
   for (const k of Object.keys(o)) {
     if (!SESSION_OPTION_KEYS.has(k)) {
@@ -432,11 +441,17 @@ class KvEntry {
 
 // ---- sessions -------------------------------------------------------------------------------
 
-/** A Consul session renewed in the background by baton's own threads. */
-class Session {
+/**
+ * A Consul session renewed in the background by baton's own threads. It emits 'lost' (with the
+ * reason: 'invalidated', 'deadline_exceeded', ...) once when Consul or the local lease deadline
+ * ends it, and `lostSignal` aborts then (also when it is destroyed or its client closed).
+ */
+class Session extends EventEmitter {
   #native
+  #controller = new AbortController()
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.createSession() to make a Session')
+    super()
     this.#native = n
   }
   get [kNative]() {
@@ -451,6 +466,14 @@ class Session {
     return this.#native.isValid()
   }
   /**
+   * An AbortSignal that aborts (with a `LostError` whose `reason` says why) when the session is
+   * lost, destroyed, or its client closed: pass it to work that must stop with the session.
+   */
+  get lostSignal() {
+    if (!this.#controller.signal.aborted && !this.isValid()) this.#end('deadline_exceeded')
+    return this.#controller.signal
+  }
+  /**
    * Milliseconds (fractional) left until the session's local lease deadline: how long its
    * holdings can still be trusted without another successful renew ("is there enough lease
    * left to start this job?"). The deadline is the send time of the last successful renew +
@@ -463,11 +486,24 @@ class Session {
   /** Resolves with the loss reason; rejects with code BATON_TIMEOUT, or an AbortError. */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)
-    return cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    const reason = await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    this.#end(reason)
+    return reason
   }
   /** Destroys the session now (its locks are released; lock-delay applies). */
-  destroy() {
-    return settle(() => this.#native.destroy())
+  async destroy() {
+    await settle(() => this.#native.destroy())
+    this.#end('destroyed')
+  }
+  #end(reason) {
+    if (!this.#controller.signal.aborted) this.#controller.abort(new LostError('session', reason))
+  }
+  [kLost](reason) {
+    this.#end(reason)
+    this.emit('lost', reason)
+  }
+  [kClientClosed]() {
+    this.#end('client_closed')
   }
 }
 
@@ -921,17 +957,57 @@ class Client {
     checkKey(key)
     return settle(() => this.#native.kvGet(key))
   }
-  /** Writes `value` (Buffer or string) at `key`. */
-  kvPut(key, value) {
+  /** The entry at `key` (value, flags, session, indexes as BigInt), or null. */
+  async kvGetEntry(key) {
+    checkKey(key)
+    const e = await settle(() => this.#native.kvGetEntry(key))
+    return e ? new KvEntry(e) : null
+  }
+  /**
+   * Writes `value` (Buffer or string) at `key`. `{ flags }` sets the key's flags; `{ cas }`
+   * writes only if the key's ModifyIndex is `cas` (0: only if the key does not exist) and
+   * resolves false when it is not.
+   */
+  kvPut(key, value, options) {
     checkKey(key)
     const buf = typeof value === 'string' ? Buffer.from(value) : value
     if (!Buffer.isBuffer(buf)) throw new TypeError('value must be a Buffer or a string')
-    return settle(() => this.#native.kvPut(key, buf))
+    const o = checkOptions(options)
+    checkKnown('options', o, ['flags', 'cas'])
+    if (o.flags === undefined && o.cas === undefined) return settle(() => this.#native.kvPut(key, buf))
+    const flags = o.flags === undefined ? undefined : u64('flags', o.flags)
+    const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
+    return settle(() => this.#native.kvPutWith(key, buf, flags, cas))
+  }
+  /**
+   * Deletes `key` (a missing key counts as deleted). `{ cas }` deletes only if its ModifyIndex
+   * is `cas` and resolves false when it is not.
+   */
+  kvDelete(key, options) {
+    checkKey(key)
+    const o = checkOptions(options)
+    checkKnown('options', o, ['cas'])
+    const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
+    return settle(() => this.#native.kvDelete(key, cas))
   }
   /** Creates a session renewed in the background. */
   async createSession(options) {
     const o = checkSessionOptions(checkOptions(options))
-    return new Session(kToken, await settle(() => this.#native.createSession(o)))
+    return this.#session(await settle(() => this.#native.createSession(o)))
+  }
+  /**
+   * The client's default session, the one its locks, semaphores and elections share when given
+   * none (created on first use with `defaultSession` options; replaced by a new one once lost).
+   */
+  async defaultSession() {
+    return this.#session(await settle(() => this.#native.defaultSession()))
+  }
+  #session(n) {
+    const id = freeId()
+    const session = new Session(kToken, n)
+    register(session, id, this.#owned)
+    this.#native.watchSession(n, id)
+    return session
   }
   /**
    * Manages a session created elsewhere (another process, the `consul` CLI): renewed if it has
@@ -941,7 +1017,7 @@ class Client {
    */
   async adoptSession(id) {
     if (typeof id !== 'string') throw new TypeError(`id must be a string, got ${typeof id}`)
-    return new Session(kToken, await settle(() => this.#native.adoptSession(id)))
+    return this.#session(await settle(() => this.#native.adoptSession(id)))
   }
   /** The local agent's check and service endpoints. */
   get agent() {

@@ -45,6 +45,26 @@ export declare class NativeClient {
   observeLeader(key: string): NativeObserver
   /** Whether the sequencer (string form) is still current. */
   checkSequencer(sequencer: string): Promise<boolean>
+  /** The entry at `key` (value, flags, session, indexes), or null. */
+  kvGetEntry(key: string): Promise<NativeKvEntry | null>
+  /**
+   * Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
+   * (decimal) only if the key's ModifyIndex is `cas` (`"0"`: only if absent). Resolves
+   * whether Consul applied the write.
+   */
+  kvPutWith(key: string, value: Buffer, flags?: string | undefined | null, cas?: string | undefined | null): Promise<boolean>
+  /**
+   * Deletes `key`; with `cas` (decimal) only if its ModifyIndex is `cas`. Resolves
+   * whether Consul applied it (a missing key counts as deleted).
+   */
+  kvDelete(key: string, cas?: string | undefined | null): Promise<boolean>
+  /** The client's default session (created on first use, replaced once lost). */
+  defaultSession(): Promise<NativeSession>
+  /**
+   * Posts `(id, reason)` to the client's loss function once `session` is lost (at once
+   * if it already is).
+   */
+  watchSession(session: NativeSession, id: number): void
   /** Runs `ops` in one transaction behind a `check-session` of the sequencer's key. */
   guardedTxn(sequencer: string, ops: Array<NativeTxnOp>): Promise<NativeKvEntry[]>
   /**

@@ -650,6 +650,78 @@ impl NativeClient {
         on_thread(env, "check", move || c.check_sequencer(&seq))
     }
 
+    /// The entry at `key` (value, flags, session, indexes), or null.
+    #[napi(ts_return_type = "Promise<NativeKvEntry | null>")]
+    pub fn kv_get_entry<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
+        let c = self.inner.clone();
+        on_thread(env, "kv", move || {
+            Ok(c.kv().get(&key)?.map(NativeKvEntry::from))
+        })
+    }
+
+    /// Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
+    /// (decimal) only if the key's ModifyIndex is `cas` (`"0"`: only if absent). Resolves
+    /// whether Consul applied the write.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn kv_put_with<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        value: Buffer,
+        flags: Option<String>,
+        cas: Option<String>,
+    ) -> Result<Object<'e>> {
+        let flags = flags
+            .map(|f| parse_u64("flags", &f))
+            .transpose()?
+            .unwrap_or(0);
+        let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
+        let (c, v) = (self.inner.clone(), value.to_vec());
+        on_thread(env, "kv", move || {
+            let options = baton::WriteOptions {
+                flags,
+                cas,
+                ..Default::default()
+            };
+            c.kv().put_with(&key, &v, &options)
+        })
+    }
+
+    /// Deletes `key`; with `cas` (decimal) only if its ModifyIndex is `cas`. Resolves
+    /// whether Consul applied it (a missing key counts as deleted).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn kv_delete<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        cas: Option<String>,
+    ) -> Result<Object<'e>> {
+        let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
+        let c = self.inner.clone();
+        on_thread(env, "kv", move || match cas {
+            Some(index) => c.kv().delete_cas(&key, index),
+            None => c.kv().delete(&key),
+        })
+    }
+
+    /// The client's default session (created on first use, replaced once lost).
+    #[napi(ts_return_type = "Promise<NativeSession>")]
+    pub fn default_session<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let c = self.inner.clone();
+        on_thread(env, "session", move || {
+            c.default_session().map(|inner| NativeSession { inner })
+        })
+    }
+
+    /// Posts `(id, reason)` to the client's loss function once `session` is lost (at once
+    /// if it already is).
+    #[napi]
+    pub fn watch_session(&self, session: &NativeSession, id: u32) {
+        session
+            .inner
+            .on_lost(lost_notifier(&self.lost, id, baton::LostReason::name));
+    }
+
     /// Runs `ops` in one transaction behind a `check-session` of the sequencer's key.
     #[napi(ts_return_type = "Promise<NativeKvEntry[]>")]
     pub fn guarded_txn<'e>(

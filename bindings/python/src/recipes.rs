@@ -750,7 +750,7 @@ impl Observer {
     }
 }
 
-/// One KV entry a transaction returned.
+/// One KV entry, as read or as a transaction returned it.
 #[pyclass(frozen, module = "baton._native")]
 pub(crate) struct KvEntry {
     inner: baton::KvPair,

@@ -328,13 +328,21 @@ class Client:
         """The value at ``key``, or None when it does not exist."""
         return await _run(self.sync._start_kv_get, key)
 
-    async def kv_put(self, key: str, value: "bytes | str") -> bool:
-        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key``."""
-        return await _run(self.sync._start_kv_put, key, value)
+    async def kv_get_entry(self, key: str) -> Optional[KvEntry]:
+        """The entry at ``key`` (value, flags, session, indexes), or None."""
+        return await _run(self.sync._start_kv_get_entry, key)
 
-    async def kv_delete(self, key: str) -> bool:
-        """Deletes ``key`` (a missing key is not an error)."""
-        return await _run(self.sync._start_kv_delete, key)
+    async def kv_put(self, key: str, value: "bytes | str", *, flags: int = 0,
+                     cas: Optional[int] = None) -> bool:
+        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key`` with ``flags``;
+        with ``cas`` only if the key's ModifyIndex is ``cas`` (0: only if absent). Returns
+        whether Consul applied it."""
+        return await _run(self.sync._start_kv_put, key, value, flags, cas)
+
+    async def kv_delete(self, key: str, *, cas: Optional[int] = None) -> bool:
+        """Deletes ``key`` (a missing key is not an error); with ``cas`` only if its
+        ModifyIndex is ``cas``. Returns whether Consul applied it."""
+        return await _run(self.sync._start_kv_delete, key, cas)
 
     async def leader(self, key: str) -> Optional[Leader]:
         """The current leader of the election on ``key`` (one consistent read), or None."""
