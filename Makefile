@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -157,6 +157,16 @@ test-node: node-build
 	$(CARGO) build -p baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
+
+## The README's "Capabilities by language" table (tests/parity/check.py): every cell names an
+## API that resolves (Rust crate, include/baton.h, the installed wheel, the Node addon) and a
+## test that exists, or says why not; `— missing` and blank cells fail. Then its self-test:
+## faults planted in a copy of the table must be reported, exactly those.
+.PHONY: test-parity
+test-parity: python-install node-build
+	$(CARGO) build -p baton
+	$(PY) tests/parity/check.py
+	$(PY) tests/parity/check.py --self-test
 
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
