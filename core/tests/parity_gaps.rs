@@ -1,6 +1,7 @@
 //! Capabilities of the README's "Capabilities by language" table that no other Rust test
-//! covered: removing a lock's lost callback, a semaphore's limit and cancel token, and an
-//! election participant reading its own election's leader.
+//! covered: removing a lock's lost callback, a semaphore's limit and cancel token, an
+//! election participant reading its own election's leader, and session events with a
+//! removed callback.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::{LockLost, LOCK_FLAG_VALUE};
+use baton::{LockLost, LostReason, SessionEvent, SessionOptions, LOCK_FLAG_VALUE};
 use common::{unique, Fixture};
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
@@ -75,4 +76,36 @@ fn election_leader_reads_the_key_of_its_election() {
     assert_eq!(Some(leader.lock_index), e.sequencer().map(|s| s.lock_index));
     assert!(e.resign().unwrap());
     assert!(e.leader().unwrap().is_none());
+}
+
+#[test]
+fn session_events_reach_callbacks_and_a_removed_one_is_not_called() {
+    let f = Fixture::start();
+    let c = f.client();
+    let other = f.client();
+    let ttl = if f.short_ttls() {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(10)
+    };
+    let s = c
+        .create_session(&SessionOptions::new().ttl(ttl).lock_delay(Duration::ZERO))
+        .unwrap();
+    let removed_calls = Arc::new(AtomicUsize::new(0));
+    let counter = removed_calls.clone();
+    let removed = s.on_lost(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    // Registered after the removed one (see a_removed_lost_callback_is_not_called).
+    let (tx, rx) = crossbeam_channel::unbounded();
+    s.on_event(move |e| {
+        let _ = tx.send(*e);
+    });
+    s.remove_callback(removed);
+    other.sessions().destroy(s.id()).unwrap();
+    assert_eq!(
+        rx.recv_timeout(PATIENCE).unwrap(),
+        SessionEvent::Lost(LostReason::Invalidated)
+    );
+    assert_eq!(removed_calls.load(Ordering::SeqCst), 0);
 }

@@ -215,8 +215,11 @@ def check_test(column: str, path: str, name: str) -> str | None:
         return f"no file {path}"
     src = f.read_text()
     if path.endswith(".rs"):
-        if not re.search(r"#\[test\]\s*(?:#\[[^\]]*\]\s*)*(?:pub\s+)?fn\s+" + re.escape(name) + r"\s*\(", src):
+        m = re.search(r"#\[test\]\s*((?:#\[[^\]]*\]\s*)*)(?:pub\s+)?fn\s+" + re.escape(name) + r"\s*\(", src)
+        if not m:
             return f"no #[test] fn {name} in {path}"
+        if "ignore" in m.group(1):
+            return f"{path}::{name} is #[ignore]d: it does not run"
     elif path.endswith(".c"):
         if path not in c_test_sources():
             return f"{path} is not in the Makefile's C_TEST_SRC (make test-c would not run it)"

@@ -1,5 +1,6 @@
 """Capabilities of the README's "Capabilities by language" table that no other Python test
-covered: session behaviour "delete", the semaphore's limit, and the ``baton.aio`` faces of
+covered: session behaviour "delete" and lock-delay, the semaphore's limit, ``Election.is_leader``,
+and the ``baton.aio`` faces of
 session options, the default session's configuration and the loss signals. Against a real dev
 server (the ``devserver`` fixture)."""
 
@@ -53,6 +54,24 @@ def test_behavior_delete_deletes_the_held_key(client, devserver, session_ttl):
     destroy_foreign_session(devserver, kept.id)
     assert lock2.wait_lost(timeout=WAIT) == "session_lost"
     assert client.kv_get(k2) == b"held"
+
+
+def test_lock_delay_reaches_consul(client, devserver):
+    none = client.create_session(lock_delay=0)
+    some = client.create_session(lock_delay=2.5)
+    assert session_info(devserver, none.id)["LockDelay"] == 0
+    assert session_info(devserver, some.id)["LockDelay"] == 2_500_000_000  # ns
+    none.destroy()
+    some.destroy()
+
+
+def test_election_is_leader(client):
+    el = client.election(key("leader"))
+    assert el.is_leader() is False
+    assert el.campaign("me", timeout=WAIT)
+    assert el.is_leader() is True
+    assert el.resign()
+    assert el.is_leader() is False
 
 
 def test_semaphore_limit_is_readable(client):
