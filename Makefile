@@ -160,13 +160,13 @@ test-node: node-build
 
 ## The README's "Capabilities by language" table (tests/parity/check.py): every cell names an
 ## API that resolves (Rust crate, include/baton.h, the installed wheel, the Node addon) and a
-## test that exists, or says why not; `— missing` and blank cells fail. Then its self-test:
-## faults planted in a copy of the table must be reported, exactly those.
+## test that exists, or says why not; `— missing` and blank cells fail. Its self-test runs
+## first: faults planted in a copy of the table must be reported, exactly those.
 .PHONY: test-parity
 test-parity: python-install node-build
 	$(CARGO) build -p baton
-	$(PY) tests/parity/check.py
 	$(PY) tests/parity/check.py --self-test
+	$(PY) tests/parity/check.py
 
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
