@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -158,6 +158,16 @@ test-node: node-build
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
+## The README's "Capabilities by language" table (tests/parity/check.py): every cell names an
+## API that resolves (Rust crate, include/baton.h, the installed wheel, the Node addon) and a
+## test that exists, or says why not; `— missing` and blank cells fail. Its self-test runs
+## first: faults planted in a copy of the table must be reported, exactly those.
+.PHONY: test-parity
+test-parity: python-install node-build
+	$(CARGO) build -p baton
+	$(PY) tests/parity/check.py --self-test
+	$(PY) tests/parity/check.py
+
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
 .PHONY: test-pretty
@@ -234,7 +244,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 

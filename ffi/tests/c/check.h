@@ -43,4 +43,7 @@ void test_recipes(baton_client *c, baton_client *other);
 /* Sessions bound to health checks, the agent API, adopted sessions (test_checks.c). */
 void test_checks(baton_client *c);
 
+/* Capabilities of the README's parity table no other C test covered (test_parity_gaps.c). */
+void test_parity_gaps(baton_client *c, baton_client *other);
+
 #endif

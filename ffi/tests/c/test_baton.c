@@ -405,6 +405,7 @@ int main(void) {
         test_cancel_from_thread(c);
         test_recipes(c, other);
         test_checks(c);
+        test_parity_gaps(c, other);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }
