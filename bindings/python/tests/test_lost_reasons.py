@@ -58,3 +58,23 @@ def test_lost_reasons_of_a_semaphore_and_an_election(client, devserver, dev_only
     e.resign()
     # A release by this process is not a session loss.
     assert (e.lost_reason, e.lost_session_reason) == ("released", None)
+
+
+def test_aio_objects_report_the_same_reasons(devserver):
+    import asyncio
+
+    import baton.aio
+
+    async def main():
+        async with baton.aio.Client(devserver) as c:
+            lock = c.lock(key("aio"))
+            assert lock.lost_reason is None
+            assert await lock.acquire(timeout=5)
+            await lock.release()
+            assert (lock.lost_reason, lock.lost_session_reason) == ("released", None)
+            e = c.election(key("aio-election"))
+            assert await e.campaign(b"me", timeout=5)
+            await e.resign()
+            assert (e.lost_reason, e.lost_session_reason) == ("released", None)
+
+    asyncio.run(main())

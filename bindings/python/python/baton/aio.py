@@ -136,6 +136,16 @@ class _Holding:
         return self.sync.remove_callback(callback_id)
 
     @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (as the synchronous object's ``lost_reason``)."""
+        return self.sync.lost_reason
+
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost."""
+        return self.sync.lost_session_reason
+
+    @property
     def cancel_token(self) -> "baton.CancelToken":
         """A token cancelled when the current holding ends."""
         return self.sync.cancel_token
@@ -232,6 +242,16 @@ class Election:
     def remove_callback(self, callback_id: int) -> bool:
         """Removes a callback by the id ``on_lost`` returned."""
         return self.sync.remove_callback(callback_id)
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last leadership ended (as the synchronous object's ``lost_reason``)."""
+        return self.sync.lost_reason
+
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost."""
+        return self.sync.lost_session_reason
 
     @property
     def cancel_token(self) -> "baton.CancelToken":
