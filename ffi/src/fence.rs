@@ -219,7 +219,20 @@ fn ops_failure(e: baton::Error, ops: &[KvOp]) -> Failure {
         .take(SHOWN)
         .map(|t| {
             let i = t.op_index - 1;
-            let what: String = t.what.escape_debug().take(300).collect();
+            // Printable on one line: control characters escaped, bounded.
+            let what: String = t
+                .what
+                .chars()
+                .take(300)
+                .flat_map(|ch| {
+                    let esc: Vec<char> = if ch.is_control() {
+                        ch.escape_default().collect()
+                    } else {
+                        vec![ch]
+                    };
+                    esc
+                })
+                .collect();
             match ops.get(i) {
                 Some(op) => format!("ops[{i}] ({} {:?}): {what}", op.verb.as_str(), op.key),
                 None => format!("ops[{i}]: {what}"),
