@@ -76,7 +76,7 @@ static void test_default_session(void) {
     baton_session *s = NULL;
     CHECK_RC(baton_client_default_session(c, &s), BATON_INVALID_ARGUMENT);
     CHECK(s == NULL);
-    CHECK(error_has("TTL"));
+    CHECK(error_has("session TTL") && error_has("maximum"));
     baton_client_free(c);
 
     /* NULL options: the default session's defaults (TTL 15 s, so less than that is left). */
