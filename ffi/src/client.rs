@@ -184,6 +184,8 @@ pub unsafe extern "C" fn baton_client_new(
 /// `name` keeps `"baton"`. `default_session_checks` (NULL: Consul's default, the
 /// node's `serfHealth`) binds it to health checks as in
 /// `baton_session_create_with_checks`. Both are read only during the call.
+/// Semaphores made without a session take their own sessions from these options
+/// too (TTL, lock-delay, checks), named `"baton semaphore"`, behaviour delete.
 ///
 /// Fields are checked here (`BATON_INVALID_ARGUMENT` naming
 /// `default_session.behavior`, `default_session.ttl_ms`, ...); what only Consul

@@ -314,3 +314,66 @@ pub unsafe extern "C" fn baton_guarded_txn(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton::KvVerb;
+
+    /// Every `BATON_TXN_<NAME> <n>` of the committed header gives the core verb whose
+    /// wire name is `<name>` in lower case with `-` for `_`, and every core verb has one.
+    #[test]
+    fn each_header_verb_is_the_core_verb_of_its_name() {
+        let header =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../include/baton.h"))
+                .unwrap();
+        let mut seen = Vec::new();
+        let key = c"k";
+        let session = c"s";
+        for line in header.lines() {
+            let Some(rest) = line.strip_prefix("#define BATON_TXN_") else {
+                continue;
+            };
+            let (name, n) = rest.split_once(' ').unwrap();
+            let op = baton_txn_op {
+                verb: n.trim().parse().unwrap(),
+                key: key.as_ptr(),
+                value: std::ptr::null(),
+                value_len: 0,
+                flags: 0,
+                index: 0,
+                session: session.as_ptr(),
+            };
+            // SAFETY: the op's strings are NUL-terminated and alive.
+            let core = unsafe { core_op(&op, 0) }.unwrap();
+            assert_eq!(
+                core.verb.as_str(),
+                name.to_lowercase().replace('_', "-"),
+                "BATON_TXN_{name}"
+            );
+            seen.push(core.verb);
+        }
+        for v in KvVerb::ALL {
+            assert!(seen.contains(&v), "no BATON_TXN_* for {}", v.as_str());
+        }
+        for bad in [0, 14, u32::MAX] {
+            let op = baton_txn_op {
+                verb: bad,
+                key: key.as_ptr(),
+                value: std::ptr::null(),
+                value_len: 0,
+                flags: 0,
+                index: 0,
+                session: std::ptr::null(),
+            };
+            // SAFETY: as above.
+            let e = unsafe { core_op(&op, 3) }.unwrap_err();
+            assert_eq!(e.code, baton_result::BATON_INVALID_ARGUMENT);
+            assert!(
+                e.message.starts_with(&format!("ops[3].verb {bad} ")),
+                "{}",
+                e.message
+            );
+        }
+    }
+}
