@@ -662,6 +662,14 @@ baton_result baton_client_new_with_default_session(const struct baton_client_opt
                                                    const struct baton_session_checks *default_session_checks,
                                                    struct baton_client **client_out);
 
+// `baton_client_new_from_env` with the default session's options, as
+// `baton_client_new_with_default_session` takes them (NULL: its defaults). The
+// `CONSUL_*` variables configure the client; no request is made.
+BATON_MUST_USE
+baton_result baton_client_new_from_env_with_default_session(const struct baton_session_options *default_session,
+                                                            const struct baton_session_checks *default_session_checks,
+                                                            struct baton_client **client_out);
+
 // Copies the base URL requests go to (no credentials), e.g.
 // `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
 // `*len_out` (if not NULL) gets the length without the NUL, also when the

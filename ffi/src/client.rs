@@ -208,22 +208,54 @@ pub unsafe extern "C" fn baton_client_new_with_default_session(
         }
         // SAFETY: the caller passes NULL or a valid options struct.
         let b = unsafe { builder(options) }?;
-        let so = if default_session.is_null() {
-            SessionOptions::default_for_client()
-        } else {
-            // SAFETY: non-NULL; a valid options struct per the caller.
-            unsafe {
-                core_options_named(
-                    default_session,
-                    "default_session",
-                    SessionOptions::new().name("baton"),
-                )
-            }?
-        };
-        // SAFETY: the caller passes NULL or a valid checks struct.
-        let so = unsafe { apply_checks(so, default_session_checks, "default_session_checks") }?;
+        // SAFETY: the caller passes NULL or valid structs, alive during the call.
+        let so = unsafe { default_session_options(default_session, default_session_checks) }?;
         finish(b.default_session(so), client_out)
     })
+}
+
+/// `baton_client_new_from_env` with the default session's options, as
+/// `baton_client_new_with_default_session` takes them (NULL: its defaults). The
+/// `CONSUL_*` variables configure the client; no request is made.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn baton_client_new_from_env_with_default_session(
+    default_session: *const baton_session_options,
+    default_session_checks: *const baton_session_checks,
+    client_out: *mut *mut baton_client,
+) -> baton_result {
+    boundary(|| {
+        if client_out.is_null() {
+            return Err(null("client_out"));
+        }
+        // SAFETY: the caller passes NULL or valid structs, alive during the call.
+        let so = unsafe { default_session_options(default_session, default_session_checks) }?;
+        finish(ClientBuilder::from_env().default_session(so), client_out)
+    })
+}
+
+/// The default session's options from the C structs (NULL: its defaults).
+///
+/// # Safety
+/// Each is NULL or a valid struct whose strings and arrays are valid, alive during the call.
+unsafe fn default_session_options(
+    default_session: *const baton_session_options,
+    default_session_checks: *const baton_session_checks,
+) -> Result<SessionOptions, Failure> {
+    let so = if default_session.is_null() {
+        SessionOptions::default_for_client()
+    } else {
+        // SAFETY: non-NULL; a valid options struct per the caller.
+        unsafe {
+            core_options_named(
+                default_session,
+                "default_session",
+                SessionOptions::new().name("baton"),
+            )
+        }?
+    };
+    // SAFETY: the caller passes NULL or a valid checks struct.
+    unsafe { apply_checks(so, default_session_checks, "default_session_checks") }
 }
 
 /// Copies the base URL requests go to (no credentials), e.g.

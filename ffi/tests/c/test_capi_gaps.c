@@ -120,6 +120,23 @@ static void test_default_session(void) {
     baton_session_free(s);
     CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     baton_client_free(c);
+
+    /* The same from the environment (CONSUL_HTTP_ADDR). */
+    CHECK_RC(baton_client_new_from_env_with_default_session(NULL, NULL, NULL),
+             BATON_NULL_ARGUMENT);
+    c = NULL;
+    so.behavior = 9;
+    CHECK_RC(baton_client_new_from_env_with_default_session(&so, NULL, &c),
+             BATON_INVALID_ARGUMENT);
+    CHECK(c == NULL && error_has("default_session.behavior 9"));
+    so.behavior = BATON_BEHAVIOR_RELEASE;
+    CHECK_RC(baton_client_new_from_env_with_default_session(&so, NULL, &c), BATON_OK);
+    CHECK_RC(baton_client_default_session(c, &s), BATON_OK);
+    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    CHECK(left > 15000 && left <= 60000);
+    baton_session_free(s);
+    CHECK_RC(baton_client_close(c, 10000), BATON_OK);
+    baton_client_free(c);
 }
 
 static void test_kv_cas(baton_client *c) {
@@ -151,6 +168,12 @@ static void test_kv_cas(baton_client *c) {
     CHECK_RC(baton_kv_delete_cas(c, key, 1, NULL), BATON_NULL_ARGUMENT);
     CHECK(error_has("applied_out"));
     CHECK_RC(baton_kv_delete_cas(c, BAD_UTF8, 1, &applied), BATON_INVALID_UTF8);
+    /* A cancelled token ends the read. */
+    baton_cancel *cancel = NULL;
+    CHECK_RC(baton_cancel_new(&cancel), BATON_OK);
+    CHECK_RC(baton_cancel_cancel(cancel), BATON_OK);
+    CHECK_RC(baton_kv_get_entry(c, key, cancel, NULL, 0, NULL, &e, &found), BATON_CANCELLED);
+    baton_cancel_free(cancel);
     /* Nothing above wrote. */
     CHECK(!read_entry(c, key, v, sizeof v, &e));
     CHECK(e.modify_index == 0 && e.flags == 0 && e.session[0] == 0);
