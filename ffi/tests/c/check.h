@@ -46,4 +46,8 @@ void test_checks(baton_client *c);
 /* Capabilities of the README's parity table no other C test covered (test_parity_gaps.c). */
 void test_parity_gaps(baton_client *c, baton_client *other);
 
+/* The default session configured from C, KV check-and-set, guarded transactions
+ * (test_capi_gaps.c). */
+void test_capi_gaps(baton_client *c);
+
 #endif

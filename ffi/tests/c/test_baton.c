@@ -406,6 +406,7 @@ int main(void) {
         test_recipes(c, other);
         test_checks(c);
         test_parity_gaps(c, other);
+        test_capi_gaps(c);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }
