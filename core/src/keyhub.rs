@@ -475,7 +475,13 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                     .filter(|k| want.covers(k))
                     .cloned()
                     .collect();
-                // Consul lists entries in key order.
+                // Consul lists entries in key order; the binary search below needs
+                // that, so an answer that does not keep it is put in order first
+                // (otherwise a held key could be missed and taken for deleted).
+                let mut entries = entries;
+                if !entries.windows(2).all(|w| w[0].key <= w[1].key) {
+                    entries.sort_by(|a, b| a.key.cmp(&b.key));
+                }
                 let found: Vec<(String, Option<KvPair>)> = keys
                     .into_iter()
                     .map(|k| {

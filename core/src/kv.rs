@@ -40,7 +40,7 @@ fn de_base64<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<
         Some(s) => base64::engine::general_purpose::STANDARD
             .decode(s.as_bytes())
             .map(Some)
-            .map_err(serde::de::Error::custom),
+            .map_err(|e| serde::de::Error::custom(format_args!("not valid base64 ({e})"))),
     }
 }
 

@@ -480,13 +480,13 @@ fn normalise_keys(ops: &[KvOp]) -> Result<Vec<KvOp>> {
 
 /// Parses a txn answer: the entries of a 200, the op errors of a 409.
 pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
-    match resp.status {
-        200 | 409 => {}
-        _ => return Err(crate::http::check(req, resp).err().expect("non-2xx")),
+    // Any 2xx is read as Consul's 200 (a 204 used to reach an `expect` here and panic).
+    if resp.status != 409 && !(200..300).contains(&resp.status) {
+        return Err(Error::from_status(req.endpoint(), resp.status, &resp.body));
     }
     let answer: TxnAnswer = resp.json(&req.endpoint())?;
     if resp.status == 409 {
-        let errors = answer
+        let errors: Vec<TxnOpError> = answer
             .errors
             .unwrap_or_default()
             .into_iter()
@@ -495,6 +495,16 @@ pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
                 what: e.what,
             })
             .collect();
+        if errors.is_empty() {
+            // Consul's 409 always lists the failed operations; without them the
+            // callers could not tell a lost lock from a CAS mismatch.
+            return Err(Error::new(
+                ErrorKind::BadResponse,
+                "Consul answered 409 to a transaction without listing its failed operations \
+                 (\"Errors\" is empty or missing)",
+            )
+            .with_endpoint(req.endpoint()));
+        }
         return Err(Error::txn_conflict(req.endpoint(), errors));
     }
     Ok(answer

@@ -207,7 +207,9 @@ impl LockShared {
             }
         }
         let delay = match self.client.sessions().info(holder) {
-            Ok(Some(e)) => Some(e.lock_delay()),
+            // Consul refuses lock-delays over 60 s (`MaxLockDelay`); a larger one
+            // from a confused server would park this waiter for centuries.
+            Ok(Some(e)) => Some(e.lock_delay().min(Duration::from_secs(60))),
             _ => None,
         };
         lock(&self.inner).last_holder = Some((holder.to_string(), delay));
