@@ -74,7 +74,21 @@ fn read_body(body: &mut ureq::Body) -> std::result::Result<Vec<u8>, ureq::Error>
             Ok(0) => return Ok(buf),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(ureq::Error::from(e)),
+            // The connection broke in the middle of the body: say how much came (it
+            // stays a connection failure, worth another try, not a bad answer).
+            Err(e) => {
+                return Err(match ureq::Error::from(e) {
+                    ureq::Error::Io(io) => ureq::Error::Io(std::io::Error::new(
+                        io.kind(),
+                        format!(
+                            "the answer was cut off after {}{} bytes: {io}",
+                            buf.len(),
+                            announced.map_or(String::new(), |n| format!(" of {n}"))
+                        ),
+                    )),
+                    other => other,
+                })
+            }
         };
         if n > cap - buf.len() {
             return Err(ureq::Error::BodyExceedsLimit(cap as u64));

@@ -1309,3 +1309,52 @@ fn go_durations_parse_like_go_and_never_panic() {
         Some(Duration::from_secs(2562047 * 3600))
     );
 }
+
+// ---- framing cut short ------------------------------------------------------------------------
+
+#[test]
+fn answers_whose_connection_ends_early_say_so() {
+    let srv = Hostile::start();
+    let client = srv.client();
+    let full =
+        br#"[{"Key":"k","Value":null,"Flags":0,"LockIndex":0,"CreateIndex":1,"ModifyIndex":1}]"#;
+    // Content-Length promises more than arrives before the server closes.
+    let mut short = http(200, &[b"X-Consul-Index: 3"], full);
+    short.truncate(short.len() - 20);
+    // A chunked body that stops in the middle of a chunk.
+    let mut chunked = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
+    chunked.extend_from_slice(format!("{:x}\r\n", full.len()).as_bytes());
+    chunked.extend_from_slice(&full[..30]);
+    // A chunk size that is not hex.
+    let mut bad_chunk =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n"
+            .to_vec();
+    bad_chunk.extend_from_slice(full);
+    // A head cut off before its end, and no status line at all.
+    let head_only = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-Consul-In".to_vec();
+    let garbage = b"SSH-2.0-OpenSSH_9.6\r\n".to_vec();
+    for (answer, kind, want) in [
+        // A connection that breaks mid-answer is a connection failure (worth a retry).
+        (
+            short,
+            ErrorKind::Connection,
+            "the answer was cut off after 62 of 82 bytes",
+        ),
+        (
+            chunked,
+            ErrorKind::Connection,
+            "the answer was cut off after 30 bytes",
+        ),
+        (head_only, ErrorKind::Connection, "I/O error"),
+        // What no HTTP server says is a bad answer.
+        (bad_chunk, ErrorKind::BadResponse, "HTTP protocol error"),
+        (garbage, ErrorKind::BadResponse, "HTTP protocol error"),
+    ] {
+        srv.answer(answer);
+        let e = client.kv().get("k").unwrap_err();
+        assert_eq!(e.kind(), kind, "{e}");
+        assert_eq!(e.endpoint(), Some("GET /v1/kv/k"));
+        assert!(e.to_string().contains(want), "{want}: {e}");
+        assert!(one_printable_line(&e.to_string()), "{e}");
+    }
+}

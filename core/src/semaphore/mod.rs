@@ -383,7 +383,7 @@ impl Semaphore {
             if flags != SEMAPHORE_FLAG_VALUE {
                 return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
             }
-            let mut doc = LockDoc::decode(raw, sh.limit)?;
+            let mut doc = LockDoc::decode(&lock_key, raw, sh.limit)?;
             if doc.limit != sh.limit {
                 return Err(Error::new(
                     ErrorKind::Conflict,
@@ -665,7 +665,7 @@ impl Semaphore {
         if lp.flags != SEMAPHORE_FLAG_VALUE {
             return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
         }
-        let mut doc = LockDoc::decode(lp.value.as_deref(), sh.limit)?;
+        let mut doc = LockDoc::decode(&lock_key, lp.value.as_deref(), sh.limit)?;
         let alive: Vec<&str> = entries
             .iter()
             .filter_map(|p| p.session.as_deref())
