@@ -244,7 +244,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
@@ -270,6 +270,10 @@ test-c:
 	mkdir -p $(C_TEST_OUT)
 	cc -std=c11 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_c.c
 	c++ -std=c++17 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_cpp.cpp
+	# Every function of baton.h meets hostile inputs in test_hostile.c.
+	set -e; missing=$$(for f in $$(grep -v '^\s*//' include/baton.h | grep -o 'baton_[a-z_]*(' | tr -d '(' | sort -u); do \
+		grep -q "\b$$f(" ffi/tests/c/test_hostile.c || echo "$$f"; done); \
+		if [ -n "$$missing" ]; then echo "not called in ffi/tests/c/test_hostile.c:" $$missing >&2; exit 1; fi
 	if cc -std=c11 $(CWARN) -Iinclude -c -o /dev/null ffi/tests/c/must_use.c 2>/dev/null; then \
 		echo "an ignored baton_lock_acquire result compiled: BATON_MUST_USE has no effect" >&2; exit 1; fi
 	cc -std=c11 $(CWARN) -g -Iinclude -fsanitize=address,undefined -fno-omit-frame-pointer \

@@ -33,6 +33,9 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
 /// (plus what decoding it builds).
 pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The longest request URL that can be sent (the `http` crate's limit for a URI).
+const MAX_URL_BYTES: usize = u16::MAX as usize - 1;
+
 /// Bytes of compressed (gzip) body read at most, so that a stream that inflates
 /// to nothing cannot keep a call busy forever either.
 const MAX_COMPRESSED_BYTES: u64 = 2 * MAX_RESPONSE_BYTES as u64;
@@ -574,6 +577,21 @@ impl Transport {
                 return Err(cancelled(endpoint));
             }
         }
+        // The `http` crate refuses a URI over 65534 bytes ("uri too long", which
+        // would look like a connection failure worth retrying): a key, prefix or ID
+        // that long is the caller's argument, refused before anything is sent.
+        let url = self.url(req);
+        if url.len() > MAX_URL_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the request URL would be {} bytes, over the {MAX_URL_BYTES} an HTTP request \
+                     can carry: the key, prefix or ID in it is too long",
+                    url.len()
+                ),
+            )
+            .with_endpoint(endpoint));
+        }
         let mut timeout = self.request_timeout;
         let mut timeout_is_users = false;
         if let Some(w) = req.wait {
@@ -601,7 +619,7 @@ impl Transport {
             agent
         };
         let started = std::time::Instant::now();
-        let mut result = self.run(agent, req, timeout);
+        let mut result = self.run(agent, req, &url, timeout);
         // Not a blocking query: its connection closing is news (the agent restarted, maybe
         // with its state lost), and repeating it with the same index could wait on a server
         // whose index is now below it. Its caller reads afresh instead.
@@ -621,7 +639,7 @@ impl Transport {
                     "baton: {} on a stale connection, retrying once",
                     req.endpoint()
                 );
-                result = self.run(agent, req, left);
+                result = self.run(agent, req, &url, left);
             }
         }
         drop(guards);
@@ -665,12 +683,8 @@ impl Transport {
         result
     }
 
-    fn run(
-        &self,
-        agent: &Agent,
-        req: &Request,
-        timeout: Duration,
-    ) -> std::result::Result<Response, ureq::Error> {
+    /// The full URL of `req`: base, path, and the query sorted by name.
+    fn url(&self, req: &Request) -> String {
         let mut url = format!("{}{}", self.base, req.path);
         let mut first = true;
         let mut query: Vec<&(String, String)> =
@@ -683,6 +697,16 @@ impl Transport {
             url.push('=');
             url.push_str(&encode_component(v));
         }
+        url
+    }
+
+    fn run(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        url: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Response, ureq::Error> {
         let token = self.token.as_ref().map(|t| t.0.as_str());
         let auth = self.auth.as_ref().map(|t| t.0.as_str());
         macro_rules! prepare {
@@ -698,12 +722,12 @@ impl Transport {
             }};
         }
         let mut resp = match (req.method, &req.body) {
-            ("GET", _) => prepare!(agent.get(&url)).call()?,
-            ("DELETE", _) => prepare!(agent.delete(&url)).call()?,
-            ("PUT", Some((body, ct))) => prepare!(agent.put(&url))
+            ("GET", _) => prepare!(agent.get(url)).call()?,
+            ("DELETE", _) => prepare!(agent.delete(url)).call()?,
+            ("PUT", Some((body, ct))) => prepare!(agent.put(url))
                 .header("Content-Type", *ct)
                 .send(&body[..])?,
-            ("PUT", None) => prepare!(agent.put(&url)).send_empty()?,
+            ("PUT", None) => prepare!(agent.put(url)).send_empty()?,
             (m, _) => unreachable!("method {m} is not used"),
         };
         let status = resp.status().as_u16();

@@ -66,7 +66,13 @@ unsafe fn str_list(
             format!("argument `{name}` is NULL but its length is {len}"),
         ));
     }
-    // SAFETY: non-NULL, and the caller guarantees `len` readable pointers.
+    // A slice of more than isize::MAX bytes is undefined behaviour (a debug build
+    // aborts on it), and no array can be that long.
+    if len > isize::MAX as usize / std::mem::size_of::<*const c_char>() {
+        return Err(crate::util::too_long(name, len));
+    }
+    // SAFETY: non-NULL, within isize::MAX bytes, and the caller guarantees `len`
+    // readable pointers.
     let ptrs = unsafe { std::slice::from_raw_parts(list, len) };
     let mut out = Vec::with_capacity(len);
     for (i, p) in ptrs.iter().enumerate() {

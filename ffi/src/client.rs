@@ -347,7 +347,13 @@ pub unsafe extern "C" fn baton_client_free(client: *mut baton_client) {
         let b = unsafe { Box::from_raw(client) };
         if b.pid != std::process::id() {
             std::mem::forget(b);
+            return;
         }
+        // Close now, as documented: the session, lock, semaphore and election handles
+        // made from this client hold clones of it, so dropping this one alone would
+        // leave the client (its sessions, locks and threads) running until the last
+        // of them is freed, and their calls would still succeed.
+        b.client.close(baton::DROP_CLOSE_TIMEOUT);
     })
 }
 

@@ -60,14 +60,8 @@ pub unsafe extern "C" fn baton_kv_put(
         let c = unsafe { handle(client, "client") }?.get()?;
         // SAFETY: NULL or a NUL-terminated string alive during the call.
         let key = unsafe { str_arg(key, "key") }?;
-        let v: &[u8] = if len == 0 {
-            &[]
-        } else if value.is_null() {
-            return Err(null("value"));
-        } else {
-            // SAFETY: non-NULL and `len` readable bytes per the caller.
-            unsafe { std::slice::from_raw_parts(value, len) }
-        };
+        // SAFETY: NULL (only with len 0) or `len` readable bytes per the caller.
+        let v = unsafe { bytes_arg(value, len, "value") }?;
         if !c.kv().put(key, v)? {
             return Err(Failure::new(
                 baton_result::BATON_CONFLICT,

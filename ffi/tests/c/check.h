@@ -50,4 +50,7 @@ void test_parity_gaps(baton_client *c, baton_client *other);
  * (test_capi_gaps.c). */
 void test_capi_gaps(baton_client *c);
 
+/* NULL, non-UTF-8, over-long and exact-size arguments at every entry point (test_hostile.c). */
+void test_hostile(baton_client *c);
+
 #endif

@@ -407,6 +407,7 @@ int main(void) {
         test_checks(c);
         test_parity_gaps(c, other);
         test_capi_gaps(c);
+        test_hostile(c);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }
