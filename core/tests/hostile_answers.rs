@@ -1358,3 +1358,41 @@ fn answers_whose_connection_ends_early_say_so() {
         assert!(one_printable_line(&e.to_string()), "{e}");
     }
 }
+
+// ---- requests the HTTP stack cannot carry ------------------------------------------------------
+
+#[test]
+fn keys_too_long_for_a_url_are_refused_before_sending() {
+    let srv = Hostile::start();
+    let client = srv.client();
+    srv.answer(ok_json(b"[]"));
+    let key = "k".repeat(70_000);
+    for e in [
+        client.kv().get(&key).unwrap_err(),
+        client.kv().put(&key, b"v").unwrap_err(),
+        client.sessions().destroy(&key).unwrap_err(),
+        client
+            .watch_key(&key)
+            .and_then(|mut w| w.next(Some(Duration::from_millis(1)), None))
+            .unwrap_err(),
+    ] {
+        if e.kind() == ErrorKind::Timeout {
+            continue; // the watch: its poll fails in the background
+        }
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(
+            e.to_string()
+                .contains("over the 65534 an HTTP request can carry"),
+            "{e}"
+        );
+        assert!(e.to_string().len() < 3000);
+        assert!(!e.is_transient());
+    }
+    srv.drain_requests();
+    assert!(client.kv().get(&key).is_err());
+    assert!(srv.requests.try_recv().is_err(), "a request was sent");
+    // Below the limit the request goes out.
+    let fits = "k".repeat(60_000);
+    assert_eq!(client.kv().get(&fits).unwrap(), None);
+    assert_eq!(srv.next_request().len(), "/v1/kv/".len() + 60_000);
+}
