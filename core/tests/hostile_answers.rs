@@ -1244,6 +1244,38 @@ fn a_watch_resets_when_the_index_goes_backwards_or_to_zero() {
     client.close(Duration::from_secs(5));
 }
 
+#[test]
+fn a_server_that_answers_blocking_queries_at_once_is_not_polled_in_a_tight_loop() {
+    let srv = Hostile::start();
+    let client = srv.client();
+    let body =
+        br#"[{"Key":"w","Value":null,"Flags":0,"LockIndex":0,"CreateIndex":1,"ModifyIndex":1}]"#;
+    for header in [
+        &b"X-Consul-Index: 7"[..],
+        b"X-Consul-Index: 0",
+        b"X-Other: 1",
+    ] {
+        // Every poll, blocking or not, is answered at once with the same index (or none).
+        srv.answer(http(200, &[header], body));
+        srv.drain_requests();
+        let mut watch = client.watch_key("w").unwrap();
+        watch.next(Some(Duration::from_secs(20)), None).unwrap();
+        // Nothing changes for 1.5 s (the server says so as fast as it is asked).
+        let e = watch
+            .next(Some(Duration::from_millis(1500)), None)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        drop(watch);
+        let polls = srv.requests.try_iter().count();
+        eprintln!(
+            "{}: {polls} polls in 1.5 s",
+            String::from_utf8_lossy(header)
+        );
+        // Paced (100 ms doubling): a handful. Unpaced, this loop makes thousands.
+        assert!(polls < 40, "{polls} polls");
+    }
+}
+
 // ---- Go durations ----------------------------------------------------------------------------
 
 #[test]
@@ -1395,4 +1427,46 @@ fn keys_too_long_for_a_url_are_refused_before_sending() {
     let fits = "k".repeat(60_000);
     assert_eq!(client.kv().get(&fits).unwrap(), None);
     assert_eq!(srv.next_request().len(), "/v1/kv/".len() + 60_000);
+}
+
+// ---- sequencers (they travel between processes) ------------------------------------------------
+
+#[test]
+fn sequencers_read_back_and_garbage_is_refused() {
+    use baton::Sequencer;
+    check(
+        512,
+        (
+            any::<u64>(),
+            any::<u64>(),
+            "[0-9a-f-]{1,40}",
+            any::<String>().prop_filter("a key is not empty", |k| !k.is_empty()),
+        ),
+        |(lock_index, token, session, key)| {
+            let s = Sequencer {
+                key,
+                session,
+                lock_index,
+                token,
+            };
+            prop_assert_eq!(Sequencer::parse(&s.to_string()).unwrap(), s);
+            Ok(())
+        },
+    );
+    check(
+        1024,
+        prop_oneof![any::<String>(), "[0-9:a-f-]{0,12}(:.{0,6})?"],
+        |text| {
+            match Sequencer::parse(&text) {
+                // ("007:+1:s:k" is read as 7 and 1: what it reads stays the same.)
+                Ok(s) => prop_assert_eq!(Sequencer::parse(&s.to_string()).unwrap(), s),
+                Err(e) => {
+                    prop_assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+                    prop_assert!(e.to_string().starts_with("invalid sequencer "));
+                    prop_assert!(one_printable_line(&e.to_string()), "{:?}", e.to_string());
+                }
+            }
+            Ok(())
+        },
+    );
 }
