@@ -17,6 +17,9 @@ use crate::kv::{KvPair, WriteOptions};
 /// a server's refusal teaches the client, which then refuses more itself).
 pub const MAX_TXN_OPS: usize = 128;
 
+/// Consul's limit of operations per transaction before 1.14.0.
+const OLD_MAX_TXN_OPS: usize = 64;
+
 /// A KV verb of a transaction operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvVerb {
@@ -353,7 +356,10 @@ impl Client {
         let learned = &self.core().learned;
         if let Some(text) = e.server_text() {
             if let Some(cap) = parse_op_cap(text) {
-                if cap < MAX_TXN_OPS {
+                // Consul's cap was 64 before 1.14 and is 128 since; a smaller one
+                // from a confused server is not learnt (a cap of 1 would make every
+                // lock acquire, a two-op txn, fail locally from then on).
+                if (OLD_MAX_TXN_OPS..MAX_TXN_OPS).contains(&cap) {
                     learned.learn_max_txn_ops(cap);
                     return too_many_ops(ops.len(), cap).with_endpoint("PUT /v1/txn");
                 }

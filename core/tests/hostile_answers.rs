@@ -1049,6 +1049,41 @@ fn txn_answers_of_odd_shapes_are_refused_or_read_as_consuls() {
     }
 }
 
+#[test]
+fn only_consuls_own_op_caps_are_learnt() {
+    let srv = Hostile::start();
+    let client = srv.client();
+    let ops = [KvOp::get("a"), KvOp::get("b")];
+    // A cap no Consul has: the refusal is shown as it is, and nothing is learnt.
+    srv.answer(http(
+        413,
+        &[],
+        b"Transaction contains too many operations (2 > 1)",
+    ));
+    let e = client.txn(&ops).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    srv.answer(http(200, &[], br#"{"Results":[],"Errors":null}"#));
+    srv.drain_requests();
+    assert_eq!(client.txn(&ops).unwrap(), vec![]);
+    assert_eq!(srv.next_request(), "/v1/txn");
+    // Consul's 64 before 1.14 is learnt: more ops are refused before sending.
+    let many: Vec<KvOp> = (0..65).map(|i| KvOp::get(&format!("k{i}"))).collect();
+    srv.answer(http(
+        413,
+        &[],
+        b"Transaction contains too many operations (65 > 64)",
+    ));
+    let e = client.txn(&many).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    srv.drain_requests();
+    let e = client.txn(&many).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(
+        srv.requests.try_recv().is_err(),
+        "sent although known too many"
+    );
+}
+
 // ---- query-meta headers ----------------------------------------------------------------------
 
 /// Header values: decimal numbers, their edges, and garbage (visible ASCII,
