@@ -205,7 +205,8 @@ static void hostile_kv(baton_client *c) {
     EXPECT(baton_kv_put(c, BAD_UTF8, NULL, 0), BATON_INVALID_UTF8, "`key`");
     EXPECT(baton_kv_put(c, "ffi/hostile/v", NULL, 3), BATON_NULL_ARGUMENT, "`value`");
     EXPECT(baton_kv_put(c, "ffi/hostile/v", buf, HUGE_LEN), BATON_INVALID_ARGUMENT, "`value`");
-    EXPECT(baton_kv_put(c, "/ffi/hostile/v", NULL, 0), BATON_INVALID_ARGUMENT, "'/'");
+    EXPECT(baton_kv_put(c, "//ffi/hostile/v", NULL, 0), BATON_INVALID_ARGUMENT, "'/'");
+    EXPECT(baton_kv_put(c, "", NULL, 0), BATON_INVALID_ARGUMENT, "missing key");
     EXPECT(baton_kv_delete(NULL, "k"), BATON_NULL_ARGUMENT, "`client`");
     EXPECT(baton_kv_delete(c, NULL), BATON_NULL_ARGUMENT, "`key`");
     EXPECT(baton_kv_delete(c, BAD_UTF8), BATON_INVALID_UTF8, "`key`");
@@ -613,6 +614,12 @@ static void hostile_elections(baton_client *c) {
     EXPECT(baton_election_new(c, NULL, NULL, &e), BATON_NULL_ARGUMENT, "`key`");
     EXPECT(baton_election_new(c, BAD_UTF8, NULL, &e), BATON_INVALID_UTF8, "`key`");
     EXPECT(baton_election_new(c, "k", NULL, NULL), BATON_NULL_ARGUMENT, "`election_out`");
+    baton_election_options eo = baton_election_options_default();
+    EXPECT(baton_election_new_with(NULL, "k", &eo, &e), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_election_new_with(c, NULL, &eo, &e), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_election_new_with(c, BAD_UTF8, &eo, &e), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_election_new_with(c, "k", &eo, NULL), BATON_NULL_ARGUMENT, "`election_out`");
+    EXPECT(baton_election_new_with(c, "//k", NULL, &e), BATON_INVALID_ARGUMENT, "'/'");
     CHECK(e == SENTINEL);
     EXPECT(baton_election_campaign(NULL, NULL, 0, 0, NULL), BATON_NULL_ARGUMENT, "`election`");
     EXPECT(baton_election_resign(NULL), BATON_NULL_ARGUMENT, "`election`");
