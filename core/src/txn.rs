@@ -302,7 +302,7 @@ impl Client {
     /// server does not support is also `Unsupported`, naming the version that
     /// added it.
     ///
-    /// Keys follow [`crate::keys`]'s rule like everywhere else: one leading `/`
+    /// Keys follow the one key rule of every API (`core/src/keys.rs`): one leading `/`
     /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         let normalised = normalise_keys(ops)?;
