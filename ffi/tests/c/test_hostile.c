@@ -160,6 +160,44 @@ static void hostile_client_options(void) {
     EXPECT_REFUSED(baton_kv_put(t, "ffi/hostile/token", (const uint8_t *)"v", 1));
     baton_client_free(t);
     free(big);
+    /* The default session's options, checked when the client is made. */
+    baton_session_options ds = baton_session_options_default();
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`client_out`");
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`client_out`");
+    ds.name = BAD_UTF8;
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, &c), BATON_INVALID_UTF8,
+           "name");
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_UTF8,
+           "name");
+    ds = baton_session_options_default();
+    ds.behavior = 42;
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, &c), BATON_INVALID_ARGUMENT,
+           "behavior");
+    ds = baton_session_options_default();
+    ds.ttl_ms = UINT64_MAX;
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_ARGUMENT,
+           "ttl_ms");
+    baton_session_checks dk = baton_session_checks_default();
+    dk.node_checks_len = HUGE_LEN;
+    dk.node_checks = (const char *const *)&sentinel_obj;
+    EXPECT(baton_client_new_with_default_session(NULL, NULL, &dk, &c), BATON_INVALID_ARGUMENT,
+           "node_checks");
+    dk = baton_session_checks_default();
+    dk.service_checks_len = 1;
+    EXPECT(baton_client_new_from_env_with_default_session(NULL, &dk, &c), BATON_NULL_ARGUMENT,
+           "service_checks");
+    const char *bad_list[] = {BAD_UTF8};
+    dk.service_checks = bad_list;
+    EXPECT(baton_client_new_from_env_with_default_session(NULL, &dk, &c), BATON_INVALID_UTF8,
+           "service_checks[0]");
+    o = baton_client_options_default();
+    o.token = BAD_UTF8;
+    EXPECT(baton_client_new_with_default_session(&o, NULL, NULL, &c), BATON_INVALID_UTF8,
+           "options.token");
+    CHECK(c == SENTINEL);
+
     EXPECT(baton_client_address(NULL, NULL, 0, NULL), BATON_NULL_ARGUMENT, "`client`");
     EXPECT(baton_client_close(NULL, 0), BATON_NULL_ARGUMENT, "`client`");
     EXPECT(baton_client_destroy_session_id(NULL, SID), BATON_NULL_ARGUMENT, "`client`");
@@ -211,6 +249,34 @@ static void hostile_kv(baton_client *c) {
     EXPECT(baton_kv_delete(c, NULL), BATON_NULL_ARGUMENT, "`key`");
     EXPECT(baton_kv_delete(c, BAD_UTF8), BATON_INVALID_UTF8, "`key`");
 
+    /* Entries and check-and-set. */
+    baton_kv_entry ent;
+    EXPECT(baton_kv_get_entry(NULL, "k", NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_get_entry(c, NULL, NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_get_entry(c, BAD_UTF8, NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_get_entry(c, "k", NULL, buf, sizeof buf, &n, NULL, &found),
+           BATON_NULL_ARGUMENT, "`entry_out`");
+    EXPECT(baton_kv_get_entry(c, "k", NULL, buf, sizeof buf, &n, &ent, NULL),
+           BATON_NULL_ARGUMENT, "`found_out`");
+    bool applied = false;
+    EXPECT(baton_kv_put_cas(NULL, "k", NULL, 0, 0, 0, &applied), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_put_cas(c, NULL, NULL, 0, 0, 0, &applied), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_put_cas(c, BAD_UTF8, NULL, 0, 0, 0, &applied), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", NULL, 0, 0, 0, NULL), BATON_NULL_ARGUMENT,
+           "`applied_out`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", NULL, 2, 0, 0, &applied), BATON_NULL_ARGUMENT,
+           "`value`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", buf, HUGE_LEN, 0, 0, &applied),
+           BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_kv_delete_cas(NULL, "k", 1, &applied), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_delete_cas(c, NULL, 1, &applied), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_delete_cas(c, BAD_UTF8, 1, &applied), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_delete_cas(c, "ffi/hostile/cas", 1, NULL), BATON_NULL_ARGUMENT,
+           "`applied_out`");
+
     /* A value is bytes, not a string: NULs inside, none at the end, and bytes that are not
      * UTF-8 come back exactly. */
     const uint8_t bin[7] = {0, 'a', 0, 0xff, 0xfe, '\n', 0};
@@ -230,6 +296,20 @@ static void hostile_kv(baton_client *c) {
     CHECK(n == sizeof bin);
     EXPECT(baton_kv_get(c, "ffi/hostile/bin", NULL, NULL, 64, &n, &found), BATON_NULL_ARGUMENT,
            "`buf`");
+    /* The entry comes with a size query too, and a CAS on its index applies once. */
+    memset(&ent, 0xaa, sizeof ent);
+    EXPECT(baton_kv_get_entry(c, "ffi/hostile/bin", NULL, NULL, 0, &n, &ent, &found),
+           BATON_BUFFER_TOO_SMALL, NULL);
+    CHECK(found && n == sizeof bin && ent.modify_index > 0 && ent.session[0] == '\0');
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/bin", bin, sizeof bin, UINT64_MAX, ent.modify_index,
+                            &applied),
+           BATON_OK, NULL);
+    CHECK(applied);
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/bin", bin, sizeof bin, 0, ent.modify_index, &applied),
+           BATON_OK, NULL);
+    CHECK(!applied);
+    EXPECT(baton_kv_delete_cas(c, "ffi/hostile/bin", ent.modify_index, &applied), BATON_OK, NULL);
+    CHECK(!applied);
     free(exact);
     /* An empty value: NULL with length 0 both ways. */
     EXPECT(baton_kv_put(c, "ffi/hostile/empty", NULL, 0), BATON_OK, NULL);
@@ -548,6 +628,46 @@ static void hostile_locks(baton_client *c) {
     EXPECT(baton_guarded_delete(c, seq, NULL), BATON_NULL_ARGUMENT, "`key`");
     EXPECT(baton_guarded_delete(c, seq, BAD_UTF8), BATON_INVALID_UTF8, "`key`");
     EXPECT(baton_guarded_delete(c, seq, "ffi/hostile/g"), BATON_OK, NULL);
+    /* Guarded transactions: NULL arrays, too many ops, bad verbs, NULL fields. */
+    baton_txn_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].verb = BATON_TXN_SET;
+    ops[0].key = "ffi/hostile/t";
+    ops[1].verb = BATON_TXN_DELETE;
+    ops[1].key = "ffi/hostile/t";
+    EXPECT(baton_guarded_txn(NULL, seq, ops, 2), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_guarded_txn(c, NULL, ops, 2), BATON_NULL_ARGUMENT, "`sequencer`");
+    EXPECT(baton_guarded_txn(c, BAD_UTF8, ops, 2), BATON_INVALID_UTF8, "`sequencer`");
+    EXPECT(baton_guarded_txn(c, "garbage", ops, 2), BATON_INVALID_ARGUMENT, "sequencer");
+    EXPECT(baton_guarded_txn(c, seq, NULL, 2), BATON_NULL_ARGUMENT, "`ops`");
+    EXPECT(baton_guarded_txn(c, seq, ops, HUGE_LEN), BATON_INVALID_ARGUMENT, "at most");
+    EXPECT(baton_guarded_txn(c, seq, ops, 128), BATON_INVALID_ARGUMENT, "at most");
+    ops[1].verb = 0;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[1].verb");
+    ops[1].verb = 0xffffffffu;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[1].verb");
+    ops[1].verb = BATON_TXN_DELETE;
+    ops[1].key = NULL;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[1].key");
+    ops[1].key = BAD_UTF8;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_UTF8, "ops[1].key");
+    ops[1].key = "ffi/hostile/t";
+    ops[0].value_len = 3;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[0].value");
+    ops[0].value = bin;
+    ops[0].value_len = HUGE_LEN;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[0].value");
+    ops[0].value_len = sizeof bin;
+    ops[1].verb = BATON_TXN_CHECK_SESSION;
+    ops[1].session = NULL;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[1].session");
+    ops[1].session = BAD_UTF8;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_UTF8, "ops[1].session");
+    ops[1].verb = BATON_TXN_DELETE;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_OK, NULL);
+    EXPECT(baton_guarded_txn(c, seq, ops, 0), BATON_OK, NULL);
+    ops[0].key = big;
+    EXPECT_REFUSED(baton_guarded_txn(c, seq, ops, 1));
     free(seq);
 
     EXPECT(baton_lock_release(l), BATON_OK, NULL);
