@@ -234,6 +234,21 @@ bench-loss: python-install node-build
 		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_LOSS_OUT)/holder
 	$(PY) bench/loss/run.py $(BENCH_LOSS_ARGS)
 
+## What each binding costs on top of the Rust core (bench/bindings/run.py): one dev server in its
+## own process; Rust, C, Python (sync and baton.aio) and Node workers each run uncontended
+## acquire+release cycles (cycles/s, p50/p99) and contended hand-offs, then `ratio <lang>/rust`
+## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires.
+## Options: BENCH_BINDINGS_ARGS="--rounds 9 --cycles 1000".
+.PHONY: bench-bindings
+BENCH_BINDINGS_OUT := target/bench-bindings
+bench-bindings: python-install node-build
+	$(CARGO) build --release -p baton-devserver -p bench-bindings
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	mkdir -p $(BENCH_BINDINGS_OUT)
+	cc -std=c11 -O2 $(CWARN) -Iinclude bench/bindings/worker.c -Ltarget/release/baton-lib -lbaton -pthread \
+		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_BINDINGS_OUT)/worker-c
+	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) $(BENCH_BINDINGS_ARGS)
+
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's
 ## libbaton.rlib); ffi-lib copies its artifacts to libbaton.{so,a} (build.rs sets the soname).
