@@ -9,6 +9,8 @@ mod aio;
 mod args;
 mod cancel;
 mod detached;
+mod interrupt;
+mod pool;
 mod recipes;
 
 use detached::Detached;
@@ -52,6 +54,10 @@ pub(crate) fn attach_from_thread<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R
 fn at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     py.detach(|| {
+        interrupt::stop();
+        let end = Instant::now() + Duration::from_secs(1);
+        recipes::stop_pool(end);
+        aio::stop_pool(end);
         let end = Instant::now() + Duration::from_secs(5);
         while ATTACHED.load(Ordering::SeqCst) > 0 && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(1));
@@ -384,12 +390,12 @@ impl Session {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, cancel::CancelToken>>,
     ) -> PyResult<&'static str> {
-        let t = seconds("timeout", timeout)?;
+        let d = recipes::deadline(seconds("timeout", timeout)?);
         let s = self.inner.clone();
         recipes::interruptible(
             py,
             cancel::user_token(cancel),
-            move |c| s.wait_lost(t, Some(&c)),
+            move |c| s.wait_lost(recipes::left(d), Some(c)),
             |_| {},
         )
         .map(|r| r.name())
