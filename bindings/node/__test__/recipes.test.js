@@ -166,6 +166,31 @@ test('lock: an acquire racing its abort is released before the promise rejects',
   assert.equal(won + aborted, 20)
 })
 
+test('waiting calls reuse baton threads instead of starting one each', { skip: !fs.existsSync('/proc/self/task') && 'reads thread names from /proc' }, async () => {
+  const callThreads = () =>
+    fs.readdirSync('/proc/self/task').filter((tid) => {
+      try {
+        // The addon's call threads (any baton-node-* but the ones dropping collected objects).
+        const name = fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim()
+        return name.startsWith('baton-node-') && name !== 'baton-node-drop'
+      } catch {
+        return false // the thread ended meanwhile
+      }
+    })
+  const lock = client().lock(freshKey('reuse'))
+  const seen = new Set()
+  for (let i = 0; i < 20; i++) {
+    const acquired = lock.acquire({ timeoutMs: 5000 })
+    for (const t of callThreads()) seen.add(t)
+    await acquired
+    const released = lock.release()
+    for (const t of callThreads()) seen.add(t)
+    await released
+  }
+  // One call at a time: a thread per call would show about 40.
+  assert.ok(seen.size <= 4, `${seen.size} call threads for 40 sequential calls`)
+})
+
 test("lock: 'lost' event and lostSignal when the session is destroyed from outside", async () => {
   const c = client()
   const key = freshKey('lost')
