@@ -1,6 +1,6 @@
 //! Locks, semaphores, elections, sequencers and guarded writes for Node.
 //!
-//! Every wait runs on a thread of its own (see [`on_thread`]) with a core `CancelToken` that
+//! Every wait runs on one of baton's threads (see [`on_thread`]) with a core `CancelToken` that
 //! `index.js` cancels from an `AbortSignal`. An acquire or campaign that succeeded although
 //! its token was cancelled meanwhile is undone on that thread before the promise rejects with
 //! `BATON_CANCELLED`, so an aborted call never leaves anything held. 64-bit numbers cross the

@@ -1,8 +1,8 @@
 //! `baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
-//! core object, every blocking call releases the GIL in short slices (so Ctrl-C interrupts it),
-//! callbacks from core threads attach to the interpreter safely and send their exceptions to
-//! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
-//! `baton.aio` and type stubs.
+//! core object, every blocking call releases the GIL (and Ctrl-C interrupts it: see
+//! `interrupt.rs`), callbacks from core threads attach to the interpreter safely and send their
+//! exceptions to `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception
+//! hierarchy, `baton.aio` and type stubs.
 
 mod agent;
 mod aio;

@@ -18,12 +18,6 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// How long a thread waits for another call before it ends.
 const IDLE: Duration = Duration::from_secs(10);
 
-/// How long a thread that just finished a call spins looking for the next one before it
-/// sleeps: a caller that awaits one call and starts the next (acquire, release, acquire...)
-/// then hands it over without waking a sleeping thread. (Yielding instead of spinning was
-/// slower on a loaded 2-core machine: a yield can give the CPU away for a whole time slice.)
-const SPIN: Duration = Duration::from_micros(100);
-
 #[derive(Default)]
 struct State {
     /// Idle threads (id, where to send a job; `None` ends it), the most recently idle last.
@@ -98,16 +92,7 @@ impl Pool {
                     None => return,
                 }
             }
-            let spin_end = Instant::now() + SPIN;
-            let mut next = None;
-            while next.is_none() && Instant::now() < spin_end {
-                match rx.try_recv() {
-                    Ok(j) => next = Some(Ok(j)),
-                    Err(crossbeam_channel::TryRecvError::Empty) => std::hint::spin_loop(),
-                    Err(crossbeam_channel::TryRecvError::Disconnected) => return,
-                }
-            }
-            job = match next.unwrap_or_else(|| rx.recv_timeout(IDLE)) {
+            job = match rx.recv_timeout(IDLE) {
                 Ok(Some(j)) => j,
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
                 Err(RecvTimeoutError::Timeout) => {

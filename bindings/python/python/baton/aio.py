@@ -11,7 +11,7 @@
 ...         async for leader in election.observe():        # Leader, or None: no leader
 ...             break
 
-Every wait runs on a baton thread of its own and settles an asyncio future
+Every wait runs on a baton thread (reused from call to call) and settles an asyncio future
 through ``loop.call_soon_threadsafe``: the event loop never blocks, and the
 default executor's few threads are never used for waiting (hundreds of
 concurrent acquires are fine). Cancelling the awaiting task (``task.cancel()``,
