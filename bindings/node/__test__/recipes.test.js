@@ -266,6 +266,28 @@ test('lock: lost via the dev server invalidating the session (as a failed check 
   await lock.release()
 })
 
+test('a pending call keeps the process alive until it settles', async () => {
+  // Nothing but the pending waitLost: the process must wait for its answer, then exit.
+  const script = `
+    const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    const c = new Client({ address: ${JSON.stringify(addr)} })
+    c.createSession({ ttlMs: 10000 }).then((s) => {
+      console.log('created')
+      s.waitLost({ timeoutMs: 300 }).catch((e) => console.log('settled', e.code))
+    })
+    process.on('exit', () => console.log('exit'))
+  `
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30000)
+  const [code, signal] = await once(child, 'exit')
+  clearTimeout(timer)
+  assert.equal(signal, null, 'the child had to be killed: something kept it alive')
+  assert.equal(code, 0)
+  assert.deepEqual(out.trim().split('\n'), ['created', 'settled BATON_TIMEOUT', 'exit'])
+})
+
 test("a 'lost' listener does not keep the process alive", async () => {
   const script = `
     const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))})

@@ -14,6 +14,7 @@ use napi_derive::napi;
 mod agent;
 mod pool;
 mod recipes;
+mod settle;
 
 /// Separates the message of a native error from its JSON details (see [`js_err`]).
 const DETAILS_SEPARATOR: char = '\u{1f}';
@@ -119,18 +120,16 @@ fn stop_calls_at_exit(env: &Env) {
     }
 }
 
-/// Runs `work` on one of baton's threads and settles the returned promise with its result.
+/// Runs `work` on one of baton's threads and settles the returned promise with its result
+/// (see `settle.rs`).
 pub(crate) fn on_thread<'e, T, F>(env: &'e Env, work: F) -> Result<Object<'e>>
 where
     T: ToNapiValue + Send + 'static,
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred::<T, _>()?;
+    let (deferred, promise) = settle::promise(env)?;
     CALLS
-        .run(move || match work() {
-            Ok(v) => deferred.resolve(move |_| Ok(v)),
-            Err(e) => deferred.reject(js_err(e)),
-        })
+        .run(move || deferred.settle(work().map_err(js_err)))
         .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))?;
     Ok(promise)
 }
