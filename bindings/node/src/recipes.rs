@@ -652,9 +652,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<NativeKvEntry | null>")]
     pub fn kv_get_entry<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "kv", move || {
-            Ok(c.kv().get(&key)?.map(NativeKvEntry::from))
-        })
+        on_thread(env, move || Ok(c.kv().get(&key)?.map(NativeKvEntry::from)))
     }
 
     /// Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
@@ -675,7 +673,7 @@ impl NativeClient {
             .unwrap_or(0);
         let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
         let (c, v) = (self.inner.clone(), value.to_vec());
-        on_thread(env, "kv", move || {
+        on_thread(env, move || {
             let options = baton::WriteOptions {
                 flags,
                 cas,
@@ -696,7 +694,7 @@ impl NativeClient {
     ) -> Result<Object<'e>> {
         let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
         let c = self.inner.clone();
-        on_thread(env, "kv", move || match cas {
+        on_thread(env, move || match cas {
             Some(index) => c.kv().delete_cas(&key, index),
             None => c.kv().delete(&key),
         })
@@ -706,7 +704,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<NativeSession>")]
     pub fn default_session<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "session", move || {
+        on_thread(env, move || {
             c.default_session().map(|inner| NativeSession { inner })
         })
     }
