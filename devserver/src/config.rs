@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::tls::TlsConfig;
 use crate::version::ConsulVersion;
 
 /// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
@@ -46,6 +47,12 @@ pub struct Config {
     /// [`ConsulVersion::CURRENT`]); `baton-devserver --consul-version X.Y.Z`. The crate docs
     /// list what changes, under "Emulating Consul versions".
     pub consul_version: ConsulVersion,
+    /// Where the HTTPS listener listens, beside the HTTP one (Consul's `ports.https`, off by
+    /// default as in Consul; port 0 picks a free port, see [`crate::DevServer::https_addr`]).
+    /// Needs [`Config::tls`].
+    pub https_addr: Option<SocketAddr>,
+    /// The HTTPS listener's certificate, key, CA and `verify_incoming`.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for Config {
@@ -64,6 +71,8 @@ impl Default for Config {
             default_query_time: Duration::from_secs(300),
             max_query_time: Duration::from_secs(600),
             consul_version: ConsulVersion::CURRENT,
+            https_addr: None,
+            tls: None,
         }
     }
 }
@@ -104,6 +113,15 @@ impl Config {
         }
         if matches!(&self.acl_token, Some(t) if t.is_empty()) {
             return Err(ConfigError("acl_token must not be empty when set".into()));
+        }
+        match (&self.https_addr, &self.tls) {
+            (Some(_), None) => {
+                return Err(ConfigError(
+                    "an HTTPS port needs a TLS certificate and key (--tls-cert, --tls-key)".into(),
+                ))
+            }
+            (_, Some(tls)) => tls.validate().map_err(ConfigError)?,
+            (None, None) => {}
         }
         if self.default_query_time.is_zero() || self.max_query_time.is_zero() {
             return Err(ConfigError("query times must be greater than 0".into()));
