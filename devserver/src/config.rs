@@ -31,6 +31,13 @@ pub struct Config {
     /// allowed anything (a management token). Requests without a token act as the anonymous
     /// token and are denied; unknown tokens get `ACL not found`.
     pub acl_token: Option<String>,
+    /// Further tokens, each allowed what its rules grant (Consul's policy language, HCL or JSON,
+    /// e.g. `key_prefix "jobs/" { policy = "write" }`), as if an operator had created a policy
+    /// with those rules and a token linked to it: `(SecretID, rules)`. Only with
+    /// [`Config::acl_token`]. Tokens made through `/v1/acl/token` work as well; these need no
+    /// HTTP calls, so a test in any language can start a server with them
+    /// (`--acl-token-rules SECRET=RULES`).
+    pub acl_tokens: Vec<(String, String)>,
     /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
     /// `?pretty` on a request has the same effect for that request. When
     /// [`Config::consul_version`] is older than 1.17.0 every body is indented whatever this
@@ -66,6 +73,7 @@ impl Default for Config {
             txn_max_req_len: 512 * 1024,
             max_conns_per_client: 200,
             acl_token: None,
+            acl_tokens: Vec::new(),
             pretty: false,
             tombstone_ttl: Duration::from_secs(15 * 60),
             default_query_time: Duration::from_secs(300),
@@ -113,6 +121,14 @@ impl Config {
         }
         if matches!(&self.acl_token, Some(t) if t.is_empty()) {
             return Err(ConfigError("acl_token must not be empty when set".into()));
+        }
+        if !self.acl_tokens.is_empty() && self.acl_token.is_none() {
+            return Err(ConfigError(
+                "tokens with rules need ACLs on: set the management token too (--acl-token)".into(),
+            ));
+        }
+        if self.acl_tokens.iter().any(|(secret, _)| secret.is_empty()) {
+            return Err(ConfigError("a token's secret must not be empty".into()));
         }
         match (&self.https_addr, &self.tls) {
             (Some(_), None) => {

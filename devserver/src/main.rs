@@ -33,6 +33,10 @@ const USAGE: &str = "usage: baton-devserver [options]
   --datacenter DC            the datacenter (default dc1)
   --session-ttl-min DUR      Consul's session_ttl_min (default 10s), e.g. 100ms for tests
   --acl-token TOKEN          enable ACLs (default deny); TOKEN is the management token
+  --acl-token-rules S=RULES  with --acl-token: a token with secret S allowed what RULES grant
+                             (Consul's policy language, e.g. 'key_prefix \"jobs/\" { policy =
+                             \"write\" } session_prefix \"\" { policy = \"write\" }');
+                             repeatable
   --max-conns-per-client N   Consul's limits.http_max_conns_per_client (default 200, 0 = none)
   --kv-max-value-size N      Consul's kv_max_value_size in bytes (default 524288)
   --pretty                   indent JSON as `consul agent -dev` does
@@ -176,6 +180,13 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                 cfg.session_ttl_min = Duration::from_nanos(ns as u64);
             }
             "--acl-token" => cfg.acl_token = Some(value()?),
+            "--acl-token-rules" => {
+                let v = value()?;
+                let (secret, rules) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("--acl-token-rules {v:?}: want SECRET=RULES"))?;
+                cfg.acl_tokens.push((secret.to_string(), rules.to_string()));
+            }
             "--max-conns-per-client" => {
                 let v = value()?;
                 cfg.max_conns_per_client = v
