@@ -255,9 +255,10 @@ impl Error {
         let (Some(verb), Some(key)) = (kv["Verb"].as_str(), kv["Key"].as_str()) else {
             return err;
         };
+        // Consul's `kvsPreApply`: reads are filtered rather than refused, the index and
+        // session checks need read, everything else (check-not-exists too) needs write.
         let access = match verb {
-            "get" | "get-tree" | "get-or-empty" | "check-index" | "check-session"
-            | "check-not-exists" => "read",
+            "get" | "get-tree" | "get-or-empty" | "check-index" | "check-session" => "read",
             _ => "write",
         };
         let perm = format!("key:{access}");
