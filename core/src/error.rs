@@ -134,6 +134,12 @@ impl Error {
         self
     }
 
+    /// Marks the error as one that does not go away by itself.
+    pub(crate) fn permanent(mut self) -> Error {
+        self.transient = false;
+        self
+    }
+
     pub(crate) fn with_source(
         mut self,
         source: impl std::error::Error + Send + Sync + 'static,

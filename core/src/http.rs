@@ -623,6 +623,7 @@ impl Transport {
         };
         let started = std::time::Instant::now();
         let mut result = self.run(agent, req, &url, timeout);
+        let mut retried = false;
         // Not a blocking query: its connection closing is news (the agent restarted, maybe
         // with its state lost), and repeating it with the same index could wait on a server
         // whose index is now below it. Its caller reads afresh instead.
@@ -643,6 +644,7 @@ impl Transport {
                     req.endpoint()
                 );
                 result = self.run(agent, req, &url, left);
+                retried = true;
             }
         }
         drop(guards);
@@ -667,7 +669,15 @@ impl Transport {
         };
         let result = result.map_err(|e| {
             let hint = self.hint(&e);
+            // A fresh HTTPS connection closed under the request too, with no client
+            // certificate to offer: how a server that requires one (verify_incoming) refuses
+            // with TLS 1.3. Waiting will not mend that.
+            let refused_again = retried
+                && stale_connection(&e)
+                && self.base.starts_with("https://")
+                && !self.tls.has_client_cert();
             let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
+            let err = if refused_again { err.permanent() } else { err };
             match hint {
                 Some(h) => err.suffixed(&h),
                 None => err,

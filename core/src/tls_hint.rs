@@ -35,6 +35,13 @@ impl TlsContext {
     }
 }
 
+impl TlsContext {
+    /// Whether a client certificate is configured.
+    pub(crate) fn has_client_cert(&self) -> bool {
+        self.client_cert.is_some()
+    }
+}
+
 /// The rustls error inside a ureq error (ureq hands TLS failures over as I/O errors whose
 /// inner error is rustls').
 pub(crate) fn rustls_error(e: &ureq::Error) -> Option<&rustls::Error> {

@@ -286,11 +286,36 @@ fn mtls_without_a_client_certificate_says_to_set_one() {
         text.contains("set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY"),
         "{text}"
     );
+    assert!(!e.is_transient(), "{text}");
     // The server's alert, or (when the request was already on its way) the closed connection.
     assert!(
         text.contains("the server requires a client certificate (mutual TLS)")
             || text.contains("if it requires client certificates (the agent's verify_incoming)"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_lock_over_mtls_without_a_client_certificate_fails_at_once() {
+    let pki = pki();
+    let dev = https_server(&pki, &pki.server, true);
+    let c = client_from(&[
+        ("CONSUL_HTTP_ADDR", https_addr(&dev)),
+        ("CONSUL_CACERT", p(&pki.ca.cert)),
+    ]);
+    // With a body on its way (a session create, a txn), the refusal often arrives as a
+    // closed connection rather than the alert: neither is waited out until the timeout.
+    let e = c
+        .lock("tls/no-cert")
+        .unwrap()
+        .acquire(Some(Duration::from_secs(3600)), None)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(!e.is_transient(), "{e}");
+    assert!(
+        e.to_string()
+            .contains("set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY"),
+        "{e}"
     );
 }
 
