@@ -145,3 +145,48 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_and_acl_settings_are_checked_at_start() {
+        let https = Config {
+            https_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..Config::default()
+        };
+        let e = https.validate().unwrap_err().to_string();
+        assert!(e.contains("--tls-cert"), "{e}");
+        let no_ca = Config {
+            tls: Some(TlsConfig {
+                cert_file: "c.pem".into(),
+                key_file: "k.pem".into(),
+                ca_file: None,
+                verify_incoming: true,
+            }),
+            ..https.clone()
+        };
+        let e = no_ca.validate().unwrap_err().to_string();
+        assert!(e.contains("--tls-ca"), "{e}");
+        let no_key = Config {
+            tls: Some(TlsConfig {
+                cert_file: "c.pem".into(),
+                ..TlsConfig::default()
+            }),
+            ..https.clone()
+        };
+        assert!(no_key.validate().is_err());
+        let tokens_without_acls = Config {
+            acl_tokens: vec![("t".into(), "key_prefix \"\" { policy = \"read\" }".into())],
+            ..Config::default()
+        };
+        let e = tokens_without_acls.validate().unwrap_err().to_string();
+        assert!(e.contains("--acl-token"), "{e}");
+        let ok = Config {
+            acl_token: Some("root".into()),
+            ..tokens_without_acls
+        };
+        ok.validate().unwrap();
+    }
+}
