@@ -299,6 +299,11 @@ test-c:
 	# ("Possibly lost" blocks are process-lifetime statics and thread-locals, not shown.)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_TEST_OUT)/test_asan
+	# TLS, mutual TLS and ACLs (CONSUL_* variables, baton_client_new_from_env), under ASan.
+	cc -std=c11 $(CWARN) -g -Iinclude -fsanitize=address,undefined -fno-omit-frame-pointer \
+		ffi/tests/c/test_tls.c target/debug/baton-lib/libbaton.a $(STATIC_LIBS) -pthread -o $(C_TEST_OUT)/test_tls
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		ffi/tests/c/with-tls-devservers.sh target/debug/baton-devserver $(C_TEST_OUT)/test_tls
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver \
 		valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=1 --child-silent-after-fork=yes \
