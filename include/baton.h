@@ -686,15 +686,18 @@ baton_result baton_client_address(const struct baton_client *client,
 // callback runs after it returns. A Consul briefly unavailable (no raft
 // leader) is waited out within `timeout_ms`. `BATON_TIMEOUT` if something
 // could not be finished by then; the message says what (a release Consul did
-// not confirm, a session not destroyed, threads still stopping). Every later call on the client or its sessions
-// returns `BATON_CLOSED`. Idempotent. Do not call it from a callback.
+// not confirm, a session not destroyed, threads still stopping). Afterwards
+// every call that would reach Consul through the client or its handles
+// returns `BATON_CLOSED`; local queries answer from the closed state (not
+// held, not valid, 0 ms left) and callbacks registered then never run.
+// Idempotent. Do not call it from a callback.
 // The handle must still be freed with `baton_client_free`.
-baton_result baton_client_close(const struct baton_client *client,
-                                uint64_t timeout_ms);
+baton_result baton_client_close(const struct baton_client *client, uint64_t timeout_ms);
 
 // Frees a client handle, closing the client first (like `baton_client_close`
-// with a few seconds' timeout) if that has not been done. Sessions created from
-// it then return `BATON_CLOSED` but must still be freed. NULL is a no-op.
+// with a few seconds' timeout) if that has not been done. Handles created from
+// it then behave as after `baton_client_close` and must still be freed. NULL
+// is a no-op.
 // Do not call it from a callback. In a forked child the memory is
 // deliberately leaked: the threads it refers to do not exist there.
 void baton_client_free(struct baton_client *client);
