@@ -31,13 +31,13 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-rust:
-	$(CARGO) test --workspace --exclude baton-cli
+	$(CARGO) test --workspace --exclude consul-baton-cli
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
 ## against in-process dev servers (loss -> SIGTERM timings are printed; --nocapture shows them).
 .PHONY: test-cli
 test-cli:
-	$(CARGO) test -p baton-cli -- --nocapture
+	$(CARGO) test -p consul-baton-cli -- --nocapture
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
 RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
@@ -60,7 +60,7 @@ python-install: $(PY)
 
 ## The pytest suite, against a baton-devserver process its fixture starts.
 test-python: python-install
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) -m pytest -q -s bindings/python/tests
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
@@ -71,7 +71,7 @@ test-python: python-install
 .PHONY: test-pyconsul
 PYCONSUL_VERSION ?= 1.8.0
 test-pyconsul: $(PY)
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) -m pip install -q -r tests/pyconsul/requirements.txt
 	$(PY) tests/pyconsul/run.py --version $(PYCONSUL_VERSION)
 
@@ -80,7 +80,7 @@ test-pyconsul: $(PY)
 ## starts the dev server; stops everything it started and checks that no session is left.
 DEMO_OUT := target/demo
 demo: python-install node-build demo-workers
-	$(CARGO) build --release -p baton-devserver
+	$(CARGO) build --release -p consul-baton-devserver
 	$(PY) demo/run.py
 
 ## The C worker of the demo and of the cross-language test (the Python one needs the wheel).
@@ -93,7 +93,7 @@ demo-workers:
 ## Rust, C, Python and Node processes contend for one lock and one 2-slot semaphore; an
 ## external checker proves from their logs that no holdings overlapped and tokens only grew.
 test-cross: python-install node-build demo-workers
-	$(CARGO) build -p baton-devserver -p baton-examples --bins
+	$(CARGO) build -p consul-baton-devserver -p baton-examples --bins
 	$(PY) tests/cross/run.py --self-test
 	$(PY) tests/cross/run.py
 
@@ -107,10 +107,10 @@ test-cross: python-install node-build demo-workers
 CONSUL_VERSIONS ?= 1.0.8 1.6.1 current
 RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test checks --test failover
 test-versions: python-install node-build
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	set -e; for v in $(CONSUL_VERSIONS); do \
 		echo "== Consul $$v (emulated)"; \
-		BATON_TEST_CONSUL_VERSION=$$v $(CARGO) test -q -p baton $(RUST_VERSION_SUITES); \
+		BATON_TEST_CONSUL_VERSION=$$v $(CARGO) test -q -p consul-baton $(RUST_VERSION_SUITES); \
 		BATON_TEST_CONSUL_VERSION=$$v $(PY) -m pytest -q bindings/python/tests; \
 		(cd $(NODE_DIR) && BATON_TEST_CONSUL_VERSION=$$v node --test __test__/); \
 	done
@@ -126,7 +126,7 @@ test-versions: python-install node-build
 FAULT_EPISODES ?= 16
 EPISODES ?= 1000
 faults-workers: python-install node-build
-	$(CARGO) build -p baton-devserver -p faults-worker
+	$(CARGO) build -p consul-baton-devserver -p faults-worker
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=debug
 	mkdir -p target/faults
 	cc -std=c11 $(CWARN) -Iinclude tests/faults/worker.c -Ltarget/debug/baton-lib -lbaton -pthread \
@@ -139,7 +139,7 @@ bench-faults: faults-workers
 
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).
 devserver:
-	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
+	$(CARGO) run --release -p consul-baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
 ## package.json pins (overrides) three build-tool dependencies of @napi-rs/cli, @napi-rs/lzma,
@@ -154,7 +154,7 @@ node-build:
 ## generated typings drifted.
 test-node: node-build
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
@@ -162,8 +162,8 @@ test-node: node-build
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
 .PHONY: test-pretty
 test-pretty: python-install node-build
-	$(CARGO) build -p baton-devserver
-	BATON_TEST_DEVSERVER_PRETTY=1 $(CARGO) test -p baton
+	$(CARGO) build -p consul-baton-devserver
+	BATON_TEST_DEVSERVER_PRETTY=1 $(CARGO) test -p consul-baton
 	BATON_TEST_DEVSERVER_PRETTY=1 $(PY) -m pytest -q bindings/python/tests
 	cd $(NODE_DIR) && BATON_TEST_DEVSERVER_PRETTY=1 node --test __test__/
 
@@ -182,7 +182,7 @@ examples-node:
 RUNS ?= 20
 STRESS_SHORT_RUNS ?= 3
 stress stress-short: python-install node-build examples-c-build
-	$(CARGO) build -p baton-devserver -p baton-examples --bins
+	$(CARGO) build -p consul-baton-devserver -p baton-examples --bins
 	$(PY) tests/stress/run.py --self-test
 	$(PY) tests/stress/run.py --runs $(if $(filter stress-short,$@),$(STRESS_SHORT_RUNS),$(RUNS)) $(if $(STRESS_J),-j $(STRESS_J))
 
@@ -198,7 +198,7 @@ bench-sessions:
 	$(CARGO) run --release -p bench-sessions
 
 bench-locks:
-	$(CARGO) build --release -p baton-devserver -p bench-locks
+	$(CARGO) build --release -p consul-baton-devserver -p bench-locks
 	./target/release/bench-locks
 
 ## Holders and waiters across Consul leader elections: N "no cluster leader" windows of TTL/2
@@ -217,7 +217,7 @@ bench-failover:
 .PHONY: bench-loss
 BENCH_LOSS_OUT := target/bench-loss
 bench-loss: python-install node-build
-	$(CARGO) build --release -p baton-devserver -p bench-loss
+	$(CARGO) build --release -p consul-baton-devserver -p bench-loss
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	mkdir -p $(BENCH_LOSS_OUT)
 	cc -std=c11 -O2 $(CWARN) -Iinclude bench/loss/holder.c -Ltarget/release/baton-lib -lbaton -pthread \
@@ -256,7 +256,7 @@ install: ffi-lib
 ## dev server, and a C++17 consumer built with pkg-config from a temporary install.
 test-c:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	mkdir -p $(C_TEST_OUT)
 	cc -std=c11 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_c.c
 	c++ -std=c++17 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_cpp.cpp
@@ -294,7 +294,7 @@ examples-c: examples-c-build
 .PHONY: examples-c-build
 examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
 	set -e; for ex in leader_worker semaphore_worker health_checked_lock; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
@@ -303,5 +303,5 @@ examples-c-build:
 ## The README's Rust, Python and JavaScript snippets, run as written against a dev server (its
 ## C snippet runs in examples-c).
 test-readme: python-install node-build
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) tests/readme/run_snippets.py

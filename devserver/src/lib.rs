@@ -61,6 +61,7 @@ mod agent_endpoint;
 mod agent_misc;
 mod catalog_endpoint;
 mod catalog_json;
+pub mod cli;
 mod config;
 mod config_entries;
 mod connect;

@@ -1,4 +1,4 @@
-//! `baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
+//! `consul_baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
 //! core object, every blocking call releases the GIL in short slices (so Ctrl-C interrupts it),
 //! callbacks from core threads attach to the interpreter safely and send their exceptions to
 //! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
@@ -75,7 +75,7 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
         _ => "ServerError",
     };
     let build = || -> PyResult<PyErr> {
-        let module = py.import("baton._errors")?;
+        let module = py.import("consul_baton._errors")?;
         let exc = module.getattr(class)?.call1((e.to_string(),))?;
         exc.setattr("code", e.code())?;
         exc.setattr("status", e.status())?;
@@ -139,7 +139,7 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 
 /// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
 /// variables, with keyword arguments taking precedence.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Client {
     pub(crate) inner: Detached<baton::Client>,
 }
@@ -306,7 +306,7 @@ pub(crate) fn check_key(key: &str) -> PyResult<()> {
 
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,
 /// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Session {
     pub(crate) inner: baton::Session,
     callbacks: cancel::CallbackIds,
