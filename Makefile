@@ -19,9 +19,9 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul test-packages
 
-lint:
+lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
@@ -137,6 +137,29 @@ test-faults: faults-workers
 bench-faults: faults-workers
 	$(PY) tests/faults/run.py --episodes $(EPISODES) --logdir target/faults/soak
 
+## ---- Packages (tests/packages/run.py) ----------------------------------------------------
+## Every artifact a user installs (the crates, the wheel and sdist, the npm tarball, the C
+## install and dist tarball), each installed OUTSIDE the repository (a new venv, a new npm
+## project, a scratch cargo project, a pkg-config build against a new prefix) and smoke-tested
+## against its packaged dev server: lock, election, loss. Ends with `N passed, N failed`.
+## PACKAGES_ONLY=python,node runs a subset (versions,rust,c,python,node).
+.PHONY: test-packages check-version set-version check-msrv
+test-packages: $(PY) node-build
+	$(CARGO) build --release -p consul-baton-devserver
+	$(PY) tests/packages/run.py $(if $(PACKAGES_ONLY),--only $(PACKAGES_ONLY))
+
+## The version is set once, in the root Cargo.toml ([workspace.package]); check-version fails
+## when another file that carries it differs; `make set-version V=X.Y.Z` rewrites them all.
+check-version:
+	python3 tests/packages/versions.py check
+set-version:
+	python3 tests/packages/versions.py set $(V)
+
+## The declared rust-version (root Cargo.toml) against every dependency's in Cargo.lock; clippy's
+## incompatible_msrv lint (make lint) checks our own use of std against it.
+check-msrv:
+	python3 tests/packages/versions.py msrv
+
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).
 devserver:
 	$(CARGO) run --release -p consul-baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
@@ -238,19 +261,49 @@ C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/te
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
+# The shared library's ABI version (its soname is libbaton.so.$(SOVERSION); ffi/build.rs sets
+# it): the major version from 1.0 on, 0.<minor> before (a 0.x minor release may break the ABI,
+# as Cargo's semver reads it; patch releases never do).
+SOVERSION := $(shell echo $(VERSION) | awk -F. '{ if ($$1 == 0) print $$1 "." $$2; else print $$1 }')
+
 ffi-lib:
 	$(CARGO) build -p baton-ffi $(FFI_CARGO_FLAGS)
 	mkdir -p $(FFI_LIB)
-	cp $(FFI_TARGET)/libbaton_ffi.so $(FFI_LIB)/libbaton.so
+	rm -f $(FFI_LIB)/libbaton.so*
+	cp $(FFI_TARGET)/libbaton_ffi.so $(FFI_LIB)/libbaton.so.$(VERSION)
+	ln -s libbaton.so.$(VERSION) $(FFI_LIB)/libbaton.so.$(SOVERSION)
+	ln -s libbaton.so.$(SOVERSION) $(FFI_LIB)/libbaton.so
 	cp $(FFI_TARGET)/libbaton_ffi.a $(FFI_LIB)/libbaton.a
 
-## Installs include/baton.h, libbaton.{so,a} and baton.pc under PREFIX (default /usr/local).
+## Installs include/baton.h, libbaton.so.$(VERSION) (links libbaton.so.$(SOVERSION), the soname,
+## and libbaton.so), libbaton.a and baton.pc under PREFIX (default /usr/local).
 install: ffi-lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/baton.h
-	install -m 755 $(FFI_LIB)/libbaton.so $(DESTDIR)$(PREFIX)/lib/libbaton.so
+	install -m 755 $(FFI_LIB)/libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(VERSION)
+	ln -sfn libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(SOVERSION)
+	ln -sfn libbaton.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so
 	install -m 644 $(FFI_LIB)/libbaton.a $(DESTDIR)$(PREFIX)/lib/libbaton.a
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ffi/baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+
+## The C release tarball, target/dist/baton-$(VERSION)-<arch>-linux-gnu.tar.gz: include/baton.h,
+## lib/libbaton.{so*,a}, lib/pkgconfig/baton.pc (relocatable: its prefix is where it lies),
+## bin/baton-devserver (the dev server for C users' tests), README.md, CHANGELOG.md. Unpack
+## anywhere; `PKG_CONFIG_PATH=<dir>/lib/pkgconfig pkg-config --cflags --libs baton`.
+DIST_DIR := target/dist
+DIST_NAME := baton-$(VERSION)-$(shell uname -m)-linux-gnu
+.PHONY: dist
+dist:
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	$(CARGO) build --release -p consul-baton-devserver
+	rm -rf $(DIST_DIR)/$(DIST_NAME) $(DIST_DIR)/$(DIST_NAME).tar.gz
+	$(MAKE) --no-print-directory install FFI_PROFILE=release PREFIX=/ DESTDIR=$(CURDIR)/$(DIST_DIR)/$(DIST_NAME)
+	sed -i 's|^prefix=.*|prefix=$${pcfiledir}/../..|' $(DIST_DIR)/$(DIST_NAME)/lib/pkgconfig/baton.pc
+	install -d $(DIST_DIR)/$(DIST_NAME)/bin
+	install -m 755 target/release/baton-devserver $(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
+	install -m 644 README.md CHANGELOG.md $(DIST_DIR)/$(DIST_NAME)/
+	tar -C $(DIST_DIR) -czf $(DIST_DIR)/$(DIST_NAME).tar.gz $(DIST_NAME)
+	@echo "$(DIST_DIR)/$(DIST_NAME).tar.gz"
 
 ## C tests: header as C11/C++17, the C suite under ASan+UBSan and under valgrind against a
 ## dev server, and a C++17 consumer built with pkg-config from a temporary install.

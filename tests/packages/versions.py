@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""One version for every package, set in one place: `[workspace.package] version` in the root
+Cargo.toml. The other files that must carry it (a separate cargo workspace cannot inherit it,
+and npm reads package.json) are checked against it, and rewritten by `set`.
+
+  versions.py check        fails, naming each file, when a version differs
+  versions.py set X.Y.Z    writes X.Y.Z everywhere (root Cargo.toml included)
+  versions.py msrv         fails when a dependency in Cargo.lock needs a newer Rust than the
+                           workspace's rust-version (cargo metadata's rust_version fields)
+"""
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# (file, regex whose group 1 is the version): every place a version is written.
+PLACES = [
+    ("Cargo.toml", r'(?ms)^\[workspace\.package\].*?^version = "([^"]+)"'),
+    ("Cargo.toml", r'(?m)^baton = \{[^}]*version = "([^"]+)"'),
+    ("Cargo.toml", r'(?m)^baton-devserver = \{[^}]*version = "([^"]+)"'),
+    ("bindings/python/Cargo.toml", r'(?ms)^\[package\].*?^version = "([^"]+)"'),
+    ("bindings/node/Cargo.toml", r'(?ms)^\[package\].*?^version = "([^"]+)"'),
+    ("bindings/node/package.json", r'(?m)^  "version": "([^"]+)"'),
+    ("bindings/node/package-lock.json", r'(?s)^\{\s*"name": "consul-baton",\s*"version": "([^"]+)"'),
+    ("bindings/node/package-lock.json", r'(?s)"packages": \{\s*"": \{\s*"name": "consul-baton",\s*"version": "([^"]+)"'),
+]
+
+
+def source() -> str:
+    text = (ROOT / "Cargo.toml").read_text()
+    return re.search(PLACES[0][1], text).group(1)
+
+
+def check() -> int:
+    want = source()
+    bad = []
+    for rel, pattern in PLACES:
+        m = re.search(pattern, (ROOT / rel).read_text())
+        if not m:
+            bad.append(f"{rel}: no version found (pattern {pattern!r})")
+        elif m.group(1) != want:
+            bad.append(f"{rel}: {m.group(1)} (the root Cargo.toml says {want})")
+    for b in bad:
+        print(f"version drift: {b}", file=sys.stderr)
+    if bad:
+        print(f"run `make set-version V={want}` (or the version you mean)", file=sys.stderr)
+        return 1
+    print(f"version {want} everywhere ({len(PLACES)} places)")
+    return 0
+
+
+def set_version(new: str) -> int:
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?", new):
+        print(f"{new!r} is not a semver version (X.Y.Z)", file=sys.stderr)
+        return 2
+    for rel, pattern in PLACES:
+        path = ROOT / rel
+        text = path.read_text()
+        m = re.search(pattern, text)
+        if not m:
+            print(f"{rel}: no version found", file=sys.stderr)
+            return 1
+        path.write_text(text[: m.start(1)] + new + text[m.end(1):])
+    print(f"set {new}; now update Cargo.lock files (cargo update -w) and CHANGELOG.md")
+    return check()
+
+
+def msrv() -> int:
+    text = (ROOT / "Cargo.toml").read_text()
+    ours = re.search(r'(?m)^rust-version = "([^"]+)"', text).group(1)
+    meta = json.loads(subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--locked", "--manifest-path", str(ROOT / "Cargo.toml")],
+        check=True, capture_output=True, text=True).stdout)
+    key = lambda v: (tuple(int(x) for x in v.split(".")) + (0, 0))[:3]  # noqa: E731
+    members = set(meta["workspace_members"])
+    newer = sorted((p["name"], p["version"], p["rust_version"]) for p in meta["packages"]
+                   if p["id"] not in members and p.get("rust_version") and key(p["rust_version"]) > key(ours))
+    # Publishable members (publish is not false) must declare it.
+    wrong = sorted(p["name"] for p in meta["packages"]
+                   if p["id"] in members and p.get("publish") != [] and p.get("rust_version") != ours)
+    for name, version, rv in newer:
+        print(f"msrv: {name} {version} needs Rust {rv}, above our rust-version {ours}", file=sys.stderr)
+    for name in wrong:
+        print(f"msrv: workspace member {name} does not inherit rust-version {ours}", file=sys.stderr)
+    if newer or wrong:
+        print("raise rust-version in the root Cargo.toml, or pin the dependency lower", file=sys.stderr)
+        return 1
+    print(f"rust-version {ours}: no dependency in Cargo.lock needs a newer Rust")
+    return 0
+
+
+def main(argv):
+    if argv[:1] == ["check"]:
+        return check()
+    if argv[:1] == ["set"] and len(argv) == 2:
+        return set_version(argv[1])
+    if argv[:1] == ["msrv"]:
+        return msrv()
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
