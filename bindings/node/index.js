@@ -15,10 +15,9 @@
 //   keeps the process alive.
 
 const { EventEmitter } = require('node:events')
-const native = loadNative()
-
 // The platforms this package carries a prebuilt addon for (package.json "napi.targets").
 const BUILT_FOR = ['linux-x64-gnu']
+const native = loadNative()
 
 /** native.js (napi-rs's loader), or an error that says which platform has no addon and what to do. */
 function loadNative() {

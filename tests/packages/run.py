@@ -119,7 +119,8 @@ def cargo_publish_dry_run():
     for c in CRATES:
         cmd += ["-p", c]
     _, out = run("cargo-publish", cmd)
-    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    warnings = [line for line in out.splitlines()
+                if line.startswith("warning:") and "aborting upload due to dry run" not in line]
     assert not warnings, "cargo publish warns:\n" + "\n".join(warnings)
     v = version()
     for c in CRATES:
@@ -159,11 +160,16 @@ def rust_scratch(work: pathlib.Path):
     _, out = run("rust", ["cargo", "test", "--test", "smoke"], cwd=proj, env=env)
     m = re.search(r"test result: ok\. (\d+) passed", out)
     assert m and int(m.group(1)) >= 1, "no test ran"
-    # The docs as docs.rs builds them: from the package, with --cfg docsrs, warnings denied.
+    # The docs as docs.rs builds them: each from its unpacked .crate alone, with --cfg docsrs,
+    # warnings denied (consul-baton's dev-dependency on the unpublished dev server is patched
+    # to its unpacked package, as it would be found on crates.io).
     env_doc = dict(env, RUSTDOCFLAGS="--cfg docsrs -D warnings", DOCS_RS="1")
-    run("rust", ["cargo", "doc", "--no-deps", "-p", "consul-baton", "-p", "consul-baton-devserver"],
-        cwd=proj, env=env_doc)
-    return f"{m.group(1)} test(s) passed; docs built"
+    patch = f'patch.crates-io.consul-baton-devserver.path="{crates["consul-baton-devserver"]}"'
+    for name, where in crates.items():
+        shutil.copy(ROOT / "Cargo.lock", where / "Cargo.lock")
+        run("rust", ["cargo", "doc", "--no-deps", "--config", patch], cwd=where, env=env_doc)
+        assert (ROOT / "target" / "doc" / name.replace("consul-", "").replace("-", "_") / "index.html").exists()
+    return f"{m.group(1)} test(s) passed; docs of {', '.join(crates)} built"
 
 
 # ---- C ---------------------------------------------------------------------------------------
@@ -249,6 +255,7 @@ def py_smoke(py: pathlib.Path, work: pathlib.Path, label: str) -> str:
     where = work / f"py-tests-{label}"
     where.mkdir()
     shutil.copy(HERE / "python" / "test_smoke.py", where / "test_smoke.py")
+    shutil.copy(HERE / "python" / "pytest.ini", where / "pytest.ini")
     env = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1"}
     _, v = run("python", [py, "-c", "import consul_baton; print(consul_baton.__version__)"], cwd=where, env=env)
     assert v.strip() == version(), f"consul_baton.__version__ is {v.strip()!r}"
@@ -279,7 +286,8 @@ def python_wheel(work: pathlib.Path):
                   "consul_baton/devserver.py"]:
             assert f in names, f"{wheel.name} lacks {f}"
         ep = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-        assert "baton-devserver = consul_baton.devserver:main" in ep and "[pytest11]" in ep, ep
+        eps = {re.sub(r"\s+", "", line) for line in ep.splitlines()}
+        assert "baton-devserver=consul_baton.devserver:main" in eps and "[pytest11]" in eps, ep
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         assert "Requires-Python: >=3.9" in meta and "Classifier: Typing :: Typed" in meta, meta[:800]
     shutil.copy(wheel, DIST / wheel.name)

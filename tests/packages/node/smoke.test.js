@@ -13,7 +13,7 @@ test('resolved from node_modules, not the repository', () => {
 })
 
 test('lock, election and loss against the packaged dev server', async () => {
-  const server = await startDevServer()
+  const server = await startDevServer({ sessionTtlMin: '100ms' })
   const a = new Client({ address: server.addr })
   const b = new Client({ address: server.addr })
   try {
