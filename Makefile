@@ -148,6 +148,17 @@ test-packages: $(PY) node-build
 	$(CARGO) build --release -p consul-baton-devserver
 	$(PY) tests/packages/run.py $(if $(PACKAGES_ONLY),--only $(PACKAGES_ONLY))
 
+## The npm tarball, target/packages/dist/consul-baton-$(VERSION).tgz: the addon (node-build), the
+## release dev server as bin/baton-devserver-linux-x64 and LICENSE are staged into bindings/node
+## (git-ignored there) and packed with `npm pack`.
+.PHONY: npm-pack
+npm-pack: node-build
+	$(CARGO) build --release -p consul-baton-devserver
+	install -m 755 target/release/baton-devserver $(NODE_DIR)/bin/baton-devserver-linux-x64
+	install -m 644 LICENSE $(NODE_DIR)/LICENSE
+	mkdir -p target/packages/dist
+	cd $(NODE_DIR) && npm pack --pack-destination $(CURDIR)/target/packages/dist
+
 ## The version is set once, in the root Cargo.toml ([workspace.package]); check-version fails
 ## when another file that carries it differs; `make set-version V=X.Y.Z` rewrites them all.
 check-version:
@@ -301,7 +312,7 @@ dist:
 	sed -i 's|^prefix=.*|prefix=$${pcfiledir}/../..|' $(DIST_DIR)/$(DIST_NAME)/lib/pkgconfig/baton.pc
 	install -d $(DIST_DIR)/$(DIST_NAME)/bin
 	install -m 755 target/release/baton-devserver $(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
-	install -m 644 README.md CHANGELOG.md $(DIST_DIR)/$(DIST_NAME)/
+	install -m 644 README.md CHANGELOG.md LICENSE $(DIST_DIR)/$(DIST_NAME)/
 	tar -C $(DIST_DIR) -czf $(DIST_DIR)/$(DIST_NAME).tar.gz $(DIST_NAME)
 	@echo "$(DIST_DIR)/$(DIST_NAME).tar.gz"
 

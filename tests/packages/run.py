@@ -285,6 +285,7 @@ def python_wheel(work: pathlib.Path):
         for f in ["consul_baton/py.typed", "consul_baton/_native.pyi", "consul_baton/pytest_plugin.py",
                   "consul_baton/devserver.py"]:
             assert f in names, f"{wheel.name} lacks {f}"
+        assert any(n.endswith("/LICENSE") for n in names), f"{wheel.name} carries no LICENSE"
         ep = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
         eps = {re.sub(r"\s+", "", line) for line in ep.splitlines()}
         assert "baton-devserver=consul_baton.devserver:main" in eps and "[pytest11]" in eps, ep
@@ -323,17 +324,15 @@ NODE_DIR = ROOT / "bindings" / "node"
 def node_package(work: pathlib.Path):
     plat = f"{sys.platform}-x64" if os.uname().machine == "x86_64" else None
     assert plat == "linux-x64", "the npm package is built for linux-x64 only"
-    bindir = NODE_DIR / "bin"
-    shutil.copy(ROOT / "target" / "release" / "baton-devserver", bindir / "baton-devserver-linux-x64")
-    _, out = run("node", ["npm", "pack", "--json", "--pack-destination", DIST], cwd=NODE_DIR)
-    info = json.loads(out[out.index("["):])[0]
-    files = {f["path"] for f in info["files"]}
-    for f in ["index.js", "native.js", "devserver.js", "index.d.ts", "devserver.d.ts",
-              "consul-baton.linux-x64-gnu.node", "bin/baton-devserver-linux-x64", "bin/baton-devserver.js"]:
+    run("node", ["make", "--no-print-directory", "npm-pack"])
+    tgz = DIST / f"consul-baton-{version()}.tgz"
+    with tarfile.open(tgz) as t:
+        files = {n[len("package/"):] for n in t.getnames()}
+    for f in ["package.json", "index.js", "native.js", "devserver.js", "index.d.ts", "devserver.d.ts", "LICENSE",
+              "README.md", "consul-baton.linux-x64-gnu.node", "bin/baton-devserver-linux-x64", "bin/baton-devserver.js"]:
         assert f in files, f"the tarball lacks {f}"
     stray = [f for f in files if f.startswith(("src/", "__test__/", "node_modules/", "target/"))]
     assert not stray, f"the tarball carries {stray}"
-    tgz = DIST / info["filename"]
 
     app = work / "node-app"
     app.mkdir()
