@@ -176,12 +176,17 @@ devserver:
 	$(CARGO) run --release -p consul-baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
-## package.json pins (overrides) three build-tool dependencies of @napi-rs/cli, @napi-rs/lzma,
-## tar and wasm-tools, to releases published for every platform in the registry we install
-## from: for their newest releases it answers 404 for the other platforms' optional packages,
-## so npm 11 left those out of the lock file and `npm ci` then refused it.
+## package.json pins (overrides) build-tool dependencies of @napi-rs/cli: @napi-rs/tar and
+## wasm-tools to releases published for every platform in the registry we install from (for
+## their newest releases it answers 404 for the other platforms' optional packages, so npm 11
+## left those out of the lock file and `npm ci` then refused it); @napi-rs/lzma 1.4.5 and
+## content-type 2.1.0 because their newest releases declare Node >= 22 (EBADENGINE under the
+## Node 20 we test). `npm ci` failing on an EBADENGINE warning keeps it that way.
 node-build:
-	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	@mkdir -p target
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund > $(CURDIR)/target/npm-ci.log 2>&1; rc=$$?; cat $(CURDIR)/target/npm-ci.log; exit $$rc
+	@if grep -q EBADENGINE target/npm-ci.log; then \
+		echo "npm ci: a dependency does not support Node $$(node --version) (EBADENGINE above); pin it in package.json overrides" >&2; exit 1; fi
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
 ## node --test against a baton-devserver process, then the Node examples; fails when the

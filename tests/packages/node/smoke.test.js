@@ -40,6 +40,21 @@ test('lock, election and loss against the packaged dev server', async () => {
   }
 })
 
+test('fault controls: no cluster leader', async () => {
+  const server = await startDevServer()
+  const client = new Client({ address: server.addr })
+  try {
+    await server.setLeader(false)
+    await assert.rejects(client.kvPut('smoke/k', 'v'), (e) => /No cluster leader/.test(e.message))
+    await server.setLeader(true)
+    assert.equal(await client.kvPut('smoke/k', 'v'), true)
+    assert.ok(await server.requestCounts())
+  } finally {
+    await client.close()
+    await server.stop()
+  }
+})
+
 test('ESM import gives the same classes', async () => {
   const esm = await import('consul-baton')
   assert.equal(esm.Client, Client)

@@ -2,6 +2,8 @@
 repository: the pytest plugin's `consul_devserver` fixture (the packaged dev server), a lock,
 an election, and a loss caused by the dev server's restart fault."""
 
+import pytest
+
 import consul_baton as baton
 
 
@@ -37,4 +39,11 @@ def test_fresh_server_per_test(consul_devserver_factory, consul_devserver):
     with baton.Client(server.addr) as c:
         assert c.kv_put("smoke/k", b"v")
         assert c.kv_get("smoke/k") == b"v"
+        server.set_leader(False)  # "No cluster leader": a write fails with Consul's 500
+        with pytest.raises(baton.BatonError) as e:
+            c.kv_put("smoke/k", b"w")
+        assert "No cluster leader" in str(e.value)
+        server.set_leader(True)
+        assert c.kv_put("smoke/k", b"w")
     assert "by_route" in server.request_counts()
+    assert server.status() is not None

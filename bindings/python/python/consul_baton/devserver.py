@@ -20,6 +20,7 @@ is one of these per test session.
 import json
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from typing import Any, Optional, Sequence
 
