@@ -341,6 +341,8 @@ def node_package(work: pathlib.Path):
     _, out = run("node", ["npm", "install", "--no-audit", "--no-fund", tgz], cwd=app)
     noise = [line for line in out.splitlines() if "warn" in line.lower()]
     assert not noise, "npm install warned:\n" + "\n".join(noise)
+    _, helptext = run("node", ["npx", "--no-install", "baton-devserver", "--help"], cwd=app)
+    assert "--session-ttl-min" in helptext, helptext[:400]
     shutil.copy(HERE / "node" / "smoke.test.js", app / "smoke.test.js")
     _, out = run("node", ["node", "--test", "smoke.test.js"], cwd=app)
     m = re.search(r"# pass (\d+)", out)
