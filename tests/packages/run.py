@@ -122,9 +122,17 @@ def cargo_publish_dry_run():
     warnings = [line for line in out.splitlines()
                 if line.startswith("warning:") and "aborting upload due to dry run" not in line]
     assert not warnings, "cargo publish warns:\n" + "\n".join(warnings)
+    # The .crate files themselves (a dry run leaves them only in a scratch folder of its own);
+    # already verified above, so not built again.
+    cmd = ["cargo", "package", "--no-verify", "--allow-dirty", "--locked"]
+    for c in CRATES:
+        cmd += ["-p", c]
+    run("cargo-publish", cmd)
     v = version()
     for c in CRATES:
-        assert (ROOT / "target" / "package" / f"{c}-{v}.crate").exists(), f"no {c}-{v}.crate"
+        crate = ROOT / "target" / "package" / f"{c}-{v}.crate"
+        assert crate.exists(), f"no {c}-{v}.crate"
+        shutil.copy(crate, DIST / crate.name)
     # Nothing else is publishable: every other member says publish = false.
     meta = json.loads(run("cargo-publish", ["cargo", "metadata", "--format-version", "1", "--no-deps"])[1])
     others = [p["name"] for p in meta["packages"] if p["publish"] != [] and p["name"] not in CRATES]
