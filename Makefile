@@ -155,6 +155,7 @@ test-packages: $(PY) node-build
 npm-pack: node-build
 	$(CARGO) build --release -p consul-baton-devserver
 	install -m 755 target/release/baton-devserver $(NODE_DIR)/bin/baton-devserver-linux-x64
+	strip --strip-debug $(NODE_DIR)/bin/baton-devserver-linux-x64
 	install -m 644 LICENSE $(NODE_DIR)/LICENSE
 	mkdir -p target/packages/dist
 	cd $(NODE_DIR) && npm pack --pack-destination $(CURDIR)/target/packages/dist
@@ -317,6 +318,9 @@ dist:
 	sed -i 's|^prefix=.*|prefix=$${pcfiledir}/../..|' $(DIST_DIR)/$(DIST_NAME)/lib/pkgconfig/baton.pc
 	install -d $(DIST_DIR)/$(DIST_NAME)/bin
 	install -m 755 target/release/baton-devserver $(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
+	# The release profile keeps line tables (debug = 1) for our backtraces; users download less.
+	strip --strip-debug $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.so.$(VERSION) $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.a \
+		$(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
 	install -m 644 README.md CHANGELOG.md LICENSE $(DIST_DIR)/$(DIST_NAME)/
 	tar -C $(DIST_DIR) -czf $(DIST_DIR)/$(DIST_NAME).tar.gz $(DIST_NAME)
 	@echo "$(DIST_DIR)/$(DIST_NAME).tar.gz"
