@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul test-packages
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul test-packages
 
 lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
@@ -198,6 +198,16 @@ test-node: node-build
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
+## The README's "Capabilities by language" table (tests/parity/check.py): every cell names an
+## API that resolves (Rust crate, include/baton.h, the installed wheel, the Node addon) and a
+## test that exists, or says why not; `— missing` and blank cells fail. Its self-test runs
+## first: faults planted in a copy of the table must be reported, exactly those.
+.PHONY: test-parity
+test-parity: python-install node-build
+	$(CARGO) build -p consul-baton
+	$(PY) tests/parity/check.py --self-test
+	$(PY) tests/parity/check.py
+
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
 .PHONY: test-pretty
@@ -274,7 +284,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
@@ -333,6 +343,10 @@ test-c:
 	mkdir -p $(C_TEST_OUT)
 	cc -std=c11 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_c.c
 	c++ -std=c++17 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_cpp.cpp
+	# Every function of baton.h meets hostile inputs in test_hostile.c.
+	set -e; missing=$$(for f in $$(grep -v '^\s*//' include/baton.h | grep -o 'baton_[a-z_]*(' | tr -d '(' | sort -u); do \
+		grep -q "\b$$f(" ffi/tests/c/test_hostile.c || echo "$$f"; done); \
+		if [ -n "$$missing" ]; then echo "not called in ffi/tests/c/test_hostile.c:" $$missing >&2; exit 1; fi
 	if cc -std=c11 $(CWARN) -Iinclude -c -o /dev/null ffi/tests/c/must_use.c 2>/dev/null; then \
 		echo "an ignored baton_lock_acquire result compiled: BATON_MUST_USE has no effect" >&2; exit 1; fi
 	cc -std=c11 $(CWARN) -g -Iinclude -fsanitize=address,undefined -fno-omit-frame-pointer \

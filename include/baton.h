@@ -49,6 +49,58 @@
 // The size of `baton_leader.session`: a session ID (36 characters) and its NUL.
 #define BATON_SESSION_ID_SIZE 37
 
+// The flags Go's `api.Lock` (and baton's locks and elections by default) write
+// on a lock key. Consul's leader-election guide, curl and most scripts write 0.
+#define BATON_LOCK_FLAGS 3304740253564472344
+
+// `baton_txn_op.verb`: write `value` with `flags` (like `baton_kv_put`).
+#define BATON_TXN_SET 1
+
+// `baton_txn_op.verb`: write `value` with `flags` if the key's ModifyIndex is
+// `index`; `index` 0 writes only if the key does not exist.
+#define BATON_TXN_CAS 2
+
+// `baton_txn_op.verb`: acquire the key's lock with `session`, writing `value` and `flags`.
+#define BATON_TXN_LOCK 3
+
+// `baton_txn_op.verb`: release the key's lock held by `session`, writing `value` and `flags`.
+#define BATON_TXN_UNLOCK 4
+
+// `baton_txn_op.verb`: read the key; the transaction fails if it does not exist.
+#define BATON_TXN_GET 5
+
+// `baton_txn_op.verb`: read the key, or nothing if it does not exist (Consul 1.16+).
+#define BATON_TXN_GET_OR_EMPTY 6
+
+// `baton_txn_op.verb`: read every key under the prefix `key`.
+#define BATON_TXN_GET_TREE 7
+
+// `baton_txn_op.verb`: fail unless the key's lock is held by `session` (`""`: unless
+// it is not locked).
+#define BATON_TXN_CHECK_SESSION 8
+
+// `baton_txn_op.verb`: fail unless the key's ModifyIndex is `index`.
+#define BATON_TXN_CHECK_INDEX 9
+
+// `baton_txn_op.verb`: fail if the key exists.
+#define BATON_TXN_CHECK_NOT_EXISTS 10
+
+// `baton_txn_op.verb`: delete the key (a missing key is no error).
+#define BATON_TXN_DELETE 11
+
+// `baton_txn_op.verb`: delete the key if its ModifyIndex is `index` (a missing key succeeds).
+#define BATON_TXN_DELETE_CAS 12
+
+// `baton_txn_op.verb`: delete every key under the prefix `key`.
+#define BATON_TXN_DELETE_TREE 13
+
+// The most operations `baton_guarded_txn` takes: Consul's 128 per transaction,
+// less the check of the sequencer it adds in front.
+#define BATON_GUARDED_TXN_MAX_OPS 127
+
+// The size of `baton_kv_entry.session`: a session ID (36 characters) and its NUL.
+#define BATON_SESSION_ID_BUF 37
+
 // What a sequencer takes besides its key, NUL included:
 // `<lock_index>:<token>:<session>:<key>` has two 64-bit numbers in decimal (at
 // most 20 digits each), a session ID (always a 36-character UUID), three `:`
@@ -318,6 +370,18 @@ typedef struct baton_client_options {
   uint64_t request_timeout_ms;
 } baton_client_options;
 
+// Options for `baton_election_new_with`. Start from `baton_election_options_default()`.
+typedef struct baton_election_options {
+  // The session to campaign with; NULL: the client's default session. Read
+  // during the call.
+  const struct baton_session *session;
+  // The flags the leader key is written with: `BATON_LOCK_FLAGS` (Go's
+  // `api.Lock`, the default), or 0 to share the key with clients that follow
+  // Consul's leader-election guide (a plain `?acquire=`). Campaigning on a key
+  // written with other flags is `BATON_CONFLICT` naming the option.
+  uint64_t flags;
+} baton_election_options;
+
 // A lost callback of a lock, semaphore or election: `reason` says why;
 // `session_reason` is the session's reason when `reason` is
 // `BATON_HOLD_SESSION_LOST`, else `BATON_LOST_NONE`. It is called at most once
@@ -360,6 +424,46 @@ typedef struct baton_leader {
 typedef void (*baton_observe_callback)(void *userdata,
                                        const struct baton_leader *leader,
                                        baton_result error);
+
+// One KV operation of `baton_guarded_txn`: Consul's transaction `KV` op. Fields a
+// verb does not use are ignored (Consul ignores them too). Strings are
+// NUL-terminated UTF-8, read only during the call.
+typedef struct baton_txn_op {
+  // A `BATON_TXN_*` verb.
+  uint32_t verb;
+  // The key (the prefix for `BATON_TXN_GET_TREE` / `BATON_TXN_DELETE_TREE`); required.
+  // One leading `/` is dropped, as everywhere in baton.
+  const char *key;
+  // The value of `SET`, `CAS`, `LOCK`, `UNLOCK` (`value_len` bytes; NULL only with 0).
+  const uint8_t *value;
+  // The length of `value` in bytes.
+  size_t value_len;
+  // The flags stored by `SET`, `CAS`, `LOCK`, `UNLOCK`.
+  uint64_t flags;
+  // The ModifyIndex of `CAS`, `CHECK_INDEX`, `DELETE_CAS`.
+  uint64_t index;
+  // The session of `LOCK`, `UNLOCK` (required, not empty) and `CHECK_SESSION`
+  // (required; `""` checks that the key is not locked).
+  const char *session;
+} baton_txn_op;
+
+// What Consul keeps beside a key's value, filled by `baton_kv_get_entry`: what
+// check-and-set (`baton_kv_put_cas`, `baton_kv_delete_cas`, the
+// `BATON_TXN_CAS`/`BATON_TXN_CHECK_INDEX` ops) needs.
+typedef struct baton_kv_entry {
+  // The Raft index of the key's last change: the `cas` index of a
+  // check-and-set write that must apply only if nothing changed since this read.
+  uint64_t modify_index;
+  // The Raft index at which the key was created.
+  uint64_t create_index;
+  // How many times a new holder acquired the key's lock.
+  uint64_t lock_index;
+  // The opaque flags stored with the value.
+  uint64_t flags;
+  // The ID of the session holding the key's lock, NUL-terminated; `""` when
+  // the key is not locked.
+  char session[BATON_SESSION_ID_BUF];
+} baton_kv_entry;
 
 // Options for `baton_lock_new`. Start from `baton_lock_options_default()`.
 typedef struct baton_lock_options {
@@ -530,6 +634,42 @@ BATON_MUST_USE
 baton_result baton_client_new(const struct baton_client_options *options,
                               struct baton_client **client_out);
 
+// Like `baton_client_new`, and configures the client's shared default session
+// (the one `baton_client_default_session`, and locks and elections created
+// without a session, use), as Rust's `ClientBuilder::default_session`, Python's
+// `Client(default_session=...)` and Node's `defaultSession` do.
+//
+// `default_session` NULL keeps the default session's defaults: name `"baton"`,
+// TTL 15 s, Consul's lock-delay of 15 s, `BATON_BEHAVIOR_RELEASE`. Otherwise its
+// fields are used as `baton_session_create` uses them (start from
+// `baton_session_options_default()`; `ttl_ms` 0 means no TTL), except that a NULL
+// `name` keeps `"baton"`. `default_session_checks` (NULL: Consul's default, the
+// node's `serfHealth`) binds it to health checks as in
+// `baton_session_create_with_checks`. Both are read only during the call.
+// Semaphores made without a session take their own sessions from these options
+// too (TTL, lock-delay, checks), named `"baton semaphore"`, behaviour delete.
+//
+// Fields are checked here (`BATON_INVALID_ARGUMENT` naming
+// `default_session.behavior`, `default_session.ttl_ms`, ...); what only Consul
+// can judge, such as a TTL outside the server's `session_ttl_min`..24 h, is refused
+// when the default session is first created (by `baton_client_default_session`
+// or the first lock that uses it), with the range in the message. No request is
+// made here. A separate function, not a member of `baton_client_options`, so that
+// programs built against an earlier header keep working with this library.
+BATON_MUST_USE
+baton_result baton_client_new_with_default_session(const struct baton_client_options *options,
+                                                   const struct baton_session_options *default_session,
+                                                   const struct baton_session_checks *default_session_checks,
+                                                   struct baton_client **client_out);
+
+// `baton_client_new_from_env` with the default session's options, as
+// `baton_client_new_with_default_session` takes them (NULL: its defaults). The
+// `CONSUL_*` variables configure the client; no request is made.
+BATON_MUST_USE
+baton_result baton_client_new_from_env_with_default_session(const struct baton_session_options *default_session,
+                                                            const struct baton_session_checks *default_session_checks,
+                                                            struct baton_client **client_out);
+
 // Copies the base URL requests go to (no credentials), e.g.
 // `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
 // `*len_out` (if not NULL) gets the length without the NUL, also when the
@@ -565,14 +705,27 @@ void baton_client_free(struct baton_client *client);
 baton_result baton_client_destroy_session_id(const struct baton_client *client,
                                              const char *session_id);
 
+// The default election options: the client's default session, Go's lock flags.
+struct baton_election_options baton_election_options_default(void);
+
 // Creates a participant in the election on `key` (no request is made);
 // `session` NULL campaigns with the client's default session. Writes
-// `*election_out`; free it with `baton_election_free`.
+// `*election_out`; free it with `baton_election_free`. Same as
+// `baton_election_new_with` with `session` and the default flags.
 BATON_MUST_USE
 baton_result baton_election_new(const struct baton_client *client,
                                 const char *key,
                                 const struct baton_session *session,
                                 struct baton_election **election_out);
+
+// Creates a participant in the election on `key` with `options` (NULL: the
+// defaults), no request is made. Writes `*election_out`; free it with
+// `baton_election_free`.
+BATON_MUST_USE
+baton_result baton_election_new_with(const struct baton_client *client,
+                                     const char *key,
+                                     const struct baton_election_options *options,
+                                     struct baton_election **election_out);
 
 // Campaigns with `value` (what followers read as the leader's identity, e.g.
 // its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
@@ -701,6 +854,32 @@ baton_result baton_guarded_delete(const struct baton_client *client,
                                   const char *sequencer,
                                   const char *key);
 
+// Runs `ops` (`n_ops` of them, at most `BATON_GUARDED_TXN_MAX_OPS`; `ops` may be
+// NULL when `n_ops` is 0) in one Consul transaction behind a `check-session` of
+// `sequencer`'s key, so that they apply, all together, only while the sequencer's
+// session still holds the lock. The guarded form of Consul's `PUT /v1/txn`.
+//
+// * A stale sequencer: `BATON_CONFLICT`, message `stale sequencer <sequencer>: ...`
+//   with Consul's reason, and nothing is written.
+// * An op of `ops` that fails (a `CAS` on a stale index, a `GET` of a missing key,
+//   a `CHECK_*` that does not hold): `BATON_CONFLICT` (`BATON_PERMISSION_DENIED`
+//   for an ACL denial), nothing is written, and the message lists each failing op
+//   as `ops[i] (verb "key"): Consul's text`, numbered as in `ops`.
+// * A bad op (unknown verb, NULL key, NULL value with a length, missing session)
+//   is refused before anything is sent, naming `ops[i].field`.
+//
+// Read results do not come back: `GET`, `GET_OR_EMPTY` and `GET_TREE` only take
+// part as conditions (a `GET` of a missing key fails the transaction). Values
+// would need a caller-sized buffer per entry for an unknown number of entries
+// (a `GET_TREE`); the same guarantee comes from reading with
+// `baton_kv_get_entry` first and adding a `BATON_TXN_CHECK_INDEX` op on the
+// ModifyIndex read, which refuses the transaction if the value changed since.
+// Does not wait: one request, bounded by the client's request timeout.
+baton_result baton_guarded_txn(const struct baton_client *client,
+                               const char *sequencer,
+                               const struct baton_txn_op *ops,
+                               size_t n_ops);
+
 // The name of why a holding ended, the string Python and Node report for it:
 // `"released"`, `"key_changed"`, `"removed"`, `"session_lost"`,
 // `"client_closed"`. A static NUL-terminated string, never freed; `"unknown"`
@@ -730,6 +909,47 @@ baton_result baton_kv_put(const struct baton_client *client,
 
 // Deletes `key` (no error if it does not exist).
 baton_result baton_kv_delete(const struct baton_client *client, const char *key);
+
+// Like `baton_kv_get`, and also writes the key's indexes, flags and lock holder to
+// `*entry_out` (required; all zero and `session` `""` when the key does not
+// exist), also when the result is `BATON_BUFFER_TOO_SMALL`: a size query
+// (`buf = NULL, len = 0`) returns the entry too, and a second call is a new read
+// (the key may have changed in between). `cancel` (may be NULL) cancels the call
+// from another thread. One request, never blocking on a change.
+baton_result baton_kv_get_entry(const struct baton_client *client,
+                                const char *key,
+                                const struct baton_cancel *cancel,
+                                uint8_t *buf,
+                                size_t len,
+                                size_t *value_len_out,
+                                struct baton_kv_entry *entry_out,
+                                bool *found_out);
+
+// Check-and-set write: stores `value` (`len` bytes, may be NULL when `len` is 0)
+// with `flags` under `key` only if the key's ModifyIndex is `cas` (from
+// `baton_kv_get_entry`); `cas` 0 writes only if the key does not exist yet
+// (Consul's rule). `*applied_out` (required) tells whether Consul applied it:
+// `false` when the index no longer matches (someone wrote in between: read again
+// and retry) or, for 0, when the key exists. Not applied is `BATON_OK`; errors are
+// for what went wrong. Consul stores `flags` as given (a CAS write does not keep
+// the old ones). Does not wait: bounded by the client's request timeout.
+baton_result baton_kv_put_cas(const struct baton_client *client,
+                              const char *key,
+                              const uint8_t *value,
+                              size_t len,
+                              uint64_t flags,
+                              uint64_t cas,
+                              bool *applied_out);
+
+// Check-and-set delete: deletes `key` only if its ModifyIndex is `index` (from
+// `baton_kv_get_entry`). `*applied_out` (required) is `false` when the key changed
+// since that read (`BATON_OK`: read again and decide); a key that does not exist
+// counts as deleted (`true`), as Consul answers. Does not wait: bounded by the
+// client's request timeout.
+baton_result baton_kv_delete_cas(const struct baton_client *client,
+                                 const char *key,
+                                 uint64_t index,
+                                 bool *applied_out);
 
 // The default lock options: the client's default session, an empty value.
 struct baton_lock_options baton_lock_options_default(void);

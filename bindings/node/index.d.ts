@@ -97,6 +97,9 @@ export type LostReason =
   | 'session_lost'
   | 'client_closed'
 
+/** Why a session was lost: the core's names (`Session.waitLost` resolves with one). */
+export type SessionLostReason = 'invalidated' | 'deadline_exceeded' | 'destroyed' | 'client_closed'
+
 /** The reason a `lostSignal` aborts with. */
 export declare class LostError extends Error {
   readonly name: 'LostError'
@@ -191,16 +194,30 @@ export interface TxnOp {
   session?: string
 }
 
-export declare class Session {
+interface SessionEvents {
+  /** The session was lost: Consul ended it ('invalidated') or its lease deadline passed. */
+  lost: [reason: SessionLostReason]
+}
+
+/**
+ * A Consul session renewed in the background. Emits 'lost' once when it is lost; `lostSignal`
+ * aborts then, and also when it is destroyed or its client closed.
+ */
+export declare class Session extends EventEmitter {
   private constructor()
   readonly id: string
   isValid(): boolean
+  on<K extends keyof SessionEvents>(event: K, listener: (...args: SessionEvents[K]) => void): this
+  once<K extends keyof SessionEvents>(event: K, listener: (...args: SessionEvents[K]) => void): this
+  off<K extends keyof SessionEvents>(event: K, listener: (...args: SessionEvents[K]) => void): this
+  /** Aborts (reason: a LostError naming why) when the session ends. */
+  readonly lostSignal: AbortSignal
   /**
    * Milliseconds (fractional) left until the local lease deadline, which each successful renew
    * moves forward; 0 once lost or past it; null for a session without a TTL.
    */
   timeLeftMs(): number | null
-  waitLost(options?: WaitOptions): Promise<string>
+  waitLost(options?: WaitOptions): Promise<SessionLostReason>
   destroy(): Promise<void>
 }
 
@@ -222,6 +239,13 @@ declare class Holdable extends EventEmitter {
    */
   readonly lostSignal: AbortSignal
   isHeld(): boolean
+  /** Why the last holding ended, or null while held and before the first acquire. */
+  readonly lostReason: LostReason | null
+  /**
+   * With `lostReason` 'session_lost': why the session was lost, the reason the session itself
+   * reports ('invalidated', 'deadline_exceeded', 'destroyed'); else null.
+   */
+  readonly lostSessionReason: SessionLostReason | null
 }
 
 export interface LockOptions {
@@ -369,7 +393,20 @@ export declare class Client {
   /** The local agent's check and service endpoints. */
   readonly agent: Agent
   kvGet(key: string): Promise<Buffer | null>
-  kvPut(key: string, value: Buffer | string): Promise<boolean>
+  /** The entry at `key` (value, flags, session, indexes), or null. */
+  kvGetEntry(key: string): Promise<KvEntry | null>
+  /**
+   * Writes `value` at `key`. `flags` sets the key's flags; with `cas` the write happens only if
+   * the key's ModifyIndex is `cas` (0: only if absent), and it resolves false otherwise.
+   */
+  kvPut(key: string, value: Buffer | string, options?: { flags?: U64; cas?: U64 }): Promise<boolean>
+  /** Deletes `key`; with `cas` only if its ModifyIndex is `cas` (resolves false otherwise). */
+  kvDelete(key: string, options?: { cas?: U64 }): Promise<boolean>
+  /**
+   * The client's default session, shared by its locks, semaphores and elections given none
+   * (created on first use with `defaultSession` options; replaced once lost).
+   */
+  defaultSession(): Promise<Session>
   /**
    * Creates a session renewed in the background. Without options: TTL 15 s (`ttlMs` 15000),
    * Consul's lock-delay; `{ ttlMs: 0 }` or `{ ttlMs: null }` for a session without TTL.

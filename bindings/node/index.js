@@ -138,22 +138,12 @@ function timeoutError(message) {
 
 // ---- argument checks ------------------------------------------------------------------------
 
-// Key rules are the core's (one place for every language): a leading '/' of a KV, lock,
-// semaphore or election key is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and
-// Rust), a key that is empty after it is BATON_INVALID_ARGUMENT. Here only the JS type and the
-// empty string are checked.
+// Key rules are the core's, one place for every language (see `core/src/keys.rs`): one leading
+// '/' is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and Rust, and so is a
+// transaction op on '/a'); an empty key, a key still beginning with '/' after that, or one with
+// a NUL byte is BATON_INVALID_ARGUMENT naming the problem. Here only the JS type is checked.
 function checkKey(key, name = 'key') {
   if (typeof key !== 'string') throw new TypeError(`${name} must be a string, got ${typeof key}`)
-  if (key === '') throw new TypeError(`${name} must not be empty`)
-}
-
-// A key of a transaction operation goes to Consul as given (Consul's txn endpoint does not drop
-// a leading '/', so '/a' would name another key than 'a'): a leading '/' is refused.
-function checkTxnKey(key, name) {
-  checkKey(key, name)
-  if (key.startsWith('/')) {
-    throw new TypeError(`${name} must not start with '/' (transaction keys are sent as given): ${JSON.stringify(key)}`)
-  }
 }
 
 /** The longest finite duration accepted (Go's and Python's limit: 2^63 ns, about 292 years). */
@@ -187,6 +177,15 @@ function checkStringList(name, v) {
   v.forEach((c, i) => {
     if (typeof c !== 'string') throw new TypeError(`${name}[${i}] must be a string, got ${typeof c}`)
   })
+}
+
+/** An options object may hold only `known` keys: a misspelt option is an error, never ignored. */
+function checkKnown(name, o, known) {
+  for (const k of Object.keys(o)) {
+    if (!known.includes(k)) {
+      throw new TypeError(`unknown ${name} key ${JSON.stringify(k)} (known: ${known.join(', ')})`)
+    }
+  }
 }
 
 function checkSessionOptions(o) {
@@ -466,11 +465,17 @@ class KvEntry {
 
 // ---- sessions -------------------------------------------------------------------------------
 
-/** A Consul session renewed in the background by baton's own threads. */
-class Session {
+/**
+ * A Consul session renewed in the background by baton's own threads. It emits 'lost' (with the
+ * reason: 'invalidated', 'deadline_exceeded', ...) once when Consul or the local lease deadline
+ * ends it, and `lostSignal` aborts then (also when it is destroyed or its client closed).
+ */
+class Session extends EventEmitter {
   #native
+  #controller = new AbortController()
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.createSession() to make a Session')
+    super()
     this.#native = n
   }
   get [kNative]() {
@@ -485,6 +490,14 @@ class Session {
     return this.#native.isValid()
   }
   /**
+   * An AbortSignal that aborts (with a `LostError` whose `reason` says why) when the session is
+   * lost, destroyed, or its client closed: pass it to work that must stop with the session.
+   */
+  get lostSignal() {
+    if (!this.#controller.signal.aborted && !this.isValid()) this.#end('deadline_exceeded')
+    return this.#controller.signal
+  }
+  /**
    * Milliseconds (fractional) left until the session's local lease deadline: how long its
    * holdings can still be trusted without another successful renew ("is there enough lease
    * left to start this job?"). The deadline is the send time of the last successful renew +
@@ -497,11 +510,24 @@ class Session {
   /** Resolves with the loss reason; rejects with code BATON_TIMEOUT, or an AbortError. */
   async waitLost(options) {
     const { timeoutMs, signal } = waitOptions(options)
-    return cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    const reason = await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
+    this.#end(reason)
+    return reason
   }
   /** Destroys the session now (its locks are released; lock-delay applies). */
-  destroy() {
-    return settle(() => this.#native.destroy())
+  async destroy() {
+    await settle(() => this.#native.destroy())
+    this.#end('destroyed')
+  }
+  #end(reason) {
+    if (!this.#controller.signal.aborted) this.#controller.abort(new LostError('session', reason))
+  }
+  [kLost](reason) {
+    this.#end(reason)
+    this.emit('lost', reason)
+  }
+  [kClientClosed]() {
+    this.#end('client_closed')
   }
 }
 
@@ -660,6 +686,14 @@ class Lock extends Holdable {
     this._ended('released')
     return settle(() => this.#native.release())
   }
+  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
+  }
   /** Whether the lock is held: acquired, not released or lost, session deadline not passed. */
   isHeld() {
     return this.#native.isHeld()
@@ -733,6 +767,14 @@ class Semaphore extends Holdable {
   async release() {
     this._ended('released')
     return settle(() => this.#native.release())
+  }
+  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
   }
   /** Whether a slot is held. */
   isHeld() {
@@ -850,6 +892,14 @@ class Election extends Holdable {
     const v = toBuffer('value', value)
     return settle(() => this.#native.proclaim(v))
   }
+  /** Why the last leadership ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
+  }
   /** Whether this participant leads (local check). */
   isLeader() {
     return this.#native.isLeader()
@@ -894,7 +944,7 @@ const TXN_VERBS = new Set([
 function txnOp(op, i) {
   if (op === null || typeof op !== 'object') throw new TypeError(`ops[${i}] must be an object`)
   if (!TXN_VERBS.has(op.verb)) throw new TypeError(`ops[${i}].verb must be one of ${[...TXN_VERBS].join(', ')}, got ${JSON.stringify(op.verb)}`)
-  checkTxnKey(op.key, `ops[${i}].key`)
+  checkKey(op.key, `ops[${i}].key`)
   const out = { verb: op.verb, key: op.key }
   if (op.value !== undefined && op.value !== null) out.value = toBuffer(`ops[${i}].value`, op.value)
   if (op.flags !== undefined) out.flags = u64(`ops[${i}].flags`, op.flags)
@@ -931,17 +981,57 @@ class Client {
     checkKey(key)
     return settle(() => this.#native.kvGet(key))
   }
-  /** Writes `value` (Buffer or string) at `key`. */
-  kvPut(key, value) {
+  /** The entry at `key` (value, flags, session, indexes as BigInt), or null. */
+  async kvGetEntry(key) {
+    checkKey(key)
+    const e = await settle(() => this.#native.kvGetEntry(key))
+    return e ? new KvEntry(e) : null
+  }
+  /**
+   * Writes `value` (Buffer or string) at `key`. `{ flags }` sets the key's flags; `{ cas }`
+   * writes only if the key's ModifyIndex is `cas` (0: only if the key does not exist) and
+   * resolves false when it is not.
+   */
+  kvPut(key, value, options) {
     checkKey(key)
     const buf = typeof value === 'string' ? Buffer.from(value) : value
     if (!Buffer.isBuffer(buf)) throw new TypeError('value must be a Buffer or a string')
-    return settle(() => this.#native.kvPut(key, buf))
+    const o = checkOptions(options)
+    checkKnown('options', o, ['flags', 'cas'])
+    if (o.flags === undefined && o.cas === undefined) return settle(() => this.#native.kvPut(key, buf))
+    const flags = o.flags === undefined ? undefined : u64('flags', o.flags)
+    const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
+    return settle(() => this.#native.kvPutWith(key, buf, flags, cas))
+  }
+  /**
+   * Deletes `key` (a missing key counts as deleted). `{ cas }` deletes only if its ModifyIndex
+   * is `cas` and resolves false when it is not.
+   */
+  kvDelete(key, options) {
+    checkKey(key)
+    const o = checkOptions(options)
+    checkKnown('options', o, ['cas'])
+    const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
+    return settle(() => this.#native.kvDelete(key, cas))
   }
   /** Creates a session renewed in the background. */
   async createSession(options) {
     const o = checkSessionOptions(checkOptions(options))
-    return new Session(kToken, await settle(() => this.#native.createSession(o)))
+    return this.#session(await settle(() => this.#native.createSession(o)))
+  }
+  /**
+   * The client's default session, the one its locks, semaphores and elections share when given
+   * none (created on first use with `defaultSession` options; replaced by a new one once lost).
+   */
+  async defaultSession() {
+    return this.#session(await settle(() => this.#native.defaultSession()))
+  }
+  #session(n) {
+    const id = freeId()
+    const session = new Session(kToken, n)
+    register(session, id, this.#owned)
+    this.#native.watchSession(n, id)
+    return session
   }
   /**
    * Manages a session created elsewhere (another process, the `consul` CLI): renewed if it has
@@ -951,7 +1041,7 @@ class Client {
    */
   async adoptSession(id) {
     if (typeof id !== 'string') throw new TypeError(`id must be a string, got ${typeof id}`)
-    return new Session(kToken, await settle(() => this.#native.adoptSession(id)))
+    return this.#session(await settle(() => this.#native.adoptSession(id)))
   }
   /** The local agent's check and service endpoints. */
   get agent() {
@@ -1028,7 +1118,7 @@ class Client {
   }
   /** Writes `value` at `key` only while `sequencer` is current (see guardedTxn). */
   async guardedPut(sequencer, key, value, options) {
-    checkTxnKey(key, 'key')
+    checkKey(key, 'key')
     const o = checkOptions(options)
     const op = { verb: 'set', key, value: toBuffer('value', value) }
     if (o.flags !== undefined) op.flags = o.flags

@@ -45,6 +45,26 @@ export declare class NativeClient {
   observeLeader(key: string): NativeObserver
   /** Whether the sequencer (string form) is still current. */
   checkSequencer(sequencer: string): Promise<boolean>
+  /** The entry at `key` (value, flags, session, indexes), or null. */
+  kvGetEntry(key: string): Promise<NativeKvEntry | null>
+  /**
+   * Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
+   * (decimal) only if the key's ModifyIndex is `cas` (`"0"`: only if absent). Resolves
+   * whether Consul applied the write.
+   */
+  kvPutWith(key: string, value: Buffer, flags?: string | undefined | null, cas?: string | undefined | null): Promise<boolean>
+  /**
+   * Deletes `key`; with `cas` (decimal) only if its ModifyIndex is `cas`. Resolves
+   * whether Consul applied it (a missing key counts as deleted).
+   */
+  kvDelete(key: string, cas?: string | undefined | null): Promise<boolean>
+  /** The client's default session (created on first use, replaced once lost). */
+  defaultSession(): Promise<NativeSession>
+  /**
+   * Posts `(id, reason)` to the client's loss function once `session` is lost (at once
+   * if it already is).
+   */
+  watchSession(session: NativeSession, id: number): void
   /** Runs `ops` in one transaction behind a `check-session` of the sequencer's key. */
   guardedTxn(sequencer: string, ops: Array<NativeTxnOp>): Promise<NativeKvEntry[]>
   /**
@@ -77,6 +97,13 @@ export declare class NativeElection {
   resign(): Promise<boolean>
   /** Replaces the leader's value, keeping the LockIndex. */
   proclaim(value: Buffer): Promise<void>
+  /**
+   * Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether this participant leads (local check). */
   isLeader(): boolean
   /** The current leader (one consistent read), or null. */
@@ -104,6 +131,13 @@ export declare class NativeLock {
   acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
   /** Releases the lock; resolves false if it was not held (or no longer ours). */
   release(): Promise<boolean>
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether the lock is held (local check, no network). */
   isHeld(): boolean
   /** The sequencer of the current holding, or null. */
@@ -141,6 +175,13 @@ export declare class NativeSemaphore {
   acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
   /** Gives the slot back; resolves false if not held. */
   release(): Promise<boolean>
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  lostSessionReason(): string | null
   /** Whether a slot is held (local check). */
   isHeld(): boolean
   /** Resolves with why the current holding ended (at once if not held). */

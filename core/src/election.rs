@@ -222,6 +222,11 @@ impl Election {
         self.lock.wait_lost(timeout, cancel)
     }
 
+    /// Why the last leadership ended (see [`Lock::last_lost`]).
+    pub fn last_lost(&self) -> Option<LockLost> {
+        self.lock.last_lost()
+    }
+
     /// A token cancelled when leadership ends (see [`Lock::cancel_token`]).
     pub fn cancel_token(&self) -> CancelToken {
         self.lock.cancel_token()

@@ -3,7 +3,14 @@
 use std::time::Duration;
 
 /// Parses a Go `time.ParseDuration` string (non-negative values only).
+///
+/// Exact like Go's, in integers: each `<number><unit>` part is scaled in
+/// nanoseconds (a fraction is rounded down, as Go does), and a total beyond
+/// Go's `int64` nanoseconds (about 292 years) is no duration (`None`), as it is
+/// an "invalid duration" to Go. Text from a server is taken as it comes, so
+/// nothing here can overflow or panic.
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    const MAX_NS: u64 = i64::MAX as u64;
     let s = s.strip_prefix('+').unwrap_or(s);
     if s == "0" {
         return Some(Duration::ZERO);
@@ -11,33 +18,58 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
     if s.is_empty() || s.starts_with('-') {
         return None;
     }
-    let mut total: f64 = 0.0;
+    let mut total: u64 = 0;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return None;
+        // The whole part (Go: leadingInt; an overflow is an error).
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let mut whole: u64 = 0;
+        for b in rest[..int_len].bytes() {
+            whole = whole.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
         }
-        let num: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
+        rest = &rest[int_len..];
+        // The fraction (Go: leadingFraction; digits past u64's precision are dropped).
+        let (mut frac, mut scale, mut frac_len) = (0u64, 1u64, 0usize);
+        if let Some(after) = rest.strip_prefix('.') {
+            frac_len = after.bytes().take_while(u8::is_ascii_digit).count();
+            for b in after[..frac_len].bytes() {
+                match (frac.checked_mul(10), scale.checked_mul(10)) {
+                    (Some(f), Some(sc)) => {
+                        frac = f + u64::from(b - b'0');
+                        scale = sc;
+                    }
+                    _ => break,
+                }
+            }
+            rest = &after[frac_len..];
+        }
+        if int_len == 0 && frac_len == 0 {
+            return None; // no digits, e.g. ".s" or "s"
+        }
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let ns_per = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
+        let per: u64 = match &rest[..unit_len] {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None, // a missing or unknown unit
         };
         rest = &rest[unit_len..];
-        total += num * ns_per;
+        let mut part = whole.checked_mul(per)?;
+        if frac > 0 {
+            // As Go: float64(f) * (float64(unit) / scale), truncated.
+            part = part.checked_add((frac as f64 * (per as f64 / scale as f64)) as u64)?;
+        }
+        total = total.checked_add(part)?;
+        if total > MAX_NS {
+            return None;
+        }
     }
-    Some(Duration::from_nanos(total.round() as u64))
+    Some(Duration::from_nanos(total))
 }
 
 /// Formats a duration for Consul: whole seconds as `"15s"`, else whole

@@ -33,6 +33,9 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(600);
 /// (plus what decoding it builds).
 pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The longest request URL that can be sent (the `http` crate's limit for a URI).
+const MAX_URL_BYTES: usize = u16::MAX as usize - 1;
+
 /// Bytes of compressed (gzip) body read at most, so that a stream that inflates
 /// to nothing cannot keep a call busy forever either.
 const MAX_COMPRESSED_BYTES: u64 = 2 * MAX_RESPONSE_BYTES as u64;
@@ -74,7 +77,21 @@ fn read_body(body: &mut ureq::Body) -> std::result::Result<Vec<u8>, ureq::Error>
             Ok(0) => return Ok(buf),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(ureq::Error::from(e)),
+            // The connection broke in the middle of the body: say how much came (it
+            // stays a connection failure, worth another try, not a bad answer).
+            Err(e) => {
+                return Err(match ureq::Error::from(e) {
+                    ureq::Error::Io(io) => ureq::Error::Io(std::io::Error::new(
+                        io.kind(),
+                        format!(
+                            "the answer was cut off after {}{} bytes: {io}",
+                            buf.len(),
+                            announced.map_or(String::new(), |n| format!(" of {n}"))
+                        ),
+                    )),
+                    other => other,
+                })
+            }
         };
         if n > cap - buf.len() {
             return Err(ureq::Error::BodyExceedsLimit(cap as u64));
@@ -267,19 +284,101 @@ pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
     pub(crate) meta: QueryMeta,
+    /// What was wrong with a query-meta header, if anything (see [`parse_meta`]).
+    pub(crate) bad_meta: Option<String>,
+}
+
+/// Reads the query-meta headers (names compared without regard to case).
+///
+/// Like the Go client (`parseQueryMeta`), an absent header counts as 0 /
+/// false (writes and `/v1/status/leader` send none), but a present
+/// `X-Consul-Index` or `X-Consul-LastContact` that is not a decimal uint64 is
+/// an error: the index drives blocking queries and fencing tokens, and taking
+/// garbage for 0 would silently turn a blocking query into a busy loop. The
+/// error text is returned beside the (zeroed) value; [`Transport::send_on`]
+/// turns it into a `BadResponse` for the answers that carry meta (2xx and
+/// 404). `X-Consul-KnownLeader` is `true` only when it says exactly that, as in Go.
+fn parse_meta(h: &ureq::http::HeaderMap) -> (QueryMeta, Option<String>) {
+    let mut bad = None;
+    let mut number = |name: &str| -> u64 {
+        let Some(v) = h.get(name) else { return 0 };
+        let parsed = v
+            .to_str()
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok());
+        parsed.unwrap_or_else(|| {
+            bad.get_or_insert_with(|| {
+                format!(
+                    "the {name} header is not a decimal uint64: {}",
+                    crate::error::printable(v.as_bytes(), 80)
+                )
+            });
+            0
+        })
+    };
+    let index = number("X-Consul-Index");
+    let last_contact_ms = number("X-Consul-LastContact");
+    let known_leader = h
+        .get("X-Consul-KnownLeader")
+        .is_some_and(|v| v.as_bytes() == b"true");
+    (
+        QueryMeta {
+            index,
+            known_leader,
+            last_contact_ms,
+        },
+        bad,
+    )
 }
 
 impl Response {
     pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<T> {
-        serde_json::from_slice(&self.body).map_err(|e| {
-            Error::new(
-                ErrorKind::BadResponse,
-                format!("could not decode Consul's answer: {e}"),
-            )
-            .with_endpoint(endpoint.to_string())
-            .with_source(e)
-        })
+        decode_json(&self.body).map_err(|e| e.with_endpoint(endpoint.to_string()))
     }
+}
+
+/// Decodes a JSON answer, or says what was wrong with it (kind
+/// [`ErrorKind::BadResponse`]): the field that failed (`[0].Flags`), serde's
+/// reason and position, and for a body that ends early or is empty, that fact
+/// and its length, so that a cut-off or non-JSON answer (a proxy's HTML page)
+/// is told apart from a wrong value.
+pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let decoded = match serde_path_to_error::deserialize(&mut de) {
+        // Trailing characters after the value (whitespace is fine) are an error too.
+        Ok(v) => de.end().map(|()| v).map_err(|e| (String::new(), e)),
+        Err(e) => Err((e.path().to_string(), e.into_inner())),
+    };
+    decoded.map_err(|(path, inner)| {
+        let whole = if body.trim_ascii().is_empty() {
+            " (the answer is empty)".to_string()
+        } else if inner.is_eof() {
+            format!(" (the answer ends early, after {} bytes)", body.len())
+        } else if inner.is_syntax()
+            && !body.trim_ascii_start().starts_with(b"[")
+            && !body.trim_ascii_start().starts_with(b"{")
+        {
+            // Not JSON at all: show how it starts.
+            format!(
+                " (the answer starts with {})",
+                crate::error::printable(&body[..body.len().min(64)], 80)
+            )
+        } else {
+            String::new()
+        };
+        // serde_path_to_error shows the root as "." (and an unknown step as "?").
+        let at = if path.is_empty() || path == "." || path == "?" {
+            String::new()
+        } else {
+            format!(" at {path}")
+        };
+        Error::new(
+            ErrorKind::BadResponse,
+            format!("could not decode Consul's answer{at}: {inner}{whole}"),
+        )
+        .with_source(inner)
+    })
 }
 
 /// The HTTP side of a client: base URL, credentials and agents.
@@ -478,6 +577,21 @@ impl Transport {
                 return Err(cancelled(endpoint));
             }
         }
+        // The `http` crate refuses a URI over 65534 bytes ("uri too long", which
+        // would look like a connection failure worth retrying): a key, prefix or ID
+        // that long is the caller's argument, refused before anything is sent.
+        let url = self.url(req);
+        if url.len() > MAX_URL_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the request URL would be {} bytes, over the {MAX_URL_BYTES} an HTTP request \
+                     can carry: the key, prefix or ID in it is too long",
+                    url.len()
+                ),
+            )
+            .with_endpoint(endpoint));
+        }
         let mut timeout = self.request_timeout;
         let mut timeout_is_users = false;
         if let Some(w) = req.wait {
@@ -505,7 +619,7 @@ impl Transport {
             agent
         };
         let started = std::time::Instant::now();
-        let mut result = self.run(agent, req, timeout);
+        let mut result = self.run(agent, req, &url, timeout);
         // Not a blocking query: its connection closing is news (the agent restarted, maybe
         // with its state lost), and repeating it with the same index could wait on a server
         // whose index is now below it. Its caller reads afresh instead.
@@ -525,7 +639,7 @@ impl Transport {
                     "baton: {} on a stale connection, retrying once",
                     req.endpoint()
                 );
-                result = self.run(agent, req, left);
+                result = self.run(agent, req, &url, left);
             }
         }
         drop(guards);
@@ -539,6 +653,15 @@ impl Transport {
                 return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
             }
         }
+        // A malformed index or contact header on an answer that carries query meta.
+        let result = match result {
+            Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
+                let msg = r.bad_meta.unwrap_or_default();
+                self.availability.saw(false);
+                return Err(Error::new(ErrorKind::BadResponse, msg).with_endpoint(endpoint));
+            }
+            other => other,
+        };
         let result = result.map_err(|e| {
             let hint = self.hint(&e);
             let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
@@ -560,12 +683,8 @@ impl Transport {
         result
     }
 
-    fn run(
-        &self,
-        agent: &Agent,
-        req: &Request,
-        timeout: Duration,
-    ) -> std::result::Result<Response, ureq::Error> {
+    /// The full URL of `req`: base, path, and the query sorted by name.
+    fn url(&self, req: &Request) -> String {
         let mut url = format!("{}{}", self.base, req.path);
         let mut first = true;
         let mut query: Vec<&(String, String)> =
@@ -578,6 +697,16 @@ impl Transport {
             url.push('=');
             url.push_str(&encode_component(v));
         }
+        url
+    }
+
+    fn run(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        url: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Response, ureq::Error> {
         let token = self.token.as_ref().map(|t| t.0.as_str());
         let auth = self.auth.as_ref().map(|t| t.0.as_str());
         macro_rules! prepare {
@@ -593,32 +722,23 @@ impl Transport {
             }};
         }
         let mut resp = match (req.method, &req.body) {
-            ("GET", _) => prepare!(agent.get(&url)).call()?,
-            ("DELETE", _) => prepare!(agent.delete(&url)).call()?,
-            ("PUT", Some((body, ct))) => prepare!(agent.put(&url))
+            ("GET", _) => prepare!(agent.get(url)).call()?,
+            ("DELETE", _) => prepare!(agent.delete(url)).call()?,
+            ("PUT", Some((body, ct))) => prepare!(agent.put(url))
                 .header("Content-Type", *ct)
                 .send(&body[..])?,
-            ("PUT", None) => prepare!(agent.put(&url)).send_empty()?,
+            ("PUT", None) => prepare!(agent.put(url)).send_empty()?,
             (m, _) => unreachable!("method {m} is not used"),
         };
         let status = resp.status().as_u16();
-        let h = resp.headers();
-        let get = |name: &str| {
-            h.get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let meta = QueryMeta {
-            index: get("x-consul-index")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-            known_leader: get("x-consul-knownleader").as_deref() == Some("true"),
-            last_contact_ms: get("x-consul-lastcontact")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0),
-        };
+        let (meta, bad_meta) = parse_meta(resp.headers());
         let body = read_body(resp.body_mut())?;
-        Ok(Response { status, body, meta })
+        Ok(Response {
+            status,
+            body,
+            meta,
+            bad_meta,
+        })
     }
 
     /// What to add to a failure to reach Consul: the address tried, where it

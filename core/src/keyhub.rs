@@ -27,7 +27,7 @@ use crate::http::{encode_key, QueryOptions, Request};
 use crate::kv::KvPair;
 use crate::sync::lock;
 use crate::threads::Worker;
-use crate::watch::{next_index, Backoff};
+use crate::watch::{next_index, Backoff, Pacer};
 
 /// How long one poll may block at the server.
 const HUB_WAIT: Duration = Duration::from_secs(300);
@@ -356,6 +356,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
     let mut high = 0u64;
     let mut target: Option<Target> = None;
     let mut backoff = Backoff::new();
+    let mut pacer = Pacer::new();
     // After a failed poll the next one reads without an index: the server may have
     // lost its state meanwhile (an agent restarted), and a blocking query from a
     // view's index would wait on a server whose index is now below it.
@@ -438,6 +439,7 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
             QueryOptions::blocking(index, HUB_WAIT)
         };
         opts.apply(&mut req);
+        pacer.sending();
         let result = core
             .transport
             .send_on(&a, &req, Some(&core.closing))
@@ -475,7 +477,13 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                     .filter(|k| want.covers(k))
                     .cloned()
                     .collect();
-                // Consul lists entries in key order.
+                // Consul lists entries in key order; the binary search below needs
+                // that, so an answer that does not keep it is put in order first
+                // (otherwise a held key could be missed and taken for deleted).
+                let mut entries = entries;
+                if !entries.windows(2).all(|w| w[0].key <= w[1].key) {
+                    entries.sort_by(|a, b| a.key.cmp(&b.key));
+                }
                 let found: Vec<(String, Option<KvPair>)> = keys
                     .into_iter()
                     .map(|k| {
@@ -496,7 +504,16 @@ fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
                     high.max(meta.index)
                 };
                 deliver(&group, &found, meta.index, reset);
+                let pause = pacer.after(index, meta.index, HUB_WAIT);
                 index = next_index(index, meta.index);
+                if !pause.is_zero() {
+                    // A new subscriber (a wake-up) does not wait for the pause.
+                    select! {
+                        recv(closing_rx) -> _ => return,
+                        recv(wake) -> _ => {}
+                        default(pause) => {}
+                    }
+                }
             }
             Err(e) => {
                 let mut st = lock(&group.state);

@@ -40,7 +40,7 @@ fn de_base64<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<
         Some(s) => base64::engine::general_purpose::STANDARD
             .decode(s.as_bytes())
             .map(Some)
-            .map_err(serde::de::Error::custom),
+            .map_err(|e| serde::de::Error::custom(format_args!("not valid base64 ({e})"))),
     }
 }
 
@@ -70,10 +70,6 @@ pub struct Kv<'a> {
     pub(crate) client: &'a Client,
 }
 
-pub(crate) fn strip_slash(key: &str) -> &str {
-    key.strip_prefix('/').unwrap_or(key)
-}
-
 pub(crate) fn kv_path(key: &str) -> String {
     format!("/v1/kv/{}", encode_key(key))
 }
@@ -90,7 +86,7 @@ impl Kv<'_> {
         key: &str,
         options: &QueryOptions,
     ) -> Result<(Option<KvPair>, QueryMeta)> {
-        let mut req = Request::new("GET", kv_path(strip_slash(key)));
+        let mut req = Request::new("GET", kv_path(crate::keys::key(key)?));
         options.apply(&mut req);
         let resp = self.client.send(&req)?;
         if resp.status == 404 {
@@ -112,7 +108,7 @@ impl Kv<'_> {
         prefix: &str,
         options: &QueryOptions,
     ) -> Result<(Vec<KvPair>, QueryMeta)> {
-        let mut req = Request::new("GET", kv_path(strip_slash(prefix)));
+        let mut req = Request::new("GET", kv_path(crate::keys::prefix(prefix)?));
         req.flag("recurse");
         options.apply(&mut req);
         let resp = self.client.send(&req)?;
@@ -138,7 +134,7 @@ impl Kv<'_> {
         separator: Option<&str>,
         options: &QueryOptions,
     ) -> Result<(Vec<String>, QueryMeta)> {
-        let mut req = Request::new("GET", kv_path(strip_slash(prefix)));
+        let mut req = Request::new("GET", kv_path(crate::keys::prefix(prefix)?));
         req.flag("keys");
         if let Some(s) = separator {
             req.param("separator", s);
@@ -161,13 +157,7 @@ impl Kv<'_> {
     /// Consul applied it (`false`: CAS mismatch, lock held, lock-delay, not holder).
     /// At most one of `cas`, `acquire`, `release` may be set.
     pub fn put_with(&self, key: &str, value: &[u8], options: &WriteOptions) -> Result<bool> {
-        if key.starts_with('/') {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("invalid key {key:?}: keys must not begin with '/'"),
-            ));
-        }
-        let mut req = Request::new("PUT", kv_path(key));
+        let mut req = Request::new("PUT", kv_path(crate::keys::key(key)?));
         if options.flags != 0 {
             req.param("flags", options.flags.to_string());
         }
@@ -214,14 +204,14 @@ impl Kv<'_> {
 
     /// Deletes one key (always `true`, also for a missing key).
     pub fn delete(&self, key: &str) -> Result<bool> {
-        let req = Request::new("DELETE", kv_path(strip_slash(key)));
+        let req = Request::new("DELETE", kv_path(crate::keys::key(key)?));
         let resp = self.client.call(&req)?;
         parse_bool(&req, &resp.body)
     }
 
     /// Deletes one key only if its ModifyIndex is `index` (a missing key gives `true`).
     pub fn delete_cas(&self, key: &str, index: u64) -> Result<bool> {
-        let mut req = Request::new("DELETE", kv_path(strip_slash(key)));
+        let mut req = Request::new("DELETE", kv_path(crate::keys::key(key)?));
         req.param("cas", index.to_string());
         let resp = self.client.call(&req)?;
         parse_bool(&req, &resp.body)
@@ -229,7 +219,7 @@ impl Kv<'_> {
 
     /// Deletes every key starting with `prefix` (an empty prefix deletes everything).
     pub fn delete_tree(&self, prefix: &str) -> Result<bool> {
-        let mut req = Request::new("DELETE", kv_path(strip_slash(prefix)));
+        let mut req = Request::new("DELETE", kv_path(crate::keys::prefix(prefix)?));
         req.flag("recurse");
         let resp = self.client.call(&req)?;
         parse_bool(&req, &resp.body)

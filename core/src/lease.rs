@@ -235,7 +235,7 @@ impl SessionShared {
         } else {
             self.emit(SessionEvent::Lost(reason));
             self.core.post(Box::new(move || {
-                log::warn!("baton session {id} lost: {reason:?}")
+                log::warn!("baton session {id} lost: {}", reason.name())
             }));
         }
         // After the signals: the bookkeeping below takes the client's locks and

@@ -54,6 +54,7 @@ mod fence;
 mod godur;
 mod http;
 mod keyhub;
+mod keys;
 mod kv;
 mod lease;
 mod lock;

@@ -12,7 +12,7 @@ use crate::http::{QueryOptions, Request};
 use crate::lease::LostReason;
 use crate::session_api::SessionEntry;
 use crate::threads::Worker;
-use crate::watch::{next_index, Backoff};
+use crate::watch::{next_index, Backoff, Pacer};
 
 /// How long one blocking poll of the session list may wait.
 const MONITOR_WAIT: Duration = Duration::from_secs(60);
@@ -25,6 +25,7 @@ fn run(core: Arc<Core>) {
     let (agent, _close_hook) = core.background_agent();
     let mut index = 0u64;
     let mut backoff = Backoff::new();
+    let mut pacer = Pacer::new();
     loop {
         if core.closing.is_cancelled() {
             return;
@@ -36,6 +37,7 @@ fn run(core: Arc<Core>) {
             QueryOptions::blocking(index, MONITOR_WAIT)
         };
         opts.apply(&mut req);
+        pacer.sending();
         let result = core
             .transport
             .send_on(&agent, &req, Some(&core.closing))
@@ -44,6 +46,7 @@ fn run(core: Arc<Core>) {
         match result {
             Ok((list, meta)) => {
                 backoff.reset();
+                let pause = pacer.after(index, meta.index, MONITOR_WAIT);
                 index = next_index(index, meta.index);
                 let alive: HashSet<&str> = list.iter().map(|e| e.id.as_str()).collect();
                 for s in core.live_sessions() {
@@ -56,6 +59,9 @@ fn run(core: Arc<Core>) {
                         Ok(Some(_)) => {}
                         Err(e) => log::debug!("baton session monitor: info failed: {e}"),
                     }
+                }
+                if !pause.is_zero() && core.closing.wait_timeout(pause) {
+                    return;
                 }
             }
             Err(e) if e.kind() == ErrorKind::Closed => return,

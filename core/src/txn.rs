@@ -17,6 +17,9 @@ use crate::kv::{KvPair, WriteOptions};
 /// a server's refusal teaches the client, which then refuses more itself).
 pub const MAX_TXN_OPS: usize = 128;
 
+/// Consul's limit of operations per transaction before 1.14.0.
+const OLD_MAX_TXN_OPS: usize = 64;
+
 /// A KV verb of a transaction operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KvVerb {
@@ -298,7 +301,12 @@ impl Client {
     /// case is an `Unsupported` error naming the key. A verb or an op count the
     /// server does not support is also `Unsupported`, naming the version that
     /// added it.
+    ///
+    /// Keys follow the one key rule of every API (`core/src/keys.rs`): one leading `/`
+    /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
+        let normalised = normalise_keys(ops)?;
+        let ops = &normalised[..];
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
@@ -348,7 +356,10 @@ impl Client {
         let learned = &self.core().learned;
         if let Some(text) = e.server_text() {
             if let Some(cap) = parse_op_cap(text) {
-                if cap < MAX_TXN_OPS {
+                // Consul's cap was 64 before 1.14 and is 128 since; a smaller one
+                // from a confused server is not learnt (a cap of 1 would make every
+                // lock acquire, a two-op txn, fail locally from then on).
+                if (OLD_MAX_TXN_OPS..MAX_TXN_OPS).contains(&cap) {
                     learned.learn_max_txn_ops(cap);
                     return too_many_ops(ops.len(), cap).with_endpoint("PUT /v1/txn");
                 }
@@ -448,15 +459,40 @@ impl Client {
     }
 }
 
+/// `ops` with their keys in the form Consul is asked about ([`crate::keys`]):
+/// prefixes for the `*-tree` verbs, keys for the others. The op's index names
+/// a bad key.
+fn normalise_keys(ops: &[KvOp]) -> Result<Vec<KvOp>> {
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let key = match op.verb {
+                KvVerb::GetTree | KvVerb::DeleteTree => crate::keys::prefix(&op.key),
+                _ => crate::keys::key(&op.key),
+            }
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("transaction op {i}: {}", e.message()),
+                )
+            })?;
+            Ok(KvOp {
+                key: key.to_string(),
+                ..op.clone()
+            })
+        })
+        .collect()
+}
+
 /// Parses a txn answer: the entries of a 200, the op errors of a 409.
 pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
-    match resp.status {
-        200 | 409 => {}
-        _ => return Err(crate::http::check(req, resp).err().expect("non-2xx")),
+    // Any 2xx is read as Consul's 200 (a 204 used to reach an `expect` here and panic).
+    if resp.status != 409 && !(200..300).contains(&resp.status) {
+        return Err(Error::from_status(req.endpoint(), resp.status, &resp.body));
     }
     let answer: TxnAnswer = resp.json(&req.endpoint())?;
     if resp.status == 409 {
-        let errors = answer
+        let errors: Vec<TxnOpError> = answer
             .errors
             .unwrap_or_default()
             .into_iter()
@@ -465,6 +501,16 @@ pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
                 what: e.what,
             })
             .collect();
+        if errors.is_empty() {
+            // Consul's 409 always lists the failed operations; without them the
+            // callers could not tell a lost lock from a CAS mismatch.
+            return Err(Error::new(
+                ErrorKind::BadResponse,
+                "Consul answered 409 to a transaction without listing its failed operations \
+                 (\"Errors\" is empty or missing)",
+            )
+            .with_endpoint(req.endpoint()));
+        }
         return Err(Error::txn_conflict(req.endpoint(), errors));
     }
     Ok(answer

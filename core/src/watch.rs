@@ -58,6 +58,49 @@ impl Backoff {
     }
 }
 
+/// Paces a blocking-query loop against answers that make no progress early.
+///
+/// Consul holds a blocking query until the index passes the one sent or the
+/// wait ends, and never answers index 0 (consul-semantics §6.5). A server or
+/// proxy that answers at once without progress (the same or a lower index, or
+/// none at all, read as 0) would have a client poll it in a tight loop;
+/// Consul's guidance is for clients to rate-limit. The first such answer in a
+/// row costs nothing (an index that went backwards is read afresh at once),
+/// later ones pause with [`Backoff`] (100 ms doubling to 5 s). An answer with
+/// progress, or one that came only after half the wait (a plain timeout),
+/// resets it; so against a real Consul it never pauses.
+#[derive(Debug)]
+pub(crate) struct Pacer {
+    started: Instant,
+    backoff: Backoff,
+}
+
+impl Pacer {
+    pub(crate) fn new() -> Pacer {
+        Pacer {
+            started: Instant::now(),
+            backoff: Backoff::new(),
+        }
+    }
+
+    /// Notes that a poll is being sent now.
+    pub(crate) fn sending(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// The pause before the next poll, after an answer with index `got` to a
+    /// poll sent with index `sent` (0: not blocking) that could block `wait`.
+    pub(crate) fn after(&mut self, sent: u64, got: u64, wait: Duration) -> Duration {
+        let early = self.started.elapsed() < wait / 2;
+        if got == 0 || (got <= sent && early) {
+            self.backoff.next()
+        } else {
+            self.backoff.reset();
+            Duration::ZERO
+        }
+    }
+}
+
 /// What a watch looks at.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum WatchTarget {
@@ -130,13 +173,13 @@ impl fmt::Debug for Watch {
 impl Client {
     /// Watches one key. The first [`Watch::next`] returns the current state.
     pub fn watch_key(&self, key: &str) -> Result<Watch> {
-        self.watch(WatchTarget::Key(key.trim_start_matches('/').to_string()))
+        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
     }
 
     /// Watches every key starting with `prefix`.
     pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
         self.watch(WatchTarget::Prefix(
-            prefix.trim_start_matches('/').to_string(),
+            crate::keys::prefix(prefix)?.to_string(),
         ))
     }
 
@@ -331,6 +374,7 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
     let _stop_hook = shared.stop.on_cancel(move || a.shutdown());
     let mut index = 0u64;
     let mut backoff = Backoff::new();
+    let mut pacer = Pacer::new();
     loop {
         if shared.stop.is_cancelled() || core.closing.is_cancelled() {
             return;
@@ -349,6 +393,7 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
             QueryOptions::blocking(index, WATCH_WAIT)
         };
         opts.apply(&mut req);
+        pacer.sending();
         let result = core
             .transport
             .send_on(&agent, &req, Some(&core.closing))
@@ -366,6 +411,7 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
         match result {
             Ok((entries, meta)) => {
                 backoff.reset();
+                let pause = pacer.after(index, meta.index, WATCH_WAIT);
                 index = next_index(index, meta.index);
                 let mut d = lock(&shared.data);
                 d.last_error = None;
@@ -382,6 +428,15 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
                     }
                 } else if let Some(c) = &mut d.current {
                     c.index = meta.index;
+                }
+                drop(d);
+                if !pause.is_zero() {
+                    let (stop, closing) = (shared.stop.receiver(), core.closing.receiver());
+                    select! {
+                        recv(stop) -> _ => return,
+                        recv(closing) -> _ => return,
+                        default(pause) => {}
+                    }
                 }
             }
             Err(e) => {
@@ -429,6 +484,30 @@ mod tests {
         assert_eq!(next_index(5, 9), 9);
         assert_eq!(next_index(9, 3), 0);
         assert_eq!(next_index(1, 0), 0);
+    }
+
+    #[test]
+    fn the_pacer_pauses_only_on_early_answers_without_progress() {
+        let wait = Duration::from_secs(300);
+        let mut p = Pacer::new();
+        // Progress, and a plain timeout (no progress after the whole wait): no pause.
+        p.sending();
+        assert_eq!(p.after(0, 5, wait), Duration::ZERO);
+        p.sending();
+        assert_eq!(p.after(5, 9, wait), Duration::ZERO);
+        p.started = Instant::now() - wait;
+        assert_eq!(p.after(9, 9, wait), Duration::ZERO);
+        // Early answers without progress: the first is free, then 100 ms doubling.
+        for (sent, got) in [(9, 9), (9, 0), (0, 0), (9, 3)] {
+            let mut p = Pacer::new();
+            p.sending();
+            assert_eq!(p.after(sent, got, wait), Duration::ZERO);
+            assert_eq!(p.after(sent, got, wait), Duration::from_millis(100));
+            assert_eq!(p.after(sent, got, wait), Duration::from_millis(200));
+            // Progress resets it.
+            assert_eq!(p.after(sent, sent + 1, wait), Duration::ZERO);
+            assert_eq!(p.after(sent, got, wait), Duration::ZERO);
+        }
     }
 
     #[test]

@@ -526,6 +526,10 @@ fn loss_when_the_server_is_unreachable_past_the_deadline() {
     assert_eq!(reason, LockLost::SessionLost(LostReason::DeadlineExceeded));
     assert!(!lock.is_held());
     assert_eq!(events.recv_timeout(PATIENCE).unwrap(), reason);
+    // The lock names the session's own reason, the one its session reports (issue 22).
+    assert_eq!(lock.last_lost(), Some(reason));
+    assert_eq!(reason.session_reason(), Some(LostReason::DeadlineExceeded));
+    assert_eq!(reason.to_string(), "session_lost (deadline_exceeded)");
     dev.resume();
     assert!(
         lock.acquire(Some(Duration::from_secs(60)), None).unwrap(),

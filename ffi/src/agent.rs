@@ -8,7 +8,7 @@
 
 use std::ffi::c_char;
 
-use baton::{CheckStatus, ServiceRegistration, TtlCheck};
+use baton::{CheckStatus, ServiceRegistration, SessionOptions, TtlCheck};
 
 use crate::client::baton_client;
 use crate::error::{baton_result, Failure};
@@ -66,7 +66,13 @@ unsafe fn str_list(
             format!("argument `{name}` is NULL but its length is {len}"),
         ));
     }
-    // SAFETY: non-NULL, and the caller guarantees `len` readable pointers.
+    // A slice of more than isize::MAX bytes is undefined behaviour (a debug build
+    // aborts on it), and no array can be that long.
+    if len > isize::MAX as usize / std::mem::size_of::<*const c_char>() {
+        return Err(crate::util::too_long(name, len));
+    }
+    // SAFETY: non-NULL, within isize::MAX bytes, and the caller guarantees `len`
+    // readable pointers.
     let ptrs = unsafe { std::slice::from_raw_parts(list, len) };
     let mut out = Vec::with_capacity(len);
     for (i, p) in ptrs.iter().enumerate() {
@@ -82,6 +88,65 @@ unsafe fn str_list(
         out.push(s.to_string());
     }
     Ok(out)
+}
+
+/// `so` bound to the checks of `checks` (NULL: `baton_session_checks_default()`);
+/// messages name the fields `<prefix>.node`, `<prefix>.node_checks`, ...
+///
+/// # Safety
+/// `checks` is NULL or points to a valid `baton_session_checks` whose strings and
+/// arrays are valid as its field docs say, all alive during the call.
+pub(crate) unsafe fn apply_checks(
+    mut so: SessionOptions,
+    checks: *const baton_session_checks,
+    prefix: &str,
+) -> Result<SessionOptions, Failure> {
+    // SAFETY: the caller passes NULL or a valid checks struct.
+    let k = match unsafe { checks.as_ref() } {
+        Some(k) => *k,
+        None => baton_session_checks_default(),
+    };
+    // SAFETY: NULL or a NUL-terminated string alive during the call.
+    if let Some(n) = unsafe { opt_str_arg(k.node, &format!("{prefix}.node")) }? {
+        if n.is_empty() {
+            return Err(Failure::new(
+                baton_result::BATON_INVALID_ARGUMENT,
+                format!("{prefix}.node must not be empty (NULL for the agent's node)"),
+            ));
+        }
+        so = so.node(n);
+    }
+    if !k.node_checks.is_null() {
+        // SAFETY: a valid array of `node_checks_len` strings, per the caller.
+        let list = unsafe {
+            str_list(
+                k.node_checks,
+                k.node_checks_len,
+                &format!("{prefix}.node_checks"),
+            )
+        }?;
+        so = so.node_checks(list);
+    } else if k.node_checks_len != 0 {
+        return Err(Failure::new(
+            baton_result::BATON_NULL_ARGUMENT,
+            format!(
+                "argument `{prefix}.node_checks` is NULL but its length is {}",
+                k.node_checks_len
+            ),
+        ));
+    }
+    // SAFETY: NULL with 0, or a valid array of `service_checks_len` strings.
+    let services = unsafe {
+        str_list(
+            k.service_checks,
+            k.service_checks_len,
+            &format!("{prefix}.service_checks"),
+        )
+    }?;
+    for s in services {
+        so = so.service_check(s);
+    }
+    Ok(so)
 }
 
 /// Like `baton_session_create`, bound to health checks: the session is invalidated
@@ -105,46 +170,9 @@ pub unsafe extern "C" fn baton_session_create_with_checks(
             return Err(null("session_out"));
         }
         // SAFETY: the caller passes NULL or a valid options struct.
-        let mut so = unsafe { core_options(options) }?;
+        let so = unsafe { core_options(options) }?;
         // SAFETY: the caller passes NULL or a valid checks struct.
-        let k = match unsafe { checks.as_ref() } {
-            Some(k) => *k,
-            None => baton_session_checks_default(),
-        };
-        // SAFETY: NULL or a NUL-terminated string alive during the call.
-        if let Some(n) = unsafe { opt_str_arg(k.node, "checks.node") }? {
-            if n.is_empty() {
-                return Err(Failure::new(
-                    baton_result::BATON_INVALID_ARGUMENT,
-                    "checks.node must not be empty (NULL for the agent's node)",
-                ));
-            }
-            so = so.node(n);
-        }
-        if !k.node_checks.is_null() {
-            // SAFETY: a valid array of `node_checks_len` strings, per the caller.
-            let list = unsafe { str_list(k.node_checks, k.node_checks_len, "checks.node_checks") }?;
-            so = so.node_checks(list);
-        } else if k.node_checks_len != 0 {
-            return Err(Failure::new(
-                baton_result::BATON_NULL_ARGUMENT,
-                format!(
-                    "argument `checks.node_checks` is NULL but its length is {}",
-                    k.node_checks_len
-                ),
-            ));
-        }
-        // SAFETY: NULL with 0, or a valid array of `service_checks_len` strings.
-        let services = unsafe {
-            str_list(
-                k.service_checks,
-                k.service_checks_len,
-                "checks.service_checks",
-            )
-        }?;
-        for s in services {
-            so = so.service_check(s);
-        }
+        let so = unsafe { apply_checks(so, checks, "checks") }?;
         let s = c.create_session(&so)?;
         new_handle(s, session_out);
         Ok(())

@@ -3,9 +3,11 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use baton::{Client, ClientBuilder, TlsSettings};
+use baton::{Client, ClientBuilder, SessionOptions, TlsSettings};
 
+use crate::agent::{apply_checks, baton_session_checks};
 use crate::error::{baton_result, Failure};
+use crate::session::{baton_session_options, core_options_named};
 use crate::util::{boundary, check_pid, handle, null, opt_str_arg, str_arg};
 
 /// A Consul client: one connection pool and the background threads of its
@@ -92,6 +94,65 @@ pub unsafe extern "C" fn baton_client_new_from_env(
     })
 }
 
+/// The builder for `options` (NULL: all defaults; the environment is not read).
+///
+/// # Safety
+/// `options` is NULL or points to a valid `baton_client_options` whose strings are
+/// NULL or NUL-terminated, all alive during the call.
+unsafe fn builder(options: *const baton_client_options) -> Result<ClientBuilder, Failure> {
+    let mut b = ClientBuilder::new();
+    // SAFETY: the caller passes NULL or a valid options struct.
+    if let Some(o) = unsafe { options.as_ref() } {
+        // SAFETY: each string field is NULL or a NUL-terminated string the
+        // caller keeps alive during the call (same for the calls below).
+        if let Some(a) = unsafe { opt_str_arg(o.address, "options.address") }? {
+            b = b.address(a);
+        }
+        // SAFETY: as above.
+        if let Some(t) = unsafe { opt_str_arg(o.token, "options.token") }? {
+            b = b.token(t);
+        }
+        // SAFETY: as above.
+        if let Some(f) = unsafe { opt_str_arg(o.token_file, "options.token_file") }? {
+            b = b.token_file(f);
+        }
+        let mut tls = TlsSettings::default();
+        let mut any_tls = false;
+        // SAFETY: as above.
+        if let Some(f) = unsafe { opt_str_arg(o.ca_file, "options.ca_file") }? {
+            tls.ca_file = Some(f.into());
+            any_tls = true;
+        }
+        // SAFETY: as above.
+        if let Some(f) = unsafe { opt_str_arg(o.client_cert_file, "options.client_cert_file") }? {
+            tls.cert_file = Some(f.into());
+            any_tls = true;
+        }
+        // SAFETY: as above.
+        if let Some(f) = unsafe { opt_str_arg(o.client_key_file, "options.client_key_file") }? {
+            tls.key_file = Some(f.into());
+            any_tls = true;
+        }
+        if any_tls {
+            b = b.tls(tls);
+        }
+        // SAFETY: as above.
+        if let Some(dc) = unsafe { opt_str_arg(o.datacenter, "options.datacenter") }? {
+            b = b.datacenter(dc);
+        }
+        if o.request_timeout_ms != 0 {
+            let t = crate::util::timeout_ms(o.request_timeout_ms).ok_or_else(|| {
+                Failure::new(
+                    baton_result::BATON_INVALID_ARGUMENT,
+                    "options.request_timeout_ms must be less than ten years",
+                )
+            })?;
+            b = b.request_timeout(t);
+        }
+    }
+    Ok(b)
+}
+
 /// Creates a client from `options` (NULL: all defaults); the environment is not
 /// read. No request is made. Writes `*client_out` on success; free it with
 /// `baton_client_free`. `BATON_INVALID_ARGUMENT` for a bad address or TLS file.
@@ -105,59 +166,96 @@ pub unsafe extern "C" fn baton_client_new(
         if client_out.is_null() {
             return Err(null("client_out"));
         }
-        let mut b = ClientBuilder::new();
         // SAFETY: the caller passes NULL or a valid options struct.
-        if let Some(o) = unsafe { options.as_ref() } {
-            // SAFETY: each string field is NULL or a NUL-terminated string the
-            // caller keeps alive during the call (same for the calls below).
-            if let Some(a) = unsafe { opt_str_arg(o.address, "options.address") }? {
-                b = b.address(a);
-            }
-            // SAFETY: as above.
-            if let Some(t) = unsafe { opt_str_arg(o.token, "options.token") }? {
-                b = b.token(t);
-            }
-            // SAFETY: as above.
-            if let Some(f) = unsafe { opt_str_arg(o.token_file, "options.token_file") }? {
-                b = b.token_file(f);
-            }
-            let mut tls = TlsSettings::default();
-            let mut any_tls = false;
-            // SAFETY: as above.
-            if let Some(f) = unsafe { opt_str_arg(o.ca_file, "options.ca_file") }? {
-                tls.ca_file = Some(f.into());
-                any_tls = true;
-            }
-            // SAFETY: as above.
-            if let Some(f) = unsafe { opt_str_arg(o.client_cert_file, "options.client_cert_file") }?
-            {
-                tls.cert_file = Some(f.into());
-                any_tls = true;
-            }
-            // SAFETY: as above.
-            if let Some(f) = unsafe { opt_str_arg(o.client_key_file, "options.client_key_file") }? {
-                tls.key_file = Some(f.into());
-                any_tls = true;
-            }
-            if any_tls {
-                b = b.tls(tls);
-            }
-            // SAFETY: as above.
-            if let Some(dc) = unsafe { opt_str_arg(o.datacenter, "options.datacenter") }? {
-                b = b.datacenter(dc);
-            }
-            if o.request_timeout_ms != 0 {
-                let t = crate::util::timeout_ms(o.request_timeout_ms).ok_or_else(|| {
-                    Failure::new(
-                        baton_result::BATON_INVALID_ARGUMENT,
-                        "options.request_timeout_ms must be less than ten years",
-                    )
-                })?;
-                b = b.request_timeout(t);
-            }
-        }
+        let b = unsafe { builder(options) }?;
         finish(b, client_out)
     })
+}
+
+/// Like `baton_client_new`, and configures the client's shared default session
+/// (the one `baton_client_default_session`, and locks and elections created
+/// without a session, use), as Rust's `ClientBuilder::default_session`, Python's
+/// `Client(default_session=...)` and Node's `defaultSession` do.
+///
+/// `default_session` NULL keeps the default session's defaults: name `"baton"`,
+/// TTL 15 s, Consul's lock-delay of 15 s, `BATON_BEHAVIOR_RELEASE`. Otherwise its
+/// fields are used as `baton_session_create` uses them (start from
+/// `baton_session_options_default()`; `ttl_ms` 0 means no TTL), except that a NULL
+/// `name` keeps `"baton"`. `default_session_checks` (NULL: Consul's default, the
+/// node's `serfHealth`) binds it to health checks as in
+/// `baton_session_create_with_checks`. Both are read only during the call.
+/// Semaphores made without a session take their own sessions from these options
+/// too (TTL, lock-delay, checks), named `"baton semaphore"`, behaviour delete.
+///
+/// Fields are checked here (`BATON_INVALID_ARGUMENT` naming
+/// `default_session.behavior`, `default_session.ttl_ms`, ...); what only Consul
+/// can judge, such as a TTL outside the server's `session_ttl_min`..24 h, is refused
+/// when the default session is first created (by `baton_client_default_session`
+/// or the first lock that uses it), with the range in the message. No request is
+/// made here. A separate function, not a member of `baton_client_options`, so that
+/// programs built against an earlier header keep working with this library.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn baton_client_new_with_default_session(
+    options: *const baton_client_options,
+    default_session: *const baton_session_options,
+    default_session_checks: *const baton_session_checks,
+    client_out: *mut *mut baton_client,
+) -> baton_result {
+    boundary(|| {
+        if client_out.is_null() {
+            return Err(null("client_out"));
+        }
+        // SAFETY: the caller passes NULL or a valid options struct.
+        let b = unsafe { builder(options) }?;
+        // SAFETY: the caller passes NULL or valid structs, alive during the call.
+        let so = unsafe { default_session_options(default_session, default_session_checks) }?;
+        finish(b.default_session(so), client_out)
+    })
+}
+
+/// `baton_client_new_from_env` with the default session's options, as
+/// `baton_client_new_with_default_session` takes them (NULL: its defaults). The
+/// `CONSUL_*` variables configure the client; no request is made.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn baton_client_new_from_env_with_default_session(
+    default_session: *const baton_session_options,
+    default_session_checks: *const baton_session_checks,
+    client_out: *mut *mut baton_client,
+) -> baton_result {
+    boundary(|| {
+        if client_out.is_null() {
+            return Err(null("client_out"));
+        }
+        // SAFETY: the caller passes NULL or valid structs, alive during the call.
+        let so = unsafe { default_session_options(default_session, default_session_checks) }?;
+        finish(ClientBuilder::from_env().default_session(so), client_out)
+    })
+}
+
+/// The default session's options from the C structs (NULL: its defaults).
+///
+/// # Safety
+/// Each is NULL or a valid struct whose strings and arrays are valid, alive during the call.
+unsafe fn default_session_options(
+    default_session: *const baton_session_options,
+    default_session_checks: *const baton_session_checks,
+) -> Result<SessionOptions, Failure> {
+    let so = if default_session.is_null() {
+        SessionOptions::default_for_client()
+    } else {
+        // SAFETY: non-NULL; a valid options struct per the caller.
+        unsafe {
+            core_options_named(
+                default_session,
+                "default_session",
+                SessionOptions::new().name("baton"),
+            )
+        }?
+    };
+    // SAFETY: the caller passes NULL or a valid checks struct.
+    unsafe { apply_checks(so, default_session_checks, "default_session_checks") }
 }
 
 /// Copies the base URL requests go to (no credentials), e.g.
@@ -249,7 +347,13 @@ pub unsafe extern "C" fn baton_client_free(client: *mut baton_client) {
         let b = unsafe { Box::from_raw(client) };
         if b.pid != std::process::id() {
             std::mem::forget(b);
+            return;
         }
+        // Close now, as documented: the session, lock, semaphore and election handles
+        // made from this client hold clones of it, so dropping this one alone would
+        // leave the client (its sessions, locks and threads) running until the last
+        // of them is freed, and their calls would still succeed.
+        b.client.close(baton::DROP_CLOSE_TIMEOUT);
     })
 }
 

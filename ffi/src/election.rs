@@ -76,15 +76,64 @@ impl baton_leader {
     }
 }
 
+/// The flags Go's `api.Lock` (and baton's locks and elections by default) write
+/// on a lock key. Consul's leader-election guide, curl and most scripts write 0.
+pub const BATON_LOCK_FLAGS: u64 = 0x2ddc_cbc0_58a5_0c18;
+// A literal above so cbindgen can write it into the header; the core's value it must be.
+const _: () = assert!(BATON_LOCK_FLAGS == baton::LOCK_FLAG_VALUE);
+
+/// Options for `baton_election_new_with`. Start from `baton_election_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct baton_election_options {
+    /// The session to campaign with; NULL: the client's default session. Read
+    /// during the call.
+    pub session: *const baton_session,
+    /// The flags the leader key is written with: `BATON_LOCK_FLAGS` (Go's
+    /// `api.Lock`, the default), or 0 to share the key with clients that follow
+    /// Consul's leader-election guide (a plain `?acquire=`). Campaigning on a key
+    /// written with other flags is `BATON_CONFLICT` naming the option.
+    pub flags: u64,
+}
+
+/// The default election options: the client's default session, Go's lock flags.
+#[no_mangle]
+pub extern "C" fn baton_election_options_default() -> baton_election_options {
+    baton_election_options {
+        session: std::ptr::null(),
+        flags: BATON_LOCK_FLAGS,
+    }
+}
+
 /// Creates a participant in the election on `key` (no request is made);
 /// `session` NULL campaigns with the client's default session. Writes
-/// `*election_out`; free it with `baton_election_free`.
+/// `*election_out`; free it with `baton_election_free`. Same as
+/// `baton_election_new_with` with `session` and the default flags.
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn baton_election_new(
     client: *const baton_client,
     key: *const c_char,
     session: *const baton_session,
+    election_out: *mut *mut baton_election,
+) -> baton_result {
+    let options = baton_election_options {
+        session,
+        ..baton_election_options_default()
+    };
+    // SAFETY: the caller's pointers are passed on under the same contract.
+    unsafe { baton_election_new_with(client, key, &options, election_out) }
+}
+
+/// Creates a participant in the election on `key` with `options` (NULL: the
+/// defaults), no request is made. Writes `*election_out`; free it with
+/// `baton_election_free`.
+#[no_mangle]
+#[must_use]
+pub unsafe extern "C" fn baton_election_new_with(
+    client: *const baton_client,
+    key: *const c_char,
+    options: *const baton_election_options,
     election_out: *mut *mut baton_election,
 ) -> baton_result {
     boundary(|| {
@@ -95,9 +144,13 @@ pub unsafe extern "C" fn baton_election_new(
         if election_out.is_null() {
             return Err(null("election_out"));
         }
-        let mut eo = ElectionOptions::new();
+        // SAFETY: NULL or a valid options struct alive during the call.
+        let o = unsafe { options.as_ref() }
+            .copied()
+            .unwrap_or_else(|| baton_election_options_default());
+        let mut eo = ElectionOptions::new().flags(o.flags);
         // SAFETY: the caller passes NULL or a live session handle.
-        if let Some(s) = unsafe { session.as_ref() } {
+        if let Some(s) = unsafe { o.session.as_ref() } {
             eo = eo.session(s.get()?.clone());
         }
         let e = c.election_with(key, eo)?;

@@ -201,20 +201,34 @@ fn deliver(reg: &Registration<SessionFn>, event: &SessionEvent, session_id: &str
 pub(crate) unsafe fn core_options(
     options: *const baton_session_options,
 ) -> Result<SessionOptions, Failure> {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { core_options_named(options, "options", SessionOptions::new()) }
+}
+
+/// As [`core_options`], starting from `base` (whose name a NULL `name` keeps), with
+/// messages naming the fields `<prefix>.ttl_ms`, `<prefix>.behavior`, ...
+///
+/// # Safety
+/// As [`core_options`].
+pub(crate) unsafe fn core_options_named(
+    options: *const baton_session_options,
+    prefix: &str,
+    base: SessionOptions,
+) -> Result<SessionOptions, Failure> {
     // SAFETY: the caller passes NULL or a valid options struct.
     let o = match unsafe { options.as_ref() } {
         Some(o) => *o,
         None => baton_session_options_default(),
     };
-    let mut so = SessionOptions::new();
+    let mut so = base;
     // SAFETY: NULL or a NUL-terminated string alive during the call.
-    if let Some(n) = unsafe { opt_str_arg(o.name, "options.name") }? {
+    if let Some(n) = unsafe { opt_str_arg(o.name, &format!("{prefix}.name")) }? {
         so = so.name(n);
     }
     let too_long = |what: &str| {
         Failure::new(
             baton_result::BATON_INVALID_ARGUMENT,
-            format!("options.{what} is too large"),
+            format!("{prefix}.{what} must be less than ten years"),
         )
     };
     if o.ttl_ms != 0 {
@@ -227,7 +241,10 @@ pub(crate) unsafe fn core_options(
         other => {
             return Err(Failure::new(
                 baton_result::BATON_INVALID_ARGUMENT,
-                format!("options.behavior {other} is not a BATON_BEHAVIOR_* value"),
+                format!(
+                    "{prefix}.behavior {other} is not a BATON_BEHAVIOR_* value \
+                     (BATON_BEHAVIOR_RELEASE or BATON_BEHAVIOR_DELETE)"
+                ),
             ))
         }
     });

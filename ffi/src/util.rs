@@ -192,8 +192,22 @@ pub(crate) unsafe fn bytes_arg<'a>(
             format!("argument `{name}` is NULL but its length is {len}"),
         ));
     }
-    // SAFETY: non-NULL, and the caller guarantees `len` readable bytes.
+    // No buffer can be this long; a slice of it would be undefined behaviour (a
+    // debug build aborts the process on it), so such a length is refused here.
+    if len > isize::MAX as usize {
+        return Err(too_long(name, len));
+    }
+    // SAFETY: non-NULL, at most isize::MAX bytes, and the caller guarantees `len`
+    // readable bytes.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// The failure for a length no buffer can have (over `PTRDIFF_MAX` bytes).
+pub(crate) fn too_long(name: &str, len: usize) -> Failure {
+    Failure::new(
+        baton_result::BATON_INVALID_ARGUMENT,
+        format!("argument `{name}` has length {len}, more than any buffer can hold (a negative value cast to size_t?)"),
+    )
 }
 
 /// Copies `bytes` (no NUL added) into `buf` of `len` bytes, reporting their
@@ -263,6 +277,11 @@ mod tests {
             assert_eq!(bytes_arg(std::ptr::null(), 0, "v").unwrap(), b"");
             let e = bytes_arg(std::ptr::null(), 3, "v").unwrap_err();
             assert_eq!(e.code, baton_result::BATON_NULL_ARGUMENT);
+            // A length past isize::MAX is refused before any slice is made.
+            let one = [7u8];
+            let e = bytes_arg(one.as_ptr(), usize::MAX, "v").unwrap_err();
+            assert_eq!(e.code, baton_result::BATON_INVALID_ARGUMENT);
+            assert!(e.message.contains("`v` has length"), "{}", e.message);
             let bad = [0xffu8 as c_char, 0];
             let e = str_arg(bad.as_ptr(), "key").unwrap_err();
             assert_eq!(e.code, baton_result::BATON_INVALID_UTF8);

@@ -19,5 +19,6 @@ test('ESM named exports are the CommonJS classes', () => {
 })
 
 test('ESM: bad arguments are reported the same way', () => {
-  assert.throws(() => new Client({ address: '127.0.0.1:1' }).lock(''), { name: 'TypeError' })
+  assert.throws(() => new Client({ address: '127.0.0.1:1' }).lock(42), { name: 'TypeError' })
+  assert.throws(() => new Client({ address: '127.0.0.1:1' }).lock(''), { name: 'BatonError', code: 'BATON_INVALID_ARGUMENT' })
 })

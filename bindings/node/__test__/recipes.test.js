@@ -598,19 +598,27 @@ test("a leading '/' in a key follows the core's rule: dropped, as in Python, C a
   const prefix = freshKey('slash-sem')
   assert.equal(c.semaphore(`/${prefix}`, 2).prefix, prefix)
 
-  // KV: the core reads '/k' as 'k' but refuses to write it (its rule, the same in C and Python).
+  // KV: '/k' is 'k' for writes as well as reads (the core's rule, the same in C and Python).
   const kvKey = freshKey('slash-kv')
-  assert.equal(await c.kvPut(kvKey, 'v'), true)
+  assert.equal(await c.kvPut(`/${kvKey}`, 'v'), true)
+  assert.deepEqual(await c.kvGet(kvKey), Buffer.from('v'))
   assert.deepEqual(await c.kvGet(`/${kvKey}`), Buffer.from('v'))
-  await assert.rejects(c.kvPut(`/${kvKey}`, 'w'), { code: 'BATON_INVALID_ARGUMENT', message: /must not begin with '\/'/ })
+  // More than one leading '/' is refused, naming the problem.
+  await assert.rejects(c.kvPut(`//${kvKey}`, 'w'), { code: 'BATON_INVALID_ARGUMENT', message: /more than one '\/'/ })
 
   // Nothing left after the '/': the core's error, the same code as in the other languages.
   assert.throws(() => c.lock('/'), { code: 'BATON_INVALID_ARGUMENT', message: /missing key/ })
-  // Transaction keys go to Consul as given: a leading '/' is still refused there.
-  await assert.rejects(c.guardedTxn(Sequencer.parse(`1:2:s:${key}`), [{ verb: 'get', key: `/${key}` }]), {
-    name: 'TypeError',
-    message: /ops\[0\]\.key must not start with '\/'/,
+  // Transaction ops follow the same rule: '/k' is 'k'.
+  const held = c.lock(freshKey('slash-txn'))
+  await held.acquire({ timeoutMs: 5000 })
+  const txnKey = freshKey('slash-txn-kv')
+  await c.guardedTxn(held.sequencer, [{ verb: 'set', key: `/${txnKey}`, value: 't' }])
+  assert.deepEqual(await c.kvGet(txnKey), Buffer.from('t'))
+  await assert.rejects(c.guardedTxn(held.sequencer, [{ verb: 'get', key: `//${txnKey}` }]), {
+    code: 'BATON_INVALID_ARGUMENT',
+    message: /transaction op 1: invalid key "\/\/.*more than one '\/'/,
   })
+  await held.release()
 })
 
 test('acquiring twice is BATON_CONFLICT (Lock already held), the code C reports too', async () => {
@@ -625,7 +633,7 @@ test('acquiring twice is BATON_CONFLICT (Lock already held), the code C reports 
 
 test('bad arguments: TypeError / RangeError with clear messages', async () => {
   const c = client()
-  assert.throws(() => c.lock(''), { name: 'TypeError', message: /key must not be empty/ })
+  assert.throws(() => c.lock(''), { code: 'BATON_INVALID_ARGUMENT', message: /missing key/ })
   assert.throws(() => c.lock(7), { name: 'TypeError', message: /key must be a string, got number/ })
   assert.throws(() => c.lock('k', { value: 5 }), { name: 'TypeError', message: /value must be a Buffer/ })
   assert.throws(() => c.lock('k', { session: {} }), { name: 'TypeError', message: /session must be a Session/ })
@@ -646,7 +654,7 @@ test('bad arguments: TypeError / RangeError with clear messages', async () => {
   assert.throws(() => c.semaphore('p', 0), { name: 'RangeError', message: /limit must be a positive integer, got 0/ })
   assert.throws(() => c.semaphore('p', 1.5), { name: 'RangeError' })
   assert.throws(() => c.semaphore('p', '2'), { name: 'TypeError', message: /limit must be a positive integer, got string/ })
-  assert.throws(() => c.semaphore('', 2), { name: 'TypeError', message: /prefix must not be empty/ })
+  assert.throws(() => c.semaphore('', 2), { code: 'BATON_INVALID_ARGUMENT', message: /missing prefix/ })
   assert.equal(c.semaphore(freshKey('big'), 3n).limit, 3)
   const e = c.election(freshKey('args'))
   await assert.rejects(e.campaign(42), { name: 'TypeError', message: /value must be/ })

@@ -136,27 +136,6 @@ pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
     }
 }
 
-/// The binding's own key check: not empty. The rest is the core's rule, the same in every
-/// language (a leading '/' is dropped for KV, lock, semaphore and election keys).
-pub(crate) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(invalid("key must not be empty"));
-    }
-    Ok(())
-}
-
-/// A transaction operation's key goes to Consul as given: a leading '/' would name another
-/// key, so it is refused.
-pub(crate) fn check_txn_key(key: &str) -> Result<()> {
-    check_key(key)?;
-    if key.starts_with('/') {
-        return Err(invalid(format!(
-            "key must not start with '/' (transaction keys are sent as given): {key:?}"
-        )));
-    }
-    Ok(())
-}
-
 /// Options for a client; unset fields come from the `CONSUL_*` environment variables.
 #[napi(object)]
 pub struct ClientOptions {
@@ -318,7 +297,6 @@ impl NativeClient {
     /// The value at `key`, or null.
     #[napi(ts_return_type = "Promise<Buffer | null>")]
     pub fn kv_get<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
-        check_key(&key)?;
         let c = self.inner.clone();
         on_thread(env, "kv", move || {
             Ok(c.kv()
@@ -330,7 +308,6 @@ impl NativeClient {
     /// Writes `value` at `key` (plain PUT).
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn kv_put<'e>(&self, env: &'e Env, key: String, value: Buffer) -> Result<Object<'e>> {
-        check_key(&key)?;
         let (c, v) = (self.inner.clone(), value.to_vec());
         on_thread(env, "kv", move || c.kv().put(&key, &v))
     }

@@ -13,8 +13,8 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::{
-    check_key, check_txn_key, invalid, js_err, lost_notifier, millis, on_thread, NativeCancel,
-    NativeClient, NativeSession, OffThread,
+    invalid, js_err, lost_notifier, millis, on_thread, NativeCancel, NativeClient, NativeSession,
+    OffThread,
 };
 
 fn cancelled(what: &str) -> baton::Error {
@@ -150,7 +150,6 @@ fn verb_of(name: &str) -> Result<baton::KvVerb> {
 
 fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {
     let verb = verb_of(&op.verb)?;
-    check_txn_key(&op.key)?;
     let mut o = match verb {
         baton::KvVerb::Get => baton::KvOp::get(&op.key),
         _ => baton::KvOp::delete(&op.key),
@@ -219,6 +218,22 @@ impl NativeLock {
     pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let l = self.inner.clone();
         on_thread(env, "release", move || l.release())
+    }
+
+    /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+    /// `client_closed`), or null while held and before the first acquire.
+    #[napi]
+    pub fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
+    #[napi]
+    pub fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
     }
 
     /// Whether the lock is held (local check, no network).
@@ -304,6 +319,22 @@ impl NativeSemaphore {
         on_thread(env, "release", move || s.release())
     }
 
+    /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+    /// `client_closed`), or null while held and before the first acquire.
+    #[napi]
+    pub fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
+    #[napi]
+    pub fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
+    }
+
     /// Whether a slot is held (local check).
     #[napi]
     pub fn is_held(&self) -> bool {
@@ -382,6 +413,22 @@ impl NativeElection {
     pub fn proclaim<'e>(&self, env: &'e Env, value: Buffer) -> Result<Object<'e>> {
         let (e, v) = (self.inner.clone(), value.to_vec());
         on_thread(env, "proclaim", move || e.proclaim(&v))
+    }
+
+    /// Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
+    /// `client_closed`), or null while held and before the first acquire.
+    #[napi]
+    pub fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
+    #[napi]
+    pub fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
     }
 
     /// Whether this participant leads (local check).
@@ -510,7 +557,6 @@ impl NativeClient {
         session: Option<&NativeSession>,
         id: u32,
     ) -> Result<NativeLock> {
-        check_key(&key)?;
         let mut o = baton::LockOptions::new();
         if let Some(v) = value {
             o = o.value(v.to_vec());
@@ -535,7 +581,6 @@ impl NativeClient {
         session: Option<&NativeSession>,
         id: u32,
     ) -> Result<NativeSemaphore> {
-        check_key(&prefix)?;
         let limit = parse_u64("limit", &limit)?;
         if limit == 0 {
             return Err(invalid("limit must be positive"));
@@ -566,7 +611,6 @@ impl NativeClient {
         id: u32,
         flags: Option<String>,
     ) -> Result<NativeElection> {
-        check_key(&key)?;
         let mut o = baton::ElectionOptions::new();
         if let Some(s) = session {
             o = o.session(s.inner.clone());
@@ -585,7 +629,6 @@ impl NativeClient {
     /// The current leader of the election on `key`, or null.
     #[napi(ts_return_type = "Promise<NativeLeader | null>")]
     pub fn leader<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
-        check_key(&key)?;
         let c = self.inner.clone();
         on_thread(env, "leader", move || {
             c.leader(&key).map(|l| l.map(NativeLeader::from))
@@ -595,7 +638,6 @@ impl NativeClient {
     /// Follows the election on `key`.
     #[napi]
     pub fn observe_leader(&self, key: String) -> Result<NativeObserver> {
-        check_key(&key)?;
         let o = self.inner.observe_leader(&key).map_err(js_err)?;
         Ok(NativeObserver::new(o))
     }
@@ -606,6 +648,78 @@ impl NativeClient {
         let seq = baton::Sequencer::parse(&sequencer).map_err(js_err)?;
         let c = self.inner.clone();
         on_thread(env, "check", move || c.check_sequencer(&seq))
+    }
+
+    /// The entry at `key` (value, flags, session, indexes), or null.
+    #[napi(ts_return_type = "Promise<NativeKvEntry | null>")]
+    pub fn kv_get_entry<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
+        let c = self.inner.clone();
+        on_thread(env, "kv", move || {
+            Ok(c.kv().get(&key)?.map(NativeKvEntry::from))
+        })
+    }
+
+    /// Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
+    /// (decimal) only if the key's ModifyIndex is `cas` (`"0"`: only if absent). Resolves
+    /// whether Consul applied the write.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn kv_put_with<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        value: Buffer,
+        flags: Option<String>,
+        cas: Option<String>,
+    ) -> Result<Object<'e>> {
+        let flags = flags
+            .map(|f| parse_u64("flags", &f))
+            .transpose()?
+            .unwrap_or(0);
+        let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
+        let (c, v) = (self.inner.clone(), value.to_vec());
+        on_thread(env, "kv", move || {
+            let options = baton::WriteOptions {
+                flags,
+                cas,
+                ..Default::default()
+            };
+            c.kv().put_with(&key, &v, &options)
+        })
+    }
+
+    /// Deletes `key`; with `cas` (decimal) only if its ModifyIndex is `cas`. Resolves
+    /// whether Consul applied it (a missing key counts as deleted).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn kv_delete<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        cas: Option<String>,
+    ) -> Result<Object<'e>> {
+        let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
+        let c = self.inner.clone();
+        on_thread(env, "kv", move || match cas {
+            Some(index) => c.kv().delete_cas(&key, index),
+            None => c.kv().delete(&key),
+        })
+    }
+
+    /// The client's default session (created on first use, replaced once lost).
+    #[napi(ts_return_type = "Promise<NativeSession>")]
+    pub fn default_session<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let c = self.inner.clone();
+        on_thread(env, "session", move || {
+            c.default_session().map(|inner| NativeSession { inner })
+        })
+    }
+
+    /// Posts `(id, reason)` to the client's loss function once `session` is lost (at once
+    /// if it already is).
+    #[napi]
+    pub fn watch_session(&self, session: &NativeSession, id: u32) {
+        session
+            .inner
+            .on_lost(lost_notifier(&self.lost, id, baton::LostReason::name));
     }
 
     /// Runs `ops` in one transaction behind a `check-session` of the sequencer's key.

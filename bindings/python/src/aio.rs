@@ -16,7 +16,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::args::{not_held_message, value_bytes};
 use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphore, Sequencer};
-use crate::{check_key, seconds, to_py, Client, Session};
+use crate::{seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
 #[pyclass(frozen, module = "consul_baton._native")]
@@ -310,6 +310,13 @@ fn session(py: Python<'_>, s: baton::Session) -> PyResult<Py<PyAny>> {
     any(py, Session::new(s))
 }
 
+fn kv_entry(py: Python<'_>, v: Option<baton::KvPair>) -> PyResult<Py<PyAny>> {
+    match v {
+        Some(p) => any(py, crate::recipes::KvEntry::new(p)),
+        None => Ok(py.None()),
+    }
+}
+
 fn kv_value(py: Python<'_>, v: Option<baton::KvPair>) -> PyResult<Py<PyAny>> {
     match v {
         Some(p) => Ok(PyBytes::new(py, p.value.as_deref().unwrap_or_default())
@@ -337,31 +344,54 @@ impl Client {
     }
 
     fn _start_kv_get(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.kv().get(&k), |_| {}, kv_value)
     }
 
+    fn _start_kv_get_entry(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
+        let (c, k) = ((*self.inner).clone(), key.to_string());
+        start(done, move |_| c.kv().get(&k), |_| {}, kv_entry)
+    }
+
+    #[pyo3(signature = (done, key, value, flags=0, cas=None))]
     fn _start_kv_put(
         &self,
         done: Py<PyAny>,
         key: &str,
         value: &Bound<'_, PyAny>,
+        flags: u64,
+        cas: Option<u64>,
     ) -> PyResult<Pending> {
-        check_key(key)?;
         let v = value_bytes("value", value)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(done, move |_| c.kv().put(&k, &v), |_| {}, any)
+        let options = baton::WriteOptions {
+            flags,
+            cas,
+            ..Default::default()
+        };
+        start(
+            done,
+            move |_| c.kv().put_with(&k, &v, &options),
+            |_| {},
+            any,
+        )
     }
 
-    fn _start_kv_delete(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
+    #[pyo3(signature = (done, key, cas=None))]
+    fn _start_kv_delete(&self, done: Py<PyAny>, key: &str, cas: Option<u64>) -> PyResult<Pending> {
         let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(done, move |_| c.kv().delete(&k), |_| {}, any)
+        start(
+            done,
+            move |_| match cas {
+                Some(index) => c.kv().delete_cas(&k, index),
+                None => c.kv().delete(&k),
+            },
+            |_| {},
+            any,
+        )
     }
 
     fn _start_leader(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        check_key(key)?;
         let (c, k) = ((*self.inner).clone(), key.to_string());
         start(done, move |_| c.leader(&k), |_| {}, leader_opt)
     }
@@ -382,7 +412,6 @@ impl Client {
         key: &str,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<Pending> {
-        check_key(key)?;
         let v = value_bytes("value", value)?;
         let (c, s, k) = (
             (*self.inner).clone(),

@@ -238,7 +238,6 @@ impl Client {
 
     /// The value stored at `key`, or None when the key does not exist.
     fn kv_get<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        check_key(key)?;
         let (c, k) = (self.inner.clone(), key.to_string());
         let got = py
             .detach(move || c.kv().get(&k))
@@ -246,21 +245,48 @@ impl Client {
         Ok(got.map(|p| PyBytes::new(py, p.value.as_deref().unwrap_or_default())))
     }
 
-    /// Writes `value` (bytes, or str stored UTF-8 encoded) at `key` (a plain PUT). Returns True.
-    fn kv_put(&self, py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        check_key(key)?;
+    /// The entry at `key` (value, flags, session, indexes), or None when it does not exist.
+    fn kv_get_entry(&self, py: Python<'_>, key: &str) -> PyResult<Option<recipes::KvEntry>> {
+        let (c, k) = (self.inner.clone(), key.to_string());
+        let got = py
+            .detach(move || c.kv().get(&k))
+            .map_err(|e| to_py(py, e))?;
+        Ok(got.map(recipes::KvEntry::new))
+    }
+
+    /// Writes `value` (bytes, or str stored UTF-8 encoded) at `key` with `flags`. With `cas`
+    /// the write happens only if the key's ModifyIndex is `cas` (0: only if it does not
+    /// exist). Returns whether Consul applied it.
+    #[pyo3(signature = (key, value, *, flags=0, cas=None))]
+    fn kv_put(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        value: &Bound<'_, PyAny>,
+        flags: u64,
+        cas: Option<u64>,
+    ) -> PyResult<bool> {
         let v = args::value_bytes("value", value)?;
         let (c, k) = (self.inner.clone(), key.to_string());
-        py.detach(move || c.kv().put(&k, &v))
+        let options = baton::WriteOptions {
+            flags,
+            cas,
+            ..Default::default()
+        };
+        py.detach(move || c.kv().put_with(&k, &v, &options))
             .map_err(|e| to_py(py, e))
     }
 
-    /// Deletes `key` (a missing key is not an error). Returns True.
-    fn kv_delete(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
-        check_key(key)?;
+    /// Deletes `key` (a missing key is not an error). With `cas` only if its ModifyIndex is
+    /// `cas`. Returns whether Consul applied it.
+    #[pyo3(signature = (key, *, cas=None))]
+    fn kv_delete(&self, py: Python<'_>, key: &str, cas: Option<u64>) -> PyResult<bool> {
         let (c, k) = (self.inner.clone(), key.to_string());
-        py.detach(move || c.kv().delete(&k))
-            .map_err(|e| to_py(py, e))
+        py.detach(move || match cas {
+            Some(index) => c.kv().delete_cas(&k, index),
+            None => c.kv().delete(&k),
+        })
+        .map_err(|e| to_py(py, e))
     }
 
     /// Destroys the sessions this client created and stops its threads. Returns whether
@@ -291,18 +317,6 @@ impl Client {
     fn __repr__(&self) -> String {
         format!("baton.Client(address={:?})", self.inner.address())
     }
-}
-
-pub(crate) fn check_key(key: &str) -> PyResult<()> {
-    if key.is_empty() {
-        return Err(PyValueError::new_err("key must not be empty"));
-    }
-    if key.starts_with('/') {
-        return Err(PyValueError::new_err(format!(
-            "key must not start with '/': {key:?}"
-        )));
-    }
-    Ok(())
 }
 
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,

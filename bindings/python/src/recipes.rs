@@ -108,13 +108,6 @@ fn acquire_timeout(blocking: bool, timeout: Option<f64>) -> PyResult<Option<Dura
     seconds("timeout", Some(timeout))
 }
 
-fn check_key(kind: &str, key: &str) -> PyResult<()> {
-    if key.trim_start_matches('/').is_empty() {
-        return Err(PyValueError::new_err(format!("{kind} must not be empty")));
-    }
-    Ok(())
-}
-
 /// Proof of one acquisition: key, session, LockIndex and a monotonic fencing `token`.
 /// `str(seq)` is a stable form that `Sequencer.parse` reads back.
 #[pyclass(frozen, module = "consul_baton._native")]
@@ -273,6 +266,23 @@ impl Lock {
         self.inner.sequencer().map(|inner| Sequencer { inner })
     }
 
+    /// Why the last holding ended (`"released"`, `"key_changed"`, `"removed"`,
+    /// `"session_lost"`, `"client_closed"`), or None while held and before the first acquire.
+    #[getter]
+    fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason == "session_lost"`: why the session was lost, the reason the
+    /// session itself reports (`"invalidated"`, `"deadline_exceeded"`, `"destroyed"`); else None.
+    #[getter]
+    fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
+    }
+
     /// A `baton.CancelToken` cancelled when the current holding ends (already cancelled when
     /// not held): pass it as `cancel=` to other waits, or watch it from the work.
     #[getter]
@@ -418,6 +428,23 @@ impl Semaphore {
     #[getter]
     fn limit(&self) -> u64 {
         self.inner.limit()
+    }
+
+    /// Why the last holding ended (`"released"`, `"key_changed"`, `"removed"`,
+    /// `"session_lost"`, `"client_closed"`), or None while held and before the first acquire.
+    #[getter]
+    fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason == "session_lost"`: why the session was lost, the reason the
+    /// session itself reports (`"invalidated"`, `"deadline_exceeded"`, `"destroyed"`); else None.
+    #[getter]
+    fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
     }
 
     /// A `baton.CancelToken` cancelled when the current holding ends (see `Lock.cancel_token`).
@@ -608,6 +635,23 @@ impl Election {
         self.inner.sequencer().map(|inner| Sequencer { inner })
     }
 
+    /// Why the last leadership ended (`"released"`, `"key_changed"`, `"removed"`,
+    /// `"session_lost"`, `"client_closed"`), or None while held and before the first acquire.
+    #[getter]
+    fn lost_reason(&self) -> Option<&'static str> {
+        self.inner.last_lost().map(|r| r.name())
+    }
+
+    /// With `lost_reason == "session_lost"`: why the session was lost, the reason the
+    /// session itself reports (`"invalidated"`, `"deadline_exceeded"`, `"destroyed"`); else None.
+    #[getter]
+    fn lost_session_reason(&self) -> Option<&'static str> {
+        self.inner
+            .last_lost()
+            .and_then(|r| r.session_reason())
+            .map(|r| r.name())
+    }
+
     /// A `baton.CancelToken` cancelled when leadership ends (already cancelled when not
     /// leading).
     #[getter]
@@ -706,7 +750,7 @@ impl Observer {
     }
 }
 
-/// One KV entry a transaction returned.
+/// One KV entry, as read or as a transaction returned it.
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct KvEntry {
     inner: baton::KvPair,
@@ -789,7 +833,6 @@ pub(crate) fn txn_op(i: usize, op: &Bound<'_, PyAny>) -> PyResult<baton::KvOp> {
     let key: String = field("key")?
         .ok_or_else(|| PyValueError::new_err(format!("ops[{i}] needs a \"key\"")))?
         .extract()?;
-    check_key("key", &key)?;
     let value = match field("value")? {
         Some(v) => Some(value_bytes(&format!("ops[{i}][\"value\"]"), &v)?),
         None => None,
@@ -822,7 +865,6 @@ impl crate::Client {
         value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
     ) -> PyResult<Lock> {
-        check_key("key", key)?;
         let mut o = baton::LockOptions::new().value(opt_value("value", value)?);
         if let Some(s) = session {
             o = o.session(s.inner.clone());
@@ -844,7 +886,6 @@ impl crate::Client {
         value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
     ) -> PyResult<Semaphore> {
-        check_key("prefix", prefix)?;
         if limit <= 0 {
             return Err(PyValueError::new_err(format!(
                 "limit must be a positive integer, got {limit}"
@@ -874,7 +915,6 @@ impl crate::Client {
         session: Option<PyRef<'_, Session>>,
         flags: Option<u64>,
     ) -> PyResult<Election> {
-        check_key("key", key)?;
         let mut o = baton::ElectionOptions::new();
         if let Some(s) = session {
             o = o.session(s.inner.clone());
@@ -892,7 +932,6 @@ impl crate::Client {
 
     /// The current leader of the election on `key` (one consistent read), or None.
     fn leader(&self, py: Python<'_>, key: &str) -> PyResult<Option<Leader>> {
-        check_key("key", key)?;
         let (c, k) = (self.inner.clone(), key.to_string());
         py.detach(move || c.leader(&k))
             .map(|l| l.map(|inner| Leader { inner }))
@@ -915,7 +954,6 @@ impl crate::Client {
         key: &str,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        check_key("key", key)?;
         let value = value_bytes("value", value)?;
         let (c, s, k) = (self.inner.clone(), sequencer.inner.clone(), key.to_string());
         py.detach(move || c.guarded_txn(&s, &[baton::KvOp::set(&k, &value, 0)]))

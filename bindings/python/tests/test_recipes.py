@@ -42,7 +42,7 @@ def test_lock_is_threading_shaped_and_releases_on_exceptions(client, devserver):
 
 
 def test_bad_arguments_raise_clear_errors(client):
-    with pytest.raises(ValueError, match="key must not be empty"):
+    with pytest.raises(baton.InvalidArgumentError, match="missing key"):
         client.lock("")
     with pytest.raises(ValueError, match="limit must be a positive integer"):
         client.semaphore("p", 0)

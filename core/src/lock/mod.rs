@@ -107,6 +107,26 @@ impl LockLost {
             LockLost::ClientClosed => "client_closed",
         }
     }
+
+    /// Why the session was lost, for [`LockLost::SessionLost`] (the same name
+    /// the session's own state reports, e.g. `deadline_exceeded`).
+    pub fn session_reason(self) -> Option<LostReason> {
+        match self {
+            LockLost::SessionLost(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The name, followed by the session's reason for a lost session:
+/// `session_lost (deadline_exceeded)`.
+impl fmt::Display for LockLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.session_reason() {
+            Some(r) => write!(f, "{} ({})", self.name(), r.name()),
+            None => f.write_str(self.name()),
+        }
+    }
 }
 
 type LostCallback = Arc<dyn Fn(LockLost) + Send + Sync + 'static>;
@@ -197,19 +217,9 @@ impl fmt::Debug for Lock {
 
 static NEXT_LOCK_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Validates a key for a lock, election or guarded write (Go: `missing key`).
+/// Validates a key for a lock, election or guarded write ([`crate::keys`]'s rule).
 pub(crate) fn check_key(key: &str) -> Result<String> {
-    let k = key.strip_prefix('/').unwrap_or(key);
-    if k.is_empty() {
-        return Err(Error::new(ErrorKind::InvalidArgument, "missing key"));
-    }
-    if k.contains('\0') {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            "invalid key: it contains a NUL byte",
-        ));
-    }
-    Ok(k.to_string())
+    crate::keys::key(key).map(str::to_string)
 }
 
 impl Client {
@@ -423,6 +433,14 @@ impl Lock {
     /// session's local lease deadline has not passed (checked without network).
     pub fn is_held(&self) -> bool {
         self.shared.held_generation().is_some()
+    }
+
+    /// Why the last holding ended (`None` while held or before the first
+    /// acquire). With [`LockLost::SessionLost`] it says why the session was
+    /// lost, the reason the session itself reports.
+    pub fn last_lost(&self) -> Option<LockLost> {
+        let _ = self.is_held();
+        lock(&self.shared.inner).last_lost
     }
 
     /// The fencing sequencer of the current holding.

@@ -207,7 +207,9 @@ impl LockShared {
             }
         }
         let delay = match self.client.sessions().info(holder) {
-            Ok(Some(e)) => Some(e.lock_delay()),
+            // Consul refuses lock-delays over 60 s (`MaxLockDelay`); a larger one
+            // from a confused server would park this waiter for centuries.
+            Ok(Some(e)) => Some(e.lock_delay().min(Duration::from_secs(60))),
             _ => None,
         };
         lock(&self.inner).last_holder = Some((holder.to_string(), delay));
@@ -598,7 +600,7 @@ impl LockShared {
             }
             let key = self.key.clone();
             core.post(Box::new(move || {
-                log::warn!("baton lock {key} lost: {reason:?}")
+                log::warn!("baton lock {key} lost: {reason}")
             }));
         }
         if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
@@ -625,7 +627,8 @@ pub(crate) fn foreign_flags(key: &str, have: u64, want: u64) -> String {
     let what = if have == 0 {
         "written as Consul's leader-election guide, curl, py-consul and most scripts \
          write a lock key; to share the key with such clients, give the lock or election \
-         the option flags = 0 (Rust `flags(0)`, Python `flags=0`, Node `{ flags: 0 }`), \
+         the option flags = 0 (Rust `flags(0)`, Python `flags=0`, Node `{ flags: 0 }`, C \
+         `baton_election_options.flags = 0`), \
          or use another key"
             .to_string()
     } else if is_lock_flags(have) {

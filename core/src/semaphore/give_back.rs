@@ -62,7 +62,7 @@ pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) ->
             Some(p) => (p.value.as_deref(), p.modify_index),
             None => (None, 0),
         };
-        let mut doc = LockDoc::decode(raw, limit)?;
+        let mut doc = LockDoc::decode(&lock_key, raw, limit)?;
         if doc.holders.remove(sid).is_none() {
             break;
         }

@@ -90,6 +90,25 @@ impl SemaphoreLost {
             SemaphoreLost::ClientClosed => "client_closed",
         }
     }
+
+    /// Why the session was lost, for [`SemaphoreLost::SessionLost`].
+    pub fn session_reason(self) -> Option<LostReason> {
+        match self {
+            SemaphoreLost::SessionLost(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The name, followed by the session's reason for a lost session:
+/// `session_lost (invalidated)`.
+impl fmt::Display for SemaphoreLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.session_reason() {
+            Some(r) => write!(f, "{} ({})", self.name(), r.name()),
+            None => f.write_str(self.name()),
+        }
+    }
 }
 
 type LostCallback = Arc<dyn Fn(SemaphoreLost) + Send + Sync + 'static>;
@@ -183,7 +202,7 @@ impl Client {
         options: SemaphoreOptions,
     ) -> Result<Semaphore> {
         self.core().check_usable()?;
-        let p = prefix.trim_start_matches('/');
+        let p = crate::keys::nonempty_prefix("prefix", prefix)?.trim_end_matches('/');
         if p.is_empty() {
             return Err(Error::new(ErrorKind::InvalidArgument, "missing prefix"));
         }
@@ -364,7 +383,7 @@ impl Semaphore {
             if flags != SEMAPHORE_FLAG_VALUE {
                 return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
             }
-            let mut doc = LockDoc::decode(raw, sh.limit)?;
+            let mut doc = LockDoc::decode(&lock_key, raw, sh.limit)?;
             if doc.limit != sh.limit {
                 return Err(Error::new(
                     ErrorKind::Conflict,
@@ -448,11 +467,18 @@ impl Semaphore {
         let on_contender: Hook = {
             let weak = Arc::downgrade(sh);
             let sid = sid.clone();
+            let hook_session = Arc::downgrade(&session.shared);
             Arc::new(move |e: Option<&KvPair>| {
-                if !contender_ours(e, &sid) {
-                    if let Some(s) = weak.upgrade() {
-                        s.lose(generation, SemaphoreLost::Removed);
-                    }
+                if contender_ours(e, &sid) {
+                    return;
+                }
+                let Some(s) = weak.upgrade() else { return };
+                // A contender key unlocked because its session was invalidated is a
+                // session loss (the reason the session reports), as for a lock.
+                let gone = matches!(s.client.sessions().info(&sid), Ok(None));
+                match (gone, hook_session.upgrade()) {
+                    (true, Some(session)) => session.lose(LostReason::Invalidated),
+                    _ => s.lose(generation, SemaphoreLost::Removed),
                 }
             })
         };
@@ -540,6 +566,13 @@ impl Semaphore {
     /// Whether a slot is held (false once lost or past the session's deadline).
     pub fn is_held(&self) -> bool {
         self.shared.held_generation().is_some()
+    }
+
+    /// Why the last holding ended (`None` while held or before the first
+    /// acquire); see [`Lock::last_lost`](crate::Lock::last_lost).
+    pub fn last_lost(&self) -> Option<SemaphoreLost> {
+        let _ = self.is_held();
+        lock(&self.shared.inner).last_lost
     }
 
     /// A token cancelled when the current holding ends (cancelled when not held).
@@ -632,7 +665,7 @@ impl Semaphore {
         if lp.flags != SEMAPHORE_FLAG_VALUE {
             return Err(Error::new(ErrorKind::Conflict, SEMAPHORE_CONFLICT));
         }
-        let mut doc = LockDoc::decode(lp.value.as_deref(), sh.limit)?;
+        let mut doc = LockDoc::decode(&lock_key, lp.value.as_deref(), sh.limit)?;
         let alive: Vec<&str> = entries
             .iter()
             .filter_map(|p| p.session.as_deref())
@@ -717,7 +750,7 @@ impl Shared {
         }
         let prefix = self.prefix.clone();
         core.post(Box::new(move || {
-            log::warn!("baton semaphore {prefix} lost: {reason:?}")
+            log::warn!("baton semaphore {prefix} lost: {reason}")
         }));
         // Give our slot back (our `.lock` entry may outlive the holding: a session
         // that passed its deadline can still be alive at Consul).

@@ -43,4 +43,14 @@ void test_recipes(baton_client *c, baton_client *other);
 /* Sessions bound to health checks, the agent API, adopted sessions (test_checks.c). */
 void test_checks(baton_client *c);
 
+/* Capabilities of the README's parity table no other C test covered (test_parity_gaps.c). */
+void test_parity_gaps(baton_client *c, baton_client *other);
+
+/* The default session configured from C, KV check-and-set, guarded transactions
+ * (test_capi_gaps.c). */
+void test_capi_gaps(baton_client *c);
+
+/* NULL, non-UTF-8, over-long and exact-size arguments at every entry point (test_hostile.c). */
+void test_hostile(baton_client *c);
+
 #endif

@@ -101,6 +101,19 @@ static void test_kv(baton_client *c) {
     CHECK_RC(baton_kv_put(c, "ffi/test/a", NULL, 3), BATON_NULL_ARGUMENT);
     CHECK_RC(baton_kv_delete(c, "ffi/test/a"), BATON_OK);
     CHECK_RC(baton_kv_delete(c, BAD_UTF8), BATON_INVALID_UTF8);
+    /* The core's key rule, the same in every language (issue 22): one leading '/' is
+     * dropped for writes as for reads; more than one is refused, naming the problem. */
+    CHECK_RC(baton_kv_put(c, "/ffi/test/slash", (const uint8_t *)"s", 1), BATON_OK);
+    CHECK_RC(baton_kv_get(c, "ffi/test/slash", NULL, buf, sizeof buf, &n, &found), BATON_OK);
+    CHECK(found && n == 1 && buf[0] == 's');
+    CHECK_RC(baton_kv_put(c, "//ffi/test/slash", NULL, 0), BATON_INVALID_ARGUMENT);
+    char m[512];
+    baton_last_error_message(m, sizeof m);
+    CHECK(strstr(m, "more than one '/'") != NULL);
+    CHECK_RC(baton_kv_put(c, "", NULL, 0), BATON_INVALID_ARGUMENT);
+    baton_last_error_message(m, sizeof m);
+    CHECK(strstr(m, "missing key") != NULL);
+    CHECK_RC(baton_kv_delete(c, "/ffi/test/slash"), BATON_OK);
     baton_cancel *cn = NULL;
     CHECK_RC(baton_cancel_new(&cn), BATON_OK);
     CHECK_RC(baton_cancel_cancel(cn), BATON_OK);
@@ -392,6 +405,9 @@ int main(void) {
         test_cancel_from_thread(c);
         test_recipes(c, other);
         test_checks(c);
+        test_parity_gaps(c, other);
+        test_capi_gaps(c);
+        test_hostile(c);
         if (!getenv("BATON_TEST_NO_FORK")) test_fork(c);
         CHECK_RC(baton_client_close(c, 10000), BATON_OK);
     }

@@ -690,6 +690,39 @@ static void test_close_with_held_lock(baton_client *other) {
     baton_client_free(c3);
 }
 
+/* Elections in the format of Consul's leader-election guide (flags 0, what curl and most
+ * scripts write): a campaign with Go's default flags is refused naming the option; one with
+ * flags 0 shares the key; the leader is read either way (issue 22). */
+static void test_election_guide_flags(baton_client *c, baton_client *other) {
+    const char *key = "ffi/election/guide-flags";
+    baton_election_options guide = baton_election_options_default();
+    CHECK(guide.session == NULL && guide.flags == BATON_LOCK_FLAGS);
+    guide.flags = 0;
+    baton_election *g = NULL, *go = NULL, *g2 = NULL;
+    CHECK_RC(baton_election_new_with(c, key, &guide, NULL), BATON_NULL_ARGUMENT);
+    CHECK_RC(baton_election_new_with(c, key, &guide, &g), BATON_OK);
+    CHECK_RC(baton_election_new_with(other, key, NULL, &go), BATON_OK); /* NULL: defaults */
+    CHECK_RC(baton_election_new_with(other, key, &guide, &g2), BATON_OK);
+    if (!g || !go || !g2) return;
+    CHECK_RC(baton_election_campaign(g, (const uint8_t *)"guide", 5, 5000, NULL), BATON_OK);
+    CHECK_RC(baton_election_campaign(go, (const uint8_t *)"go", 2, 0, NULL), BATON_CONFLICT);
+    CHECK(last_error_has("has flags 0"));
+    CHECK(last_error_has("baton_election_options.flags = 0"));
+    CHECK_RC(baton_election_campaign(g2, (const uint8_t *)"g2", 2, 0, NULL), BATON_TIMEOUT);
+    baton_leader ld;
+    uint8_t vbuf[16];
+    CHECK_RC(baton_election_leader(other, key, &ld, vbuf, sizeof vbuf), BATON_OK);
+    CHECK(ld.has_leader && ld.value_len == 5 && memcmp(vbuf, "guide", 5) == 0);
+    CHECK_RC(baton_election_resign(g), BATON_OK);
+    CHECK_RC(baton_election_campaign(g2, (const uint8_t *)"g2", 2, 5000, NULL), BATON_OK);
+    CHECK_RC(baton_election_leader(c, key, &ld, vbuf, sizeof vbuf), BATON_OK);
+    CHECK(ld.has_leader && ld.value_len == 2 && memcmp(vbuf, "g2", 2) == 0);
+    CHECK_RC(baton_election_resign(g2), BATON_OK);
+    baton_election_free(g);
+    baton_election_free(go);
+    baton_election_free(g2);
+}
+
 void test_recipes(baton_client *c, baton_client *other) {
     test_lost_names();
     test_lock_args(c);
@@ -701,6 +734,7 @@ void test_recipes(baton_client *c, baton_client *other) {
     test_lock_contention(c, other);
     test_semaphore(c, other);
     test_election(c, other);
+    test_election_guide_flags(c, other);
     test_observer_free_inside_callback(c);
     test_close_with_held_lock(other);
 }

@@ -76,11 +76,17 @@ class Client:
     def kv_get(self, key: str) -> Optional[bytes]:
         """The value at ``key``, or None when the key does not exist."""
         ...
-    def kv_put(self, key: str, value: Value) -> bool:
-        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key``; True."""
+    def kv_get_entry(self, key: str) -> Optional["KvEntry"]:
+        """The entry at ``key`` (value, flags, session, indexes), or None."""
         ...
-    def kv_delete(self, key: str) -> bool:
-        """Deletes ``key`` (a missing key is not an error); True."""
+    def kv_put(self, key: str, value: Value, *, flags: int = 0, cas: Optional[int] = None) -> bool:
+        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key`` with ``flags``.
+        With ``cas`` only if the key's ModifyIndex is ``cas`` (0: only if it does not exist).
+        Returns whether Consul applied it."""
+        ...
+    def kv_delete(self, key: str, *, cas: Optional[int] = None) -> bool:
+        """Deletes ``key`` (a missing key is not an error); with ``cas`` only if its
+        ModifyIndex is ``cas``. Returns whether Consul applied it."""
         ...
     def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Releases what the client holds, destroys its sessions, stops its threads; whether
@@ -179,7 +185,7 @@ class CancelToken:
         ...
 
 class KvEntry:
-    """A KV entry a transaction returned."""
+    """A KV entry, as read (``Client.kv_get_entry``) or as a transaction returned it."""
 
     @property
     def key(self) -> str: ...
@@ -278,6 +284,16 @@ class Lock:
     @property
     def sequencer(self) -> Optional[Sequencer]: ...
     @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
+    @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when the current holding ends (already cancelled when not
         held)."""
@@ -313,6 +329,16 @@ class Semaphore:
     def prefix(self) -> str: ...
     @property
     def limit(self) -> int: ...
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
     @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when the current holding ends."""
@@ -376,6 +402,16 @@ class Election:
     def observe(self) -> Observer: ...
     @property
     def sequencer(self) -> Optional[Sequencer]: ...
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (``"released"``, ``"key_changed"``, ``"removed"``,
+        ``"session_lost"``, ``"client_closed"``); None while held and before the first acquire."""
+        ...
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost, as the session
+        reports it (``"invalidated"``, ``"deadline_exceeded"``, ``"destroyed"``); else None."""
+        ...
     @property
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when leadership ends."""

@@ -109,7 +109,10 @@ class _Holding:
 
     async def acquire(self, timeout: Optional[float] = None) -> bool:
         """Waits until held: True once held, False when ``timeout`` seconds pass
-        (``None`` waits without limit, 0 tries once)."""
+        (``None`` or ``-1`` waits without limit, as for the synchronous ``acquire``;
+        0 tries once)."""
+        if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
+            timeout = None
         return await _run(self.sync._start_acquire, timeout,
                           undo=_release_quietly(self.sync._start_release))
 
@@ -131,6 +134,16 @@ class _Holding:
     def remove_callback(self, callback_id: int) -> bool:
         """Removes a callback by the id ``on_lost`` returned."""
         return self.sync.remove_callback(callback_id)
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (as the synchronous object's ``lost_reason``)."""
+        return self.sync.lost_reason
+
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost."""
+        return self.sync.lost_session_reason
 
     @property
     def cancel_token(self) -> "baton.CancelToken":
@@ -231,6 +244,16 @@ class Election:
         return self.sync.remove_callback(callback_id)
 
     @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last leadership ended (as the synchronous object's ``lost_reason``)."""
+        return self.sync.lost_reason
+
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost."""
+        return self.sync.lost_session_reason
+
+    @property
     def cancel_token(self) -> "baton.CancelToken":
         """A token cancelled when leadership ends."""
         return self.sync.cancel_token
@@ -325,13 +348,21 @@ class Client:
         """The value at ``key``, or None when it does not exist."""
         return await _run(self.sync._start_kv_get, key)
 
-    async def kv_put(self, key: str, value: "bytes | str") -> bool:
-        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key``."""
-        return await _run(self.sync._start_kv_put, key, value)
+    async def kv_get_entry(self, key: str) -> Optional[KvEntry]:
+        """The entry at ``key`` (value, flags, session, indexes), or None."""
+        return await _run(self.sync._start_kv_get_entry, key)
 
-    async def kv_delete(self, key: str) -> bool:
-        """Deletes ``key`` (a missing key is not an error)."""
-        return await _run(self.sync._start_kv_delete, key)
+    async def kv_put(self, key: str, value: "bytes | str", *, flags: int = 0,
+                     cas: Optional[int] = None) -> bool:
+        """Writes ``value`` (bytes, or str stored UTF-8 encoded) at ``key`` with ``flags``;
+        with ``cas`` only if the key's ModifyIndex is ``cas`` (0: only if absent). Returns
+        whether Consul applied it."""
+        return await _run(self.sync._start_kv_put, key, value, flags, cas)
+
+    async def kv_delete(self, key: str, *, cas: Optional[int] = None) -> bool:
+        """Deletes ``key`` (a missing key is not an error); with ``cas`` only if its
+        ModifyIndex is ``cas``. Returns whether Consul applied it."""
+        return await _run(self.sync._start_kv_delete, key, cas)
 
     async def leader(self, key: str) -> Optional[Leader]:
         """The current leader of the election on ``key`` (one consistent read), or None."""

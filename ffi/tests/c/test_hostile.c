@@ -1,0 +1,874 @@
+/* Hostile inputs at every entry point of the C ABI, run under ASan+UBSan and valgrind by
+ * `make test-c`: NULL for each pointer, strings that are not UTF-8, strings of 1 MiB,
+ * byte buffers without a NUL (values are lengths, not strings), zero-length and exact-size
+ * output buffers (malloc'd to their size so that a one-byte overrun is caught), lengths past
+ * what any buffer can have, and handles that outlived their client.
+ *
+ * Not tested, because no test of it can be free of undefined behaviour: a freed handle
+ * (use after free, double free), a dangling or misaligned pointer, a string without its NUL,
+ * or a buffer shorter than the length passed with it. The library cannot tell such a pointer
+ * from a live one; the header states these rules.
+ *
+ * Every failing call must return its documented code and leave a last error message naming
+ * the argument; constructors must not write their out-parameter. A Makefile check makes sure
+ * every function of baton.h is named in this file. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* `rc` must be `want`; a non-OK result must leave a last error message containing
+ * `needle` (NULL: any non-empty message). */
+#define EXPECT(expr, want, needle) expect_((expr), (want), (needle), #expr, __LINE__)
+
+static void expect_(baton_result rc, baton_result want, const char *needle, const char *what,
+                    int line) {
+    char msg[2048];
+    msg[0] = '\0';
+    if (rc != BATON_OK) baton_last_error_message(msg, sizeof msg);
+    bool ok = rc == want &&
+              (rc == BATON_OK || (msg[0] != '\0' && (needle == NULL || strstr(msg, needle))));
+    if (ok) {
+        atomic_fetch_add(&passed, 1);
+    } else {
+        atomic_fetch_add(&failed, 1);
+        fprintf(stderr, "FAIL test_hostile.c:%d: %s gave %s, want %s (needle %s); last error: %s\n",
+                line, what, baton_result_name(rc), baton_result_name(want),
+                needle ? needle : "-", msg);
+    }
+}
+
+/* A failure of some kind (which one depends on the server): never OK, never a panic, and
+ * with a message. Prints what it got, for the record. */
+#define EXPECT_REFUSED(expr) expect_refused_((expr), #expr, __LINE__)
+
+static void expect_refused_(baton_result rc, const char *what, int line) {
+    char msg[512];
+    msg[0] = '\0';
+    baton_last_error_message(msg, sizeof msg);
+    bool ok = rc != BATON_OK && rc != BATON_PANIC && msg[0] != '\0';
+    if (ok) {
+        atomic_fetch_add(&passed, 1);
+        fprintf(stderr, "  (line %d: %s: %.200s)\n", line, baton_result_name(rc), msg);
+    } else {
+        atomic_fetch_add(&failed, 1);
+        fprintf(stderr, "FAIL test_hostile.c:%d: %s gave %s; last error: %s\n", line, what,
+                baton_result_name(rc), msg);
+    }
+}
+
+/* An out-parameter value that a failed constructor must leave alone. */
+static int sentinel_obj;
+#define SENTINEL ((void *)&sentinel_obj)
+
+static char *long_string(size_t n, char fill) {
+    char *s = malloc(n + 1);
+    if (!s) abort();
+    memset(s, fill, n);
+    s[n] = '\0';
+    return s;
+}
+
+static const size_t MIB = 1024 * 1024;
+/* More than any buffer can hold: Rust slices stop at PTRDIFF_MAX bytes. */
+static const size_t HUGE_LEN = SIZE_MAX;
+static const char SID[] = "adf4238a-882b-9ddc-4a9d-5b6758e4159e";
+
+static void noop_lost(void *userdata, baton_hold_lost reason, baton_lost_reason session_reason) {
+    (void)userdata;
+    (void)reason;
+    (void)session_reason;
+}
+static void noop_event(void *userdata, const baton_event *ev) {
+    (void)userdata;
+    (void)ev;
+}
+static void noop_observe(void *userdata, const baton_leader *leader, uint32_t flags) {
+    (void)userdata;
+    (void)leader;
+    (void)flags;
+}
+
+static void hostile_results_and_errors(void) {
+    CHECK(baton_version() != NULL);
+    uint32_t odd[] = {1, 99, 106, 899, 901, 0xffffffffu};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        CHECK(strcmp(baton_result_name(odd[i]), "BATON_UNKNOWN") == 0);
+        CHECK(baton_hold_lost_name(odd[i]) != NULL);
+        CHECK(baton_lost_reason_name(odd[i]) != NULL);
+    }
+    CHECK(strcmp(baton_hold_lost_name(0xffffffffu), "unknown") == 0);
+    CHECK(strcmp(baton_lost_reason_name(0xffffffffu), "unknown") == 0);
+    EXPECT(baton_client_new_from_env(NULL), BATON_NULL_ARGUMENT, "`client_out`");
+    /* A NULL buffer with a length, a one-byte buffer (just the NUL), an exact-size one. */
+    size_t n = baton_last_error_message(NULL, 100);
+    CHECK(n == strlen("argument `client_out` is NULL"));
+    char *one = malloc(1);
+    CHECK(baton_last_error_message(one, 1) == n && one[0] == '\0');
+    free(one);
+    char *exact = malloc(n);
+    CHECK(baton_last_error_message(exact, n) == n && strlen(exact) == n - 1);
+    free(exact);
+    (void)baton_last_error_is_transient();
+}
+
+static void hostile_client_options(void) {
+    baton_client *c = SENTINEL;
+    EXPECT(baton_client_new(NULL, NULL), BATON_NULL_ARGUMENT, "`client_out`");
+    const char *fields[] = {"options.address",   "options.token",
+                            "options.token_file", "options.ca_file",
+                            "options.client_cert_file", "options.client_key_file",
+                            "options.datacenter"};
+    for (int i = 0; i < 7; i++) {
+        baton_client_options o = baton_client_options_default();
+        const char **slot[] = {&o.address,  &o.token,          &o.token_file,
+                               &o.ca_file,  &o.client_cert_file, &o.client_key_file,
+                               &o.datacenter};
+        *slot[i] = BAD_UTF8;
+        EXPECT(baton_client_new(&o, &c), BATON_INVALID_UTF8, fields[i]);
+        CHECK(c == SENTINEL);
+    }
+    char *big = long_string(MIB, 'a');
+    baton_client_options o = baton_client_options_default();
+    o.ca_file = big; /* a path of 1 MiB */
+    EXPECT(baton_client_new(&o, &c), BATON_INVALID_ARGUMENT, "CA file");
+    o = baton_client_options_default();
+    o.request_timeout_ms = UINT64_MAX;
+    EXPECT(baton_client_new(&o, &c), BATON_INVALID_ARGUMENT, "options.request_timeout_ms");
+    CHECK(c == SENTINEL);
+    /* No request is made when a client is made: a host name of 1 MiB, an empty address
+     * (the default), a token of 1 MiB are taken, and refused by the first request. */
+    o = baton_client_options_default();
+    o.address = big;
+    o.request_timeout_ms = 5000;
+    baton_client *t = NULL;
+    EXPECT(baton_client_new(&o, &t), BATON_OK, NULL);
+    EXPECT_REFUSED(baton_kv_put(t, "ffi/hostile/k", (const uint8_t *)"v", 1));
+    baton_client_free(t);
+    o.address = "";
+    t = NULL;
+    baton_result rc = baton_client_new(&o, &t);
+    CHECK(rc == BATON_OK || rc == BATON_INVALID_ARGUMENT);
+    baton_client_free(t);
+    o.address = getenv("CONSUL_HTTP_ADDR");
+    o.token = big;
+    t = NULL;
+    EXPECT(baton_client_new(&o, &t), BATON_OK, NULL);
+    EXPECT_REFUSED(baton_kv_put(t, "ffi/hostile/token", (const uint8_t *)"v", 1));
+    baton_client_free(t);
+    free(big);
+    /* The default session's options, checked when the client is made. */
+    baton_session_options ds = baton_session_options_default();
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`client_out`");
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`client_out`");
+    ds.name = BAD_UTF8;
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, &c), BATON_INVALID_UTF8,
+           "name");
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_UTF8,
+           "name");
+    ds = baton_session_options_default();
+    ds.behavior = 42;
+    EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, &c), BATON_INVALID_ARGUMENT,
+           "behavior");
+    ds = baton_session_options_default();
+    ds.ttl_ms = UINT64_MAX;
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_ARGUMENT,
+           "ttl_ms");
+    baton_session_checks dk = baton_session_checks_default();
+    dk.node_checks_len = HUGE_LEN;
+    dk.node_checks = (const char *const *)&sentinel_obj;
+    EXPECT(baton_client_new_with_default_session(NULL, NULL, &dk, &c), BATON_INVALID_ARGUMENT,
+           "node_checks");
+    dk = baton_session_checks_default();
+    dk.service_checks_len = 1;
+    EXPECT(baton_client_new_from_env_with_default_session(NULL, &dk, &c), BATON_NULL_ARGUMENT,
+           "service_checks");
+    const char *bad_list[] = {BAD_UTF8};
+    dk.service_checks = bad_list;
+    EXPECT(baton_client_new_from_env_with_default_session(NULL, &dk, &c), BATON_INVALID_UTF8,
+           "service_checks[0]");
+    o = baton_client_options_default();
+    o.token = BAD_UTF8;
+    EXPECT(baton_client_new_with_default_session(&o, NULL, NULL, &c), BATON_INVALID_UTF8,
+           "options.token");
+    CHECK(c == SENTINEL);
+
+    EXPECT(baton_client_address(NULL, NULL, 0, NULL), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_client_close(NULL, 0), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_client_destroy_session_id(NULL, SID), BATON_NULL_ARGUMENT, "`client`");
+    baton_client_free(NULL);
+}
+
+static void hostile_client_calls(baton_client *c) {
+    /* The address: a size query, an exact-size buffer (no room for the NUL), then enough. */
+    size_t need = 0;
+    EXPECT(baton_client_address(c, NULL, 0, &need), BATON_BUFFER_TOO_SMALL, "needed");
+    char *addr = malloc(need);
+    size_t got = 0;
+    EXPECT(baton_client_address(c, addr, need, &got), BATON_BUFFER_TOO_SMALL, "needed");
+    CHECK(got == need);
+    free(addr);
+    addr = malloc(need + 1);
+    EXPECT(baton_client_address(c, addr, need + 1, NULL), BATON_OK, NULL);
+    CHECK(strlen(addr) == need);
+    free(addr);
+
+    EXPECT(baton_client_destroy_session_id(c, NULL), BATON_NULL_ARGUMENT, "`session_id`");
+    EXPECT(baton_client_destroy_session_id(c, BAD_UTF8), BATON_INVALID_UTF8, "`session_id`");
+    EXPECT(baton_client_destroy_session_id(c, ""), BATON_INVALID_ARGUMENT, "session ID");
+    EXPECT(baton_client_destroy_session_id(c, ".."), BATON_INVALID_ARGUMENT, "dot segment");
+    char *big = long_string(MIB, 'a');
+    EXPECT_REFUSED(baton_client_destroy_session_id(c, big));
+    free(big);
+}
+
+static void hostile_kv(baton_client *c) {
+    uint8_t buf[16];
+    size_t n = 0;
+    bool found = false;
+    EXPECT(baton_kv_get(NULL, "k", NULL, buf, sizeof buf, &n, &found), BATON_NULL_ARGUMENT,
+           "`client`");
+    EXPECT(baton_kv_get(c, NULL, NULL, buf, sizeof buf, &n, &found), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_get(c, BAD_UTF8, NULL, buf, sizeof buf, &n, &found), BATON_INVALID_UTF8,
+           "`key`");
+    EXPECT(baton_kv_get(c, "k", NULL, buf, sizeof buf, &n, NULL), BATON_NULL_ARGUMENT,
+           "`found_out`");
+    EXPECT(baton_kv_put(NULL, "k", NULL, 0), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_put(c, NULL, NULL, 0), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_put(c, BAD_UTF8, NULL, 0), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_put(c, "ffi/hostile/v", NULL, 3), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_kv_put(c, "ffi/hostile/v", buf, HUGE_LEN), BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_kv_put(c, "//ffi/hostile/v", NULL, 0), BATON_INVALID_ARGUMENT, "'/'");
+    EXPECT(baton_kv_put(c, "", NULL, 0), BATON_INVALID_ARGUMENT, "missing key");
+    EXPECT(baton_kv_delete(NULL, "k"), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_delete(c, NULL), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_delete(c, BAD_UTF8), BATON_INVALID_UTF8, "`key`");
+
+    /* Entries and check-and-set. */
+    baton_kv_entry ent;
+    EXPECT(baton_kv_get_entry(NULL, "k", NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_get_entry(c, NULL, NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_get_entry(c, BAD_UTF8, NULL, buf, sizeof buf, &n, &ent, &found),
+           BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_get_entry(c, "k", NULL, buf, sizeof buf, &n, NULL, &found),
+           BATON_NULL_ARGUMENT, "`entry_out`");
+    EXPECT(baton_kv_get_entry(c, "k", NULL, buf, sizeof buf, &n, &ent, NULL),
+           BATON_NULL_ARGUMENT, "`found_out`");
+    bool applied = false;
+    EXPECT(baton_kv_put_cas(NULL, "k", NULL, 0, 0, 0, &applied), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_put_cas(c, NULL, NULL, 0, 0, 0, &applied), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_put_cas(c, BAD_UTF8, NULL, 0, 0, 0, &applied), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", NULL, 0, 0, 0, NULL), BATON_NULL_ARGUMENT,
+           "`applied_out`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", NULL, 2, 0, 0, &applied), BATON_NULL_ARGUMENT,
+           "`value`");
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/cas", buf, HUGE_LEN, 0, 0, &applied),
+           BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_kv_delete_cas(NULL, "k", 1, &applied), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_kv_delete_cas(c, NULL, 1, &applied), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_kv_delete_cas(c, BAD_UTF8, 1, &applied), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_kv_delete_cas(c, "ffi/hostile/cas", 1, NULL), BATON_NULL_ARGUMENT,
+           "`applied_out`");
+
+    /* A value is bytes, not a string: NULs inside, none at the end, and bytes that are not
+     * UTF-8 come back exactly. */
+    const uint8_t bin[7] = {0, 'a', 0, 0xff, 0xfe, '\n', 0};
+    EXPECT(baton_kv_put(c, "ffi/hostile/bin", bin, sizeof bin), BATON_OK, NULL);
+    uint8_t *exact = malloc(sizeof bin);
+    EXPECT(baton_kv_get(c, "ffi/hostile/bin", NULL, exact, sizeof bin, &n, &found), BATON_OK,
+           NULL);
+    CHECK(found && n == sizeof bin && memcmp(exact, bin, sizeof bin) == 0);
+    /* One byte short, zero bytes, and a NULL buffer with a length. */
+    n = 0;
+    EXPECT(baton_kv_get(c, "ffi/hostile/bin", NULL, exact, sizeof bin - 1, &n, &found),
+           BATON_BUFFER_TOO_SMALL, NULL);
+    CHECK(n == sizeof bin);
+    n = 0;
+    EXPECT(baton_kv_get(c, "ffi/hostile/bin", NULL, exact, 0, &n, &found), BATON_BUFFER_TOO_SMALL,
+           NULL);
+    CHECK(n == sizeof bin);
+    EXPECT(baton_kv_get(c, "ffi/hostile/bin", NULL, NULL, 64, &n, &found), BATON_NULL_ARGUMENT,
+           "`buf`");
+    /* The entry comes with a size query too, and a CAS on its index applies once. */
+    memset(&ent, 0xaa, sizeof ent);
+    EXPECT(baton_kv_get_entry(c, "ffi/hostile/bin", NULL, NULL, 0, &n, &ent, &found),
+           BATON_BUFFER_TOO_SMALL, NULL);
+    CHECK(found && n == sizeof bin && ent.modify_index > 0 && ent.session[0] == '\0');
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/bin", bin, sizeof bin, UINT64_MAX, ent.modify_index,
+                            &applied),
+           BATON_OK, NULL);
+    CHECK(applied);
+    EXPECT(baton_kv_put_cas(c, "ffi/hostile/bin", bin, sizeof bin, 0, ent.modify_index, &applied),
+           BATON_OK, NULL);
+    CHECK(!applied);
+    EXPECT(baton_kv_delete_cas(c, "ffi/hostile/bin", ent.modify_index, &applied), BATON_OK, NULL);
+    CHECK(!applied);
+    free(exact);
+    /* An empty value: NULL with length 0 both ways. */
+    EXPECT(baton_kv_put(c, "ffi/hostile/empty", NULL, 0), BATON_OK, NULL);
+    EXPECT(baton_kv_get(c, "ffi/hostile/empty", NULL, NULL, 0, &n, &found), BATON_OK, NULL);
+    CHECK(found && n == 0);
+
+    /* A key of 1 MiB: refused by Consul (the request head is over its 1 MiB cap) or by the
+     * transport, but never a crash. */
+    char *big = long_string(MIB, 'k');
+    EXPECT_REFUSED(baton_kv_put(c, big, bin, sizeof bin));
+    EXPECT_REFUSED(baton_kv_get(c, big, NULL, buf, sizeof buf, &n, &found));
+    EXPECT_REFUSED(baton_kv_delete(c, big));
+    free(big);
+
+    /* A cancelled signal stops the call at once. */
+    baton_cancel *cn = SENTINEL;
+    EXPECT(baton_cancel_new(NULL), BATON_NULL_ARGUMENT, "`cancel_out`");
+    EXPECT(baton_cancel_new(&cn), BATON_OK, NULL);
+    EXPECT(baton_cancel_cancel(cn), BATON_OK, NULL);
+    EXPECT(baton_cancel_cancel(cn), BATON_OK, NULL);
+    EXPECT(baton_kv_get(c, "ffi/hostile/bin", cn, buf, sizeof buf, &n, &found), BATON_CANCELLED,
+           NULL);
+    EXPECT(baton_cancel_cancel(NULL), BATON_NULL_ARGUMENT, "`cancel`");
+    CHECK(!baton_cancel_is_cancelled(NULL));
+    baton_cancel_free(cn);
+    baton_cancel_free(NULL);
+}
+
+static void hostile_sessions(baton_client *c) {
+    baton_session *s = SENTINEL;
+    baton_session_options o = baton_session_options_default();
+    EXPECT(baton_session_create(NULL, &o, &s), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_session_create(c, &o, NULL), BATON_NULL_ARGUMENT, "`session_out`");
+    o.name = BAD_UTF8;
+    EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_UTF8, "options.name");
+    o = baton_session_options_default();
+    o.behavior = 99;
+    EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.behavior");
+    o = baton_session_options_default();
+    o.ttl_ms = UINT64_MAX - 1;
+    EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.ttl_ms");
+    o = baton_session_options_default();
+    o.lock_delay_ms = UINT64_MAX;
+    EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.lock_delay_ms");
+    o = baton_session_options_default();
+    o.ttl_ms = 1; /* below Consul's minimum */
+    EXPECT_REFUSED(baton_session_create(c, &o, &s));
+    CHECK(s == SENTINEL);
+    char *big = long_string(MIB, 'n');
+    o = baton_session_options_default();
+    o.name = big;
+    /* A name of 1 MiB goes in the JSON body (Consul takes it); it must not crash either way. */
+    baton_result rc = baton_session_create(c, &o, &s);
+    CHECK(rc != BATON_PANIC);
+    if (rc == BATON_OK) {
+        EXPECT(baton_session_destroy(s), BATON_OK, NULL);
+        baton_session_free(s);
+        s = SENTINEL;
+    } else {
+        CHECK(s == SENTINEL);
+    }
+
+    /* Checks: NULL lists with lengths, NULL and non-UTF-8 entries, impossible lengths. */
+    baton_session_checks k = baton_session_checks_default();
+    EXPECT(baton_session_create_with_checks(NULL, NULL, &k, &s), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, NULL), BATON_NULL_ARGUMENT,
+           "`session_out`");
+    k.node = BAD_UTF8;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_INVALID_UTF8, "checks.node");
+    k = baton_session_checks_default();
+    k.node_checks_len = 2;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_NULL_ARGUMENT,
+           "checks.node_checks");
+    const char *with_null[] = {"serfHealth", NULL};
+    k.node_checks = with_null;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_NULL_ARGUMENT,
+           "checks.node_checks[1]");
+    const char *with_bad[] = {BAD_UTF8};
+    k.node_checks = with_bad;
+    k.node_checks_len = 1;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_INVALID_UTF8,
+           "checks.node_checks[0]");
+    const char *with_empty[] = {""};
+    k.node_checks = with_empty;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_INVALID_ARGUMENT,
+           "checks.node_checks[0]");
+    k = baton_session_checks_default();
+    k.service_checks = with_null;
+    k.service_checks_len = HUGE_LEN;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_INVALID_ARGUMENT,
+           "checks.service_checks");
+    k.service_checks = NULL;
+    k.service_checks_len = 1;
+    EXPECT(baton_session_create_with_checks(c, NULL, &k, &s), BATON_NULL_ARGUMENT,
+           "checks.service_checks");
+    CHECK(s == SENTINEL);
+
+    /* Adopting: not a UUID, of any length. */
+    EXPECT(baton_session_adopt(NULL, SID, &s), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_session_adopt(c, NULL, &s), BATON_NULL_ARGUMENT, "`session_id`");
+    EXPECT(baton_session_adopt(c, BAD_UTF8, &s), BATON_INVALID_UTF8, "`session_id`");
+    EXPECT(baton_session_adopt(c, SID, NULL), BATON_NULL_ARGUMENT, "`session_out`");
+    EXPECT(baton_session_adopt(c, "", &s), BATON_INVALID_ARGUMENT, "not a UUID");
+    EXPECT(baton_session_adopt(c, "../../v1/kv/x", &s), BATON_INVALID_ARGUMENT, "not a UUID");
+    EXPECT(baton_session_adopt(c, big, &s), BATON_INVALID_ARGUMENT, "not a UUID");
+    EXPECT(baton_session_adopt(c, SID, &s), BATON_NOT_FOUND, SID);
+    CHECK(s == SENTINEL);
+    free(big);
+
+    EXPECT(baton_client_default_session(NULL, &s), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_client_default_session(c, NULL), BATON_NULL_ARGUMENT, "`session_out`");
+    CHECK(s == SENTINEL);
+
+    /* Calls on a session handle. */
+    s = NULL;
+    EXPECT(baton_session_create(c, NULL, &s), BATON_OK, NULL);
+    char id[BATON_SESSION_ID_SIZE];
+    size_t n = 0;
+    EXPECT(baton_session_id(NULL, id, sizeof id, &n), BATON_NULL_ARGUMENT, "`session`");
+    EXPECT(baton_session_id(s, NULL, 0, &n), BATON_BUFFER_TOO_SMALL, NULL);
+    CHECK(n == 36);
+    char *exact = malloc(36);
+    EXPECT(baton_session_id(s, exact, 36, NULL), BATON_BUFFER_TOO_SMALL, NULL);
+    free(exact);
+    EXPECT(baton_session_id(s, id, sizeof id, NULL), BATON_OK, NULL);
+    CHECK(strlen(id) == 36);
+    CHECK(!baton_session_is_valid(NULL));
+    uint64_t left = 0;
+    EXPECT(baton_session_time_left_ms(NULL, &left), BATON_NULL_ARGUMENT, "`session`");
+    EXPECT(baton_session_time_left_ms(s, NULL), BATON_NULL_ARGUMENT, "`ms_out`");
+    baton_lost_reason r = BATON_LOST_NONE;
+    EXPECT(baton_session_wait_lost(NULL, 0, NULL, &r), BATON_NULL_ARGUMENT, "`session`");
+    EXPECT(baton_session_wait_lost(s, 0, NULL, NULL), BATON_TIMEOUT, NULL);
+    EXPECT(baton_session_on_event(NULL, noop_event, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`session`");
+    EXPECT(baton_session_on_event(s, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    EXPECT(baton_session_destroy(NULL), BATON_NULL_ARGUMENT, "`session`");
+    EXPECT(baton_session_destroy(s), BATON_OK, NULL);
+    EXPECT(baton_session_destroy(s), BATON_OK, NULL);
+    baton_session_free(s);
+    baton_session_free(NULL);
+}
+
+static void hostile_agent(baton_client *c) {
+    baton_ttl_check k = baton_ttl_check_default();
+    EXPECT(baton_agent_check_register(NULL, &k), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_check_register(c, NULL), BATON_NULL_ARGUMENT, "`check`");
+    EXPECT(baton_agent_check_register(c, &k), BATON_NULL_ARGUMENT, "check.id");
+    k.id = BAD_UTF8;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_UTF8, "check.id");
+    k.id = "ffi-hostile";
+    k.ttl_ms = 10000;
+    k.name = BAD_UTF8;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_UTF8, "check.name");
+    k.name = NULL;
+    k.service_id = BAD_UTF8;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_UTF8, "check.service_id");
+    k.service_id = NULL;
+    k.notes = BAD_UTF8;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_UTF8, "check.notes");
+    k.notes = NULL;
+    k.status = 77;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_ARGUMENT, "check.status");
+    k.status = BATON_CHECK_DEFAULT;
+    k.ttl_ms = 0;
+    EXPECT(baton_agent_check_register(c, &k), BATON_INVALID_ARGUMENT, "TTL");
+    k.ttl_ms = UINT64_MAX;
+    EXPECT_REFUSED(baton_agent_check_register(c, &k));
+    char *big = long_string(MIB, 'c');
+    k.ttl_ms = 10000;
+    k.notes = big; /* in the JSON body */
+    baton_result rc = baton_agent_check_register(c, &k);
+    CHECK(rc != BATON_PANIC);
+    if (rc == BATON_OK) EXPECT(baton_agent_check_deregister(c, "ffi-hostile"), BATON_OK, NULL);
+    k.notes = NULL;
+
+    const char *ids[] = {NULL, BAD_UTF8};
+    baton_result want[] = {BATON_NULL_ARGUMENT, BATON_INVALID_UTF8};
+    for (int i = 0; i < 2; i++) {
+        EXPECT(baton_agent_check_deregister(c, ids[i]), want[i], "`check_id`");
+        EXPECT(baton_agent_check_pass(c, ids[i], NULL), want[i], "`check_id`");
+        EXPECT(baton_agent_check_warn(c, ids[i], NULL), want[i], "`check_id`");
+        EXPECT(baton_agent_check_fail(c, ids[i], NULL), want[i], "`check_id`");
+        EXPECT(baton_agent_check_update(c, ids[i], BATON_CHECK_PASSING, NULL), want[i],
+               "`check_id`");
+        EXPECT(baton_agent_service_deregister(c, ids[i]), want[i], "`service_id`");
+    }
+    EXPECT(baton_agent_check_deregister(NULL, "x"), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_check_pass(NULL, "x", NULL), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_check_warn(NULL, "x", NULL), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_check_fail(NULL, "x", NULL), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_check_update(NULL, "x", BATON_CHECK_PASSING, NULL), BATON_NULL_ARGUMENT,
+           "`client`");
+    EXPECT(baton_agent_check_pass(c, "x", BAD_UTF8), BATON_INVALID_UTF8, "`note`");
+    EXPECT(baton_agent_check_warn(c, "x", BAD_UTF8), BATON_INVALID_UTF8, "`note`");
+    EXPECT(baton_agent_check_fail(c, "x", BAD_UTF8), BATON_INVALID_UTF8, "`note`");
+    EXPECT(baton_agent_check_update(c, "x", 99, NULL), BATON_INVALID_ARGUMENT, "status");
+    EXPECT(baton_agent_check_update(c, "x", BATON_CHECK_DEFAULT, NULL), BATON_INVALID_ARGUMENT,
+           "status");
+    EXPECT(baton_agent_check_update(c, "x", BATON_CHECK_PASSING, BAD_UTF8), BATON_INVALID_UTF8,
+           "`output`");
+    EXPECT_REFUSED(baton_agent_check_pass(c, big, NULL));
+    EXPECT_REFUSED(baton_agent_check_deregister(c, big));
+
+    baton_service sv = baton_service_default();
+    EXPECT(baton_agent_service_register(NULL, &sv), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_agent_service_register(c, NULL), BATON_NULL_ARGUMENT, "`service`");
+    EXPECT(baton_agent_service_register(c, &sv), BATON_NULL_ARGUMENT, "service.name");
+    sv.name = BAD_UTF8;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_UTF8, "service.name");
+    sv.name = "ffi-hostile";
+    sv.id = BAD_UTF8;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_UTF8, "service.id");
+    sv.id = NULL;
+    sv.address = BAD_UTF8;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_UTF8, "service.address");
+    sv.address = NULL;
+    sv.tags_len = 3;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_NULL_ARGUMENT, "service.tags");
+    const char *tags[] = {"a", BAD_UTF8};
+    sv.tags = tags;
+    sv.tags_len = 2;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_UTF8, "service.tags[1]");
+    sv.tags_len = HUGE_LEN;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_ARGUMENT, "service.tags");
+    sv.tags_len = HUGE_LEN / 8 + 1;
+    EXPECT(baton_agent_service_register(c, &sv), BATON_INVALID_ARGUMENT, "service.tags");
+    EXPECT(baton_agent_service_deregister(NULL, "x"), BATON_NULL_ARGUMENT, "`client`");
+    free(big);
+}
+
+static void hostile_locks(baton_client *c) {
+    baton_lock *l = SENTINEL;
+    baton_lock_options o = baton_lock_options_default();
+    EXPECT(baton_lock_new(NULL, "k", NULL, &l), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_lock_new(c, NULL, NULL, &l), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_lock_new(c, BAD_UTF8, NULL, &l), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_lock_new(c, "k", NULL, NULL), BATON_NULL_ARGUMENT, "`lock_out`");
+    o.value_len = 5;
+    EXPECT(baton_lock_new(c, "k", &o, &l), BATON_NULL_ARGUMENT, "options.value");
+    o.value = (const uint8_t *)"v";
+    o.value_len = HUGE_LEN;
+    EXPECT(baton_lock_new(c, "k", &o, &l), BATON_INVALID_ARGUMENT, "options.value");
+    CHECK(l == SENTINEL);
+
+    EXPECT(baton_lock_acquire(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`lock`");
+    EXPECT(baton_lock_release(NULL), BATON_NULL_ARGUMENT, "`lock`");
+    CHECK(!baton_lock_is_held(NULL));
+    size_t n = 0;
+    EXPECT(baton_lock_value(NULL, NULL, 0, &n), BATON_NULL_ARGUMENT, "`lock`");
+    EXPECT(baton_lock_set_value(NULL, NULL, 0), BATON_NULL_ARGUMENT, "`lock`");
+    uint64_t token = 0;
+    EXPECT(baton_lock_sequencer(NULL, NULL, 0, &n, &token), BATON_NULL_ARGUMENT, "`lock`");
+    EXPECT(baton_lock_on_lost(NULL, noop_lost, NULL, NULL), BATON_NULL_ARGUMENT, "`lock`");
+    EXPECT(baton_lock_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`lock`");
+    EXPECT(baton_lock_delete_key(NULL), BATON_NULL_ARGUMENT, "`lock`");
+    baton_lock_free(NULL);
+
+    /* A held lock whose value is bytes with NULs and no terminator. */
+    const uint8_t bin[5] = {'x', 0, 0xff, 0, 'y'};
+    o = baton_lock_options_default();
+    o.value = bin;
+    o.value_len = sizeof bin;
+    l = NULL;
+    EXPECT(baton_lock_new(c, "ffi/hostile/lock", &o, &l), BATON_OK, NULL);
+    EXPECT(baton_lock_sequencer(l, NULL, 0, &n, &token), BATON_NOT_HELD, NULL);
+    EXPECT(baton_lock_acquire(l, 10000, NULL), BATON_OK, NULL);
+    uint8_t *exact = malloc(sizeof bin);
+    EXPECT(baton_lock_value(l, exact, sizeof bin, &n), BATON_OK, NULL);
+    CHECK(n == sizeof bin && memcmp(exact, bin, sizeof bin) == 0);
+    EXPECT(baton_lock_value(l, exact, 0, &n), BATON_BUFFER_TOO_SMALL, NULL);
+    EXPECT(baton_lock_value(l, NULL, 64, &n), BATON_NULL_ARGUMENT, "`buf`");
+    free(exact);
+    EXPECT(baton_lock_set_value(l, NULL, 2), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_lock_set_value(l, bin, HUGE_LEN), BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_lock_set_value(l, NULL, 0), BATON_OK, NULL);
+    /* The sequencer: a size query, one byte short (ASan sees an overrun), then enough. */
+    size_t need = 0;
+    EXPECT(baton_lock_sequencer(l, NULL, 0, &need, NULL), BATON_BUFFER_TOO_SMALL, NULL);
+    char *seq = malloc(need);
+    EXPECT(baton_lock_sequencer(l, seq, need, &n, &token), BATON_BUFFER_TOO_SMALL, NULL);
+    free(seq);
+    seq = malloc(need + 1);
+    EXPECT(baton_lock_sequencer(l, seq, need + 1, &n, &token), BATON_OK, NULL);
+    CHECK(strlen(seq) == need && token > 0);
+    EXPECT(baton_lock_on_lost(l, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    EXPECT(baton_lock_wait_lost(l, 0, NULL, NULL, NULL), BATON_TIMEOUT, NULL);
+
+    /* Fencing with that sequencer and with hostile ones. */
+    bool current = false;
+    EXPECT(baton_check_sequencer(NULL, seq, &current), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_check_sequencer(c, NULL, &current), BATON_NULL_ARGUMENT, "`sequencer`");
+    EXPECT(baton_check_sequencer(c, BAD_UTF8, &current), BATON_INVALID_UTF8, "`sequencer`");
+    EXPECT(baton_check_sequencer(c, seq, NULL), BATON_NULL_ARGUMENT, "`current_out`");
+    EXPECT(baton_check_sequencer(c, seq, &current), BATON_OK, NULL);
+    CHECK(current);
+    const char *bad_seqs[] = {"", "garbage", "k:1", "\x1b[2J:1:2", "a:b:c:d:e"};
+    for (size_t i = 0; i < sizeof bad_seqs / sizeof bad_seqs[0]; i++)
+        EXPECT(baton_check_sequencer(c, bad_seqs[i], &current), BATON_INVALID_ARGUMENT,
+               "sequencer");
+    char *big = long_string(MIB, '9');
+    EXPECT(baton_check_sequencer(c, big, &current), BATON_INVALID_ARGUMENT, "sequencer");
+    EXPECT(baton_guarded_put(NULL, seq, "k", NULL, 0), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_guarded_put(c, NULL, "k", NULL, 0), BATON_NULL_ARGUMENT, "`sequencer`");
+    EXPECT(baton_guarded_put(c, seq, NULL, NULL, 0), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_guarded_put(c, seq, BAD_UTF8, NULL, 0), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_guarded_put(c, seq, "ffi/hostile/g", NULL, 4), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_guarded_put(c, seq, "ffi/hostile/g", bin, HUGE_LEN), BATON_INVALID_ARGUMENT,
+           "`value`");
+    EXPECT(baton_guarded_put(c, "garbage", "ffi/hostile/g", bin, 1), BATON_INVALID_ARGUMENT,
+           "sequencer");
+    EXPECT(baton_guarded_put(c, seq, "ffi/hostile/g", bin, sizeof bin), BATON_OK, NULL);
+    EXPECT_REFUSED(baton_guarded_put(c, seq, big, bin, sizeof bin));
+    EXPECT(baton_guarded_delete(NULL, seq, "k"), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_guarded_delete(c, NULL, "k"), BATON_NULL_ARGUMENT, "`sequencer`");
+    EXPECT(baton_guarded_delete(c, seq, NULL), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_guarded_delete(c, seq, BAD_UTF8), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_guarded_delete(c, seq, "ffi/hostile/g"), BATON_OK, NULL);
+    /* Guarded transactions: NULL arrays, too many ops, bad verbs, NULL fields. */
+    baton_txn_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].verb = BATON_TXN_SET;
+    ops[0].key = "ffi/hostile/t";
+    ops[1].verb = BATON_TXN_DELETE;
+    ops[1].key = "ffi/hostile/t";
+    EXPECT(baton_guarded_txn(NULL, seq, ops, 2), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_guarded_txn(c, NULL, ops, 2), BATON_NULL_ARGUMENT, "`sequencer`");
+    EXPECT(baton_guarded_txn(c, BAD_UTF8, ops, 2), BATON_INVALID_UTF8, "`sequencer`");
+    EXPECT(baton_guarded_txn(c, "garbage", ops, 2), BATON_INVALID_ARGUMENT, "sequencer");
+    EXPECT(baton_guarded_txn(c, seq, NULL, 2), BATON_NULL_ARGUMENT, "`ops`");
+    EXPECT(baton_guarded_txn(c, seq, ops, HUGE_LEN), BATON_INVALID_ARGUMENT, "at most");
+    EXPECT(baton_guarded_txn(c, seq, ops, 128), BATON_INVALID_ARGUMENT, "at most");
+    ops[1].verb = 0;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[1].verb");
+    ops[1].verb = 0xffffffffu;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[1].verb");
+    ops[1].verb = BATON_TXN_DELETE;
+    ops[1].key = NULL;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[1].key");
+    ops[1].key = BAD_UTF8;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_UTF8, "ops[1].key");
+    ops[1].key = "ffi/hostile/t";
+    ops[0].value_len = 3;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[0].value");
+    ops[0].value = bin;
+    ops[0].value_len = HUGE_LEN;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_ARGUMENT, "ops[0].value");
+    ops[0].value_len = sizeof bin;
+    ops[1].verb = BATON_TXN_CHECK_SESSION;
+    ops[1].session = NULL;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_NULL_ARGUMENT, "ops[1].session");
+    ops[1].session = BAD_UTF8;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_INVALID_UTF8, "ops[1].session");
+    ops[1].verb = BATON_TXN_DELETE;
+    EXPECT(baton_guarded_txn(c, seq, ops, 2), BATON_OK, NULL);
+    EXPECT(baton_guarded_txn(c, seq, ops, 0), BATON_OK, NULL);
+    ops[0].key = big;
+    EXPECT_REFUSED(baton_guarded_txn(c, seq, ops, 1));
+    free(seq);
+
+    EXPECT(baton_lock_release(l), BATON_OK, NULL);
+    EXPECT(baton_lock_release(l), BATON_NOT_HELD, NULL);
+    EXPECT(baton_lock_delete_key(l), BATON_OK, NULL);
+    baton_lock_free(l);
+
+    /* A lock on a key of 1 MiB: made (no request), refused when acquired. */
+    l = NULL;
+    EXPECT(baton_lock_new(c, big, NULL, &l), BATON_OK, NULL);
+    EXPECT_REFUSED(baton_lock_acquire(l, 2000, NULL));
+    CHECK(!baton_lock_is_held(l));
+    baton_lock_free(l);
+    free(big);
+}
+
+static void hostile_semaphores(baton_client *c) {
+    baton_semaphore *m = SENTINEL;
+    baton_semaphore_options o = baton_semaphore_options_default();
+    EXPECT(baton_semaphore_new(NULL, "p", 2, NULL, &m), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_semaphore_new(c, NULL, 2, NULL, &m), BATON_NULL_ARGUMENT, "`prefix`");
+    EXPECT(baton_semaphore_new(c, BAD_UTF8, 2, NULL, &m), BATON_INVALID_UTF8, "`prefix`");
+    EXPECT(baton_semaphore_new(c, "p", 2, NULL, NULL), BATON_NULL_ARGUMENT, "`semaphore_out`");
+    EXPECT(baton_semaphore_new(c, "p", 0, NULL, &m), BATON_INVALID_ARGUMENT, "limit");
+    o.value_len = 1;
+    EXPECT(baton_semaphore_new(c, "p", 2, &o, &m), BATON_NULL_ARGUMENT, "options.value");
+    o.value = (const uint8_t *)"v";
+    o.value_len = HUGE_LEN;
+    EXPECT(baton_semaphore_new(c, "p", 2, &o, &m), BATON_INVALID_ARGUMENT, "options.value");
+    CHECK(m == SENTINEL);
+    EXPECT(baton_semaphore_acquire(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`semaphore`");
+    EXPECT(baton_semaphore_release(NULL), BATON_NULL_ARGUMENT, "`semaphore`");
+    CHECK(!baton_semaphore_is_held(NULL));
+    EXPECT(baton_semaphore_on_lost(NULL, noop_lost, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`semaphore`");
+    EXPECT(baton_semaphore_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`semaphore`");
+    EXPECT(baton_semaphore_delete_key(NULL), BATON_NULL_ARGUMENT, "`semaphore`");
+    baton_semaphore_free(NULL);
+
+    /* A contender value with NULs and no terminator; a broken `.lock` written by someone
+     * else is a BATON_BAD_RESPONSE naming the key. */
+    const uint8_t bin[3] = {0, 0xff, 0};
+    o = baton_semaphore_options_default();
+    o.value = bin;
+    o.value_len = sizeof bin;
+    m = NULL;
+    EXPECT(baton_semaphore_new(c, "ffi/hostile/sem", 2, &o, &m), BATON_OK, NULL);
+    EXPECT(baton_semaphore_on_lost(m, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    EXPECT(baton_semaphore_acquire(m, 10000, NULL), BATON_OK, NULL);
+    EXPECT(baton_semaphore_release(m), BATON_OK, NULL);
+    EXPECT(baton_kv_put(c, "ffi/hostile/sem/.lock", (const uint8_t *)"{\"Limit\":\"x\"}", 13),
+           BATON_OK, NULL);
+    /* (flags 0 on .lock: the flag conflict comes first) */
+    EXPECT(baton_semaphore_acquire(m, 2000, NULL), BATON_CONFLICT, "semaphore use");
+    EXPECT(baton_semaphore_delete_key(m), BATON_CONFLICT, NULL);
+    EXPECT(baton_kv_delete(c, "ffi/hostile/sem/.lock"), BATON_OK, NULL);
+    baton_semaphore_free(m);
+}
+
+static void hostile_elections(baton_client *c) {
+    baton_election *e = SENTINEL;
+    EXPECT(baton_election_new(NULL, "k", NULL, &e), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_election_new(c, NULL, NULL, &e), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_election_new(c, BAD_UTF8, NULL, &e), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_election_new(c, "k", NULL, NULL), BATON_NULL_ARGUMENT, "`election_out`");
+    baton_election_options eo = baton_election_options_default();
+    EXPECT(baton_election_new_with(NULL, "k", &eo, &e), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_election_new_with(c, NULL, &eo, &e), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_election_new_with(c, BAD_UTF8, &eo, &e), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_election_new_with(c, "k", &eo, NULL), BATON_NULL_ARGUMENT, "`election_out`");
+    EXPECT(baton_election_new_with(c, "//k", NULL, &e), BATON_INVALID_ARGUMENT, "'/'");
+    CHECK(e == SENTINEL);
+    EXPECT(baton_election_campaign(NULL, NULL, 0, 0, NULL), BATON_NULL_ARGUMENT, "`election`");
+    EXPECT(baton_election_resign(NULL), BATON_NULL_ARGUMENT, "`election`");
+    EXPECT(baton_election_proclaim(NULL, NULL, 0), BATON_NULL_ARGUMENT, "`election`");
+    CHECK(!baton_election_is_leader(NULL));
+    size_t n = 0;
+    uint64_t token = 0;
+    EXPECT(baton_election_sequencer(NULL, NULL, 0, &n, &token), BATON_NULL_ARGUMENT,
+           "`election`");
+    EXPECT(baton_election_on_lost(NULL, noop_lost, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`election`");
+    EXPECT(baton_election_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`election`");
+    baton_election_free(NULL);
+
+    baton_leader ld;
+    uint8_t vb[8];
+    EXPECT(baton_election_leader(NULL, "k", &ld, vb, sizeof vb), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_election_leader(c, NULL, &ld, vb, sizeof vb), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_election_leader(c, BAD_UTF8, &ld, vb, sizeof vb), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_election_leader(c, "k", NULL, vb, sizeof vb), BATON_NULL_ARGUMENT,
+           "`leader_out`");
+    baton_observer *ob = SENTINEL;
+    EXPECT(baton_election_observe(NULL, "k", noop_observe, NULL, NULL, &ob), BATON_NULL_ARGUMENT,
+           "`client`");
+    EXPECT(baton_election_observe(c, NULL, noop_observe, NULL, NULL, &ob), BATON_NULL_ARGUMENT,
+           "`key`");
+    EXPECT(baton_election_observe(c, BAD_UTF8, noop_observe, NULL, NULL, &ob), BATON_INVALID_UTF8,
+           "`key`");
+    EXPECT(baton_election_observe(c, "k", NULL, NULL, NULL, &ob), BATON_NULL_ARGUMENT,
+           "`callback`");
+    EXPECT(baton_election_observe(c, "k", noop_observe, NULL, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`observer_out`");
+    CHECK(ob == SENTINEL);
+    baton_observer_free(NULL);
+
+    /* A leader whose value is binary and longer than the caller's buffer. */
+    e = NULL;
+    EXPECT(baton_election_new(c, "ffi/hostile/elect", NULL, &e), BATON_OK, NULL);
+    EXPECT(baton_election_campaign(e, NULL, 4, 0, NULL), BATON_NULL_ARGUMENT, "`value`");
+    const uint8_t bin[12] = {0, 1, 2, 0, 0xff, 0xfe, 0, 7, 8, 9, 10, 0};
+    EXPECT(baton_election_campaign(e, bin, HUGE_LEN, 0, NULL), BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_election_campaign(e, bin, sizeof bin, 10000, NULL), BATON_OK, NULL);
+    EXPECT(baton_election_proclaim(e, NULL, 1), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_election_proclaim(e, bin, HUGE_LEN), BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_election_on_lost(e, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    /* A buffer too small, or none: the length is still reported. */
+    memset(&ld, 0xaa, sizeof ld);
+    EXPECT(baton_election_leader(c, "ffi/hostile/elect", &ld, vb, sizeof vb),
+           BATON_BUFFER_TOO_SMALL, "value has 12");
+    CHECK(ld.value_len == sizeof bin);
+    EXPECT(baton_election_leader(c, "ffi/hostile/elect", &ld, NULL, 0), BATON_BUFFER_TOO_SMALL,
+           NULL);
+    CHECK(ld.value_len == sizeof bin);
+    EXPECT(baton_election_leader(c, "ffi/hostile/elect", &ld, NULL, 64), BATON_NULL_ARGUMENT,
+           NULL);
+    uint8_t *exact = malloc(sizeof bin);
+    EXPECT(baton_election_leader(c, "ffi/hostile/elect", &ld, exact, sizeof bin), BATON_OK, NULL);
+    CHECK(ld.has_leader && strlen(ld.session) == 36);
+    CHECK(ld.value_len == sizeof bin && memcmp(ld.value, bin, sizeof bin) == 0);
+    free(exact);
+    size_t need = 0;
+    EXPECT(baton_election_sequencer(e, NULL, 0, &need, NULL), BATON_BUFFER_TOO_SMALL, NULL);
+    char *seq = malloc(need);
+    EXPECT(baton_election_sequencer(e, seq, need, &n, &token), BATON_BUFFER_TOO_SMALL, NULL);
+    free(seq);
+    EXPECT(baton_election_resign(e), BATON_OK, NULL);
+    baton_election_free(e);
+}
+
+/* Handles that outlive their client stay valid (the one freed-handle case that can be tested
+ * without undefined behaviour): freeing the client closes it, so its lock is released and
+ * its session destroyed; calls that need the client return BATON_CLOSED, local queries
+ * answer what is true now (not held, no time left). */
+static void hostile_outlived_client(void) {
+    baton_client *h = NULL;
+    EXPECT(baton_client_new_from_env(&h), BATON_OK, NULL);
+    if (!h) return;
+    baton_session *s = NULL;
+    baton_lock *l = NULL;
+    baton_semaphore *m = NULL;
+    baton_election *e = NULL;
+    baton_cancel *cn = NULL;
+    EXPECT(baton_session_create(h, NULL, &s), BATON_OK, NULL);
+    EXPECT(baton_lock_new(h, "ffi/hostile/outlived/lock", NULL, &l), BATON_OK, NULL);
+    EXPECT(baton_semaphore_new(h, "ffi/hostile/outlived/sem", 1, NULL, &m), BATON_OK, NULL);
+    EXPECT(baton_election_new(h, "ffi/hostile/outlived/elect", NULL, &e), BATON_OK, NULL);
+    EXPECT(baton_cancel_new(&cn), BATON_OK, NULL);
+    EXPECT(baton_lock_acquire(l, 10000, cn), BATON_OK, NULL);
+    baton_client_free(h);
+
+    char id[BATON_SESSION_ID_SIZE];
+    uint64_t left = 0;
+    size_t n = 0;
+    uint64_t token = 0;
+    CHECK(!baton_session_is_valid(s));
+    EXPECT(baton_session_id(s, id, sizeof id, NULL), BATON_OK, NULL);
+    left = 1;
+    EXPECT(baton_session_time_left_ms(s, &left), BATON_OK, NULL);
+    CHECK(left == 0);
+    EXPECT(baton_session_destroy(s), BATON_CLOSED, NULL);
+    /* Registered, never run (session_free frees it). */
+    EXPECT(baton_session_on_event(s, noop_event, NULL, NULL), BATON_OK, NULL);
+    CHECK(!baton_lock_is_held(l));
+    EXPECT(baton_lock_acquire(l, 0, NULL), BATON_CLOSED, "closed");
+    EXPECT(baton_lock_release(l), BATON_NOT_HELD, NULL);
+    EXPECT(baton_lock_sequencer(l, NULL, 0, &n, &token), BATON_NOT_HELD, NULL);
+    EXPECT(baton_lock_delete_key(l), BATON_CLOSED, "closed");
+    EXPECT(baton_semaphore_acquire(m, 0, NULL), BATON_CLOSED, "closed");
+    EXPECT(baton_semaphore_delete_key(m), BATON_CLOSED, "closed");
+    EXPECT(baton_election_campaign(e, NULL, 0, 0, NULL), BATON_CLOSED, "closed");
+    EXPECT(baton_election_proclaim(e, NULL, 0), BATON_NOT_HELD, NULL);
+    CHECK(!baton_election_is_leader(e));
+    baton_session_free(s);
+    baton_lock_free(l);
+    baton_semaphore_free(m);
+    baton_election_free(e);
+    baton_cancel_free(cn);
+}
+
+void test_hostile(baton_client *c) {
+    hostile_results_and_errors();
+    hostile_client_options();
+    hostile_client_calls(c);
+    hostile_kv(c);
+    hostile_sessions(c);
+    hostile_agent(c);
+    hostile_locks(c);
+    hostile_semaphores(c);
+    hostile_elections(c);
+    hostile_outlived_client();
+}
