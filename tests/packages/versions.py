@@ -5,8 +5,9 @@ and npm reads package.json) are checked against it, and rewritten by `set`.
 
   versions.py check        fails, naming each file, when a version differs
   versions.py set X.Y.Z    writes X.Y.Z everywhere (root Cargo.toml included)
-  versions.py msrv         fails when a dependency in Cargo.lock needs a newer Rust than the
-                           workspace's rust-version (cargo metadata's rust_version fields)
+  versions.py msrv         fails when a crate a user of our published crates compiles (their
+                           normal and build dependencies in Cargo.lock, transitively) needs a
+                           newer Rust than the workspace's rust-version
 """
 
 import json
@@ -77,8 +78,19 @@ def msrv() -> int:
         check=True, capture_output=True, text=True).stdout)
     key = lambda v: (tuple(int(x) for x in v.split(".")) + (0, 0))[:3]  # noqa: E731
     members = set(meta["workspace_members"])
-    newer = sorted((p["name"], p["version"], p["rust_version"]) for p in meta["packages"]
-                   if p["id"] not in members and p.get("rust_version") and key(p["rust_version"]) > key(ours))
+    by_id = {p["id"]: p for p in meta["packages"]}
+    # What a user of the published crates compiles: their normal and build dependencies,
+    # transitively (dev-dependencies, e.g. proptest, only build our own tests).
+    nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
+    todo = [i for i in members if by_id[i].get("publish") != []]
+    seen = set(todo)
+    while todo:
+        for dep in nodes[todo.pop()]["deps"]:
+            if any(k["kind"] in (None, "build") for k in dep["dep_kinds"]) and dep["pkg"] not in seen:
+                seen.add(dep["pkg"])
+                todo.append(dep["pkg"])
+    newer = sorted((by_id[i]["name"], by_id[i]["version"], by_id[i]["rust_version"]) for i in seen
+                   if i not in members and by_id[i].get("rust_version") and key(by_id[i]["rust_version"]) > key(ours))
     # Publishable members (publish is not false) must declare it.
     wrong = sorted(p["name"] for p in meta["packages"]
                    if p["id"] in members and p.get("publish") != [] and p.get("rust_version") != ours)
@@ -89,7 +101,7 @@ def msrv() -> int:
     if newer or wrong:
         print("raise rust-version in the root Cargo.toml, or pin the dependency lower", file=sys.stderr)
         return 1
-    print(f"rust-version {ours}: no dependency in Cargo.lock needs a newer Rust")
+    print(f"rust-version {ours}: none of the {len(seen - members)} crates the published ones build needs a newer Rust")
     return 0
 
 
