@@ -103,7 +103,7 @@ def check_versions():
     return version()
 
 
-@step("rust-version covers every dependency")
+@step("rust-version covers what users of the published crates compile")
 def check_msrv():
     run("versions", [sys.executable, HERE / "versions.py", "msrv"])
 
