@@ -274,6 +274,21 @@ bench-loss: python-install node-build
 		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_LOSS_OUT)/holder
 	$(PY) bench/loss/run.py $(BENCH_LOSS_ARGS)
 
+## What each binding costs on top of the Rust core (bench/bindings/run.py): one dev server in its
+## own process; Rust, C, Python (sync and baton.aio) and Node workers each run uncontended
+## acquire+release cycles (cycles/s, p50/p99) and contended hand-offs, then `ratio <lang>/rust`
+## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires.
+## Options: BENCH_BINDINGS_ARGS="--rounds 9 --cycles 1000".
+.PHONY: bench-bindings
+BENCH_BINDINGS_OUT := target/bench-bindings
+bench-bindings: python-install node-build
+	$(CARGO) build --release -p consul-baton-devserver -p bench-bindings
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	mkdir -p $(BENCH_BINDINGS_OUT)
+	cc -std=c11 -O2 $(CWARN) -Iinclude bench/bindings/worker.c -Ltarget/release/baton-lib -lbaton -pthread \
+		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_BINDINGS_OUT)/worker-c
+	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) $(BENCH_BINDINGS_ARGS)
+
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's
 ## libbaton.rlib); ffi-lib copies its artifacts to libbaton.{so,a} (build.rs sets the soname).
@@ -357,6 +372,11 @@ test-c:
 	# ("Possibly lost" blocks are process-lifetime statics and thread-locals, not shown.)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_TEST_OUT)/test_asan
+	# TLS, mutual TLS and ACLs (CONSUL_* variables, baton_client_new_from_env), under ASan.
+	cc -std=c11 $(CWARN) -g -Iinclude -fsanitize=address,undefined -fno-omit-frame-pointer \
+		ffi/tests/c/test_tls.c target/debug/baton-lib/libbaton.a $(STATIC_LIBS) -pthread -o $(C_TEST_OUT)/test_tls
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		ffi/tests/c/with-tls-devservers.sh target/debug/baton-devserver $(C_TEST_OUT)/test_tls
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver \
 		valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=1 --child-silent-after-fork=yes \

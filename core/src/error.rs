@@ -134,6 +134,12 @@ impl Error {
         self
     }
 
+    /// Marks the error as one that does not go away by itself.
+    pub(crate) fn permanent(mut self) -> Error {
+        self.transient = false;
+        self
+    }
+
     pub(crate) fn with_source(
         mut self,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -185,6 +191,10 @@ impl Error {
                 printable(raw, SHOWN_TEXT_MAX)
             )
         };
+        let message = match (kind, acl_hint(&endpoint, &text)) {
+            (ErrorKind::PermissionDenied, Some(hint)) => format!("{message} \u{2014} {hint}"),
+            _ => message,
+        };
         Error {
             kind,
             message: bounded(message, MESSAGE_MAX),
@@ -233,6 +243,33 @@ impl Error {
             source: None,
             transient: false,
         }
+    }
+
+    /// A failed transaction whose request body was `ops` (Consul's txn JSON): an ACL denial
+    /// of an op also names the permission that op needs and on which key.
+    pub(crate) fn txn_conflict_of(endpoint: String, errors: Vec<TxnOpError>, ops: &[u8]) -> Error {
+        let denied = errors
+            .iter()
+            .find(|e| e.what.contains("Permission denied"))
+            .map(|e| e.op_index);
+        let err = Error::txn_conflict(endpoint, errors);
+        let Some(i) = denied else {
+            return err;
+        };
+        let ops: serde_json::Value = serde_json::from_slice(ops).unwrap_or_default();
+        let kv = &ops[i]["KV"];
+        let (Some(verb), Some(key)) = (kv["Verb"].as_str(), kv["Key"].as_str()) else {
+            return err;
+        };
+        // Consul's `kvsPreApply`: reads are filtered rather than refused, the index and
+        // session checks need read, everything else (check-not-exists too) needs write.
+        let access = match verb {
+            "get" | "get-tree" | "get-or-empty" | "check-index" | "check-session" => "read",
+            _ => "write",
+        };
+        let perm = format!("key:{access}");
+        let hint = denial_hint(Denier::Unknown, &perm, key);
+        err.suffixed(&format!("op {i} ({verb} {}): {hint}", go_quote(key)))
     }
 
     /// The stable kind of this error.
@@ -440,6 +477,115 @@ pub(crate) fn transient_status(status: u16, text: &str) -> bool {
     }
 }
 
+/// Who Consul says was denied.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Denier {
+    /// No token was sent: `anonymous token lacks permission ...`.
+    Anonymous,
+    /// `token with AccessorID '...' lacks permission ...`.
+    Token,
+    /// Consul's text does not say (a bare `Permission denied`, as older releases and
+    /// transactions answer).
+    Unknown,
+}
+
+/// `s` in double quotes, as Go's `%q` shows ASCII text.
+fn go_quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// Go's `%q` undone for the simple case (no escapes); `None` otherwise.
+fn go_unquote(s: &str) -> Option<&str> {
+    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains(['\\', '"'])).then_some(inner)
+}
+
+/// The rule that grants `perm` (`kind:access`) on `resource`, in Consul's policy language.
+fn rule_for(perm: &str, resource: &str) -> String {
+    let (kind, access) = perm.split_once(':').unwrap_or((perm, "write"));
+    match kind {
+        "key" | "session" | "node" | "service" | "agent" | "event" | "query" => format!(
+            "`{kind}_prefix {} {{ policy = \"{access}\" }}`",
+            go_quote(resource)
+        ),
+        _ => format!("`{kind} = \"{access}\"`"),
+    }
+}
+
+/// What to do about lacking `perm` on `resource`.
+fn denial_hint(who: Denier, perm: &str, resource: &str) -> String {
+    let on = match perm.split_once(':').map(|p| p.0) {
+        Some("session") if !resource.is_empty() => format!(" on the node {}", go_quote(resource)),
+        _ if !resource.is_empty() => format!(" on {}", go_quote(resource)),
+        _ => String::new(),
+    };
+    let rule = rule_for(perm, resource);
+    match who {
+        Denier::Anonymous => format!(
+            "no ACL token was sent, and the anonymous token lacks {perm}{on}: set \
+             CONSUL_HTTP_TOKEN (or CONSUL_HTTP_TOKEN_FILE) to a token whose policy has {rule}"
+        ),
+        Denier::Token => format!(
+            "the ACL token lacks {perm}{on}: add {rule} to one of its policies, or set \
+             CONSUL_HTTP_TOKEN to a token that has it"
+        ),
+        Denier::Unknown => format!(
+            "the ACL token lacks {perm}{on} (the anonymous token when CONSUL_HTTP_TOKEN is not \
+             set): give it a policy with {rule}"
+        ),
+    }
+}
+
+/// What to do about a 403 (or a 500 carrying an ACL text), from Consul's `text` and the
+/// `endpoint` (`METHOD /path`): which permission is missing on what, and the variable to set.
+/// Never names a token's secret (Consul's texts name the AccessorID only).
+pub(crate) fn acl_hint(endpoint: &str, text: &str) -> Option<String> {
+    if text.contains("ACL not found") {
+        return Some(
+            "Consul does not know this ACL token (deleted, expired, or from another cluster): \
+             check CONSUL_HTTP_TOKEN / CONSUL_HTTP_TOKEN_FILE"
+                .to_string(),
+        );
+    }
+    if !text.contains("Permission denied") {
+        return None;
+    }
+    let who = if text.contains("anonymous token lacks") {
+        Denier::Anonymous
+    } else if text.contains("token with AccessorID") {
+        Denier::Token
+    } else {
+        Denier::Unknown
+    };
+    // `... lacks permission 'key:write' on "jobs/x"` (Consul 1.12 and later).
+    if let Some(rest) = text.split("lacks permission '").nth(1) {
+        let (perm, tail) = rest.split_once('\'')?;
+        let resource = tail
+            .strip_prefix(" on ")
+            .map(|r| r.split(". The anonymous token").next().unwrap_or(r).trim())
+            .unwrap_or("");
+        let resource = go_unquote(resource).unwrap_or(resource);
+        return Some(denial_hint(who, perm, resource));
+    }
+    // A bare `Permission denied`: what the endpoint needs.
+    let (method, path) = endpoint.split_once(' ')?;
+    if let Some(key) = path.strip_prefix("/v1/kv/") {
+        let perm = if method == "GET" {
+            "key:read"
+        } else {
+            "key:write"
+        };
+        return Some(denial_hint(who, perm, key));
+    }
+    if path.starts_with("/v1/session/create")
+        || path.starts_with("/v1/session/renew/")
+        || path.starts_with("/v1/session/destroy/")
+    {
+        return Some(denial_hint(who, "session:write", ""));
+    }
+    None
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.endpoint {
@@ -502,13 +648,68 @@ mod tests {
     }
 
     #[test]
+    fn acl_denials_name_the_permission_the_resource_and_what_to_set() {
+        let hint = |ep: &str, text: &str| acl_hint(ep, text).unwrap_or_default();
+        // Consul 1.12 and later, a token that lacks a permission.
+        let h = hint(
+            "PUT /v1/kv/jobs/x",
+            "Permission denied: token with AccessorID 'a-b' lacks permission 'key:write' on \"jobs/x\"",
+        );
+        assert_eq!(
+            h,
+            "the ACL token lacks key:write on \"jobs/x\": add `key_prefix \"jobs/x\" { policy = \
+             \"write\" }` to one of its policies, or set CONSUL_HTTP_TOKEN to a token that has it"
+        );
+        // The anonymous token, on a session.
+        let h = hint(
+            "PUT /v1/session/create",
+            "Permission denied: anonymous token lacks permission 'session:write' on \"node1\". \
+             The anonymous token is used implicitly when a request does not specify a token.",
+        );
+        assert!(h.starts_with("no ACL token was sent, and the anonymous token lacks session:write on the node \"node1\": set CONSUL_HTTP_TOKEN"), "{h}");
+        assert!(
+            h.contains("`session_prefix \"node1\" { policy = \"write\" }`"),
+            "{h}"
+        );
+        // A bare text: the endpoint tells.
+        let h = hint("PUT /v1/session/renew/x", "Permission denied");
+        assert!(
+            h.starts_with("the ACL token lacks session:write (the anonymous"),
+            "{h}"
+        );
+        let h = hint("GET /v1/kv/a/b", "rpc error making call: Permission denied");
+        assert!(h.contains("key:read on \"a/b\""), "{h}");
+        assert!(hint("GET /v1/kv/a", "ACL not found").contains("does not know this ACL token"));
+        assert_eq!(acl_hint("GET /v1/kv/a", "No cluster leader"), None);
+        // A txn denial names the op's key and the access its verb needs.
+        let ops = br#"[{"KV":{"Verb":"get","Key":"r"}},{"KV":{"Verb":"lock","Key":"jobs/x","Session":"s"}}]"#;
+        let e = Error::txn_conflict_of(
+            "PUT /v1/txn".into(),
+            vec![TxnOpError {
+                op_index: 1,
+                what: "Permission denied".into(),
+            }],
+            ops,
+        );
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+        assert!(
+            e.to_string()
+                .contains("op 1 (lock \"jobs/x\"): the ACL token lacks key:write on \"jobs/x\""),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn statuses_map_to_kinds() {
         let e = Error::from_status("PUT /v1/kv/a".into(), 403, b"Permission denied: x");
         assert_eq!(e.kind(), ErrorKind::PermissionDenied);
         assert_eq!(
             e.to_string(),
-            "PUT /v1/kv/a: Consul answered 403: Permission denied: x"
+            "PUT /v1/kv/a: Consul answered 403: Permission denied: x \u{2014} the ACL token lacks \
+             key:write on \"a\" (the anonymous token when CONSUL_HTTP_TOKEN is not set): give it \
+             a policy with `key_prefix \"a\" { policy = \"write\" }`"
         );
+        assert_eq!(e.server_text(), Some("Permission denied: x"));
         let e = Error::from_status(
             "PUT /v1/kv/a".into(),
             500,

@@ -395,6 +395,8 @@ pub(crate) struct Transport {
     pub(crate) availability: Availability,
     /// Where the address came from, for connection errors.
     address_origin: crate::config::AddressOrigin,
+    /// The TLS settings, for explaining TLS failures.
+    tls: crate::tls_hint::TlsContext,
 }
 
 /// Whether Consul answers: set troubled by a transient failure, and back by the
@@ -539,6 +541,7 @@ impl Transport {
             request_timeout: b.request_timeout,
             availability: Availability::default(),
             address_origin: b.address_origin,
+            tls: crate::tls_hint::TlsContext::new(&b.tls),
         })
     }
 
@@ -620,6 +623,7 @@ impl Transport {
         };
         let started = std::time::Instant::now();
         let mut result = self.run(agent, req, &url, timeout);
+        let mut retried = false;
         // Not a blocking query: its connection closing is news (the agent restarted, maybe
         // with its state lost), and repeating it with the same index could wait on a server
         // whose index is now below it. Its caller reads afresh instead.
@@ -640,6 +644,7 @@ impl Transport {
                     req.endpoint()
                 );
                 result = self.run(agent, req, &url, left);
+                retried = true;
             }
         }
         drop(guards);
@@ -664,7 +669,15 @@ impl Transport {
         };
         let result = result.map_err(|e| {
             let hint = self.hint(&e);
+            // A fresh HTTPS connection closed under the request too, with no client
+            // certificate to offer: how a server that requires one (verify_incoming) refuses
+            // with TLS 1.3. Waiting will not mend that.
+            let refused_again = retried
+                && stale_connection(&e)
+                && self.base.starts_with("https://")
+                && !self.tls.has_client_cert();
             let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
+            let err = if refused_again { err.permanent() } else { err };
             match hint {
                 Some(h) => err.suffixed(&h),
                 None => err,
@@ -763,6 +776,11 @@ impl Transport {
                 "no Consul agent answered at {} ({whence})",
                 self.base
             ));
+        }
+        if self.base.starts_with("https://") {
+            if let Some(h) = crate::tls_hint::hint(&self.tls, e) {
+                return Some(h);
+            }
         }
         // rustls meeting a plain-HTTP answer where a TLS record was due (it comes
         // wrapped in an I/O error of kind InvalidData).
@@ -892,6 +910,9 @@ fn stale_connection(e: &ureq::Error) -> bool {
 }
 
 fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bool) -> Error {
+    // A TLS failure ureq hands over as an I/O error: a certificate or handshake problem, which
+    // trying again will not mend.
+    let tls_failure = crate::tls_hint::rustls_error(&e);
     let (kind, msg) = match &e {
         ureq::Error::Timeout(t) => (
             ErrorKind::Timeout,
@@ -902,6 +923,10 @@ fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bo
         ),
         ureq::Error::HostNotFound => (ErrorKind::Connection, "host not found".to_string()),
         ureq::Error::ConnectionFailed => (ErrorKind::Connection, "connection failed".to_string()),
+        ureq::Error::Io(_) if tls_failure.is_some() => (
+            ErrorKind::Connection,
+            format!("TLS error: {}", tls_failure.expect("checked")),
+        ),
         ureq::Error::Io(io) => (ErrorKind::Connection, format!("I/O error: {io}")),
         ureq::Error::Tls(_) | ureq::Error::Pem(_) | ureq::Error::Rustls(_) => {
             (ErrorKind::Connection, format!("TLS error: {e}"))
@@ -916,10 +941,11 @@ fn map_ureq_error(e: ureq::Error, endpoint: String, timeout: Duration, users: bo
     // No answer, or the connection broke: worth another try while time is left. A
     // name that does not resolve, TLS and protocol failures are configuration or
     // server problems that trying again will not mend.
-    let transient = matches!(
-        e,
-        ureq::Error::Timeout(_) | ureq::Error::ConnectionFailed | ureq::Error::Io(_)
-    );
+    let transient = tls_failure.is_none()
+        && matches!(
+            e,
+            ureq::Error::Timeout(_) | ureq::Error::ConnectionFailed | ureq::Error::Io(_)
+        );
     let err = Error::new(kind, msg).with_endpoint(endpoint);
     let err = if transient { err.transient() } else { err };
     err.with_source(e)

@@ -197,7 +197,7 @@ impl KeySub {
         };
         let (tx, rx) = crossbeam_channel::bounded(1);
         let mut seeded: Vec<Wake> = Vec::new();
-        let (id, interrupt) = {
+        let (id, interrupt, in_flight) = {
             let mut st = lock(&group.state);
             let id = st.next_sub;
             st.next_sub += 1;
@@ -231,12 +231,16 @@ impl KeySub {
                     Some(t) => !t.covers(key),
                     None => true,
                 };
-            (id, interrupt)
+            // Only a poll in flight needs cutting short; an idle thread just wakes (and keeps
+            // its connection: cancelling the round would make it open a new one).
+            (id, interrupt, interrupt && st.polling.is_some())
         };
         wake(seeded);
         if interrupt {
             let _ = group.wake.try_send(());
-            lock(&group.round).cancel();
+            if in_flight {
+                lock(&group.round).cancel();
+            }
         }
         Ok(KeySub {
             group,

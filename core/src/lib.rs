@@ -66,6 +66,7 @@ mod semaphore;
 mod session_api;
 mod sync;
 mod threads;
+mod tls_hint;
 mod txn;
 mod watch;
 

@@ -511,7 +511,8 @@ pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
             )
             .with_endpoint(req.endpoint()));
         }
-        return Err(Error::txn_conflict(req.endpoint(), errors));
+        let body = req.body.as_ref().map(|b| &b.0[..]).unwrap_or_default();
+        return Err(Error::txn_conflict_of(req.endpoint(), errors, body));
     }
     Ok(answer
         .results

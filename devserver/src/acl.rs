@@ -138,6 +138,21 @@ pub(crate) fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Access, Reply> {
     if token == management {
         return Ok(Access::All);
     }
+    // The tokens of `Config::acl_tokens`, each with its own policy; AccessorIDs by position.
+    if let Some(i) = ctx
+        .shared
+        .cfg
+        .acl_tokens
+        .iter()
+        .position(|(s, _)| s == token)
+    {
+        let mut rules = Rules::default();
+        rules.add(&ctx.shared.cfg.acl_tokens[i].1);
+        return Ok(Access::Token {
+            accessor: configured_accessor(i),
+            rules: Arc::new(rules),
+        });
+    }
     ctx.shared.read(|st| {
         let found = st
             .acl()
@@ -160,6 +175,11 @@ pub(crate) fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Access, Reply> {
             rules: Arc::new(rules),
         })
     })
+}
+
+/// The AccessorID of the `i`th token of `Config::acl_tokens`.
+pub(crate) fn configured_accessor(i: usize) -> String {
+    format!("00000000-0000-4000-8000-{:012x}", i + 1)
 }
 
 /// Requires `perm` (e.g. `key:write`) on `resource` for the request's token; Consul's 403

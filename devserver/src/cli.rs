@@ -1,25 +1,31 @@
 //! The `baton-devserver` command line ([`run`]): the binary's `main`, and what the Python
 //! package's `baton-devserver` entry point runs inside its extension module.
 //!
-//! Prints exactly one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test
-//! fixtures in any language can start it with `--port 0` and read the address; everything
-//! else goes to stderr. Exits cleanly on SIGINT or SIGTERM.
+//! Prints one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test fixtures
+//! in any language can start it with `--port 0` and read the address, and with HTTPS on a
+//! second one, `BATON_DEVSERVER_HTTPS_ADDR=<host:port>`; everything else goes to stderr. Exits
+//! cleanly on SIGINT or SIGTERM.
+//!
+//! `baton-devserver tls ...` writes a CA and certificates as `consul tls ca create` and
+//! `consul tls cert create` do (`baton-devserver tls --help`).
 //!
 //! `baton-devserver proxy --to HOST:PORT` runs a fault proxy instead (see `FaultProxy`): it
 //! prints `BATON_PROXY_ADDR=<host:port> BATON_PROXY_CONTROL=<host:port>` when ready and serves
 //! the `/_proxy/` control API on the second address.
 
 mod consul_cli;
+mod tls_cli;
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::{parse_go_duration, Config, ConsulVersion, DevServer, FaultProxy};
+use crate::{parse_go_duration, Config, ConsulVersion, DevServer, FaultProxy, TlsConfig};
 
 const USAGE: &str = "usage: baton-devserver [options]
        baton-devserver proxy --to HOST:PORT [--listen HOST:PORT] [--control HOST:PORT]
        baton-devserver agent -config-file FILE.json [-dev] ...   (also as `consul agent ...`)
+       baton-devserver tls ca create | cert create -server ... | self-signed create  (--help)
 
   --addr HOST:PORT           listen address (default 127.0.0.1:8500; port 0 picks a free port)
   --port N                   shorthand for --addr 127.0.0.1:N
@@ -27,6 +33,10 @@ const USAGE: &str = "usage: baton-devserver [options]
   --datacenter DC            the datacenter (default dc1)
   --session-ttl-min DUR      Consul's session_ttl_min (default 10s), e.g. 100ms for tests
   --acl-token TOKEN          enable ACLs (default deny); TOKEN is the management token
+  --acl-token-rules S=RULES  with --acl-token: a token with secret S allowed what RULES grant
+                             (Consul's policy language, e.g. 'key_prefix \"jobs/\" { policy =
+                             \"write\" } session_prefix \"\" { policy = \"write\" }');
+                             repeatable
   --max-conns-per-client N   Consul's limits.http_max_conns_per_client (default 200, 0 = none)
   --kv-max-value-size N      Consul's kv_max_value_size in bytes (default 524288)
   --pretty                   indent JSON as `consul agent -dev` does
@@ -34,6 +44,13 @@ const USAGE: &str = "usage: baton-devserver [options]
                              (default and `current`: {current}); e.g. 1.6.1 decodes txn numbers
                              through float64, below 1.7.0 sessions have only `Checks`,
                              below 1.17.0 every JSON body is pretty-printed as by `-dev`
+  --https-port N             also serve HTTPS on 127.0.0.1:N (Consul's ports.https; 0 picks
+                             a free port, printed as BATON_DEVSERVER_HTTPS_ADDR=<host:port>)
+  --https-addr HOST:PORT     the same, on another address
+  --tls-cert FILE            the HTTPS certificate (chain), PEM (Consul's cert_file)
+  --tls-key FILE             its private key, PEM (Consul's key_file)
+  --tls-ca FILE              CA certificates client certificates must chain to (ca_file)
+  --verify-incoming          require a client certificate on HTTPS (mutual TLS); needs --tls-ca
   -h, --help                 this text
 
 Fault controls: PUT /_devserver/{pause,resume,restart,node/fail,node/heal},
@@ -124,6 +141,7 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
         addr: SocketAddr::from(([127, 0, 0, 1], 8500)),
         ..Config::default()
     };
+    let mut tls = TlsConfig::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -162,6 +180,13 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                 cfg.session_ttl_min = Duration::from_nanos(ns as u64);
             }
             "--acl-token" => cfg.acl_token = Some(value()?),
+            "--acl-token-rules" => {
+                let v = value()?;
+                let (secret, rules) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("--acl-token-rules {v:?}: want SECRET=RULES"))?;
+                cfg.acl_tokens.push((secret.to_string(), rules.to_string()));
+            }
             "--max-conns-per-client" => {
                 let v = value()?;
                 cfg.max_conns_per_client = v
@@ -175,6 +200,24 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
                     .map_err(|_| format!("--kv-max-value-size {v:?}: not a number"))?;
             }
             "--pretty" => cfg.pretty = true,
+            "--https-port" => {
+                let v = value()?;
+                let p: u16 = v
+                    .parse()
+                    .map_err(|_| format!("--https-port {v:?}: not a port number"))?;
+                cfg.https_addr = Some(SocketAddr::from(([127, 0, 0, 1], p)));
+            }
+            "--https-addr" => {
+                let v = value()?;
+                cfg.https_addr = Some(
+                    v.parse()
+                        .map_err(|e| format!("--https-addr {v:?}: {e} (want HOST:PORT)"))?,
+                );
+            }
+            "--tls-cert" => tls.cert_file = value()?.into(),
+            "--tls-key" => tls.key_file = value()?.into(),
+            "--tls-ca" => tls.ca_file = Some(value()?.into()),
+            "--verify-incoming" => tls.verify_incoming = true,
             "--consul-version" => {
                 let v = value()?;
                 cfg.consul_version =
@@ -182,6 +225,15 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if tls != TlsConfig::default() {
+        if cfg.https_addr.is_none() {
+            return Err(
+                "TLS settings need an HTTPS listener: add --https-port N (as Consul's ports.https)"
+                    .into(),
+            );
+        }
+        cfg.tls = Some(tls);
     }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -196,6 +248,24 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
         .try_init();
     if args.first().map(String::as_str) == Some("proxy") {
         return run_proxy(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("tls") {
+        return match tls_cli::run(&args[1..]) {
+            Ok(files) => {
+                for f in files {
+                    println!("==> Saved {}", f.display());
+                }
+                0
+            }
+            Err(e) if e.is_empty() => {
+                println!("{}", tls_cli::USAGE);
+                0
+            }
+            Err(e) => {
+                eprintln!("baton-devserver tls: {e}");
+                2
+            }
+        };
     }
     // `consul agent -config-file F` (the Go test harness), through a symlink named `consul`
     // or as `baton-devserver agent ...`.
@@ -241,11 +311,21 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
     };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "BATON_DEVSERVER_ADDR={}", server.http_addr());
+    if let Some(a) = server.https_addr() {
+        let _ = writeln!(out, "BATON_DEVSERVER_HTTPS_ADDR={a}");
+    }
     let _ = out.flush();
     drop(out);
     log::info!(
-        "baton-devserver listening on {} (Consul {}, node {}, dc {}, session_ttl_min {:?}, acl {})",
+        "baton-devserver listening on {}{} (Consul {}, node {}, dc {}, session_ttl_min {:?}, acl {})",
         server.http_addr(),
+        match (server.https_addr(), &cfg.tls) {
+            (Some(a), Some(t)) => format!(
+                " and https://{a}{}",
+                if t.verify_incoming { " (verify_incoming)" } else { "" }
+            ),
+            _ => String::new(),
+        },
         cfg.consul_version,
         cfg.node_name,
         cfg.datacenter,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::tls::TlsConfig;
 use crate::version::ConsulVersion;
 
 /// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
@@ -30,6 +31,13 @@ pub struct Config {
     /// allowed anything (a management token). Requests without a token act as the anonymous
     /// token and are denied; unknown tokens get `ACL not found`.
     pub acl_token: Option<String>,
+    /// Further tokens, each allowed what its rules grant (Consul's policy language, HCL or JSON,
+    /// e.g. `key_prefix "jobs/" { policy = "write" }`), as if an operator had created a policy
+    /// with those rules and a token linked to it: `(SecretID, rules)`. Only with
+    /// [`Config::acl_token`]. Tokens made through `/v1/acl/token` work as well; these need no
+    /// HTTP calls, so a test in any language can start a server with them
+    /// (`--acl-token-rules SECRET=RULES`).
+    pub acl_tokens: Vec<(String, String)>,
     /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
     /// `?pretty` on a request has the same effect for that request. When
     /// [`Config::consul_version`] is older than 1.17.0 every body is indented whatever this
@@ -46,6 +54,12 @@ pub struct Config {
     /// [`ConsulVersion::CURRENT`]); `baton-devserver --consul-version X.Y.Z`. The crate docs
     /// list what changes, under "Emulating Consul versions".
     pub consul_version: ConsulVersion,
+    /// Where the HTTPS listener listens, beside the HTTP one (Consul's `ports.https`, off by
+    /// default as in Consul; port 0 picks a free port, see [`crate::DevServer::https_addr`]).
+    /// Needs [`Config::tls`].
+    pub https_addr: Option<SocketAddr>,
+    /// The HTTPS listener's certificate, key, CA and `verify_incoming`.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for Config {
@@ -59,11 +73,14 @@ impl Default for Config {
             txn_max_req_len: 512 * 1024,
             max_conns_per_client: 200,
             acl_token: None,
+            acl_tokens: Vec::new(),
             pretty: false,
             tombstone_ttl: Duration::from_secs(15 * 60),
             default_query_time: Duration::from_secs(300),
             max_query_time: Duration::from_secs(600),
             consul_version: ConsulVersion::CURRENT,
+            https_addr: None,
+            tls: None,
         }
     }
 }
@@ -105,9 +122,71 @@ impl Config {
         if matches!(&self.acl_token, Some(t) if t.is_empty()) {
             return Err(ConfigError("acl_token must not be empty when set".into()));
         }
+        if !self.acl_tokens.is_empty() && self.acl_token.is_none() {
+            return Err(ConfigError(
+                "tokens with rules need ACLs on: set the management token too (--acl-token)".into(),
+            ));
+        }
+        if self.acl_tokens.iter().any(|(secret, _)| secret.is_empty()) {
+            return Err(ConfigError("a token's secret must not be empty".into()));
+        }
+        match (&self.https_addr, &self.tls) {
+            (Some(_), None) => {
+                return Err(ConfigError(
+                    "an HTTPS port needs a TLS certificate and key (--tls-cert, --tls-key)".into(),
+                ))
+            }
+            (_, Some(tls)) => tls.validate().map_err(ConfigError)?,
+            (None, None) => {}
+        }
         if self.default_query_time.is_zero() || self.max_query_time.is_zero() {
             return Err(ConfigError("query times must be greater than 0".into()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_and_acl_settings_are_checked_at_start() {
+        let https = Config {
+            https_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..Config::default()
+        };
+        let e = https.validate().unwrap_err().to_string();
+        assert!(e.contains("--tls-cert"), "{e}");
+        let no_ca = Config {
+            tls: Some(TlsConfig {
+                cert_file: "c.pem".into(),
+                key_file: "k.pem".into(),
+                ca_file: None,
+                verify_incoming: true,
+            }),
+            ..https.clone()
+        };
+        let e = no_ca.validate().unwrap_err().to_string();
+        assert!(e.contains("--tls-ca"), "{e}");
+        let no_key = Config {
+            tls: Some(TlsConfig {
+                cert_file: "c.pem".into(),
+                ..TlsConfig::default()
+            }),
+            ..https.clone()
+        };
+        assert!(no_key.validate().is_err());
+        let tokens_without_acls = Config {
+            acl_tokens: vec![("t".into(), "key_prefix \"\" { policy = \"read\" }".into())],
+            ..Config::default()
+        };
+        let e = tokens_without_acls.validate().unwrap_err().to_string();
+        assert!(e.contains("--acl-token"), "{e}");
+        let ok = Config {
+            acl_token: Some("root".into()),
+            ..tokens_without_acls
+        };
+        ok.validate().unwrap();
     }
 }

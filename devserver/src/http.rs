@@ -113,7 +113,11 @@ const CONN_CONTROL: u8 = 1;
 const CONN_CONSUL: u8 = 2;
 
 /// Accepts connections until the task is dropped.
-pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -126,11 +130,39 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
-        tokio::spawn(async move { serve_conn(stream, peer, shared).await });
+        match &tls {
+            None => {
+                tokio::spawn(async move { serve_conn(stream, peer, shared).await });
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // The handshake runs in the connection's own task, bounded, so a client
+                    // that connects and says nothing holds up no one.
+                    let handshake = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    );
+                    match handshake.await {
+                        Ok(Ok(tls_stream)) => serve_conn(tls_stream, peer, shared).await,
+                        // What a Consul agent logs as `http: TLS handshake error from ...`.
+                        Ok(Err(e)) => {
+                            log::info!("baton-devserver: TLS handshake error from {peer}: {e}")
+                        }
+                        Err(_) => log::info!(
+                            "baton-devserver: TLS handshake error from {peer}: no handshake within 10s"
+                        ),
+                    }
+                });
+            }
+        }
     }
 }
 
-async fn serve_conn(mut stream: tokio::net::TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+async fn serve_conn<S>(mut stream: S, peer: SocketAddr, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let ip = peer.ip();
     // Before the connection counts as open: a restart after that point drops it.
     let mut generation = shared.generation.subscribe();

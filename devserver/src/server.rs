@@ -230,6 +230,7 @@ impl Shared {
 pub struct DevServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    https_addr: Option<SocketAddr>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -268,6 +269,29 @@ impl DevServer {
             socket.listen(LISTEN_BACKLOG)?
         };
         let addr = listener.local_addr()?;
+        // Consul's HTTPS listener (ports.https), beside the HTTP one.
+        let https = match (&config.https_addr, &config.tls) {
+            (Some(https_addr), Some(tls)) => {
+                let server_config = tls
+                    .server_config()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                let _in_runtime = rt.enter();
+                let socket = if https_addr.is_ipv4() {
+                    TcpSocket::new_v4()?
+                } else {
+                    TcpSocket::new_v6()?
+                };
+                socket.set_reuseaddr(true)?;
+                socket.bind(*https_addr)?;
+                let l = socket.listen(LISTEN_BACKLOG)?;
+                Some((l, tokio_rustls::TlsAcceptor::from(server_config)))
+            }
+            _ => None,
+        };
+        let https_addr = match &https {
+            Some((l, _)) => Some(l.local_addr()?),
+            None => None,
+        };
         let shared = Arc::new(Shared::new(config));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s2 = shared.clone();
@@ -277,8 +301,17 @@ impl DevServer {
                 rt.block_on(async move {
                     tokio::spawn(ttl_timers(s2.clone()));
                     tokio::spawn(tombstone_reaper(s2.clone()));
+                    let https_loop = async {
+                        match https {
+                            Some((l, acceptor)) => {
+                                crate::http::accept_loop(l, s2.clone(), Some(acceptor)).await
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
-                        _ = crate::http::accept_loop(listener, s2) => {}
+                        _ = crate::http::accept_loop(listener, s2.clone(), None) => {}
+                        _ = https_loop => {}
                         _ = rx => {}
                     }
                 });
@@ -287,6 +320,7 @@ impl DevServer {
         Ok(DevServer {
             shared,
             addr,
+            https_addr,
             shutdown: Some(tx),
             thread: Some(thread),
         })
@@ -305,6 +339,16 @@ impl DevServer {
     /// `http://host:port`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The HTTPS listener's bound address, when [`Config::https_addr`] asked for one.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
+    }
+
+    /// `https://host:port` of the HTTPS listener, when there is one.
+    pub fn https_url(&self) -> Option<String> {
+        self.https_addr.map(|a| format!("https://{a}"))
     }
 
     /// The agent's node name (sessions default to it).

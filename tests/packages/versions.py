@@ -5,9 +5,9 @@ and npm reads package.json) are checked against it, and rewritten by `set`.
 
   versions.py check        fails, naming each file, when a version differs
   versions.py set X.Y.Z    writes X.Y.Z everywhere (root Cargo.toml included)
-  versions.py msrv         fails when a crate a user of our published crates compiles (their
-                           normal and build dependencies in Cargo.lock, transitively) needs a
-                           newer Rust than the workspace's rust-version
+  versions.py msrv         fails when a crate a user of one of our published crates compiles
+                           (its normal and build dependencies in Cargo.lock, transitively)
+                           needs a newer Rust than that crate's rust-version
 """
 
 import json
@@ -79,29 +79,38 @@ def msrv() -> int:
     key = lambda v: (tuple(int(x) for x in v.split(".")) + (0, 0))[:3]  # noqa: E731
     members = set(meta["workspace_members"])
     by_id = {p["id"]: p for p in meta["packages"]}
-    # What a user of the published crates compiles: their normal and build dependencies,
-    # transitively (dev-dependencies, e.g. proptest, only build our own tests).
     nodes = {n["id"]: n for n in meta["resolve"]["nodes"]}
-    todo = [i for i in members if by_id[i].get("publish") != []]
-    seen = set(todo)
-    while todo:
-        for dep in nodes[todo.pop()]["deps"]:
-            if any(k["kind"] in (None, "build") for k in dep["dep_kinds"]) and dep["pkg"] not in seen:
-                seen.add(dep["pkg"])
-                todo.append(dep["pkg"])
-    newer = sorted((by_id[i]["name"], by_id[i]["version"], by_id[i]["rust_version"]) for i in seen
-                   if i not in members and by_id[i].get("rust_version") and key(by_id[i]["rust_version"]) > key(ours))
-    # Publishable members (publish is not false) must declare it.
-    wrong = sorted(p["name"] for p in meta["packages"]
-                   if p["id"] in members and p.get("publish") != [] and p.get("rust_version") != ours)
-    for name, version, rv in newer:
-        print(f"msrv: {name} {version} needs Rust {rv}, above our rust-version {ours}", file=sys.stderr)
-    for name in wrong:
-        print(f"msrv: workspace member {name} does not inherit rust-version {ours}", file=sys.stderr)
-    if newer or wrong:
-        print("raise rust-version in the root Cargo.toml, or pin the dependency lower", file=sys.stderr)
+    bad = []
+    checked = set()
+    # Each publishable crate against its own rust-version (the workspace's, `ours`, unless it
+    # sets a higher one): what a user of it compiles, its normal and build dependencies,
+    # transitively (dev-dependencies, e.g. proptest, only build our own tests).
+    for root in sorted(i for i in members if by_id[i].get("publish") != []):
+        crate = by_id[root]
+        declared = crate.get("rust_version")
+        if not declared:
+            bad.append(f"{crate['name']} declares no rust-version")
+            continue
+        if key(declared) < key(ours):
+            bad.append(f"{crate['name']} declares rust-version {declared}, below the workspace's {ours}")
+        todo, seen = [root], {root}
+        while todo:
+            for dep in nodes[todo.pop()]["deps"]:
+                if any(k["kind"] in (None, "build") for k in dep["dep_kinds"]) and dep["pkg"] not in seen:
+                    seen.add(dep["pkg"])
+                    todo.append(dep["pkg"])
+        for i in sorted(seen - {root}):
+            p = by_id[i]
+            if p.get("rust_version") and key(p["rust_version"]) > key(declared):
+                bad.append(f"{crate['name']} (rust-version {declared}) builds {p['name']} {p['version']}, "
+                           f"which needs Rust {p['rust_version']}")
+        checked.add(f"{crate['name']} {declared}")
+    for b in bad:
+        print(f"msrv: {b}", file=sys.stderr)
+    if bad:
+        print("raise that crate's rust-version, or pin the dependency lower (cargo update --precise)", file=sys.stderr)
         return 1
-    print(f"rust-version {ours}: none of the {len(seen - members)} crates the published ones build needs a newer Rust")
+    print(f"rust-version: {', '.join(sorted(checked))}; no dependency they build needs a newer Rust")
     return 0
 
 

@@ -166,6 +166,31 @@ test('lock: an acquire racing its abort is released before the promise rejects',
   assert.equal(won + aborted, 20)
 })
 
+test('waiting calls reuse baton threads instead of starting one each', { skip: !fs.existsSync('/proc/self/task') && 'reads thread names from /proc' }, async () => {
+  const callThreads = () =>
+    fs.readdirSync('/proc/self/task').filter((tid) => {
+      try {
+        // The addon's call threads (any baton-node-* but the ones dropping collected objects).
+        const name = fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim()
+        return name.startsWith('baton-node-') && name !== 'baton-node-drop'
+      } catch {
+        return false // the thread ended meanwhile
+      }
+    })
+  const lock = client().lock(freshKey('reuse'))
+  const seen = new Set()
+  for (let i = 0; i < 20; i++) {
+    const acquired = lock.acquire({ timeoutMs: 5000 })
+    for (const t of callThreads()) seen.add(t)
+    await acquired
+    const released = lock.release()
+    for (const t of callThreads()) seen.add(t)
+    await released
+  }
+  // One call at a time: a thread per call would show about 40.
+  assert.ok(seen.size <= 4, `${seen.size} call threads for 40 sequential calls`)
+})
+
 test("lock: 'lost' event and lostSignal when the session is destroyed from outside", async () => {
   const c = client()
   const key = freshKey('lost')
@@ -239,6 +264,28 @@ test('lock: lost via the dev server invalidating the session (as a failed check 
   // The default session is replaced for the next acquire.
   await lock.acquire({ timeoutMs: 5000 })
   await lock.release()
+})
+
+test('a pending call keeps the process alive until it settles', async () => {
+  // Nothing but the pending waitLost: the process must wait for its answer, then exit.
+  const script = `
+    const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
+    const c = new Client({ address: ${JSON.stringify(addr)} })
+    c.createSession({ ttlMs: 10000 }).then((s) => {
+      console.log('created')
+      s.waitLost({ timeoutMs: 300 }).catch((e) => console.log('settled', e.code))
+    })
+    process.on('exit', () => console.log('exit'))
+  `
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  child.stdout.on('data', (d) => (out += d))
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30000)
+  const [code, signal] = await once(child, 'exit')
+  clearTimeout(timer)
+  assert.equal(signal, null, 'the child had to be killed: something kept it alive')
+  assert.equal(code, 0)
+  assert.deepEqual(out.trim().split('\n'), ['created', 'settled BATON_TIMEOUT', 'exit'])
 })
 
 test("a 'lost' listener does not keep the process alive", async () => {

@@ -52,7 +52,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<NativeSession>")]
     pub fn adopt_session<'e>(&self, env: &'e Env, id: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "session", move || {
+        on_thread(env, move || {
             c.adopt_session(&id).map(|inner| NativeSession { inner })
         })
     }
@@ -80,14 +80,14 @@ impl NativeClient {
             check = check.status(status(&s)?);
         }
         let c = self.inner.clone();
-        on_thread(env, "agent", move || c.agent().check_register(&check))
+        on_thread(env, move || c.agent().check_register(&check))
     }
 
     /// `PUT /v1/agent/check/deregister/<id>`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn check_deregister<'e>(&self, env: &'e Env, id: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "agent", move || c.agent().check_deregister(&id))
+        on_thread(env, move || c.agent().check_deregister(&id))
     }
 
     /// `PUT /v1/agent/check/<verb>/<id>` with verb `pass`, `warn` or `fail`.
@@ -103,7 +103,7 @@ impl NativeClient {
         if !matches!(verb.as_str(), "pass" | "warn" | "fail") {
             return Err(invalid(format!("unknown check report {verb:?}")));
         }
-        on_thread(env, "agent", move || {
+        on_thread(env, move || {
             let a = c.agent();
             match verb.as_str() {
                 "pass" => a.check_pass(&id, note.as_deref()),
@@ -124,7 +124,7 @@ impl NativeClient {
     ) -> Result<Object<'e>> {
         let s = status(&status_name)?;
         let c = self.inner.clone();
-        on_thread(env, "agent", move || {
+        on_thread(env, move || {
             c.agent().check_update(&id, s, output.as_deref())
         })
     }
@@ -152,13 +152,13 @@ impl NativeClient {
             s = s.port(p);
         }
         let c = self.inner.clone();
-        on_thread(env, "agent", move || c.agent().service_register(&s))
+        on_thread(env, move || c.agent().service_register(&s))
     }
 
     /// `PUT /v1/agent/service/deregister/<id>`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn service_deregister<'e>(&self, env: &'e Env, id: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "agent", move || c.agent().service_deregister(&id))
+        on_thread(env, move || c.agent().service_deregister(&id))
     }
 }

@@ -12,7 +12,9 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
 mod agent;
+mod pool;
 mod recipes;
+mod settle;
 
 /// Separates the message of a native error from its JSON details (see [`js_err`]).
 const DETAILS_SEPARATOR: char = '\u{1f}';
@@ -105,19 +107,29 @@ pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
 
-/// Runs `work` on a new named thread and settles the returned promise with its result.
-pub(crate) fn on_thread<'e, T, F>(env: &'e Env, what: &str, work: F) -> Result<Object<'e>>
+/// The threads the addon's waiting calls run on (reused; see `pool.rs`).
+static CALLS: pool::Pool = pool::Pool::new("baton-node-call");
+
+/// Ends the idle threads of [`CALLS`] when the (first) environment that made a client ends.
+fn stop_calls_at_exit(env: &Env) {
+    static HOOKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !HOOKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let _ = env.add_env_cleanup_hook((), |()| {
+            CALLS.stop(std::time::Instant::now() + Duration::from_secs(1));
+        });
+    }
+}
+
+/// Runs `work` on one of baton's threads and settles the returned promise with its result
+/// (see `settle.rs`).
+pub(crate) fn on_thread<'e, T, F>(env: &'e Env, work: F) -> Result<Object<'e>>
 where
     T: ToNapiValue + Send + 'static,
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred::<T, _>()?;
-    std::thread::Builder::new()
-        .name(format!("baton-node-{what}"))
-        .spawn(move || match work() {
-            Ok(v) => deferred.resolve(move |_| Ok(v)),
-            Err(e) => deferred.reject(js_err(e)),
-        })
+    let (deferred, promise) = settle::promise(env)?;
+    CALLS
+        .run(move || deferred.settle(work().map_err(js_err)))
         .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))?;
     Ok(promise)
 }
@@ -255,9 +267,11 @@ impl NativeClient {
     /// receives the loss notifications of the locks, semaphores and elections it makes.
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         options: Option<ClientOptions>,
         #[napi(ts_arg_type = "(id: number, reason: string) => void")] on_lost: LostFn,
     ) -> Result<NativeClient> {
+        stop_calls_at_exit(&env);
         let mut b = baton::ClientBuilder::from_env();
         if let Some(o) = options {
             if let Some(a) = o.address {
@@ -298,7 +312,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<Buffer | null>")]
     pub fn kv_get<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "kv", move || {
+        on_thread(env, move || {
             Ok(c.kv()
                 .get(&key)?
                 .map(|p| Buffer::from(p.value.unwrap_or_default())))
@@ -309,7 +323,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn kv_put<'e>(&self, env: &'e Env, key: String, value: Buffer) -> Result<Object<'e>> {
         let (c, v) = (self.inner.clone(), value.to_vec());
-        on_thread(env, "kv", move || c.kv().put(&key, &v))
+        on_thread(env, move || c.kv().put(&key, &v))
     }
 
     /// Creates a session renewed in the background.
@@ -324,7 +338,7 @@ impl NativeClient {
             None => session_defaults(),
         };
         let c = self.inner.clone();
-        on_thread(env, "session", move || {
+        on_thread(env, move || {
             c.create_session(&o).map(|inner| NativeSession { inner })
         })
     }
@@ -334,7 +348,7 @@ impl NativeClient {
     pub fn close<'e>(&self, env: &'e Env, timeout_ms: Option<f64>) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?.unwrap_or(Duration::from_secs(5));
         let c = self.inner.clone();
-        on_thread(env, "close", move || Ok(c.close(t)))
+        on_thread(env, move || Ok(c.close(t)))
     }
 }
 
@@ -386,7 +400,7 @@ impl NativeSession {
         let t = millis("timeoutMs", timeout_ms)?;
         let s = self.inner.clone();
         let token = cancel.map(|c| c.inner.clone());
-        on_thread(env, "wait", move || {
+        on_thread(env, move || {
             s.wait_lost(t, token.as_ref()).map(baton::LostReason::name)
         })
     }
@@ -395,7 +409,7 @@ impl NativeSession {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let s = self.inner.clone();
-        on_thread(env, "destroy", move || s.destroy())
+        on_thread(env, move || s.destroy())
     }
 }
 

@@ -1,6 +1,6 @@
 //! Locks, semaphores, elections, sequencers and guarded writes for Node.
 //!
-//! Every wait runs on a thread of its own (see [`on_thread`]) with a core `CancelToken` that
+//! Every wait runs on one of baton's threads (see [`on_thread`]) with a core `CancelToken` that
 //! `index.js` cancels from an `AbortSignal`. An acquire or campaign that succeeded although
 //! its token was cancelled meanwhile is undone on that thread before the promise rejects with
 //! `BATON_CANCELLED`, so an aborted call never leaves anything held. 64-bit numbers cross the
@@ -203,7 +203,7 @@ impl NativeLock {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (l, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "acquire", move || {
+        on_thread(env, move || {
             let held = l.acquire(t, Some(&token))?;
             if held && token.is_cancelled() {
                 let _ = l.release();
@@ -217,7 +217,7 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let l = self.inner.clone();
-        on_thread(env, "release", move || l.release())
+        on_thread(env, move || l.release())
     }
 
     /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
@@ -258,7 +258,7 @@ impl NativeLock {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (l, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "wait", move || {
+        on_thread(env, move || {
             l.wait_lost(t, Some(&token)).map(baton::LockLost::name)
         })
     }
@@ -267,7 +267,7 @@ impl NativeLock {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let l = self.inner.clone();
-        on_thread(env, "destroy", move || l.destroy())
+        on_thread(env, move || l.destroy())
     }
 }
 
@@ -302,7 +302,7 @@ impl NativeSemaphore {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (s, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "acquire", move || {
+        on_thread(env, move || {
             let held = s.acquire(t, Some(&token))?;
             if held && token.is_cancelled() {
                 let _ = s.release();
@@ -316,7 +316,7 @@ impl NativeSemaphore {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let s = self.inner.clone();
-        on_thread(env, "release", move || s.release())
+        on_thread(env, move || s.release())
     }
 
     /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
@@ -351,7 +351,7 @@ impl NativeSemaphore {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (s, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "wait", move || {
+        on_thread(env, move || {
             s.wait_lost(t, Some(&token)).map(baton::SemaphoreLost::name)
         })
     }
@@ -360,7 +360,7 @@ impl NativeSemaphore {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let s = self.inner.clone();
-        on_thread(env, "destroy", move || s.destroy())
+        on_thread(env, move || s.destroy())
     }
 }
 
@@ -391,7 +391,7 @@ impl NativeElection {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (e, token, v) = (self.inner.clone(), token_of(cancel), value.to_vec());
-        on_thread(env, "campaign", move || {
+        on_thread(env, move || {
             let won = e.campaign(&v, t, Some(&token))?;
             if won && token.is_cancelled() {
                 let _ = e.resign();
@@ -405,14 +405,14 @@ impl NativeElection {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn resign<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let e = self.inner.clone();
-        on_thread(env, "resign", move || e.resign())
+        on_thread(env, move || e.resign())
     }
 
     /// Replaces the leader's value, keeping the LockIndex.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn proclaim<'e>(&self, env: &'e Env, value: Buffer) -> Result<Object<'e>> {
         let (e, v) = (self.inner.clone(), value.to_vec());
-        on_thread(env, "proclaim", move || e.proclaim(&v))
+        on_thread(env, move || e.proclaim(&v))
     }
 
     /// Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
@@ -441,9 +441,7 @@ impl NativeElection {
     #[napi(ts_return_type = "Promise<NativeLeader | null>")]
     pub fn leader<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let e = self.inner.clone();
-        on_thread(env, "leader", move || {
-            e.leader().map(|l| l.map(NativeLeader::from))
-        })
+        on_thread(env, move || e.leader().map(|l| l.map(NativeLeader::from)))
     }
 
     /// A follower of this election's leader changes.
@@ -472,7 +470,7 @@ impl NativeElection {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (e, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "wait", move || {
+        on_thread(env, move || {
             e.wait_lost(t, Some(&token)).map(baton::LockLost::name)
         })
     }
@@ -514,7 +512,7 @@ impl NativeObserver {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (o, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, "observe", move || {
+        on_thread(env, move || {
             let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
             let Some(obs) = g.as_mut() else {
                 return Err(baton::Error::new(
@@ -630,7 +628,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<NativeLeader | null>")]
     pub fn leader<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "leader", move || {
+        on_thread(env, move || {
             c.leader(&key).map(|l| l.map(NativeLeader::from))
         })
     }
@@ -647,16 +645,14 @@ impl NativeClient {
     pub fn check_sequencer<'e>(&self, env: &'e Env, sequencer: String) -> Result<Object<'e>> {
         let seq = baton::Sequencer::parse(&sequencer).map_err(js_err)?;
         let c = self.inner.clone();
-        on_thread(env, "check", move || c.check_sequencer(&seq))
+        on_thread(env, move || c.check_sequencer(&seq))
     }
 
     /// The entry at `key` (value, flags, session, indexes), or null.
     #[napi(ts_return_type = "Promise<NativeKvEntry | null>")]
     pub fn kv_get_entry<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "kv", move || {
-            Ok(c.kv().get(&key)?.map(NativeKvEntry::from))
-        })
+        on_thread(env, move || Ok(c.kv().get(&key)?.map(NativeKvEntry::from)))
     }
 
     /// Writes `value` at `key` with `flags` (decimal uint64, default 0); with `cas`
@@ -677,7 +673,7 @@ impl NativeClient {
             .unwrap_or(0);
         let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
         let (c, v) = (self.inner.clone(), value.to_vec());
-        on_thread(env, "kv", move || {
+        on_thread(env, move || {
             let options = baton::WriteOptions {
                 flags,
                 cas,
@@ -698,7 +694,7 @@ impl NativeClient {
     ) -> Result<Object<'e>> {
         let cas = cas.map(|i| parse_u64("cas", &i)).transpose()?;
         let c = self.inner.clone();
-        on_thread(env, "kv", move || match cas {
+        on_thread(env, move || match cas {
             Some(index) => c.kv().delete_cas(&key, index),
             None => c.kv().delete(&key),
         })
@@ -708,7 +704,7 @@ impl NativeClient {
     #[napi(ts_return_type = "Promise<NativeSession>")]
     pub fn default_session<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let c = self.inner.clone();
-        on_thread(env, "session", move || {
+        on_thread(env, move || {
             c.default_session().map(|inner| NativeSession { inner })
         })
     }
@@ -733,7 +729,7 @@ impl NativeClient {
         let seq = baton::Sequencer::parse(&sequencer).map_err(js_err)?;
         let ops = ops.into_iter().map(txn_op).collect::<Result<Vec<_>>>()?;
         let c = self.inner.clone();
-        on_thread(env, "txn", move || {
+        on_thread(env, move || {
             c.guarded_txn(&seq, &ops)
                 .map(|v| v.into_iter().map(NativeKvEntry::from).collect::<Vec<_>>())
         })

@@ -40,7 +40,15 @@ impl Pending {
 
 type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
 
-/// Runs `call` on a new baton thread; then, holding the GIL, calls
+/// The threads `baton.aio` calls run on.
+static CALLS: crate::pool::Pool = crate::pool::Pool::new("baton-py-aio");
+
+/// Ends the idle threads (the `atexit` hook).
+pub(crate) fn stop_pool(deadline: std::time::Instant) {
+    CALLS.stop(deadline);
+}
+
+/// Runs `call` on a pooled baton thread (see `pool.rs`); then, holding the GIL, calls
 /// `done(True, value)` or `done(False, exception)`. If the token was cancelled
 /// by the time `call` succeeded, `undo` gets the value and `done` a
 /// `CancelledError`. An exception raised by `done` goes to `sys.unraisablehook`.
@@ -56,9 +64,8 @@ fn start<T: Send + 'static>(
     }
     let cancel = baton::CancelToken::new();
     let token = cancel.clone();
-    std::thread::Builder::new()
-        .name("baton-py-aio".into())
-        .spawn(move || {
+    CALLS
+        .run(move || {
             let outcome = match call(&token) {
                 Ok(v) if token.is_cancelled() => {
                     undo(v);

@@ -1,8 +1,8 @@
 //! `consul_baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
-//! core object, every blocking call releases the GIL in short slices (so Ctrl-C interrupts it),
-//! callbacks from core threads attach to the interpreter safely and send their exceptions to
-//! `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception hierarchy,
-//! `baton.aio` and type stubs.
+//! core object, every blocking call releases the GIL (and Ctrl-C interrupts it: see
+//! `interrupt.rs`), callbacks from core threads attach to the interpreter safely and send their
+//! exceptions to `sys.unraisablehook`. The Python package (`python/consul_baton/`) adds the exception
+//! hierarchy, `consul_baton.aio` and type stubs.
 
 mod agent;
 mod aio;
@@ -10,6 +10,8 @@ mod args;
 mod cancel;
 mod detached;
 mod devserver;
+mod interrupt;
+mod pool;
 mod recipes;
 
 use detached::Detached;
@@ -53,6 +55,10 @@ pub(crate) fn attach_from_thread<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R
 fn at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     py.detach(|| {
+        interrupt::stop();
+        let end = Instant::now() + Duration::from_secs(1);
+        recipes::stop_pool(end);
+        aio::stop_pool(end);
         let end = Instant::now() + Duration::from_secs(5);
         while ATTACHED.load(Ordering::SeqCst) > 0 && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(1));
@@ -385,12 +391,12 @@ impl Session {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, cancel::CancelToken>>,
     ) -> PyResult<&'static str> {
-        let t = seconds("timeout", timeout)?;
+        let d = recipes::deadline(seconds("timeout", timeout)?);
         let s = self.inner.clone();
         recipes::interruptible(
             py,
             cancel::user_token(cancel),
-            move |c| s.wait_lost(t, Some(&c)),
+            move |c| s.wait_lost(recipes::left(d), Some(c)),
             |_| {},
         )
         .map(|r| r.name())

@@ -1,13 +1,14 @@
 //! `Lock`, `Semaphore`, `Election`, `Sequencer` for Python, shaped like `threading`.
 //!
-//! A blocking acquire runs the core call on a short-lived helper thread with a core
-//! `CancelToken`, while the calling thread waits detached from the interpreter in
-//! 100 ms slices and checks for signals in between. Ctrl-C cancels the token, waits
-//! for the helper to finish, undoes an acquisition that raced the cancel, and then
-//! raises `KeyboardInterrupt`: nothing is left held.
+//! A blocking call runs the core call on the calling thread, detached from the interpreter.
+//! On the main thread it is wired to signals (see `interrupt.rs`): Ctrl-C cancels the core
+//! call, an acquisition that raced the cancel is undone, and `KeyboardInterrupt` is raised:
+//! nothing is left held. Where that cannot be done (a `cancel=` token on the main thread, or an
+//! event loop owning the wakeup fd) the core call runs on a pooled thread while the caller
+//! waits detached in 100 ms slices and checks for signals in between.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,27 +16,99 @@ use pyo3::types::PyBytes;
 
 use crate::args::{not_held, not_held_message, opt_value, value_bytes};
 use crate::cancel::{user_token, CallbackIds, CancelToken};
+use crate::interrupt::{is_main_thread, Interruptible};
 use crate::{float_repr, seconds, to_py, Detached, Session, SLICE};
 
-/// Runs `call` on a helper thread with a cancel token; waits interruptibly. On a Python
-/// exception (Ctrl-C) the token is cancelled, `undo` runs on a successful late result,
-/// and the exception propagates. `user` (a `cancel=` token) cancelled from another thread
-/// cancels the call the same way: it ends with `baton.CancelledError`, and a success that
-/// raced the cancel is undone.
+/// The threads of the fallback path of [`interruptible`].
+static CALLS: crate::pool::Pool = crate::pool::Pool::new("baton-py-call");
+
+/// Ends the idle threads of the fallback path (the `atexit` hook).
+pub(crate) fn stop_pool(deadline: Instant) {
+    CALLS.stop(deadline);
+}
+
+/// The deadline of a timeout (`None`: no limit), for calls that may be restarted.
+pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.map(|t| Instant::now() + t)
+}
+
+/// What is left until `deadline` (`None`: no limit).
+pub(crate) fn left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+fn cancelled_by_user(py: Python<'_>) -> PyErr {
+    to_py(
+        py,
+        baton::Error::new(
+            baton::ErrorKind::Cancelled,
+            "cancelled through its CancelToken (what it acquired meanwhile was released)",
+        ),
+    )
+}
+
+/// Runs the core call `call` with a cancel token, detached from the interpreter, so that
+/// Ctrl-C (any signal whose Python handler raises) interrupts it: the token is cancelled,
+/// `undo` gets a result that raced the cancel, and the handler's exception propagates. If
+/// the handler returns instead, the call is made again (so `call` computes its timeouts from
+/// a deadline; see [`deadline`]). `user` (a `cancel=` token) cancelled from another thread
+/// ends the call with `baton.CancelledError`, and a success that raced it is undone.
 pub(crate) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
     user: Option<baton::CancelToken>,
-    call: impl FnOnce(baton::CancelToken) -> baton::Result<T> + Send + 'static,
+    mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+) -> PyResult<T> {
+    if !is_main_thread(py) {
+        // No signal handler runs on this thread: only the user's token can end the call.
+        let token = user.clone().unwrap_or_default();
+        let r = py.detach(|| call(&token));
+        return match r {
+            Ok(v) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
+                undo(v);
+                Err(cancelled_by_user(py))
+            }
+            r => r.map_err(|e| to_py(py, e)),
+        };
+    }
+    if user.is_none() {
+        while let Some(wired) = Interruptible::begin(py)? {
+            let token = wired.token().clone();
+            let r = py.detach(|| call(&token));
+            drop(wired);
+            if token.is_cancelled() {
+                // A signal came: its handler runs now.
+                if let Err(raised) = py.check_signals() {
+                    if let Ok(v) = r {
+                        undo(v);
+                    }
+                    return Err(raised);
+                }
+                if matches!(&r, Err(e) if e.kind() == baton::ErrorKind::Cancelled) {
+                    continue;
+                }
+            }
+            return r.map_err(|e| to_py(py, e));
+        }
+    }
+    sliced(py, user, call, undo)
+}
+
+/// The fallback of [`interruptible`]: `call` on a pooled thread, the caller waiting detached in
+/// [`SLICE`]s and checking for signals in between.
+fn sliced<T: Send + 'static>(
+    py: Python<'_>,
+    user: Option<baton::CancelToken>,
+    mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
     undo: impl FnOnce(T) + Send + 'static,
 ) -> PyResult<T> {
     use crossbeam_channel::RecvTimeoutError;
     let cancel = baton::CancelToken::new();
     let (tx, rx) = crossbeam_channel::bounded(1);
     let token = cancel.clone();
-    std::thread::Builder::new()
-        .name("baton-py-call".into())
-        .spawn(move || {
-            let _ = tx.send(call(token));
+    CALLS
+        .run(move || {
+            let _ = tx.send(call(&token));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     // Watched until it fires (then the call's own token is cancelled).
@@ -58,13 +131,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
             }
             Some(Ok(Ok(v))) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
                 undo(v);
-                return Err(to_py(
-                    py,
-                    baton::Error::new(
-                        baton::ErrorKind::Cancelled,
-                        "cancelled through its CancelToken (what it acquired meanwhile was released)",
-                    ),
-                ));
+                return Err(cancelled_by_user(py));
             }
             Some(Ok(r)) => return r.map_err(|e| to_py(py, e)),
             Some(Err(RecvTimeoutError::Disconnected)) => {
@@ -200,12 +267,12 @@ impl Lock {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<bool> {
-        let t = acquire_timeout(blocking, timeout)?;
+        let d = deadline(acquire_timeout(blocking, timeout)?);
         let (l, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
             user_token(cancel),
-            move |c| l.acquire(t, Some(&c)),
+            move |c| l.acquire(left(d), Some(c)),
             move |held| {
                 if held {
                     let _ = u.release();
@@ -317,12 +384,12 @@ impl Lock {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<&'static str> {
-        let t = seconds("timeout", timeout)?;
+        let d = deadline(seconds("timeout", timeout)?);
         let l = self.inner.clone();
         interruptible(
             py,
             user_token(cancel),
-            move |c| l.wait_lost(t, Some(&c)),
+            move |c| l.wait_lost(left(d), Some(c)),
             |_| {},
         )
         .map(|r| r.name())
@@ -376,12 +443,12 @@ impl Semaphore {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<bool> {
-        let t = acquire_timeout(blocking, timeout)?;
+        let d = deadline(acquire_timeout(blocking, timeout)?);
         let (s, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
             user_token(cancel),
-            move |c| s.acquire(t, Some(&c)),
+            move |c| s.acquire(left(d), Some(c)),
             move |held| {
                 if held {
                     let _ = u.release();
@@ -479,12 +546,12 @@ impl Semaphore {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<&'static str> {
-        let t = seconds("timeout", timeout)?;
+        let d = deadline(seconds("timeout", timeout)?);
         let s = self.inner.clone();
         interruptible(
             py,
             user_token(cancel),
-            move |c| s.wait_lost(t, Some(&c)),
+            move |c| s.wait_lost(left(d), Some(c)),
             |_| {},
         )
         .map(|r| r.name())
@@ -573,12 +640,12 @@ impl Election {
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<bool> {
         let value = value_bytes("value", value)?;
-        let t = acquire_timeout(true, timeout)?;
+        let d = deadline(acquire_timeout(true, timeout)?);
         let (e, u) = (self.inner.clone(), self.inner.clone());
         interruptible(
             py,
             user_token(cancel),
-            move |c| e.campaign(&value, t, Some(&c)),
+            move |c| e.campaign(&value, left(d), Some(c)),
             move |won| {
                 if won {
                     let _ = u.resign();
@@ -682,12 +749,12 @@ impl Election {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<&'static str> {
-        let t = seconds("timeout", timeout)?;
+        let d = deadline(seconds("timeout", timeout)?);
         let e = self.inner.clone();
         interruptible(
             py,
             user_token(cancel),
-            move |c| e.wait_lost(t, Some(&c)),
+            move |c| e.wait_lost(left(d), Some(c)),
             |_| {},
         )
         .map(|r| r.name())
@@ -719,14 +786,14 @@ impl Observer {
         timeout: Option<f64>,
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<Option<Leader>> {
-        let t = seconds("timeout", timeout)?;
+        let d = deadline(seconds("timeout", timeout)?);
         let o = self.inner.clone();
         let ev = interruptible(
             py,
             user_token(cancel),
             move |c| {
                 let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
-                g.next(t, Some(&c))
+                g.next(left(d), Some(c))
             },
             |_| {},
         )?;

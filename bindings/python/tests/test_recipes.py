@@ -70,6 +70,50 @@ def test_a_second_thread_runs_while_one_blocks_in_acquire(client, devserver, tic
         holder.close()
 
 
+def _call_threads():
+    """The thread ids of the pool threads of blocking calls ("baton-py-call")."""
+    found = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() == "baton-py-call":
+                    found.add(tid)
+        except OSError:
+            pass  # the thread ended meanwhile
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads thread names from /proc")
+def test_a_blocking_call_on_the_main_thread_runs_on_it(client, devserver):
+    # No thread per call: the core call runs on the calling thread (Ctrl-C reaches it through
+    # the wakeup fd), so no "baton-py-call" thread appears while one waits.
+    assert threading.current_thread() is threading.main_thread()
+    k = key("own-thread")
+    holder = baton.Client(devserver)
+    try:
+        held = holder.lock(k)
+        assert held.acquire()
+        before = _call_threads()
+        seen = set()
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                seen.update(_call_threads())
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            assert client.lock(k).acquire(timeout=0.3) is False
+        finally:
+            done.set()
+            sampler.join()
+        assert not (seen - before), f"new call threads while waiting: {seen - before}"
+    finally:
+        holder.close()
+
+
 def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, devserver, sigint_handled):
     k = key("sigint")
     holder = baton.Client(devserver)

@@ -11,12 +11,13 @@
 ...         async for leader in election.observe():        # Leader, or None: no leader
 ...             break
 
-Every wait runs on a baton thread of its own and settles an asyncio future
+Every wait runs on a baton thread (reused from call to call) and settles an asyncio future
 through ``loop.call_soon_threadsafe``: the event loop never blocks, and the
 default executor's few threads are never used for waiting (hundreds of
 concurrent acquires are fine). Cancelling the awaiting task (``task.cancel()``,
 ``asyncio.wait_for`` timing out, a ``TaskGroup`` failing) cancels the wait in
-the core; an acquisition that raced the cancellation is released, so nothing is
+the core, and the ``CancelledError`` comes once the native call has returned: an
+acquisition that raced the cancellation has been released by then, so nothing is
 left held. Errors are the exceptions of :mod:`baton`.
 
 Quick, non-blocking operations (``locked()``, ``is_leader()``, ``sequencer``,
@@ -36,10 +37,19 @@ from ._native import KvEntry, Leader, Sequencer
 __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
 
 
-def _settle(fut: "asyncio.Future[Any]", ok: bool, value: Any, undo: Optional[Callable[[Any], None]]) -> None:
+def _settle(fut: "asyncio.Future[Any]", unwound: "asyncio.Future[None]", ok: bool, value: Any,
+            undo: Optional[Callable[[Any, Callable[[], None]], None]]) -> None:
+    def finished() -> None:
+        if not unwound.done():
+            unwound.set_result(None)
+
+    if fut.cancelled() and ok and undo is not None:
+        # A success that raced the cancel: `unwound` is set once it is undone.
+        loop = unwound.get_loop()
+        undo(value, lambda: _call_soon(loop, finished))
+        return
+    finished()
     if fut.cancelled():
-        if ok and undo is not None:
-            undo(value)
         return
     if ok:
         fut.set_result(value)
@@ -47,23 +57,35 @@ def _settle(fut: "asyncio.Future[Any]", ok: bool, value: Any, undo: Optional[Cal
         fut.set_exception(value)
 
 
-async def _run(start: Callable[..., Any], *args: Any, undo: Optional[Callable[[Any], None]] = None) -> Any:
-    """Starts a native call (`start(done, *args)`) and awaits its outcome."""
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:  # the loop is closed: nobody awaits any more
+        pass
+
+
+async def _run(start: Callable[..., Any], *args: Any,
+               undo: Optional[Callable[[Any, Callable[[], None]], None]] = None) -> Any:
+    """Starts a native call (`start(done, *args)`) and awaits its outcome. A cancelled await
+    cancels the call and waits (shielded) until it has returned and a success that raced the
+    cancel is undone: when the CancelledError arrives, nothing is left held."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
+    unwound = loop.create_future()
 
     def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
         try:
-            loop.call_soon_threadsafe(_settle, fut, ok, value, undo)
+            loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, undo)
         except RuntimeError:  # the loop is closed: nobody awaits any more
             if ok and undo is not None:
-                undo(value)
+                undo(value, lambda: None)
 
     pending = start(done, *args)
     try:
         return await fut
     except asyncio.CancelledError:
         pending.cancel()
+        await asyncio.shield(unwound)
         raise
 
 
@@ -72,6 +94,7 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
     awaits its outcome: never on the event loop, never in the loop's default executor."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
+    unwound = loop.create_future()  # not awaited: these calls hold nothing to undo
 
     def run() -> None:
         try:
@@ -79,7 +102,7 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
         except BaseException as e:  # noqa: B036 - handed to the awaiting task
             ok, value = False, e
         try:
-            loop.call_soon_threadsafe(_settle, fut, ok, value, None)
+            loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, None)
         except RuntimeError:  # the loop is closed: nobody awaits any more
             pass
 
@@ -87,12 +110,15 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
     return await fut
 
 
-def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any], None]:
-    """An undo for a cancelled acquire that succeeded after all: release in the background."""
+def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any, Callable[[], None]], None]:
+    """An undo for a cancelled acquire that succeeded after all: releases it, then calls
+    `finished` (on a baton thread)."""
 
-    def undo(held: Any) -> None:
+    def undo(held: Any, finished: Callable[[], None]) -> None:
         if held:
-            release_start(lambda ok, value: None)
+            release_start(lambda ok, value: finished())
+        else:
+            finished()
 
     return undo
 

@@ -1,0 +1,121 @@
+// The Node worker of `make bench-bindings` (bench/bindings/run.py drives it; same protocol as
+// worker.rs):
+//
+//   worker.js ADDR cycles N KEY     N uncontended acquire+release cycles on KEY
+//   worker.js ADDR handoff N KEY    N hand-offs of KEY between two holders
+//   worker.js ADDR lag N PREFIX     event-loop lag while N acquires on N keys are pending
+//
+// Prints one line, `RESULT {json}`. lag: one client holds PREFIX/0..N-1, another starts an
+// acquire of each, and perf_hooks.monitorEventLoopDelay (10 ms resolution) records the loop's
+// delay for LAG_SECS seconds: `{pending, p50_ms, p99_ms, max_ms}`.
+'use strict'
+
+const path = require('node:path')
+const { monitorEventLoopDelay } = require('node:perf_hooks')
+const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'))
+
+const LONG = 30000
+const LAG_SECS = 3
+const now = () => Number(process.hrtime.bigint()) / 1e3 // microseconds
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+function pct(sorted, p) {
+  if (sorted.length === 0) return 0
+  return sorted[Math.round((sorted.length - 1) * p)]
+}
+
+async function cycles(addr, n, key) {
+  const c = new Client({ address: addr })
+  const lock = c.lock(key)
+  for (let i = 0; i < 20; i++) {
+    await lock.acquire({ timeoutMs: LONG })
+    await lock.release()
+  }
+  const lat = []
+  const start = now()
+  for (let i = 0; i < n; i++) {
+    const t = now()
+    await lock.acquire({ timeoutMs: LONG })
+    await lock.release()
+    lat.push(now() - t)
+  }
+  const secs = (now() - start) / 1e6
+  await c.close()
+  lat.sort((x, y) => x - y)
+  return { cycles: n, secs, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99) }
+}
+
+async function handoff(addr, rounds, key) {
+  const a = new Client({ address: addr })
+  const b = new Client({ address: addr })
+  let holder = a.lock(key)
+  let waiter = b.lock(key)
+  await holder.acquire({ timeoutMs: LONG })
+  const lat = []
+  for (let i = 0; i < rounds; i++) {
+    const acquired = waiter.acquire({ timeoutMs: LONG }).then(() => now())
+    await sleep(20) // let the waiter find the key held and park on it
+    const released = now()
+    await holder.release()
+    lat.push((await acquired) - released)
+    ;[holder, waiter] = [waiter, holder]
+  }
+  await holder.release()
+  await a.close()
+  await b.close()
+  lat.sort((x, y) => x - y)
+  return { rounds, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99) }
+}
+
+async function lag(addr, n, prefix) {
+  const a = new Client({ address: addr })
+  const b = new Client({ address: addr })
+  const held = []
+  for (let i = 0; i < n; i++) {
+    const l = a.lock(`${prefix}/${i}`)
+    await l.acquire({ timeoutMs: LONG })
+    held.push(l)
+  }
+  const stop = new AbortController()
+  const pending = []
+  let finished = 0
+  for (let i = 0; i < n; i++) {
+    const p = b.lock(`${prefix}/${i}`).acquire({ timeoutMs: LONG, signal: stop.signal })
+    pending.push(p.then(() => finished++, () => {}))
+  }
+  await sleep(500) // every acquire has found its key held
+  if (finished) throw new Error(`${finished} acquires finished while their keys were held`)
+  const h = monitorEventLoopDelay({ resolution: 10 })
+  h.enable()
+  await sleep(LAG_SECS * 1000)
+  h.disable()
+  stop.abort()
+  await Promise.all(pending)
+  for (const l of held) await l.release()
+  await a.close()
+  await b.close()
+  // The histogram records the whole delay of each 10 ms timer; the lag is what exceeds 10 ms.
+  const lagMs = (ns) => Math.max(0, ns / 1e6 - 10)
+  return {
+    pending: n,
+    p50_ms: lagMs(h.percentile(50)),
+    p99_ms: lagMs(h.percentile(99)),
+    max_ms: lagMs(h.max),
+  }
+}
+
+async function main() {
+  const [addr, mode, nText, key] = process.argv.slice(2)
+  const modes = { cycles, handoff, lag }
+  if (!key || !modes[mode]) {
+    console.error('usage: worker.js ADDR cycles|handoff|lag N KEY')
+    process.exit(2)
+  }
+  const result = await modes[mode](addr, Number(nText), key)
+  console.log('RESULT ' + JSON.stringify(result))
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

@@ -1,0 +1,268 @@
+//! Promises settled from baton's threads through one thread-safe function per JavaScript
+//! thread (environment), made on first use.
+//!
+//! napi-rs's deferred makes a thread-safe function (a libuv handle, an environment clean-up
+//! hook, a mutex) for every promise and tears it down after; profiles of acquire+release
+//! cycles showed the JavaScript thread blocking on those locks while the settling thread still
+//! held them. Here a call only makes its promise; its outcome goes to the environment's one
+//! queue, and the JavaScript thread settles it. The queue keeps the process alive only while
+//! promises are pending (it is referenced while their count is above zero), like the
+//! per-promise functions did.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::{FromNapiValue, Object, ToNapiValue};
+use napi::{sys, Env, Error, JsError, Result, Status};
+
+/// What the JavaScript thread runs for one settled call.
+type Settle = Box<dyn FnOnce(sys::napi_env) + Send>;
+
+/// A raw napi handle moved to another thread; only used on the JavaScript thread, or with the
+/// thread-safe calls napi allows from any thread.
+#[derive(Clone, Copy)]
+struct Raw<T>(T);
+// SAFETY: napi_threadsafe_function may be called from any thread (that is its purpose); a
+// napi_deferred only travels inside a `Settle`, which uses it on the JavaScript thread.
+unsafe impl<T> Send for Raw<T> {}
+
+/// One environment's thread-safe function; `None` once the environment is torn down.
+struct Queue {
+    tsfn: Mutex<Option<Raw<sys::napi_threadsafe_function>>>,
+}
+
+/// The queue of this JavaScript thread's environment, and its pending promises.
+struct Local {
+    env: sys::napi_env,
+    queue: Arc<Queue>,
+    pending: usize,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::GenericFailure,
+            format!("{what} failed (napi status {status})"),
+        ))
+    }
+}
+
+/// Runs a [`Settle`] on the JavaScript thread (`env` is null while the environment is torn
+/// down: the promise is gone, only the box is freed).
+unsafe extern "C" fn call_js(
+    env: sys::napi_env,
+    _js_callback: sys::napi_value,
+    _context: *mut c_void,
+    data: *mut c_void,
+) {
+    // SAFETY: `data` is the `Box<Settle>` leaked by `Deferred::settle`, handed over once.
+    let settle = unsafe { Box::from_raw(data.cast::<Settle>()) };
+    if !env.is_null() {
+        settle(env);
+    }
+}
+
+/// The queue of `env`, made on first use.
+fn queue(env: &Env) -> Result<Arc<Queue>> {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if let Some(local) = l.as_ref().filter(|local| local.env == env.raw()) {
+            return Ok(local.queue.clone());
+        }
+        let mut name = ptr::null_mut();
+        let text = "baton";
+        // SAFETY: called on the JavaScript thread with its live env; `text` outlives the call.
+        check(
+            unsafe {
+                sys::napi_create_string_utf8(
+                    env.raw(),
+                    text.as_ptr().cast(),
+                    text.len() as isize,
+                    &mut name,
+                )
+            },
+            "napi_create_string_utf8",
+        )?;
+        let mut tsfn = ptr::null_mut();
+        // SAFETY: as above; no JavaScript function (call_js settles), one owning thread (the
+        // environment, released by the clean-up hook below), unlimited queue.
+        check(
+            unsafe {
+                sys::napi_create_threadsafe_function(
+                    env.raw(),
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    name,
+                    0,
+                    1,
+                    ptr::null_mut(),
+                    None,
+                    ptr::null_mut(),
+                    Some(call_js),
+                    &mut tsfn,
+                )
+            },
+            "napi_create_threadsafe_function",
+        )?;
+        // SAFETY: the function was just made on this thread; unreferenced until a promise is
+        // pending.
+        check(
+            unsafe { sys::napi_unref_threadsafe_function(env.raw(), tsfn) },
+            "napi_unref_threadsafe_function",
+        )?;
+        let queue = Arc::new(Queue {
+            tsfn: Mutex::new(Some(Raw(tsfn))),
+        });
+        let q = queue.clone();
+        env.add_env_cleanup_hook((), move |()| {
+            // Settling threads find `None` from now on and free their outcome themselves.
+            if let Some(t) = q.tsfn.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                // SAFETY: the environment still exists while its clean-up hooks run.
+                unsafe {
+                    sys::napi_release_threadsafe_function(
+                        t.0,
+                        sys::ThreadsafeFunctionReleaseMode::abort,
+                    )
+                };
+            }
+        })?;
+        *l = Some(Local {
+            env: env.raw(),
+            queue: queue.clone(),
+            pending: 0,
+        });
+        Ok(queue)
+    })
+}
+
+/// One more (`true`) or one fewer pending promise on this thread; the queue keeps the process
+/// alive while any is pending.
+fn count(env: sys::napi_env, more: bool) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        let Some(local) = l.as_mut().filter(|local| local.env == env) else {
+            return;
+        };
+        let before = local.pending;
+        local.pending = if more {
+            before + 1
+        } else {
+            before.saturating_sub(1)
+        };
+        let Some(t) = *local.queue.tsfn.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return;
+        };
+        // SAFETY: on the JavaScript thread of `env`, with the environment's live function.
+        unsafe {
+            if before == 0 && local.pending == 1 {
+                sys::napi_ref_threadsafe_function(env, t.0);
+            } else if before == 1 && local.pending == 0 {
+                sys::napi_unref_threadsafe_function(env, t.0);
+            }
+        }
+    });
+}
+
+/// A promise to settle from another thread (once; dropping it unsettled rejects it).
+pub(crate) struct Deferred {
+    raw: Option<Raw<sys::napi_deferred>>,
+    queue: Arc<Queue>,
+}
+
+/// Makes a promise and the [`Deferred`] that settles it.
+pub(crate) fn promise<'e>(env: &'e Env) -> Result<(Deferred, Object<'e>)> {
+    let queue = queue(env)?;
+    let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: on the JavaScript thread with its live env.
+    check(
+        unsafe { sys::napi_create_promise(env.raw(), &mut deferred, &mut promise) },
+        "napi_create_promise",
+    )?;
+    count(env.raw(), true);
+    // SAFETY: `promise` is the object napi just made in this env.
+    let object = unsafe { Object::from_napi_value(env.raw(), promise)? };
+    Ok((
+        Deferred {
+            raw: Some(Raw(deferred)),
+            queue,
+        },
+        object,
+    ))
+}
+
+/// Rejects `deferred` with `err` (on the JavaScript thread).
+unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, err: Error) {
+    // SAFETY: the caller is on the JavaScript thread of `env`.
+    unsafe {
+        let value = JsError::from(err).into_value(env);
+        sys::napi_reject_deferred(env, deferred, value);
+    }
+}
+
+impl Deferred {
+    /// Settles the promise with `outcome` (from any thread): resolved with the value, or
+    /// rejected with the error.
+    pub(crate) fn settle<T: ToNapiValue + Send + 'static>(
+        mut self,
+        outcome: std::result::Result<T, Error>,
+    ) {
+        let Some(raw) = self.raw.take() else { return };
+        let settle: Settle = Box::new(move |env| {
+            let raw = raw; // the whole `Raw` (Send), not its pointer field
+                           // SAFETY: run by `call_js` on the JavaScript thread of the env that made the promise.
+            unsafe {
+                match outcome.and_then(|v| T::to_napi_value(env, v)) {
+                    Ok(value) => {
+                        sys::napi_resolve_deferred(env, raw.0, value);
+                    }
+                    Err(e) => reject(env, raw.0, e),
+                }
+            }
+            count(env, false);
+        });
+        let data = Box::into_raw(Box::new(settle)).cast::<c_void>();
+        let guard = self.queue.tsfn.lock().unwrap_or_else(|p| p.into_inner());
+        let status = match *guard {
+            // SAFETY: the function is live while it is in the queue (the clean-up hook takes
+            // it out, under this lock, before releasing it).
+            Some(t) => unsafe {
+                sys::napi_call_threadsafe_function(
+                    t.0,
+                    data,
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                )
+            },
+            None => sys::Status::napi_closing,
+        };
+        drop(guard);
+        if status != sys::Status::napi_ok {
+            // The environment is gone: nobody awaits the promise; free the outcome here.
+            // SAFETY: `data` was not handed to napi.
+            drop(unsafe { Box::from_raw(data.cast::<Settle>()) });
+        }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        if self.raw.is_some() {
+            // A call that ended without an outcome (its thread panicked).
+            let raw = self.raw.take();
+            let d = Deferred {
+                raw,
+                queue: self.queue.clone(),
+            };
+            d.settle::<()>(Err(Error::from_reason(
+                "baton call thread ended without a result",
+            )));
+        }
+    }
+}

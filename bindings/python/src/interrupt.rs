@@ -1,0 +1,194 @@
+//! Signals (Ctrl-C) for blocking calls that run on the main thread itself.
+//!
+//! A blocking call runs its core call on the calling thread, detached from the interpreter.
+//! Python runs signal handlers on the main thread only, between bytecodes, so a call blocked
+//! there must be ended for a handler to run. CPython's C-level handler writes a byte to the
+//! *wakeup fd* (`signal.set_wakeup_fd`) for every signal with a Python handler, and so does
+//! `_thread.interrupt_main()`. While such a call runs, [`Interruptible`] makes one end of a
+//! socket pair the wakeup fd; a thread of ours ("baton-py-signals") reads the other end and
+//! cancels the call's token. The call returns (an acquisition that raced it is undone by the
+//! caller), the handler runs, and if it raises (`KeyboardInterrupt`), so does the call. The
+//! previous wakeup fd (none, in a program without an event loop) is put back after each call.
+//!
+//! When the wakeup fd is already taken (an event loop runs in the main thread) the caller
+//! falls back to the pooled thread and the 100 ms slices of checking for signals.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+thread_local! {
+    /// Whether this is the interpreter's main thread (where signal handlers run), once known.
+    static MAIN: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether the calling thread is Python's main thread.
+pub(crate) fn is_main_thread(py: Python<'_>) -> bool {
+    if let Some(m) = MAIN.with(Cell::get) {
+        return m;
+    }
+    let main = (|| -> PyResult<bool> {
+        let threading = py.import("threading")?;
+        let me: u64 = threading.call_method0("get_ident")?.extract()?;
+        let main: u64 = threading
+            .call_method0("main_thread")?
+            .getattr("ident")?
+            .extract()?;
+        Ok(me == main)
+    })()
+    .unwrap_or(false);
+    MAIN.with(|m| m.set(Some(main)));
+    main
+}
+
+/// The token of the main-thread call in progress, cancelled by the signal thread.
+static CURRENT: Mutex<Option<baton::CancelToken>> = Mutex::new(None);
+
+fn current() -> std::sync::MutexGuard<'static, Option<baton::CancelToken>> {
+    CURRENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(unix)]
+mod watcher {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, OnceLock};
+    use std::thread::JoinHandle;
+
+    /// The wakeup end and the signal thread.
+    pub(super) struct Watcher {
+        pub(super) wakeup: UnixStream,
+        thread: Mutex<Option<JoinHandle<()>>>,
+    }
+
+    static WATCHER: OnceLock<Option<Watcher>> = OnceLock::new();
+    /// Set by [`stop`]: calls no longer use the wakeup fd.
+    static STOPPED: AtomicBool = AtomicBool::new(false);
+
+    /// The signal thread, started on first use; `None` if it could not be, or was stopped.
+    pub(super) fn get() -> Option<&'static Watcher> {
+        if STOPPED.load(Ordering::SeqCst) {
+            return None;
+        }
+        WATCHER
+            .get_or_init(|| {
+                let (wakeup, mut read) = UnixStream::pair().ok()?;
+                // CPython requires a non-blocking wakeup fd (its signal handler must not block).
+                wakeup.set_nonblocking(true).ok()?;
+                let thread = std::thread::Builder::new()
+                    .name("baton-py-signals".into())
+                    .spawn(move || {
+                        let mut buf = [0u8; 64];
+                        // Ends when `stop` shuts the pair down.
+                        while matches!(read.read(&mut buf), Ok(n) if n > 0) {
+                            if let Some(t) = super::current().as_ref() {
+                                t.cancel();
+                            }
+                        }
+                    })
+                    .ok()?;
+                Some(Watcher {
+                    wakeup,
+                    thread: Mutex::new(Some(thread)),
+                })
+            })
+            .as_ref()
+    }
+
+    impl Watcher {
+        pub(super) fn fd(&self) -> i32 {
+            self.wakeup.as_raw_fd()
+        }
+    }
+
+    /// Ends and joins the signal thread (the `atexit` hook).
+    pub(crate) fn stop() {
+        STOPPED.store(true, Ordering::SeqCst);
+        if let Some(Some(w)) = WATCHER.get() {
+            let _ = w.wakeup.shutdown(std::net::Shutdown::Both);
+            if let Some(t) = w.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+pub(crate) use watcher::stop;
+
+/// No signal thread off Unix.
+#[cfg(not(unix))]
+pub(crate) fn stop() {}
+
+/// `signal.set_wakeup_fd`.
+static SET_WAKEUP_FD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn set_wakeup_fd(py: Python<'_>, fd: i32) -> PyResult<i32> {
+    let f = SET_WAKEUP_FD.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("signal")?.getattr("set_wakeup_fd")?.unbind())
+    })?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("warn_on_full_buffer", false)?;
+    f.bind(py).call((fd,), Some(&kwargs))?.extract()
+}
+
+/// A main-thread call wired to signals: made by [`Interruptible::begin`], ended by drop (which
+/// puts the previous wakeup fd back).
+pub(crate) struct Interruptible<'py> {
+    py: Python<'py>,
+    token: baton::CancelToken,
+}
+
+impl<'py> Interruptible<'py> {
+    /// Wires a new token to signals, or `None` when the wakeup fd is taken or cannot be set (the
+    /// caller then uses the fallback). Errors are a signal handler's exception (a signal that
+    /// arrived before the call).
+    pub(crate) fn begin(py: Python<'py>) -> PyResult<Option<Interruptible<'py>>> {
+        #[cfg(unix)]
+        {
+            let Some(w) = watcher::get() else {
+                return Ok(None);
+            };
+            let token = baton::CancelToken::new();
+            *current() = Some(token.clone());
+            match set_wakeup_fd(py, w.fd()) {
+                Ok(-1) => {}
+                Ok(other) => {
+                    // Someone else's (an event loop's): leave it in place.
+                    let _ = set_wakeup_fd(py, other);
+                    *current() = None;
+                    return Ok(None);
+                }
+                Err(_) => {
+                    *current() = None;
+                    return Ok(None);
+                }
+            }
+            let call = Interruptible { py, token };
+            // A signal that came before the wakeup fd was ours.
+            py.check_signals()?;
+            Ok(Some(call))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = py;
+            Ok(None)
+        }
+    }
+
+    /// The call's token.
+    pub(crate) fn token(&self) -> &baton::CancelToken {
+        &self.token
+    }
+}
+
+impl Drop for Interruptible<'_> {
+    fn drop(&mut self) {
+        let _ = set_wakeup_fd(self.py, -1);
+        *current() = None;
+    }
+}
