@@ -19,9 +19,9 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul test-packages
 
-lint:
+lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
@@ -31,13 +31,13 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
 test-rust:
-	$(CARGO) test --workspace --exclude baton-cli
+	$(CARGO) test --workspace --exclude consul-baton-cli
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
 ## against in-process dev servers (loss -> SIGTERM timings are printed; --nocapture shows them).
 .PHONY: test-cli
 test-cli:
-	$(CARGO) test -p baton-cli -- --nocapture
+	$(CARGO) test -p consul-baton-cli -- --nocapture
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
 RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
@@ -60,7 +60,7 @@ python-install: $(PY)
 
 ## The pytest suite, against a baton-devserver process its fixture starts.
 test-python: python-install
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) -m pytest -q -s bindings/python/tests
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
@@ -71,7 +71,7 @@ test-python: python-install
 .PHONY: test-pyconsul
 PYCONSUL_VERSION ?= 1.8.0
 test-pyconsul: $(PY)
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) -m pip install -q -r tests/pyconsul/requirements.txt
 	$(PY) tests/pyconsul/run.py --version $(PYCONSUL_VERSION)
 
@@ -80,7 +80,7 @@ test-pyconsul: $(PY)
 ## starts the dev server; stops everything it started and checks that no session is left.
 DEMO_OUT := target/demo
 demo: python-install node-build demo-workers
-	$(CARGO) build --release -p baton-devserver
+	$(CARGO) build --release -p consul-baton-devserver
 	$(PY) demo/run.py
 
 ## The C worker of the demo and of the cross-language test (the Python one needs the wheel).
@@ -93,7 +93,7 @@ demo-workers:
 ## Rust, C, Python and Node processes contend for one lock and one 2-slot semaphore; an
 ## external checker proves from their logs that no holdings overlapped and tokens only grew.
 test-cross: python-install node-build demo-workers
-	$(CARGO) build -p baton-devserver -p baton-examples --bins
+	$(CARGO) build -p consul-baton-devserver -p baton-examples --bins
 	$(PY) tests/cross/run.py --self-test
 	$(PY) tests/cross/run.py
 
@@ -107,10 +107,10 @@ test-cross: python-install node-build demo-workers
 CONSUL_VERSIONS ?= 1.0.8 1.6.1 current
 RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test checks --test failover
 test-versions: python-install node-build
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	set -e; for v in $(CONSUL_VERSIONS); do \
 		echo "== Consul $$v (emulated)"; \
-		BATON_TEST_CONSUL_VERSION=$$v $(CARGO) test -q -p baton $(RUST_VERSION_SUITES); \
+		BATON_TEST_CONSUL_VERSION=$$v $(CARGO) test -q -p consul-baton $(RUST_VERSION_SUITES); \
 		BATON_TEST_CONSUL_VERSION=$$v $(PY) -m pytest -q bindings/python/tests; \
 		(cd $(NODE_DIR) && BATON_TEST_CONSUL_VERSION=$$v node --test __test__/); \
 	done
@@ -126,7 +126,7 @@ test-versions: python-install node-build
 FAULT_EPISODES ?= 16
 EPISODES ?= 1000
 faults-workers: python-install node-build
-	$(CARGO) build -p baton-devserver -p faults-worker
+	$(CARGO) build -p consul-baton-devserver -p faults-worker
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=debug
 	mkdir -p target/faults
 	cc -std=c11 $(CWARN) -Iinclude tests/faults/worker.c -Ltarget/debug/baton-lib -lbaton -pthread \
@@ -137,24 +137,64 @@ test-faults: faults-workers
 bench-faults: faults-workers
 	$(PY) tests/faults/run.py --episodes $(EPISODES) --logdir target/faults/soak
 
+## ---- Packages (tests/packages/run.py) ----------------------------------------------------
+## Every artifact a user installs (the crates, the wheel and sdist, the npm tarball, the C
+## install and dist tarball), each installed OUTSIDE the repository (a new venv, a new npm
+## project, a scratch cargo project, a pkg-config build against a new prefix) and smoke-tested
+## against its packaged dev server: lock, election, loss. Ends with `N passed, N failed`.
+## PACKAGES_ONLY=python,node runs a subset (versions,rust,c,python,node).
+.PHONY: test-packages check-version set-version check-msrv
+test-packages: $(PY) node-build
+	$(CARGO) build --release -p consul-baton-devserver
+	$(PY) tests/packages/run.py $(if $(PACKAGES_ONLY),--only $(PACKAGES_ONLY))
+
+## The npm tarball, target/packages/dist/consul-baton-$(VERSION).tgz: the addon (node-build), the
+## release dev server as bin/baton-devserver-linux-x64 and LICENSE are staged into bindings/node
+## (git-ignored there) and packed with `npm pack`.
+.PHONY: npm-pack
+npm-pack: node-build
+	$(CARGO) build --release -p consul-baton-devserver
+	install -m 755 target/release/baton-devserver $(NODE_DIR)/bin/baton-devserver-linux-x64
+	strip --strip-debug $(NODE_DIR)/bin/baton-devserver-linux-x64
+	install -m 644 LICENSE $(NODE_DIR)/LICENSE
+	mkdir -p target/packages/dist
+	cd $(NODE_DIR) && npm pack --pack-destination $(CURDIR)/target/packages/dist
+
+## The version is set once, in the root Cargo.toml ([workspace.package]); check-version fails
+## when another file that carries it differs; `make set-version V=X.Y.Z` rewrites them all.
+check-version:
+	python3 tests/packages/versions.py check
+set-version:
+	python3 tests/packages/versions.py set $(V)
+
+## The declared rust-version (root Cargo.toml) against every dependency's in Cargo.lock; clippy's
+## incompatible_msrv lint (make lint) checks our own use of std against it.
+check-msrv:
+	python3 tests/packages/versions.py msrv
+
 ## Run the Consul-compatible dev server in the foreground (Ctrl-C stops it).
 devserver:
-	$(CARGO) run --release -p baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
+	$(CARGO) run --release -p consul-baton-devserver -- --addr $(DEVSERVER_ADDR) --session-ttl-min 1s
 
 ## Builds the Node addon (napi-rs) and regenerates its loader and typings (committed).
-## package.json pins (overrides) three build-tool dependencies of @napi-rs/cli, @napi-rs/lzma,
-## tar and wasm-tools, to releases published for every platform in the registry we install
-## from: for their newest releases it answers 404 for the other platforms' optional packages,
-## so npm 11 left those out of the lock file and `npm ci` then refused it.
+## package.json pins (overrides) build-tool dependencies of @napi-rs/cli: @napi-rs/tar and
+## wasm-tools to releases published for every platform in the registry we install from (for
+## their newest releases it answers 404 for the other platforms' optional packages, so npm 11
+## left those out of the lock file and `npm ci` then refused it); @napi-rs/lzma 1.4.5 and
+## content-type 2.1.0 because their newest releases declare Node >= 22 (EBADENGINE under the
+## Node 20 we test). `npm ci` failing on an EBADENGINE warning keeps it that way.
 node-build:
-	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	@mkdir -p target
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund > $(CURDIR)/target/npm-ci.log 2>&1; rc=$$?; cat $(CURDIR)/target/npm-ci.log; exit $$rc
+	@if grep -q EBADENGINE target/npm-ci.log; then \
+		echo "npm ci: a dependency does not support Node $$(node --version) (EBADENGINE above); pin it in package.json overrides" >&2; exit 1; fi
 	cd $(NODE_DIR) && npx napi build --platform --release --js native.js --dts native.d.ts
 
 ## node --test against a baton-devserver process, then the Node examples; fails when the
 ## generated typings drifted.
 test-node: node-build
 	git diff --exit-code -- $(NODE_DIR)/native.js $(NODE_DIR)/native.d.ts
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
@@ -164,7 +204,7 @@ test-node: node-build
 ## first: faults planted in a copy of the table must be reported, exactly those.
 .PHONY: test-parity
 test-parity: python-install node-build
-	$(CARGO) build -p baton
+	$(CARGO) build -p consul-baton
 	$(PY) tests/parity/check.py --self-test
 	$(PY) tests/parity/check.py
 
@@ -172,8 +212,8 @@ test-parity: python-install node-build
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
 .PHONY: test-pretty
 test-pretty: python-install node-build
-	$(CARGO) build -p baton-devserver
-	BATON_TEST_DEVSERVER_PRETTY=1 $(CARGO) test -p baton
+	$(CARGO) build -p consul-baton-devserver
+	BATON_TEST_DEVSERVER_PRETTY=1 $(CARGO) test -p consul-baton
 	BATON_TEST_DEVSERVER_PRETTY=1 $(PY) -m pytest -q bindings/python/tests
 	cd $(NODE_DIR) && BATON_TEST_DEVSERVER_PRETTY=1 node --test __test__/
 
@@ -192,7 +232,7 @@ examples-node:
 RUNS ?= 20
 STRESS_SHORT_RUNS ?= 3
 stress stress-short: python-install node-build examples-c-build
-	$(CARGO) build -p baton-devserver -p baton-examples --bins
+	$(CARGO) build -p consul-baton-devserver -p baton-examples --bins
 	$(PY) tests/stress/run.py --self-test
 	$(PY) tests/stress/run.py --runs $(if $(filter stress-short,$@),$(STRESS_SHORT_RUNS),$(RUNS)) $(if $(STRESS_J),-j $(STRESS_J))
 
@@ -208,7 +248,7 @@ bench-sessions:
 	$(CARGO) run --release -p bench-sessions
 
 bench-locks:
-	$(CARGO) build --release -p baton-devserver -p bench-locks
+	$(CARGO) build --release -p consul-baton-devserver -p bench-locks
 	./target/release/bench-locks
 
 ## Holders and waiters across Consul leader elections: N "no cluster leader" windows of TTL/2
@@ -227,7 +267,7 @@ bench-failover:
 .PHONY: bench-loss
 BENCH_LOSS_OUT := target/bench-loss
 bench-loss: python-install node-build
-	$(CARGO) build --release -p baton-devserver -p bench-loss
+	$(CARGO) build --release -p consul-baton-devserver -p bench-loss
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	mkdir -p $(BENCH_LOSS_OUT)
 	cc -std=c11 -O2 $(CWARN) -Iinclude bench/loss/holder.c -Ltarget/release/baton-lib -lbaton -pthread \
@@ -242,7 +282,7 @@ bench-loss: python-install node-build
 .PHONY: bench-bindings
 BENCH_BINDINGS_OUT := target/bench-bindings
 bench-bindings: python-install node-build
-	$(CARGO) build --release -p baton-devserver -p bench-bindings
+	$(CARGO) build --release -p consul-baton-devserver -p bench-bindings
 	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
 	mkdir -p $(BENCH_BINDINGS_OUT)
 	cc -std=c11 -O2 $(CWARN) -Iinclude bench/bindings/worker.c -Ltarget/release/baton-lib -lbaton -pthread \
@@ -263,25 +303,58 @@ C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/te
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
+# The shared library's ABI version (its soname is libbaton.so.$(SOVERSION); ffi/build.rs sets
+# it): the major version from 1.0 on, 0.<minor> before (a 0.x minor release may break the ABI,
+# as Cargo's semver reads it; patch releases never do).
+SOVERSION := $(shell echo $(VERSION) | awk -F. '{ if ($$1 == 0) print $$1 "." $$2; else print $$1 }')
+
 ffi-lib:
 	$(CARGO) build -p baton-ffi $(FFI_CARGO_FLAGS)
 	mkdir -p $(FFI_LIB)
-	cp $(FFI_TARGET)/libbaton_ffi.so $(FFI_LIB)/libbaton.so
+	rm -f $(FFI_LIB)/libbaton.so*
+	cp $(FFI_TARGET)/libbaton_ffi.so $(FFI_LIB)/libbaton.so.$(VERSION)
+	ln -s libbaton.so.$(VERSION) $(FFI_LIB)/libbaton.so.$(SOVERSION)
+	ln -s libbaton.so.$(SOVERSION) $(FFI_LIB)/libbaton.so
 	cp $(FFI_TARGET)/libbaton_ffi.a $(FFI_LIB)/libbaton.a
 
-## Installs include/baton.h, libbaton.{so,a} and baton.pc under PREFIX (default /usr/local).
+## Installs include/baton.h, libbaton.so.$(VERSION) (links libbaton.so.$(SOVERSION), the soname,
+## and libbaton.so), libbaton.a and baton.pc under PREFIX (default /usr/local).
 install: ffi-lib
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/baton.h
-	install -m 755 $(FFI_LIB)/libbaton.so $(DESTDIR)$(PREFIX)/lib/libbaton.so
+	install -m 755 $(FFI_LIB)/libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(VERSION)
+	ln -sfn libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(SOVERSION)
+	ln -sfn libbaton.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so
 	install -m 644 $(FFI_LIB)/libbaton.a $(DESTDIR)$(PREFIX)/lib/libbaton.a
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ffi/baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+
+## The C release tarball, target/dist/baton-$(VERSION)-<arch>-linux-gnu.tar.gz: include/baton.h,
+## lib/libbaton.{so*,a}, lib/pkgconfig/baton.pc (relocatable: its prefix is where it lies),
+## bin/baton-devserver (the dev server for C users' tests), README.md, CHANGELOG.md. Unpack
+## anywhere; `PKG_CONFIG_PATH=<dir>/lib/pkgconfig pkg-config --cflags --libs baton`.
+DIST_DIR := target/dist
+DIST_NAME := baton-$(VERSION)-$(shell uname -m)-linux-gnu
+.PHONY: dist
+dist:
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	$(CARGO) build --release -p consul-baton-devserver
+	rm -rf $(DIST_DIR)/$(DIST_NAME) $(DIST_DIR)/$(DIST_NAME).tar.gz
+	$(MAKE) --no-print-directory install FFI_PROFILE=release PREFIX=/ DESTDIR=$(CURDIR)/$(DIST_DIR)/$(DIST_NAME)
+	sed -i 's|^prefix=.*|prefix=$${pcfiledir}/../..|' $(DIST_DIR)/$(DIST_NAME)/lib/pkgconfig/baton.pc
+	install -d $(DIST_DIR)/$(DIST_NAME)/bin
+	install -m 755 target/release/baton-devserver $(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
+	# The release profile keeps line tables (debug = 1) for our backtraces; users download less.
+	strip --strip-debug $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.so.$(VERSION) $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.a \
+		$(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
+	install -m 644 README.md CHANGELOG.md LICENSE $(DIST_DIR)/$(DIST_NAME)/
+	tar -C $(DIST_DIR) -czf $(DIST_DIR)/$(DIST_NAME).tar.gz $(DIST_NAME)
+	@echo "$(DIST_DIR)/$(DIST_NAME).tar.gz"
 
 ## C tests: header as C11/C++17, the C suite under ASan+UBSan and under valgrind against a
 ## dev server, and a C++17 consumer built with pkg-config from a temporary install.
 test-c:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	mkdir -p $(C_TEST_OUT)
 	cc -std=c11 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_c.c
 	c++ -std=c++17 $(CWARN) -Iinclude -fsyntax-only ffi/tests/c/header_cpp.cpp
@@ -328,7 +401,7 @@ examples-c: examples-c-build
 .PHONY: examples-c-build
 examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
 	set -e; for ex in leader_worker semaphore_worker health_checked_lock; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
@@ -337,5 +410,5 @@ examples-c-build:
 ## The README's Rust, Python and JavaScript snippets, run as written against a dev server (its
 ## C snippet runs in examples-c).
 test-readme: python-install node-build
-	$(CARGO) build -p baton-devserver
+	$(CARGO) build -p consul-baton-devserver
 	$(PY) tests/readme/run_snippets.py

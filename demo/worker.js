@@ -1,5 +1,5 @@
 // The Node worker of `make demo` and of the cross-language test (demo/run.py and
-// tests/cross/run.py start it; `require('baton')` is bindings/node).
+// tests/cross/run.py start it; `require('consul-baton')` is bindings/node).
 //
 //   worker.js leader NAME KEY TTL_MS LOCK_DELAY_MS
 //   worker.js semaphore NAME PREFIX LIMIT ROUNDS HOLD_MS TTL_MS

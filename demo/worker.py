@@ -14,9 +14,7 @@ import signal
 import sys
 import time
 
-import baton
-
-
+import consul_baton as baton
 class Stop(Exception):
     """Raised in the main thread by SIGTERM; interrupts a blocked baton call."""
 

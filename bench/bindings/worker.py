@@ -18,9 +18,8 @@ import sys
 import threading
 import time
 
-import baton
-import baton.aio
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 LONG = 30.0
 LAG_SECS = 3.0
 

@@ -24,9 +24,8 @@ import sys
 import threading
 import time
 
-import baton
-import baton.aio
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 SIGNALS = ("is_held", "callback", "wait_lost", "token")
 
 

@@ -1,5 +1,7 @@
 /// <reference types="node" />
 import type { EventEmitter } from 'node:events'
+export { startDevServer, DevServer } from './devserver'
+export type { DevServerOptions } from './devserver'
 import type {
   ClientOptions as NativeClientOptions,
   ServiceOptions,

@@ -6,6 +6,8 @@ const require = createRequire(import.meta.url)
 const baton = require('./index.js')
 
 export const {
+  startDevServer,
+  DevServer,
   Agent,
   Client,
   Session,

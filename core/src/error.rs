@@ -781,7 +781,7 @@ mod tests {
     fn status_errors_match_on_the_raw_body_and_show_a_bounded_line() {
         // The machine-relevant text lies beyond what is shown.
         let mut body = b"\x1b[2J\x1b[31m".to_vec();
-        body.extend(std::iter::repeat(b'y').take(5000));
+        body.extend(std::iter::repeat_n(b'y', 5000));
         body.extend_from_slice(b" rpc error: invalid session \"abc\"\0\n");
         let e = Error::from_status("PUT /v1/kv/a".into(), 500, &body);
         assert_eq!(e.kind(), ErrorKind::SessionInvalidated);

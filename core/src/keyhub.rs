@@ -208,11 +208,11 @@ impl KeySub {
                 hook,
             });
             if let Some((entry, as_of)) = seed {
-                let newer = ks.view.as_ref().map_or(true, |v| as_of > v.as_of);
+                let newer = ks.view.as_ref().is_none_or(|v| as_of > v.as_of);
                 if newer {
                     // The other subscribers learn it now: the poll that later reports the
                     // same entry at the same index is no change and wakes nobody.
-                    if ks.view.as_ref().map_or(true, |v| v.entry != entry) {
+                    if ks.view.as_ref().is_none_or(|v| v.entry != entry) {
                         for s in ks.subs.iter().filter(|s| s.id != id) {
                             seeded.push((s.notify.clone(), s.hook.clone(), entry.clone()));
                         }
@@ -314,7 +314,7 @@ fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64, reset:
             if !reset && ks.view.as_ref().is_some_and(|v| v.as_of > as_of) {
                 continue;
             }
-            let changed = ks.view.as_ref().map_or(true, |v| v.entry != *entry);
+            let changed = ks.view.as_ref().is_none_or(|v| v.entry != *entry);
             ks.view = Some(KeyView {
                 entry: entry.clone(),
                 as_of,

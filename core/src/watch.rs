@@ -416,7 +416,7 @@ fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
                 let mut d = lock(&shared.data);
                 d.last_error = None;
                 d.bad_answer = None;
-                let changed = d.current.as_ref().map_or(true, |c| c.entries != entries);
+                let changed = d.current.as_ref().is_none_or(|c| c.entries != entries);
                 if changed {
                     d.version += 1;
                     d.current = Some(WatchEvent {

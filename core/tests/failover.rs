@@ -49,7 +49,7 @@ fn wait_free(c: &Client, key: &str) -> Instant {
                 &baton::QueryOptions::blocking(index, Duration::from_secs(1)),
             )
             .unwrap();
-        if entry.as_ref().map_or(true, |p| p.session.is_none()) {
+        if entry.as_ref().is_none_or(|p| p.session.is_none()) {
             return Instant::now();
         }
         assert!(Instant::now() < end, "{key} still held: {entry:?}");

@@ -85,7 +85,7 @@ fn every_version_keeps_go_s_exact_lock_flag() {
             let entry = raw_entry(&f, &key).unwrap();
             assert_eq!(entry["Flags"].as_u64(), Some(LOCK_FLAG_VALUE), "{version}");
             assert!(
-                entry.get("Session").map_or(true, |s| s.is_null()),
+                entry.get("Session").is_none_or(|s| s.is_null()),
                 "{version}"
             );
         }

@@ -62,6 +62,7 @@ mod agent_misc;
 mod catalog_endpoint;
 mod catalog_json;
 pub mod certs;
+pub mod cli;
 mod config;
 mod config_entries;
 mod connect;

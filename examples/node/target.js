@@ -1,6 +1,6 @@
 'use strict'
 // Shared setup of the Node examples: talk to the Consul named by CONSUL_HTTP_ADDR, or start
-// the dev server (./target/debug/baton-devserver, built by `cargo build -p baton-devserver`;
+// the dev server (./target/debug/baton-devserver, built by `cargo build -p consul-baton-devserver`;
 // BATON_DEVSERVER_BIN overrides the path) when it is unset.
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
@@ -17,7 +17,7 @@ async function target() {
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   if (!fs.existsSync(bin)) {
-    throw new Error(`CONSUL_HTTP_ADDR is unset and ${bin} is missing: run cargo build -p baton-devserver`)
+    throw new Error(`CONSUL_HTTP_ADDR is unset and ${bin} is missing: run cargo build -p consul-baton-devserver`)
   }
   // BATON_TEST_DEVSERVER_PRETTY: answer in `consul agent -dev`'s layout (indented JSON).
   const pretty = !['', '0'].includes(process.env.BATON_TEST_DEVSERVER_PRETTY ?? '')

@@ -19,7 +19,7 @@ def consul_address():
                    if (ROOT / "target" / p / "baton-devserver").exists()), None)
     if binary is None:
         raise SystemExit("CONSUL_HTTP_ADDR is unset and baton-devserver is not built "
-                         "(cargo build -p baton-devserver)")
+                         "(cargo build -p consul-baton-devserver)")
     # BATON_TEST_DEVSERVER_PRETTY: answer in `consul agent -dev`'s layout (indented JSON).
     pretty = os.environ.get("BATON_TEST_DEVSERVER_PRETTY", "") not in ("", "0")
     proc = subprocess.Popen([str(binary), "--port", "0", "--session-ttl-min", "1s"]

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 
-import baton
+import consul_baton as baton
 from _target import consul_address
 
 CHECK_TTL = 2.0  # seconds without a pass before the check turns critical

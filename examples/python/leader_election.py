@@ -12,7 +12,9 @@ import asyncio
 import sys
 import uuid
 
-import baton.aio
+import consul_baton as baton
+
+import consul_baton.aio  # baton.aio
 from _target import consul_address
 
 

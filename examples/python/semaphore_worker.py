@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 
-import baton
+import consul_baton as baton
 from _target import consul_address
 
 LIMIT, WORKERS, JOBS = 2, 5, 3

@@ -14,8 +14,7 @@ import sys
 import threading
 import time
 
-import baton
-
+import consul_baton as baton
 HOLD_NS = 200_000_000
 WORK_S = 0.020
 SLOT_CHECK_S = 0.010  # how often a semaphore holder looks whether it still holds its slot

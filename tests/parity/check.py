@@ -268,7 +268,7 @@ def check_rust(apis: list) -> dict:
     target = Path(meta["target_directory"]) / "debug"
     rlib = target / "libbaton.rlib"
     if not rlib.is_file():
-        return {a: f"{rlib} is not built (cargo build -p baton)" for a in apis}
+        return {a: f"{rlib} is not built (cargo build -p consul-baton)" for a in apis}
     lines = ["#![allow(unused, clippy::all)]"]
     where = {}
     for api in apis:
@@ -350,10 +350,10 @@ def check_python(apis: list, module_name: str) -> dict:
 
     try:
         base = importlib.import_module(module_name)
-        importlib.import_module("baton.aio")
+        importlib.import_module("consul_baton.aio")
     except Exception as e:  # noqa: BLE001 - reported per API
         return {a: f"cannot import {module_name}: {e} (make python-install; run with the venv's python)" for a in apis}
-    root = sys.modules["baton"]
+    root = sys.modules["consul_baton"]  # the README writes it `baton` (import consul_baton as baton)
     bad = {}
     for api in apis:
         path, kws = split_hint(api)
@@ -452,8 +452,8 @@ def check_cells(cells: list) -> list:
     bad = {
         "Rust": check_rust(by_column["Rust"]),
         "C": check_c(by_column["C"]),
-        "Python": check_python(by_column["Python"], "baton"),
-        "Python asyncio": check_python(by_column["Python asyncio"], "baton.aio"),
+        "Python": check_python(by_column["Python"], "consul_baton"),
+        "Python asyncio": check_python(by_column["Python asyncio"], "consul_baton.aio"),
         "Node": check_node(by_column["Node"]),
     }
     test_cache = {}

@@ -26,7 +26,7 @@ def _binary() -> str:
         p = root / "target" / profile / "baton-devserver"
         if p.exists():
             return str(p)
-    pytest.exit("baton-devserver is not built: run `cargo build -p baton-devserver` first", returncode=2)
+    pytest.exit("baton-devserver is not built: run `cargo build -p consul-baton-devserver` first", returncode=2)
     raise AssertionError("unreachable")
 
 

@@ -5,7 +5,7 @@ Each ```rust block becomes a binary of a scratch Cargo project that depends on
 the core (and the dev server) by path, its body wrapped in `main` (rustdoc's
 hidden `# ` lines included, as rustdoc compiles them); each ```python block runs
 with this interpreter (the venv with the wheel); each ```js block with node
-(`require('baton')` resolves to bindings/node). All run against a fresh
+(`require('consul-baton')` resolves to bindings/node). All run against a fresh
 baton-devserver whose address is in CONSUL_HTTP_ADDR. A Python block that defines
 `async def main()` without running it gets `asyncio.run(main())` appended. The C
 snippet is built and run by examples/c/readme_snippet.sh.
@@ -38,8 +38,8 @@ edition = "2021"
 publish = false
 
 [dependencies]
-baton = {{ path = "{ROOT}/core" }}
-baton-devserver = {{ path = "{ROOT}/devserver" }}
+consul-baton = {{ path = "{ROOT}/core" }}
+consul-baton-devserver = {{ path = "{ROOT}/devserver" }}
 
 [workspace]
 """)
@@ -83,9 +83,9 @@ def main():
     env = dict(os.environ, CONSUL_HTTP_ADDR=addr)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        # `require('baton')` from a file in tmp finds tmp/node_modules/baton.
+        # `require('consul-baton')` from a file in tmp finds tmp/node_modules/consul-baton.
         os.makedirs(os.path.join(tmp, "node_modules"))
-        os.symlink(os.path.join(ROOT, "bindings", "node"), os.path.join(tmp, "node_modules", "baton"))
+        os.symlink(os.path.join(ROOT, "bindings", "node"), os.path.join(tmp, "node_modules", "consul-baton"))
         runs = []
         rust = rust_project(tmp, blocks(readme, r"rust(?:,no_run)?"))
         for i, binary in enumerate(rust):

@@ -84,7 +84,7 @@ fn start_server(version: Option<&str>) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| {
-            panic!("cannot start {path}: {e} (build it: cargo build --release -p baton-devserver)")
+            panic!("cannot start {path}: {e} (build it: cargo build --release -p consul-baton-devserver)")
         });
     let out = child.stdout.take().expect("stdout");
     let mut line = String::new();

@@ -3,13 +3,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
-import * as baton from 'baton'
-import { Client, Lock, Sequencer, BatonError, AbortError } from 'baton'
+import * as baton from 'consul-baton'
+import { Client, Lock, Sequencer, BatonError, AbortError } from 'consul-baton'
 
 const require = createRequire(import.meta.url)
 
 test('ESM named exports are the CommonJS classes', () => {
-  const cjs = require('baton')
+  const cjs = require('consul-baton')
   for (const name of Object.keys(cjs)) assert.equal(baton[name], cjs[name], name)
   assert.equal(typeof Client, 'function')
   assert.equal(Lock, cjs.Lock)

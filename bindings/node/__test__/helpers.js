@@ -36,7 +36,7 @@ async function startServer() {
     }
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
-  assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p baton-devserver`)
+  assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p consul-baton-devserver`)
   const args = ['--port', '0', '--session-ttl-min', '100ms', ...(pretty ? ['--pretty'] : []), ...consulVersion]
   const server = spawn(bin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const line = await new Promise((resolve, reject) => {

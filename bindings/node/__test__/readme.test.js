@@ -21,7 +21,7 @@ test('README snippet runs', async () => {
   const readme = fs.readFileSync(path.join(__dirname, '../README.md'), 'utf8')
   const m = /```js\n\/\/ readme-snippet[^\n]*\n([\s\S]*?)```/.exec(readme)
   assert.ok(m, 'README has a readme-snippet block')
-  // Inside the package directory, so that require('baton') resolves to this package.
+  // Inside the package directory, so that require('consul-baton') resolves to this package.
   const file = path.join(__dirname, `.readme-snippet-${process.pid}.js`)
   fs.writeFileSync(file, m[1])
   try {

@@ -60,7 +60,7 @@ pub(crate) fn apply_checks(
 }
 
 /// The agent's check and service endpoints, for binding sessions to a process's health.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Agent {
     client: Detached<baton::Client>,
 }

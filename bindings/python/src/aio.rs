@@ -19,7 +19,7 @@ use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphor
 use crate::{seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Pending {
     cancel: baton::CancelToken,
 }

@@ -162,7 +162,7 @@ impl SessionArgs {
 pub(crate) fn not_held(py: Python<'_>, msg: String) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let exc = py
-            .import("baton._errors")?
+            .import("consul_baton._errors")?
             .getattr("NotHeldError")?
             .call1((msg.clone(),))?;
         Ok(PyErr::from_value(exc))

@@ -18,7 +18,7 @@ use crate::{seconds, SLICE};
 
 /// A cancellation signal shared between threads (`threading.Event`-shaped: `cancel()` sets
 /// it, `cancelled()` reads it, `wait(timeout)` blocks until it is set).
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct CancelToken {
     pub(crate) inner: baton::CancelToken,
     /// What cancels it, when baton does (a holding's or session's token); `None` for a token

@@ -1,14 +1,15 @@
-//! `baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
+//! `consul_baton._native`: the Python face of the baton core. Thin on purpose: every class wraps a
 //! core object, every blocking call releases the GIL (and Ctrl-C interrupts it: see
 //! `interrupt.rs`), callbacks from core threads attach to the interpreter safely and send their
-//! exceptions to `sys.unraisablehook`. The Python package (`python/baton/`) adds the exception
-//! hierarchy, `baton.aio` and type stubs.
+//! exceptions to `sys.unraisablehook`. The Python package (`python/consul_baton/`) adds the exception
+//! hierarchy, `consul_baton.aio` and type stubs.
 
 mod agent;
 mod aio;
 mod args;
 mod cancel;
 mod detached;
+mod devserver;
 mod interrupt;
 mod pool;
 mod recipes;
@@ -81,7 +82,7 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
         _ => "ServerError",
     };
     let build = || -> PyResult<PyErr> {
-        let module = py.import("baton._errors")?;
+        let module = py.import("consul_baton._errors")?;
         let exc = module.getattr(class)?.call1((e.to_string(),))?;
         exc.setattr("code", e.code())?;
         exc.setattr("status", e.status())?;
@@ -145,7 +146,7 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 
 /// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
 /// variables, with keyword arguments taking precedence.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Client {
     pub(crate) inner: Detached<baton::Client>,
 }
@@ -326,7 +327,7 @@ impl Client {
 
 /// A Consul session renewed in the background. Loss is signalled by `on_lost` callbacks,
 /// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Session {
     pub(crate) inner: baton::Session,
     callbacks: cancel::CallbackIds,
@@ -535,6 +536,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Sequencer>()?;
     m.add_class::<recipes::KvEntry>()?;
     m.add_class::<aio::Pending>()?;
+    m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
     let hook = wrap_pyfunction!(at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (hook,))?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -177,7 +177,7 @@ fn acquire_timeout(blocking: bool, timeout: Option<f64>) -> PyResult<Option<Dura
 
 /// Proof of one acquisition: key, session, LockIndex and a monotonic fencing `token`.
 /// `str(seq)` is a stable form that `Sequencer.parse` reads back.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 #[derive(Clone)]
 pub(crate) struct Sequencer {
     pub(crate) inner: baton::Sequencer,
@@ -247,7 +247,7 @@ fn register_lost<R: Copy + Send + 'static>(
 /// `with client.lock("key"):`. Loss is signalled by `on_lost`, `wait_lost()`, `locked()` and
 /// `cancel_token`. Keep a reference while holding: a `Lock` that is garbage-collected
 /// releases its key.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Lock {
     pub(crate) inner: Detached<Arc<baton::Lock>>,
     callbacks: CallbackIds,
@@ -425,7 +425,7 @@ impl Lock {
 
 /// A counting semaphore on a Consul prefix (Go `api.Semaphore` compatible), used like
 /// `threading.Semaphore`: `acquire(blocking=True, timeout=-1)`, `release()`, `with`.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Semaphore {
     pub(crate) inner: Detached<Arc<baton::Semaphore>>,
     callbacks: CallbackIds,
@@ -581,7 +581,7 @@ impl Semaphore {
 }
 
 /// The leader as read from the election key.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Leader {
     pub(crate) inner: baton::Leader,
 }
@@ -619,7 +619,7 @@ impl Leader {
 }
 
 /// A participant in the leader election on one key.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Election {
     pub(crate) inner: Detached<Arc<baton::Election>>,
     client: Detached<baton::Client>,
@@ -770,7 +770,7 @@ impl Election {
 }
 
 /// Iterator over an election's leader changes (see `Election.observe`).
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Observer {
     pub(crate) inner: Detached<Arc<std::sync::Mutex<baton::Observer>>>,
 }
@@ -818,7 +818,7 @@ impl Observer {
 }
 
 /// One KV entry, as read or as a transaction returned it.
-#[pyclass(frozen, module = "baton._native")]
+#[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct KvEntry {
     inner: baton::KvPair,
 }

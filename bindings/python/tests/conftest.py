@@ -23,7 +23,7 @@ def _devserver_binary() -> str:
         p = ROOT / "target" / profile / "baton-devserver"
         if p.exists():
             return str(p)
-    pytest.exit("baton-devserver is not built: run `cargo build -p baton-devserver` first", returncode=2)
+    pytest.exit("baton-devserver is not built: run `cargo build -p consul-baton-devserver` first", returncode=2)
 
 
 def _pretty() -> bool:
@@ -111,8 +111,7 @@ def devserver():
 
 @pytest.fixture
 def client(devserver):
-    import baton
-
+    import consul_baton as baton
     c = baton.Client(devserver)
     yield c
     c.close()

@@ -8,10 +8,8 @@ import uuid
 
 import pytest
 
-import baton
-import baton.aio
-
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 def key(name: str) -> str:
     return f"py-aio/{name}/{uuid.uuid4()}"
 

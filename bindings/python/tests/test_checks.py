@@ -9,8 +9,7 @@ import uuid
 
 import pytest
 
-import baton
-
+import consul_baton as baton
 PATIENCE = 30.0  # a bound for "eventually", not a speed assertion
 SLACK = 1.0  # the acceptance bound: lost within the check's TTL + 1 s of its last pass
 SESSION_TTL = 10.0  # Consul's minimum; renewed, so only the check ends the session
@@ -174,8 +173,7 @@ def test_adopted_session_is_renewed_and_not_destroyed_by_close(devserver, sessio
 def test_aio_agent_and_adoption(client):
     import asyncio
 
-    import baton.aio
-
+    import consul_baton.aio  # baton.aio
     async def main():
         a = baton.aio.Client(sync=client)
         check = _check_id("aio")

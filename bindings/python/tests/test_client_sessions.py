@@ -8,9 +8,7 @@ import time
 
 import pytest
 
-import baton
-
-
+import consul_baton as baton
 def test_client_from_env_and_kv_round_trip(devserver, monkeypatch):
     monkeypatch.setenv("CONSUL_HTTP_ADDR", devserver)
     with baton.Client() as c:
@@ -169,8 +167,7 @@ def test_core_log_records_go_to_the_baton_logger(devserver, caplog, session_ttl)
 
 EXIT_SCRIPT = r"""
 import sys, threading, time, urllib.request
-import baton
-
+import consul_baton as baton
 addr = sys.argv[1]
 c = baton.Client(addr)
 s = c.create_session(ttl=10, lock_delay=0)

@@ -17,9 +17,8 @@ import uuid
 
 import pytest
 
-import baton
-import baton.aio
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 MAX_SECONDS = 9223372036.0  # threading.TIMEOUT_MAX on 64-bit Linux
 WAIT = 10.0  # the bound of every wait on the dev server
 

@@ -6,10 +6,8 @@ import uuid
 
 import pytest
 
-import baton
-import baton.aio
-
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 def key(name: str) -> str:
     return f"py-test/kv-cas/{name}/{uuid.uuid4()}"
 

@@ -5,9 +5,7 @@ import json
 import urllib.request
 import uuid
 
-import baton
-
-
+import consul_baton as baton
 def key(name: str) -> str:
     return f"py-test/lost-reasons/{name}/{uuid.uuid4()}"
 
@@ -63,8 +61,7 @@ def test_lost_reasons_of_a_semaphore_and_an_election(client, devserver, dev_only
 def test_aio_objects_report_the_same_reasons(devserver):
     import asyncio
 
-    import baton.aio
-
+    import consul_baton.aio  # baton.aio
     async def main():
         async with baton.aio.Client(devserver) as c:
             lock = c.lock(key("aio"))

@@ -16,9 +16,8 @@ import uuid
 
 import pytest
 
-import baton
-import baton.aio
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 WAIT = 10.0  # the failure bound of every wait
 
 
@@ -421,7 +420,7 @@ def _stub_classes() -> dict:
 
 def test_stubs_cover_every_public_method_and_state_units():
     classes = _stub_classes()
-    import baton._native as native
+    import consul_baton._native as native
 
     for name in [
         "Client", "Session", "Agent", "Lock", "Semaphore", "Election", "Observer", "Leader",

@@ -12,9 +12,8 @@ import uuid
 
 import pytest
 
-import baton
-import baton.aio
-
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
 WAIT = 10.0  # the failure bound of every wait
 
 

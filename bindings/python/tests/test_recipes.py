@@ -8,9 +8,7 @@ import uuid
 
 import pytest
 
-import baton
-
-
+import consul_baton as baton
 def key(name: str) -> str:
     return f"py-test/{name}/{uuid.uuid4()}"
 

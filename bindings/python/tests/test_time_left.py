@@ -3,9 +3,7 @@
 import time
 import urllib.request
 
-import baton
-
-
+import consul_baton as baton
 def _destroy_from_outside(addr, sid):
     req = urllib.request.Request(f"http://{addr}/v1/session/destroy/{sid}", method="PUT", data=b"")
     with urllib.request.urlopen(req, timeout=5) as r:

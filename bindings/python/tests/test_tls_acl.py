@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import baton
+import consul_baton as baton
 from conftest import _devserver_binary
 
 CONSUL_VARS = (

@@ -615,7 +615,7 @@ impl Lock {
 /// next try would believe a holder that may be long gone.
 fn cacheable(k: Known, session: &Session) -> Option<Known> {
     let holder = k.entry.as_ref().and_then(|p| p.session.as_deref());
-    holder.map_or(true, |h| h == session.id()).then_some(k)
+    holder.is_none_or(|h| h == session.id()).then_some(k)
 }
 
 /// Go's `Destroy` for a lock or semaphore coordination key: delete it by CAS if it

@@ -286,9 +286,9 @@ impl LockShared {
                 }
             }
             let holder = k.entry.as_ref().and_then(|p| p.session.clone());
-            let free = holder.as_deref().map_or(true, |h| h == session.id());
+            let free = holder.as_deref().is_none_or(|h| h == session.id());
             let now = Instant::now();
-            if free && retry_at.map_or(true, |t| t <= now) {
+            if free && retry_at.is_none_or(|t| t <= now) {
                 // Never a request on a session known to be lost (the read above
                 // may have waited out an unavailable Consul meanwhile).
                 if !session.is_valid() {
@@ -563,10 +563,9 @@ impl LockShared {
         if !session.is_valid() {
             self.lose(generation, session_lost_reason(session));
         } else if let Some(v) = current {
-            if !v
-                .entry
+            if v.entry
                 .as_ref()
-                .is_some_and(|p| p.session.as_deref() == Some(session.id()))
+                .is_none_or(|p| p.session.as_deref() != Some(session.id()))
             {
                 self.lose(generation, LockLost::KeyChanged);
             }

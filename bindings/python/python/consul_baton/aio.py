@@ -1,6 +1,6 @@
 """asyncio faces of baton's locks, semaphores and elections.
 
->>> import baton.aio
+>>> import consul_baton as baton, consul_baton.aio
 >>> async def main():
 ...     async with baton.aio.Client() as client:
 ...         async with client.lock("jobs/report"):        # awaits the lock
@@ -31,7 +31,7 @@ import asyncio
 import threading
 from typing import Any, AsyncIterator, Callable, Optional
 
-import baton
+import consul_baton as baton
 from ._native import KvEntry, Leader, Sequencer
 
 __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]

@@ -11,7 +11,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use baton_devserver::{parse_go_duration, Config};
+use crate::{parse_go_duration, Config};
 use serde_json::Value;
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {

@@ -1,6 +1,6 @@
 """baton: Consul sessions, locks, leader election and semaphores, from one Rust core.
 
->>> import baton
+>>> import consul_baton as baton
 >>> client = baton.Client()                 # CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...
 >>> session = client.default_session()      # renewed in the background
 >>> session.on_lost(lambda why: print("lost:", why))

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use baton_devserver::certs::{self, CertAuthority, CertKind, LeafOptions};
+use crate::certs::{self, CertAuthority, CertKind, LeafOptions};
 
 pub(crate) const USAGE: &str =
     "usage: baton-devserver tls ca create [-domain D] [-days N] [-dir DIR]
