@@ -59,6 +59,8 @@ mod kv;
 mod lease;
 mod lock;
 mod monitor;
+#[doc(hidden)]
+pub mod pool;
 mod renewer;
 mod ride_out;
 mod scope;

@@ -12,7 +12,6 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
 mod agent;
-mod pool;
 mod recipes;
 mod settle;
 
@@ -108,7 +107,7 @@ pub(crate) fn invalid(msg: impl Into<String>) -> Error {
 }
 
 /// The threads the addon's waiting calls run on (reused; see `pool.rs`).
-static CALLS: pool::Pool = pool::Pool::new("baton-node-call");
+static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-node-call");
 
 /// Ends the idle threads of [`CALLS`] when the (first) environment that made a client ends.
 fn stop_calls_at_exit(env: &Env) {

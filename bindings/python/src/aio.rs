@@ -41,7 +41,7 @@ impl Pending {
 type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
 
 /// The threads `baton.aio` calls run on.
-static CALLS: crate::pool::Pool = crate::pool::Pool::new("baton-py-aio");
+static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-aio");
 
 /// Ends the idle threads (the `atexit` hook).
 pub(crate) fn stop_pool(deadline: std::time::Instant) {

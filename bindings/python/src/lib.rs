@@ -11,7 +11,6 @@ mod cancel;
 mod detached;
 mod devserver;
 mod interrupt;
-mod pool;
 mod recipes;
 
 use detached::Detached;

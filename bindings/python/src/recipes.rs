@@ -20,7 +20,7 @@ use crate::interrupt::{is_main_thread, Interruptible};
 use crate::{float_repr, seconds, to_py, Detached, Session, SLICE};
 
 /// The threads of the fallback path of [`interruptible`].
-static CALLS: crate::pool::Pool = crate::pool::Pool::new("baton-py-call");
+static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-call");
 
 /// Ends the idle threads of the fallback path (the `atexit` hook).
 pub(crate) fn stop_pool(deadline: Instant) {

@@ -123,7 +123,23 @@ def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any, Callab
     return undo
 
 
-class _Holding:
+class _LossReasons:
+    """Why the last holding ended, as the synchronous object (``self.sync``) reports it."""
+
+    sync: Any
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the last holding ended (the synchronous object's ``lost_reason``)."""
+        return self.sync.lost_reason
+
+    @property
+    def lost_session_reason(self) -> Optional[str]:
+        """With ``lost_reason == "session_lost"``: why the session was lost."""
+        return self.sync.lost_session_reason
+
+
+class _Holding(_LossReasons):
     """What :class:`Lock` and :class:`Semaphore` share: acquire, release, loss, ``async with``."""
 
     def __init__(self, sync: Any) -> None:
@@ -160,16 +176,6 @@ class _Holding:
     def remove_callback(self, callback_id: int) -> bool:
         """Removes a callback by the id ``on_lost`` returned."""
         return self.sync.remove_callback(callback_id)
-
-    @property
-    def lost_reason(self) -> Optional[str]:
-        """Why the last holding ended (as the synchronous object's ``lost_reason``)."""
-        return self.sync.lost_reason
-
-    @property
-    def lost_session_reason(self) -> Optional[str]:
-        """With ``lost_reason == "session_lost"``: why the session was lost."""
-        return self.sync.lost_session_reason
 
     @property
     def cancel_token(self) -> "baton.CancelToken":
@@ -222,7 +228,7 @@ class Semaphore(_Holding):
         return self.sync.limit
 
 
-class Election:
+class Election(_LossReasons):
     """An asyncio face of :class:`baton.Election`."""
 
     def __init__(self, sync: baton.Election) -> None:
@@ -268,16 +274,6 @@ class Election:
     def remove_callback(self, callback_id: int) -> bool:
         """Removes a callback by the id ``on_lost`` returned."""
         return self.sync.remove_callback(callback_id)
-
-    @property
-    def lost_reason(self) -> Optional[str]:
-        """Why the last leadership ended (as the synchronous object's ``lost_reason``)."""
-        return self.sync.lost_reason
-
-    @property
-    def lost_session_reason(self) -> Optional[str]:
-        """With ``lost_reason == "session_lost"``: why the session was lost."""
-        return self.sync.lost_session_reason
 
     @property
     def cancel_token(self) -> "baton.CancelToken":

@@ -1,11 +1,13 @@
-//! Reused threads for blocking core calls (`baton.aio`, and the rare sync call that cannot run
-//! on its caller's thread; see `recipes::interruptible`).
+//! Reused named threads for the language bindings' waiting calls (Python's `baton.aio` and
+//! the rare sync call that cannot run on its caller's thread; every waiting call of the Node
+//! addon, which must never park libuv's pool). Not part of the Rust API: hidden from the docs
+//! and free to change; the bindings live in this repository and move with it.
 //!
 //! A call takes an idle thread, or starts a new one when none is idle, so waiting calls never
-//! queue behind each other (a thousand pending acquires are a thousand threads, as before), but
+//! queue behind each other (a thousand pending acquires are a thousand threads), but
 //! back-to-back calls reuse one thread instead of paying a thread start each. The most recently
-//! idle thread is taken first; a thread idle for [`IDLE`] ends. Finished threads are joined by
-//! the next call, and [`Pool::stop`] (the `atexit` hook) ends and joins the idle ones.
+//! idle thread is taken first; a thread idle for ten seconds ends. Finished threads are joined by
+//! the next call, and [`Pool::stop`] (the binding's exit hook) ends and joins the idle ones.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -28,13 +30,13 @@ struct State {
 }
 
 /// A set of reusable named threads.
-pub(crate) struct Pool {
+pub struct Pool {
     name: &'static str,
     state: Mutex<Option<State>>,
 }
 
 impl Pool {
-    pub(crate) const fn new(name: &'static str) -> Pool {
+    pub const fn new(name: &'static str) -> Pool {
         Pool {
             name,
             state: Mutex::new(None),
@@ -46,7 +48,7 @@ impl Pool {
     }
 
     /// Runs `job` on an idle thread, or on a new one.
-    pub(crate) fn run(&'static self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    pub fn run(&'static self, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
         let mut job: Job = Box::new(job);
         let mut guard = self.state();
         let st = guard.get_or_insert_with(State::default);
@@ -115,7 +117,7 @@ impl Pool {
 
     /// Ends the idle threads and joins them (waiting until `deadline` at most); busy threads
     /// are left to finish their call. Later calls start threads again.
-    pub(crate) fn stop(&self, deadline: Instant) {
+    pub fn stop(&self, deadline: Instant) {
         let ending = {
             let mut guard = self.state();
             let Some(st) = guard.as_mut() else { return };
