@@ -94,7 +94,7 @@ def examples(python):
     cex = os.path.join(ROOT, "target", "c-examples")
     devserver = os.path.join(debug, "baton-devserver")
     with_dev = [os.path.join(ROOT, "ffi", "tests", "c", "with-devserver.sh"), devserver]
-    node_addon = os.path.join(ROOT, "bindings", "node", "baton.*.node")  # a glob
+    node_addon = os.path.join(ROOT, "bindings", "node", "consul-baton.*.node")  # a glob
     return [
         # The longest first, so that a round's runs pack well onto J slots.
         Example("node-leader_election", ["node", "examples/node/leader_election.js"],
