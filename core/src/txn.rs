@@ -3,6 +3,7 @@
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 use crate::client::Client;
 use crate::compat::{
@@ -306,7 +307,7 @@ impl Client {
     /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         let normalised = normalise_keys(ops)?;
-        let ops = &normalised[..];
+        let ops = &*normalised;
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
@@ -461,27 +462,26 @@ impl Client {
 
 /// `ops` with their keys in the form Consul is asked about ([`crate::keys`]):
 /// prefixes for the `*-tree` verbs, keys for the others. The op's index names
-/// a bad key.
-fn normalise_keys(ops: &[KvOp]) -> Result<Vec<KvOp>> {
-    ops.iter()
-        .enumerate()
-        .map(|(i, op)| {
-            let key = match op.verb {
-                KvVerb::GetTree | KvVerb::DeleteTree => crate::keys::prefix(&op.key),
-                _ => crate::keys::key(&op.key),
-            }
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!("transaction op {i}: {}", e.message()),
-                )
-            })?;
-            Ok(KvOp {
-                key: key.to_string(),
-                ..op.clone()
-            })
-        })
-        .collect()
+/// a bad key. Ops already in that form (every op baton builds itself, on the
+/// lock's hot path) are borrowed, not copied.
+fn normalise_keys(ops: &[KvOp]) -> Result<Cow<'_, [KvOp]>> {
+    let mut fixed: Option<Vec<KvOp>> = None;
+    for (i, op) in ops.iter().enumerate() {
+        let key = match op.verb {
+            KvVerb::GetTree | KvVerb::DeleteTree => crate::keys::prefix(&op.key),
+            _ => crate::keys::key(&op.key),
+        }
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("transaction op {i}: {}", e.message()),
+            )
+        })?;
+        if key.len() != op.key.len() {
+            fixed.get_or_insert_with(|| ops.to_vec())[i].key = key.to_string();
+        }
+    }
+    Ok(fixed.map_or(Cow::Borrowed(ops), Cow::Owned))
 }
 
 /// Parses a txn answer: the entries of a 200, the op errors of a 409.

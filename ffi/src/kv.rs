@@ -32,12 +32,8 @@ pub unsafe extern "C" fn baton_kv_get(
         if found_out.is_null() {
             return Err(null("found_out"));
         }
-        let mut q = QueryOptions::default();
         // SAFETY: the caller passes NULL or a live cancel handle.
-        if let Some(cn) = unsafe { cancel.as_ref() } {
-            q.cancel = Some(cn.token.clone());
-        }
-        let (pair, _) = c.kv().get_with(key, &q)?;
+        let pair = unsafe { read_entry(c, key, cancel) }?;
         let value = pair.and_then(|p| p.value.or(Some(Vec::new())));
         // SAFETY: found_out checked non-NULL, writable per the caller.
         unsafe { found_out.write(value.is_some()) };
@@ -140,12 +136,8 @@ pub unsafe extern "C" fn baton_kv_get_entry(
         if found_out.is_null() {
             return Err(null("found_out"));
         }
-        let mut q = QueryOptions::default();
         // SAFETY: the caller passes NULL or a live cancel handle.
-        if let Some(cn) = unsafe { cancel.as_ref() } {
-            q.cancel = Some(cn.token.clone());
-        }
-        let (pair, _) = c.kv().get_with(key, &q)?;
+        let pair = unsafe { read_entry(c, key, cancel) }?;
         let mut entry = baton_kv_entry {
             modify_index: 0,
             create_index: 0,
@@ -249,4 +241,21 @@ pub unsafe extern "C" fn baton_kv_delete_cas(
         unsafe { applied_out.write(applied) };
         Ok(())
     })
+}
+
+/// One read of `key` (no blocking), cancellable through `cancel`.
+///
+/// # Safety
+/// `cancel` is NULL or a live cancel handle.
+unsafe fn read_entry(
+    c: &baton::Client,
+    key: &str,
+    cancel: *const baton_cancel,
+) -> Result<Option<baton::KvPair>, Failure> {
+    let q = QueryOptions {
+        // SAFETY: per this function's contract.
+        cancel: unsafe { cancel.as_ref() }.map(|cn| cn.token.clone()),
+        ..QueryOptions::default()
+    };
+    Ok(c.kv().get_with(key, &q)?.0)
 }

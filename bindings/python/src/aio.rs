@@ -152,9 +152,7 @@ impl Lock {
                 if l.release()? {
                     return Ok(None);
                 }
-                let last = l
-                    .wait_lost(Some(Duration::ZERO), None)
-                    .map_or("released", |r| r.name());
+                let last = l.last_lost().map_or("released", |r| r.name());
                 Ok(Some(not_held_message(&format!("lock {:?}", l.key()), last)))
             },
             |_| {},
@@ -204,9 +202,7 @@ impl Semaphore {
                 if s.release()? {
                     return Ok(None);
                 }
-                let last = s
-                    .wait_lost(Some(Duration::ZERO), None)
-                    .map_or("released", |r| r.name());
+                let last = s.last_lost().map_or("released", |r| r.name());
                 Ok(Some(not_held_message(
                     &format!("a slot of semaphore {:?}", s.prefix()),
                     last,

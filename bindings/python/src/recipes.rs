@@ -289,11 +289,7 @@ impl Lock {
         match py.detach(move || l.release()) {
             Ok(true) => Ok(()),
             Ok(false) => {
-                let l = self.inner.clone();
-                let last = py
-                    .detach(move || l.wait_lost(Some(Duration::ZERO), None))
-                    .map(|r| r.name())
-                    .unwrap_or("released");
+                let last = self.inner.last_lost().map_or("released", |r| r.name());
                 Err(not_held(
                     py,
                     not_held_message(&format!("lock {:?}", self.inner.key()), last),
@@ -463,11 +459,7 @@ impl Semaphore {
         match py.detach(move || s.release()) {
             Ok(true) => Ok(()),
             Ok(false) => {
-                let s = self.inner.clone();
-                let last = py
-                    .detach(move || s.wait_lost(Some(Duration::ZERO), None))
-                    .map(|r| r.name())
-                    .unwrap_or("released");
+                let last = self.inner.last_lost().map_or("released", |r| r.name());
                 Err(not_held(
                     py,
                     not_held_message(
