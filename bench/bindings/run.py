@@ -4,7 +4,10 @@
 One dev server in its own process; against it, a worker per language (bench/bindings/worker.*:
 Rust, C over libbaton, Python sync, Python `baton.aio`, Node) runs
 
-* uncontended acquire+release cycles on a key of its own: cycles/s and p50/p99 of a cycle.
+* uncontended acquire+release cycles on a key of its own: cycles/s and p50/p99 of a cycle,
+  after 300 warm-up cycles (the session exists, the connection is open, and V8 has compiled
+  the Node path: its tiering compiles around the 100th and 500th call, on a thread that
+  competes for one of the two cores; a service pays that once, not per operation).
   ROUNDS rounds, each language once per round in a rotating order (a slow moment of a shared
   machine then hits every language alike); the figures are the medians over the rounds;
 * contended hand-off: two holders (two clients) alternate on one key; the latency from the

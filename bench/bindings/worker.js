@@ -15,6 +15,8 @@ const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'))
 
 const LONG = 30000
+// Warm-up cycles before measuring (see run.py).
+const WARM = 300
 const LAG_SECS = 3
 const now = () => Number(process.hrtime.bigint()) / 1e3 // microseconds
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -27,7 +29,7 @@ function pct(sorted, p) {
 async function cycles(addr, n, key) {
   const c = new Client({ address: addr })
   const lock = c.lock(key)
-  for (let i = 0; i < 20; i++) {
+  for (let i = 0; i < WARM; i++) {
     await lock.acquire({ timeoutMs: LONG })
     await lock.release()
   }

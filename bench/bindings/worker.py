@@ -30,10 +30,14 @@ def pct(sorted_values, p):
     return sorted_values[round((len(sorted_values) - 1) * p)]
 
 
+# Warm-up cycles before measuring (see run.py).
+WARM = 300
+
+
 def cycles(addr, n, key):
     with baton.Client(addr) as c:
         lock = c.lock(key)
-        for _ in range(20):
+        for _ in range(WARM):
             assert lock.acquire(timeout=LONG)
             lock.release()
         lat = []
@@ -81,7 +85,7 @@ def handoff(addr, rounds, key):
 async def aio_cycles(addr, n, key):
     async with baton.aio.Client(addr) as c:
         lock = c.lock(key)
-        for _ in range(20):
+        for _ in range(WARM):
             assert await lock.acquire(timeout=LONG)
             await lock.release()
         lat = []

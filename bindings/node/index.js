@@ -15,6 +15,7 @@
 //   keeps the process alive.
 
 const { EventEmitter } = require('node:events')
+const spin = require('./spin.js')
 // The platforms this package carries a prebuilt addon for (package.json "napi.targets").
 const BUILT_FOR = ['linux-x64-gnu']
 const native = loadNative()
@@ -113,10 +114,13 @@ function translate(err) {
 }
 
 async function settle(start) {
+  const t = spin.started()
   try {
     return await start()
   } catch (e) {
     throw translate(e)
+  } finally {
+    spin.ended(t)
   }
 }
 
@@ -274,12 +278,15 @@ async function cancellable(signal, start, undo, { token = false } = {}) {
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
     let result
+    const began = spin.started()
     try {
       result = await start(cancel)
     } catch (e) {
       const t = translate(e)
       if (signal?.aborted && t?.code === 'BATON_CANCELLED') throw abortError(signal)
       throw t
+    } finally {
+      spin.ended(began)
     }
     if (signal?.aborted) {
       if (undo) {

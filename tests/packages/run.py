@@ -336,7 +336,7 @@ def node_package(work: pathlib.Path):
     tgz = DIST / f"consul-baton-{version()}.tgz"
     with tarfile.open(tgz) as t:
         files = {n[len("package/"):] for n in t.getnames()}
-    for f in ["package.json", "index.js", "native.js", "devserver.js", "index.d.ts", "devserver.d.ts", "LICENSE",
+    for f in ["package.json", "index.js", "spin.js", "native.js", "devserver.js", "index.d.ts", "devserver.d.ts", "LICENSE",
               "README.md", "consul-baton.linux-x64-gnu.node", "bin/baton-devserver-linux-x64", "bin/baton-devserver.js"]:
         assert f in files, f"the tarball lacks {f}"
     stray = [f for f in files if f.startswith(("src/", "__test__/", "node_modules/", "target/"))]

@@ -128,7 +128,10 @@ where
 {
     let (deferred, promise) = settle::promise(env)?;
     CALLS
-        .run(move || deferred.settle(work().map_err(js_err)))
+        .run(move || {
+            let outcome = work().map_err(js_err);
+            move || deferred.settle(outcome)
+        })
         .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))?;
     Ok(promise)
 }

@@ -76,18 +76,20 @@ fn start<T: Send + 'static>(
                 }
                 other => other,
             };
-            let _ = crate::attach_from_thread(|py| {
-                let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
-                    Ok(v) => match convert(py, v) {
-                        Ok(obj) => (true, obj),
+            move || {
+                let _ = crate::attach_from_thread(|py| {
+                    let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
+                        Ok(v) => match convert(py, v) {
+                            Ok(obj) => (true, obj),
+                            Err(e) => (false, e.into_value(py).into_any()),
+                        },
                         Err(e) => (false, e.into_value(py).into_any()),
-                    },
-                    Err(e) => (false, e.into_value(py).into_any()),
-                };
-                if let Err(err) = done.call1(py, (ok, value)) {
-                    err.write_unraisable(py, Some(done.bind(py)));
-                }
-            });
+                    };
+                    if let Err(err) = done.call1(py, (ok, value)) {
+                        err.write_unraisable(py, Some(done.bind(py)));
+                    }
+                });
+            }
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     Ok(Pending { cancel })

@@ -108,7 +108,10 @@ fn sliced<T: Send + 'static>(
     let token = cancel.clone();
     CALLS
         .run(move || {
-            let _ = tx.send(call(&token));
+            let outcome = call(&token);
+            move || {
+                let _ = tx.send(outcome);
+            }
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     // Watched until it fires (then the call's own token is cancelled).

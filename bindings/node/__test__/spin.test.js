@@ -1,0 +1,88 @@
+'use strict'
+// spin.js: the event loop polls without sleeping only while a call is young, and only while
+// calls have been settling quickly.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { performance } = require('node:perf_hooks')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { Client } = require('..')
+const spin = require('../spin.js')
+const { startServer, request, realConsul } = require('./helpers')
+
+let server
+let client
+
+before(async () => {
+  server = await startServer()
+  client = new Client({ address: server.addr })
+})
+
+after(async () => {
+  await client?.close()
+  server?.stop()
+})
+
+/** Polls `cond` every few ms until it holds or `ms` pass; returns whether it held. */
+async function eventually(cond, ms = 2000) {
+  const end = Date.now() + ms
+  while (!cond()) {
+    if (Date.now() > end) return false
+    await sleep(5)
+  }
+  return true
+}
+
+test('the spin stops while a call is still pending', async () => {
+  const other = new Client({ address: server.addr })
+  const key = `spin/pending/${process.pid}`
+  const held = other.lock(key)
+  await held.acquire({ timeoutMs: 5000 })
+  const waiter = client.lock(key)
+  const stop = new AbortController()
+  const pending = waiter.acquire({ timeoutMs: 30000, signal: stop.signal }).catch((e) => e)
+  try {
+    assert.equal(spin.state().pending, 1)
+    // Long past the window, the acquire still waits and the loop sleeps again.
+    assert.ok(await eventually(() => !spin.state().spinning), `still spinning: ${JSON.stringify(spin.state())}`)
+    assert.equal(spin.state().pending, 1)
+  } finally {
+    stop.abort()
+  }
+  const err = await pending
+  assert.equal(err.name, 'AbortError')
+  assert.equal(spin.state().pending, 0)
+  await held.release()
+  await other.close()
+})
+
+test('slow calls switch the spin off, quick ones switch it back on', async () => {
+  // Calls that take longer than the window (started 10 ms ago) ...
+  for (let i = 0; i < 20; i++) {
+    spin.started()
+    spin.ended(performance.now() - 10)
+  }
+  assert.ok(spin.state().quick < 0.5, JSON.stringify(spin.state()))
+  await eventually(() => !spin.state().spinning)
+  // ... leave a new call without a spin,
+  const t = spin.started()
+  assert.equal(spin.state().spinning, false)
+  spin.ended(t)
+  // and calls settling at once bring it back.
+  for (let i = 0; i < 20; i++) spin.ended(spin.started())
+  assert.ok(spin.state().quick >= 0.5, JSON.stringify(spin.state()))
+  spin.started()
+  assert.equal(spin.state().spinning, true)
+  spin.ended(performance.now())
+  assert.ok(await eventually(() => !spin.state().spinning))
+})
+
+test('calls held up by the server count as slow', { skip: realConsul && 'needs the dev server' }, async () => {
+  for (let i = 0; i < 20; i++) spin.ended(spin.started())
+  assert.ok(spin.state().quick >= 0.5)
+  assert.equal((await request(server.addr, 'PUT', '/_devserver/pause')).status, 200)
+  const gets = Array.from({ length: 20 }, (_, i) => client.kvGet(`spin/paused/${i}`))
+  await sleep(20)
+  assert.equal((await request(server.addr, 'PUT', '/_devserver/resume')).status, 200)
+  await Promise.all(gets)
+  assert.ok(spin.state().quick < 0.5, JSON.stringify(spin.state()))
+})
