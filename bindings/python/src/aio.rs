@@ -121,6 +121,22 @@ fn leader_opt(py: Python<'_>, l: Option<baton::Leader>) -> PyResult<Py<PyAny>> {
     }
 }
 
+/// Native half of `baton.aio`'s short synchronous calls (the `Agent` methods, `close`): runs
+/// `call()` on a pooled baton thread, attached to the interpreter (the synchronous methods
+/// detach while they wait), then `done(ok, value)` as for every other call. Nothing to undo.
+#[pyfunction]
+pub(crate) fn _start_call(done: Py<PyAny>, call: Py<PyAny>) -> PyResult<Pending> {
+    start(
+        done,
+        move |_| Ok(crate::attach_from_thread(|py| call.call0(py))),
+        |_| {},
+        |_, outcome| {
+            outcome
+                .unwrap_or_else(|| Err(PyRuntimeError::new_err("the interpreter is shutting down")))
+        },
+    )
+}
+
 /// `None` waits forever; a negative or non-finite timeout is refused.
 fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
     seconds("timeout", t)

@@ -186,3 +186,34 @@ def test_aio_agent_and_adoption(client):
         await a.agent.check_deregister(check)
 
     asyncio.run(main())
+
+
+def test_aio_agent_errors_and_threads(client, monkeypatch):
+    """`baton.aio.Agent` calls run on the pooled aio threads (no Python thread per call) and
+    raise the synchronous call's exception."""
+    import asyncio
+
+    import consul_baton.aio  # baton.aio
+
+    started = []
+    real_start = threading.Thread.start
+
+    def start(self):
+        started.append(self.name)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+
+    async def main():
+        a = baton.aio.Client(sync=client)
+        check = _check_id("aio-errors")
+        with pytest.raises(baton.BatonError) as err:
+            await a.agent.check_pass(check, "no such check")
+        assert check in str(err.value)
+        await a.agent.check_register(check, 30.0)
+        for _ in range(20):
+            await a.agent.check_pass(check, "ok")
+        await a.agent.check_deregister(check)
+
+    asyncio.run(main())
+    assert not started, started

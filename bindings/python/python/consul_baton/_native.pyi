@@ -430,6 +430,11 @@ class Pending:
     def cancel(self) -> None: ...
     def cancelled(self) -> bool: ...
 
+def _start_call(done: Callable[[bool, Any], None], call: Callable[[], Any]) -> Pending:
+    """Runs ``call()`` on a pooled baton thread and reports ``done(ok, value)`` (``baton.aio``'s
+    short synchronous calls)."""
+    ...
+
 def devserver_main(args: Sequence[str], argv0: Optional[str] = None) -> int:
     """Runs the `baton-devserver` command line (``args`` without the program name) until
     SIGINT or SIGTERM and returns its exit status (``consul_baton.devserver.main``)."""

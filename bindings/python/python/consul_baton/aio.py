@@ -28,10 +28,10 @@ limit.
 """
 
 import asyncio
-import threading
 from typing import Any, AsyncIterator, Callable, Optional
 
 import consul_baton as baton
+from . import _native
 from ._native import KvEntry, Leader, Sequencer
 
 __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
@@ -90,24 +90,10 @@ async def _run(start: Callable[..., Any], *args: Any,
 
 
 async def _off_loop(call: Callable[[], Any]) -> Any:
-    """Runs a synchronous baton call (one that releases the GIL) on a thread of its own and
-    awaits its outcome: never on the event loop, never in the loop's default executor."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    unwound = loop.create_future()  # not awaited: these calls hold nothing to undo
-
-    def run() -> None:
-        try:
-            ok, value = True, call()
-        except BaseException as e:  # noqa: B036 - handed to the awaiting task
-            ok, value = False, e
-        try:
-            loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, None)
-        except RuntimeError:  # the loop is closed: nobody awaits any more
-            pass
-
-    threading.Thread(target=run, name="baton-py-aio", daemon=True).start()
-    return await fut
+    """Runs a synchronous baton call (one that releases the GIL while it waits) on a pooled
+    baton thread and awaits its outcome: never on the event loop, never in the loop's default
+    executor. These calls hold nothing to undo."""
+    return await _run(_native._start_call, call)
 
 
 def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any, Callable[[], None]], None]:
@@ -291,7 +277,7 @@ class Election(_LossReasons):
 
 class Agent:
     """An asyncio face of :class:`baton.Agent`: the same methods, each one short request run
-    off the event loop on a thread of its own (not the loop's default executor)."""
+    off the event loop on a pooled baton thread (not the loop's default executor)."""
 
     def __init__(self, sync: baton.Agent) -> None:
         self.sync = sync
