@@ -352,3 +352,9 @@ export interface TtlCheckOptions {
    */
   status?: string
 }
+
+/**
+ * Gives the CPU to another runnable thread, if any (`spin.js` calls it between polls, so a
+ * baton thread it just woke is not kept waiting behind the spinning event loop).
+ */
+export declare function yieldCpu(): void

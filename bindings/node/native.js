@@ -843,3 +843,4 @@ module.exports.NativeObserver = nativeBinding.NativeObserver
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.NativeSession = nativeBinding.NativeSession
 module.exports.parseSequencer = nativeBinding.parseSequencer
+module.exports.yieldCpu = nativeBinding.yieldCpu

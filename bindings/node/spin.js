@@ -11,27 +11,42 @@
 // While a call is young, a chain of ref'd immediates keeps libuv polling with a zero timeout:
 // the loop goes on running timers and I/O as usual, it only does not sleep.
 //
-// The spin is bounded and adaptive. It lasts at most WINDOW_MS after the latest call started,
-// stops as soon as nothing is pending, and happens only while most recent calls settled within
-// WINDOW_MS (an exponential moving average of that, over every call). Against a remote Consul,
-// where a call takes milliseconds, it switches itself off: the wake-up is then a small part of
-// each call and spinning would only burn CPU. Calls slowed by a missing spin still take far
-// less than WINDOW_MS on loopback, so the rule cannot lock itself out.
+// The spin is bounded and adaptive:
+// * it lasts at most WINDOW_MS after the latest call started, and stops as soon as nothing is
+//   pending;
+// * only a call that starts within FOLLOW_MS of the previous one settling spins (a call after
+//   a pause wakes a parked baton thread, and a spinning loop would keep that thread off its
+//   CPU: measured, isolated calls were slower with it);
+// * only while most recent calls settled within WINDOW_MS (an exponential moving average over
+//   every call): against a remote Consul, where a call takes milliseconds, it switches itself
+//   off, since the wake-up is then a small part of each call. Calls slowed by a missing spin
+//   still take far less than WINDOW_MS on loopback, so the rule cannot lock itself out;
+// * between polls the loop yields its CPU (`yieldCpu`) to any other runnable thread.
 
 const { performance } = require('node:perf_hooks')
+const { yieldCpu } = require('./native.js')
 
 /** The longest spin after a call starts (ms). */
 const WINDOW_MS = 0.3
+/**
+ * Spin only for a call that starts this soon (ms) after the previous one settled: the baton
+ * thread that ran that one is then still looking for the next call (core/src/pool.rs spins for
+ * 0.1 ms). A call that has to wake a parked thread is better off with the loop asleep: a
+ * spinning loop keeps the woken thread off its CPU.
+ */
+const FOLLOW_MS = 0.1
 /** Weight of the newest call in the moving average of calls settled within WINDOW_MS. */
 const WEIGHT = 1 / 8
 
 let pending = 0
 let latestStart = 0
+let lastSettled = -Infinity
 let quick = 1
 let spinning = false
 
 function tick() {
   if (pending > 0 && performance.now() - latestStart < WINDOW_MS) {
+    yieldCpu()
     setImmediate(tick)
   } else {
     spinning = false
@@ -42,7 +57,7 @@ function tick() {
 function started() {
   const now = performance.now()
   pending++
-  if (quick >= 0.5) {
+  if (quick >= 0.5 && now - lastSettled < FOLLOW_MS) {
     latestStart = now
     if (!spinning) {
       spinning = true
@@ -54,8 +69,10 @@ function started() {
 
 /** The call begun at `start` has settled (resolved or rejected). */
 function ended(start) {
+  const now = performance.now()
   pending--
-  quick += ((performance.now() - start < WINDOW_MS ? 1 : 0) - quick) * WEIGHT
+  lastSettled = now
+  quick += ((now - start < WINDOW_MS ? 1 : 0) - quick) * WEIGHT
 }
 
 /** For tests and benchmarks: the current state. */

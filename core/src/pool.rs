@@ -11,9 +11,10 @@
 //!
 //! A thread that just finished a call first spins briefly (up to 100 µs, yielding its CPU
 //! between looks) for the next one before it parks: a binding's back-to-back calls (a release
-//! right after an acquire settled) then skip the futex wake-up, which costs tens of microseconds
-//! on the 2-core CI machines (a loopback round trip to Consul costs ~90). It spins only while the gap before
-//! its previous call was shorter than that, so an occasional caller costs no spinning.
+//! right after an acquire settled) then skip the futex wake-up, which costs tens of
+//! microseconds on the 2-core CI machines (a loopback round trip to Consul costs ~90). It spins
+//! only while the gap before its previous call was shorter than that, so an occasional caller
+//! costs no spinning.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -21,8 +22,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-/// A call's work; what it returns hands the outcome over (see [`Pool::run`]).
-type Job = Box<dyn FnOnce() -> Deliver + Send + 'static>;
+/// A call's work, and when it was handed to a thread.
+struct Job {
+    /// What the call does; what it returns hands the outcome over (see [`Pool::run`]).
+    work: Box<dyn FnOnce() -> Deliver + Send + 'static>,
+    sent: Instant,
+}
 type Deliver = Box<dyn FnOnce()>;
 
 /// How long a thread waits for another call before it ends.
@@ -82,7 +87,10 @@ impl Pool {
         W: FnOnce() -> D + Send + 'static,
         D: FnOnce() + 'static,
     {
-        let mut job: Job = Box::new(move || Box::new(work()) as Deliver);
+        let mut job = Job {
+            work: Box::new(move || Box::new(work()) as Deliver),
+            sent: Instant::now(),
+        };
         let mut guard = self.state();
         let st = guard.get_or_insert_with(State::default);
         // Join the threads that ended (idle too long) since the last call.
@@ -121,7 +129,7 @@ impl Pool {
         // Whether the gap before the last call was short enough for spinning to have caught it.
         let mut spin = true;
         loop {
-            let deliver = job();
+            let deliver = (job.work)();
             {
                 let mut guard = self.state();
                 match guard.as_mut() {
@@ -164,7 +172,8 @@ impl Pool {
                     }
                 }
             };
-            spin = idle_since.elapsed() < SPIN;
+            // The gap as the caller made it (not counting this thread's wake-up).
+            spin = job.sent.saturating_duration_since(idle_since) < SPIN;
         }
     }
 
@@ -201,7 +210,7 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    /// The name of the thread that ran one job, and when it finished.
+    /// The name of the thread that ran one job (its outcome handed over as a caller's is).
     fn run_on(pool: &'static Pool) -> String {
         let (tx, rx) = mpsc::channel();
         pool.run(move || {

@@ -1,6 +1,6 @@
 'use strict'
-// spin.js: the event loop polls without sleeping only while a call is young, and only while
-// calls have been settling quickly.
+// spin.js: the event loop polls without sleeping only while a call is young, only for a call
+// that closely follows the previous one, and only while calls have been settling quickly.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
@@ -74,6 +74,17 @@ test('slow calls switch the spin off, quick ones switch it back on', async () =>
   assert.equal(spin.state().spinning, true)
   spin.ended(performance.now())
   assert.ok(await eventually(() => !spin.state().spinning))
+})
+
+test('a call that does not follow the previous one closely does not spin', async () => {
+  for (let i = 0; i < 20; i++) spin.ended(spin.started())
+  assert.ok(spin.state().quick >= 0.5)
+  await eventually(() => !spin.state().spinning)
+  // The baton thread of the last call has parked by now: waking it beats spinning.
+  await sleep(5)
+  const t = spin.started()
+  assert.equal(spin.state().spinning, false)
+  spin.ended(t)
 })
 
 test('calls held up by the server count as slow', { skip: realConsul && 'needs the dev server' }, async () => {

@@ -443,3 +443,10 @@ impl Default for NativeCancel {
         Self::new()
     }
 }
+
+/// Gives the CPU to another runnable thread, if any (`spin.js` calls it between polls, so a
+/// baton thread it just woke is not kept waiting behind the spinning event loop).
+#[napi]
+pub fn yield_cpu() {
+    std::thread::yield_now();
+}
