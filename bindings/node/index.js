@@ -511,7 +511,11 @@ class Session extends EventEmitter {
    * lost, destroyed, or its client closed: pass it to work that must stop with the session.
    */
   get lostSignal() {
-    if (!this.#controller.signal.aborted && !this.isValid()) this.#end('deadline_exceeded')
+    if (!this.#controller.signal.aborted) {
+      // Lost before the notification arrived: the reason the session itself reports.
+      const reason = this.#native.lostReason()
+      if (reason) this.#end(reason)
+    }
     return this.#controller.signal
   }
   /**

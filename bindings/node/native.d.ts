@@ -197,6 +197,11 @@ export declare class NativeSession {
   /** True while the session is held. */
   isValid(): boolean
   /**
+   * Why the session was lost (`invalidated`, `deadline_exceeded`, ...), or null while it is
+   * valid. Known as soon as `isValid()` turns false, before the 'lost' notification arrives.
+   */
+  lostReason(): string | null
+  /**
    * Milliseconds (fractional) left until the session's local lease deadline; 0 once lost
    * or past it; null for a session without a TTL.
    */

@@ -63,3 +63,21 @@ test('a semaphore whose session is invalidated says invalidated; a resign is no 
   await e.resign()
   assert.deepEqual([e.lostReason, e.lostSessionReason], ['released', null])
 })
+
+test("a session's lostSignal read before the 'lost' notification names the session's reason", async () => {
+  const { destroySession } = require('./helpers')
+  const c = new Client({ address: addr })
+  clients.push(c)
+  const s = await c.createSession({ ttlMs: 30000, lockDelayMs: 0 })
+  await destroySession(addr, s.id)
+  // Synchronously, so the 'lost' notification (a callback of the event loop) cannot arrive
+  // before the signal is read: the session's own state is all there is to go by.
+  const end = Date.now() + 10000
+  while (s.isValid() && Date.now() < end) {
+    // spin until baton's session watch has seen the destroy
+  }
+  assert.equal(s.isValid(), false, 'the destroy was not seen within 10 s')
+  const signal = s.lostSignal
+  assert.equal(signal.aborted, true)
+  assert.equal(signal.reason.reason, 'invalidated')
+})

@@ -374,6 +374,16 @@ impl NativeSession {
         self.inner.is_valid()
     }
 
+    /// Why the session was lost (`invalidated`, `deadline_exceeded`, ...), or null while it is
+    /// valid. Known as soon as `isValid()` turns false, before the 'lost' notification arrives.
+    #[napi]
+    pub fn lost_reason(&self) -> Option<&'static str> {
+        match self.inner.state() {
+            baton::SessionState::Lost(r) => Some(r.name()),
+            _ => None,
+        }
+    }
+
     /// Milliseconds (fractional) left until the session's local lease deadline; 0 once lost
     /// or past it; null for a session without a TTL.
     #[napi]
