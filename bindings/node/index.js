@@ -15,10 +15,12 @@
 //   keeps the process alive.
 
 const { EventEmitter } = require('node:events')
-const spin = require('./spin.js')
 // The platforms this package carries a prebuilt addon for (package.json "napi.targets").
 const BUILT_FOR = ['linux-x64-gnu']
 const native = loadNative()
+// After loadNative: spin.js uses the addon too, and a missing addon must fail with
+// loadNative's message, not the loader's.
+const spin = require('./spin.js')
 
 /** native.js (napi-rs's loader), or an error that says which platform has no addon and what to do. */
 function loadNative() {
