@@ -7,6 +7,11 @@
 //! core call; an acquisition that succeeded while the cancel was on its way is
 //! undone here (or, if the cancel came later still, by `aio.py`).
 
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -48,51 +53,206 @@ pub(crate) fn stop_pool(deadline: std::time::Instant) {
     CALLS.stop(deadline);
 }
 
-/// Runs `call` on a pooled baton thread (see `pool.rs`); then, holding the GIL, calls
-/// `done(True, value)` or `done(False, exception)`. If the token was cancelled
-/// by the time `call` succeeded, `undo` gets the value and `done` a
-/// `CancelledError`. An exception raised by `done` goes to `sys.unraisablehook`.
-fn start<T: Send + 'static>(
+/// Where a call's outcome goes: `done(ok, value)` called on the baton thread (attached to
+/// the interpreter), or, for `(hub, weakref_to_done)`, `done` called on the event loop's
+/// thread by [`Hub::drain`]. The reference is weak so that a pending call does not keep its
+/// event loop alive: a loop closed and dropped with the call still pending frees `done`, and
+/// the outcome is then undone rather than reported.
+enum Target {
+    Thread(Py<PyAny>),
+    Loop(Weak<HubInner>, Py<PyAny>),
+}
+
+/// Runs `call` on a pooled baton thread (see `pool.rs`), then reports `done(True, value)` or
+/// `done(False, exception)` as the target says (`done`, or `(hub, done)`). If the token was
+/// cancelled by the time `call` succeeded, `undo` gets the value and `done` a
+/// `CancelledError`; an outcome nobody will take (its event loop and hub gone) is undone too.
+/// An exception raised by `done` goes to `sys.unraisablehook`.
+fn start<T: Send + 'static, U: FnOnce(T) + Send + 'static>(
     done: Py<PyAny>,
     call: impl FnOnce(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
-    undo: impl FnOnce(T) + Send + 'static,
+    undo: U,
     convert: Convert<T>,
 ) -> PyResult<Pending> {
-    let ok = Python::attach(|py| done.bind(py).is_callable());
-    if !ok {
-        return Err(PyValueError::new_err("done must be callable"));
-    }
+    let target = Python::attach(|py| -> PyResult<Target> {
+        let d = done.bind(py);
+        if let Ok((hub, callback)) = d.extract::<(Bound<'_, Hub>, Bound<'_, PyAny>)>() {
+            if !callback.is_instance_of::<pyo3::types::PyWeakrefReference>() {
+                return Err(PyValueError::new_err(
+                    "with a hub, done must be a weakref.ref to a callable",
+                ));
+            }
+            return Ok(Target::Loop(
+                Arc::downgrade(&hub.get().inner),
+                callback.unbind(),
+            ));
+        }
+        if !d.is_callable() {
+            return Err(PyValueError::new_err("done must be callable"));
+        }
+        Ok(Target::Thread(done.clone_ref(py)))
+    })?;
     let cancel = baton::CancelToken::new();
     let token = cancel.clone();
     CALLS
         .run(move || {
-            let outcome = match call(&token) {
+            let (outcome, undo) = match call(&token) {
                 Ok(v) if token.is_cancelled() => {
                     undo(v);
-                    Err(baton::Error::new(
+                    let e = baton::Error::new(
                         baton::ErrorKind::Cancelled,
                         "cancelled while the call finished",
-                    ))
+                    );
+                    (Err(e), None)
                 }
-                other => other,
+                other => (other, Some(undo)),
             };
-            move || {
-                let _ = crate::attach_from_thread(|py| {
-                    let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
-                        Ok(v) => match convert(py, v) {
-                            Ok(obj) => (true, obj),
-                            Err(e) => (false, e.into_value(py).into_any()),
-                        },
-                        Err(e) => (false, e.into_value(py).into_any()),
-                    };
-                    if let Err(err) = done.call1(py, (ok, value)) {
-                        err.write_unraisable(py, Some(done.bind(py)));
+            move || match target {
+                Target::Thread(done) => {
+                    let _ = crate::attach_from_thread(|py| report(py, &done, outcome, convert));
+                }
+                Target::Loop(hub, done) => {
+                    let settled = Box::new(Settled {
+                        outcome: Some(outcome),
+                        undo,
+                        done,
+                        convert,
+                    });
+                    // With the hub gone, dropping `settled` undoes it.
+                    if let Some(hub) = hub.upgrade() {
+                        hub.push(settled);
                     }
-                });
+                }
             }
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     Ok(Pending { cancel })
+}
+
+/// Calls `done(ok, value)` with `outcome` converted.
+fn report<T>(py: Python<'_>, done: &Py<PyAny>, outcome: baton::Result<T>, convert: Convert<T>) {
+    let (ok, value) = match outcome.map_err(|e| to_py(py, e)) {
+        Ok(v) => match convert(py, v) {
+            Ok(obj) => (true, obj),
+            Err(e) => (false, e.into_value(py).into_any()),
+        },
+        Err(e) => (false, e.into_value(py).into_any()),
+    };
+    if let Err(err) = done.call1(py, (ok, value)) {
+        err.write_unraisable(py, Some(done.bind(py)));
+    }
+}
+
+/// A call's outcome waiting in a [`Hub`] for its event loop (`done`: a weak reference).
+struct Settled<T: Send + 'static, U: FnOnce(T) + Send + 'static> {
+    outcome: Option<baton::Result<T>>,
+    undo: Option<U>,
+    done: Py<PyAny>,
+    convert: Convert<T>,
+}
+
+/// An outcome the event loop's thread reports.
+trait Deliver: Send {
+    fn deliver(self: Box<Self>, py: Python<'_>);
+}
+
+impl<T: Send + 'static, U: FnOnce(T) + Send + 'static> Deliver for Settled<T, U> {
+    fn deliver(mut self: Box<Self>, py: Python<'_>) {
+        // `done` is a weak reference: dead, nobody awaits, and dropping `self` undoes.
+        let Ok(done) = self.done.call0(py) else {
+            return;
+        };
+        if done.is_none(py) {
+            return;
+        }
+        if let Some(outcome) = self.outcome.take() {
+            report(py, &done, outcome, self.convert);
+        }
+    }
+}
+
+impl<T: Send + 'static, U: FnOnce(T) + Send + 'static> Drop for Settled<T, U> {
+    /// Never reported (the loop is gone): a success is undone, on a baton thread (never
+    /// while holding the interpreter).
+    fn drop(&mut self) {
+        if let (Some(Ok(v)), Some(undo)) = (self.outcome.take(), self.undo.take()) {
+            // `Settled` is only dropped unreported where nothing awaits; a failure to start a
+            // thread leaves the holding to its session.
+            let _ = CALLS.run(move || {
+                undo(v);
+                || ()
+            });
+        }
+    }
+}
+
+/// The meeting point of one event loop and the baton threads working for it (see
+/// `baton.aio`): a thread queues an outcome here and writes a byte to a socket the loop
+/// watches (`loop.add_reader(hub.fileno(), hub.drain)`), once until the loop drains. No baton
+/// thread takes the interpreter to report an outcome, so the loop may poll without sleeping
+/// (`baton.aio`'s spin) and a thread never waits for it.
+#[pyclass(frozen, module = "consul_baton._native")]
+pub(crate) struct Hub {
+    inner: Arc<HubInner>,
+    reader: UnixStream,
+}
+
+struct HubInner {
+    ready: Mutex<Vec<Box<dyn Deliver>>>,
+    writer: UnixStream,
+    /// A byte is on its way (or unread): no other until the loop drains.
+    woken: AtomicBool,
+}
+
+impl HubInner {
+    fn push(&self, item: Box<dyn Deliver>) {
+        self.ready
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(item);
+        if !self.woken.swap(true, Ordering::SeqCst) {
+            // Non-blocking; a full socket already has bytes for the loop to read.
+            let _ = (&self.writer).write(&[1]);
+        }
+    }
+}
+
+#[pymethods]
+impl Hub {
+    #[new]
+    fn new() -> PyResult<Self> {
+        let io =
+            |e: std::io::Error| PyRuntimeError::new_err(format!("cannot make a socket pair: {e}"));
+        let (reader, writer) = UnixStream::pair().map_err(io)?;
+        reader.set_nonblocking(true).map_err(io)?;
+        writer.set_nonblocking(true).map_err(io)?;
+        Ok(Hub {
+            inner: Arc::new(HubInner {
+                ready: Mutex::new(Vec::new()),
+                writer,
+                woken: AtomicBool::new(false),
+            }),
+            reader,
+        })
+    }
+
+    /// The socket to watch for readability.
+    fn fileno(&self) -> i32 {
+        self.reader.as_raw_fd()
+    }
+
+    /// Reports every queued outcome (on the event loop's thread).
+    fn drain(&self, py: Python<'_>) {
+        let mut buf = [0u8; 64];
+        while matches!((&self.reader).read(&mut buf), Ok(n) if n > 0) {}
+        // Cleared before the queue is taken: an outcome queued after the take writes anew.
+        self.inner.woken.store(false, Ordering::SeqCst);
+        let ready =
+            std::mem::take(&mut *self.inner.ready.lock().unwrap_or_else(|p| p.into_inner()));
+        for item in ready {
+            item.deliver(py);
+        }
+    }
 }
 
 fn any<T: for<'py> IntoPyObject<'py>>(py: Python<'_>, v: T) -> PyResult<Py<PyAny>> {

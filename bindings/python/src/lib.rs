@@ -535,6 +535,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Sequencer>()?;
     m.add_class::<recipes::KvEntry>()?;
     m.add_class::<aio::Pending>()?;
+    m.add_class::<aio::Hub>()?;
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
     let hook = wrap_pyfunction!(at_exit, m)?;

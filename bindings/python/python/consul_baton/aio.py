@@ -12,9 +12,9 @@
 ...             break
 
 Every wait runs on a baton thread (reused from call to call) and settles an asyncio future
-through ``loop.call_soon_threadsafe``: the event loop never blocks, and the
-default executor's few threads are never used for waiting (hundreds of
-concurrent acquires are fine). Cancelling the awaiting task (``task.cancel()``,
+through the loop's hub (a queue, and a socket the loop reads; baton threads never take the
+GIL for it): the event loop never blocks, and the default executor's few threads are never
+used for waiting (hundreds of concurrent acquires are fine). Cancelling the awaiting task (``task.cancel()``,
 ``asyncio.wait_for`` timing out, a ``TaskGroup`` failing) cancels the wait in
 the core, and the ``CancelledError`` comes once the native call has returned: an
 acquisition that raced the cancellation has been released by then, so nothing is
@@ -28,6 +28,9 @@ limit.
 """
 
 import asyncio
+import os
+import time
+import weakref
 from typing import Any, AsyncIterator, Callable, Optional
 
 import consul_baton as baton
@@ -64,6 +67,79 @@ def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
         pass
 
 
+class _LoopHub:
+    """One event loop's end of the native hub: baton threads queue outcomes there and write a
+    byte to a socket this loop reads, so no baton thread takes the GIL to report one.
+
+    While a call is young the loop also polls instead of sleeping, as the Node binding does
+    (``bindings/node/spin.js``, where the reasons and figures are): for at most ``WINDOW``
+    seconds after the latest call started, only for a call that starts within ``FOLLOW`` of
+    the previous one settling (its baton thread is then still looking for the next call), and
+    only while most recent calls settled within ``WINDOW``. Between polls it yields the CPU."""
+
+    WINDOW = 0.0003
+    FOLLOW = 0.0001
+    WEIGHT = 1 / 8
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Weak: `_hubs` holds this object for as long as the loop lives, and a strong reference
+        # back would keep the loop (and the hub's socket) alive forever.
+        self.loop = weakref.ref(loop)
+        self.native = _native.Hub()
+        loop.add_reader(self.native.fileno(), self.native.drain)
+        self.pending = 0
+        self.latest = 0.0
+        self.last_settled = float("-inf")
+        self.quick = 1.0
+        self.spinning = False
+
+    def _tick(self) -> None:
+        loop = self.loop()
+        if loop is not None and self.pending and time.perf_counter() - self.latest < self.WINDOW:
+            _yield_cpu()
+            loop.call_soon(self._tick)
+        else:
+            self.spinning = False
+
+    def started(self) -> float:
+        now = time.perf_counter()
+        self.pending += 1
+        if self.quick >= 0.5 and now - self.last_settled < self.FOLLOW:
+            self.latest = now
+            loop = self.loop()
+            if not self.spinning and loop is not None:
+                self.spinning = True
+                loop.call_soon(self._tick)
+        return now
+
+    def ended(self, start: float) -> None:
+        now = time.perf_counter()
+        self.pending -= 1
+        self.last_settled = now
+        self.quick += ((1.0 if now - start < self.WINDOW else 0.0) - self.quick) * self.WEIGHT
+
+
+_yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+
+# Each running loop's hub; None for a loop without add_reader (outcomes then come through
+# call_soon_threadsafe, from the baton thread).
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[_LoopHub]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _hub(loop: asyncio.AbstractEventLoop) -> Optional[_LoopHub]:
+    try:
+        return _hubs[loop]
+    except KeyError:
+        pass
+    try:
+        hub: Optional[_LoopHub] = _LoopHub(loop)
+    except NotImplementedError:  # e.g. the Windows proactor loop
+        hub = None
+    _hubs[loop] = hub
+    return hub
+
+
 async def _run(start: Callable[..., Any], *args: Any,
                undo: Optional[Callable[[Any, Callable[[], None]], None]] = None) -> Any:
     """Starts a native call (`start(done, *args)`) and awaits its outcome. A cancelled await
@@ -72,21 +148,33 @@ async def _run(start: Callable[..., Any], *args: Any,
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     unwound = loop.create_future()
+    hub = _hub(loop)
+    if hub is None:
+        def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
+            try:
+                loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, undo)
+            except RuntimeError:  # the loop is closed: nobody awaits any more
+                if ok and undo is not None:
+                    undo(value, lambda: None)
 
-    def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
-        try:
-            loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, undo)
-        except RuntimeError:  # the loop is closed: nobody awaits any more
-            if ok and undo is not None:
-                undo(value, lambda: None)
+        pending = start(done, *args)
+    else:
+        def settled(ok: bool, value: Any) -> None:  # on the loop, from the hub
+            _settle(fut, unwound, ok, value, undo)
 
-    pending = start(done, *args)
+        # Weak: a pending call must not keep a closed, dropped loop alive (its outcome is then
+        # undone by the native side); this frame keeps `settled` alive while anyone awaits.
+        pending = start((hub.native, weakref.ref(settled)), *args)
+    began = hub.started() if hub is not None else 0.0
     try:
         return await fut
     except asyncio.CancelledError:
         pending.cancel()
         await asyncio.shield(unwound)
         raise
+    finally:
+        if hub is not None:
+            hub.ended(began)
 
 
 async def _off_loop(call: Callable[[], Any]) -> Any:
