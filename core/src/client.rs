@@ -408,6 +408,38 @@ impl CloseReport {
     }
 }
 
+/// In words, for logs and error messages: what close could not finish
+/// (`"complete"` when it finished everything).
+impl fmt::Display for CloseReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_complete() {
+            return f.write_str("complete");
+        }
+        let mut parts = Vec::new();
+        if !self.unconfirmed_releases.is_empty() {
+            parts.push(format!(
+                "Consul did not confirm the release of {} (held until their session expires or is destroyed)",
+                self.unconfirmed_releases.join(", ")
+            ));
+        }
+        if !self.sessions_not_destroyed.is_empty() {
+            parts.push(format!(
+                "{} {} not destroyed (each expires by its TTL; one without a TTL stays until its node leaves)",
+                if self.sessions_not_destroyed.len() == 1 { "session" } else { "sessions" },
+                self.sessions_not_destroyed.join(", ")
+            ));
+        }
+        if self.threads_not_joined > 0 {
+            parts.push(format!(
+                "{} background {} had not stopped",
+                self.threads_not_joined,
+                if self.threads_not_joined == 1 { "thread" } else { "threads" }
+            ));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
 static NEXT_OWED: AtomicU64 = AtomicU64::new(0);
 
 /// An entry of `Core::owed_unlocks`, removed when dropped.

@@ -383,6 +383,7 @@ impl ClientBuilder {
 
     /// Builds the client.
     pub fn build(self) -> Result<crate::Client> {
+        self.default_session.validate()?;
         crate::client::Client::from_builder(self)
     }
 }

@@ -39,6 +39,26 @@ impl LostReason {
     }
 }
 
+/// Why a release found nothing to release, in words, for the bindings'
+/// not-held errors (one text in every language): `what` names the holding
+/// (`lock "jobs/a"`), `last` is why its last holding ended (`None`: never
+/// acquired), as its `Display` and stable `name()` give it.
+pub fn not_held_message(what: &str, last: Option<(&str, String)>) -> String {
+    match last {
+        None | Some(("released", _)) => {
+            format!("release of {what}, which is not held (never acquired, or already released)")
+        }
+        Some(("client_closed", _)) => {
+            format!("release of {what}, which is not held: its client was closed")
+        }
+        Some((_, shown)) => format!(
+            "release of {what}, which is not held: the holding was lost ({shown}) before this \
+             release; work done under it must stop (watch its loss signals: callback, wait or \
+             cancel token)"
+        ),
+    }
+}
+
 /// The local view of a managed session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionState {

@@ -58,6 +58,8 @@ mod keys;
 mod kv;
 mod lease;
 mod lock;
+#[doc(hidden)]
+pub mod log_sink;
 mod monitor;
 #[doc(hidden)]
 pub mod pool;

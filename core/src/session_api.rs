@@ -48,7 +48,9 @@ pub struct SessionOptions {
     pub name: Option<String>,
     /// Node the session belongs to (default: the agent's node).
     pub node: Option<String>,
-    /// TTL; must be within `[session_ttl_min (10 s), 24 h]`. `None` = no TTL.
+    /// TTL; must be within `[session_ttl_min (10 s), 24 h]`. `None` = no TTL
+    /// (see [`SessionOptions::without_ttl`]); `Some(Duration::ZERO)` is refused
+    /// when the session is created, since Consul would read it as "no TTL".
     pub ttl: Option<Duration>,
     /// Lock-delay after invalidation. `None` = Consul's default (15 s).
     /// `Some(Duration::ZERO)` really means no delay (sent as `"0s"`).
@@ -87,10 +89,32 @@ impl SessionOptions {
         self
     }
 
-    /// Sets the TTL.
+    /// Sets the TTL. Zero is refused when the session is created (it is not
+    /// a way to ask for no TTL: use [`SessionOptions::without_ttl`]).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
+    }
+
+    /// A session without a TTL: nothing expires it while its node is alive
+    /// and its checks pass, so a crashed process keeps its locks until the
+    /// node leaves the cluster or someone destroys the session. Only for
+    /// sessions bound to health checks that fail when the process dies.
+    pub fn without_ttl(mut self) -> Self {
+        self.ttl = None;
+        self
+    }
+
+    /// Refuses what Consul would silently read otherwise (a zero TTL).
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.ttl == Some(Duration::ZERO) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "session TTL must be positive (0 given; Consul would create a session that never \
+                 expires): leave the TTL unset (SessionOptions::without_ttl) for a session without one",
+            ));
+        }
+        Ok(())
     }
 
     /// Sets the lock-delay (zero really means zero).
@@ -269,6 +293,7 @@ impl SessionApi<'_> {
     /// [`ErrorKind::BadResponse`], since the ID goes into URL paths and
     /// transactions afterwards.
     pub fn create(&self, options: &SessionOptions) -> Result<String> {
+        options.validate()?;
         let mut req = Request::new("PUT", "/v1/session/create");
         req.json_body(&options.to_json());
         let resp = self.client.call(&req).map_err(explain_ttl_refusal)?;

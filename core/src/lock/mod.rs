@@ -443,6 +443,16 @@ impl Lock {
         lock(&self.shared.inner).last_lost
     }
 
+    /// Why [`Lock::release`] found nothing to release, in words: never
+    /// acquired or already released, the client closed, or lost and why (the
+    /// text the bindings' not-held errors carry).
+    pub fn not_held_message(&self) -> String {
+        crate::lease::not_held_message(
+            &format!("lock {:?}", self.key()),
+            self.last_lost().map(|l| (l.name(), l.to_string())),
+        )
+    }
+
     /// The fencing sequencer of the current holding.
     pub fn sequencer(&self) -> Option<Sequencer> {
         if !self.is_held() {

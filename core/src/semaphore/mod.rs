@@ -575,6 +575,15 @@ impl Semaphore {
         lock(&self.shared.inner).last_lost
     }
 
+    /// Why [`Semaphore::release`] found nothing to release, in words (see
+    /// [`Lock::not_held_message`](crate::Lock::not_held_message)).
+    pub fn not_held_message(&self) -> String {
+        crate::lease::not_held_message(
+            &format!("a slot of semaphore {:?}", self.shared.prefix),
+            self.last_lost().map(|l| (l.name(), l.to_string())),
+        )
+    }
+
     /// A token cancelled when the current holding ends (cancelled when not held).
     pub fn cancel_token(&self) -> CancelToken {
         let _ = self.is_held();
