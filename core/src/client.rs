@@ -326,12 +326,16 @@ impl Core {
         for s in sessions {
             let prior = s.state();
             s.lose(LostReason::ClientClosed);
+            // Still tracked after `Destroyed`: a destroy queued by a drop (a
+            // semaphore's own session) that the clean-up thread, stopped above,
+            // may not have made; `Session::destroy` untracks before it destroys.
             let needs_destroy = s.owned
                 && matches!(
                     prior,
                     SessionState::Held
                         | SessionState::Suspect
                         | SessionState::Lost(LostReason::DeadlineExceeded)
+                        | SessionState::Lost(LostReason::Destroyed)
                 );
             if !needs_destroy {
                 continue;
@@ -433,7 +437,11 @@ impl fmt::Display for CloseReport {
             parts.push(format!(
                 "{} background {} had not stopped",
                 self.threads_not_joined,
-                if self.threads_not_joined == 1 { "thread" } else { "threads" }
+                if self.threads_not_joined == 1 {
+                    "thread"
+                } else {
+                    "threads"
+                }
             ));
         }
         f.write_str(&parts.join("; "))

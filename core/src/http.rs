@@ -683,6 +683,17 @@ impl Transport {
                 None => err,
             }
         });
+        // An answer of any status reached us; a transport error (refused, reset,
+        // name not resolved, TLS, no answer within the request timeout) did not.
+        // A request cut short by its caller's deadline says neither: Consul holds
+        // requests for seconds while it elects a leader.
+        let cut_short = timeout_is_users
+            && result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::Timeout);
+        if !cut_short {
+            crate::scope::note_reach(result.as_ref().err().map(|e| e as &dyn std::fmt::Display));
+        }
         match &result {
             // Only an error status can be a "not now"; the text is read only then.
             Ok(r) if r.status >= 429 => self.availability.saw(crate::error::transient_status(
@@ -754,10 +765,23 @@ impl Transport {
         })
     }
 
+    /// The address requests go to and where it came from, for messages:
+    /// `http://127.0.0.1:8500 (from CONSUL_HTTP_ADDR)`.
+    pub(crate) fn address(&self) -> String {
+        use crate::config::AddressOrigin;
+        let whence = match self.address_origin {
+            AddressOrigin::Default => {
+                "Consul's default address; set CONSUL_HTTP_ADDR if the agent listens elsewhere"
+            }
+            AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
+            AddressOrigin::Configured => "the client's configured address",
+        };
+        format!("{} ({whence})", self.base)
+    }
+
     /// What to add to a failure to reach Consul: the address tried, where it
     /// came from, and what to check.
     fn hint(&self, e: &ureq::Error) -> Option<String> {
-        use crate::config::AddressOrigin;
         use std::io::ErrorKind as K;
         let unreachable = match e {
             ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
@@ -765,17 +789,7 @@ impl Transport {
             _ => false,
         };
         if unreachable {
-            let whence = match self.address_origin {
-                AddressOrigin::Default => {
-                    "Consul's default address; set CONSUL_HTTP_ADDR if the agent listens elsewhere"
-                }
-                AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
-                AddressOrigin::Configured => "the client's configured address",
-            };
-            return Some(format!(
-                "no Consul agent answered at {} ({whence})",
-                self.base
-            ));
+            return Some(format!("no Consul agent answered at {}", self.address()));
         }
         if self.base.starts_with("https://") {
             if let Some(h) = crate::tls_hint::hint(&self.tls, e) {

@@ -76,7 +76,11 @@ pub fn install() {
 pub fn set_sink(sink: Option<Sink>, max: LevelFilter) {
     install();
     let mut r = crate::sync::lock(route());
-    r.max = if sink.is_some() { max } else { LevelFilter::Warn };
+    r.max = if sink.is_some() {
+        max
+    } else {
+        LevelFilter::Warn
+    };
     r.sink = sink;
 }
 
@@ -100,7 +104,10 @@ mod tests {
         log::warn!(target: "other", "not ours");
         assert_eq!(
             *crate::sync::lock(&seen),
-            vec![(Level::Warn, "w".to_string()), (Level::Info, "i".to_string())]
+            vec![
+                (Level::Warn, "w".to_string()),
+                (Level::Info, "i".to_string())
+            ]
         );
         set_sink(None, LevelFilter::Trace);
         assert_eq!(crate::sync::lock(route()).max, LevelFilter::Warn);

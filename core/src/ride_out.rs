@@ -26,10 +26,57 @@ const FIRST_PAUSE: Duration = Duration::from_millis(50);
 /// probes at a time, and the first answer Consul gives any thread of the
 /// client ends every pause (see `http::Availability`).
 const MAX_PAUSE: Duration = Duration::from_millis(250);
-/// After this long unavailable, a call says so once at warn level (a wrong
-/// address or port looks the same as an outage, and a call without a
-/// deadline would otherwise wait in silence).
+/// After this long without any answer (refused, reset, not resolved, no
+/// answer in time), a call says so once at warn level: a wrong address or
+/// port looks the same as an agent that is down, and a call without a
+/// deadline would otherwise wait in silence.
+const WARN_UNREACHED_AFTER: Duration = Duration::from_secs(1);
+/// After this long of answers that say "not now" (no cluster leader, 429,
+/// 503: a raft election normally ends within seconds), the same warning.
 const WARN_AFTER: Duration = Duration::from_secs(10);
+
+/// Runs a waiting call (`what`: "lock acquire") and tells contention from an
+/// unreachable Consul: a call that ran out of time ("not acquired", or a
+/// `Timeout` error) although not one of its requests got an answer from
+/// Consul ends with a `Connection` error naming the address, where it came
+/// from and the last failure, in every language. A call in which Consul
+/// answered keeps its outcome: someone else holds the key, or Consul could not
+/// decide in time (no leader, 429, 503).
+pub(crate) fn judge_reach(
+    core: &Core,
+    what: &str,
+    call: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
+    let started = Instant::now();
+    let reach = crate::scope::track_reach();
+    let result = call();
+    let timed_out = match &result {
+        Ok(false) => true,
+        Err(e) => e.kind() == ErrorKind::Timeout,
+        Ok(true) => false,
+    };
+    if !timed_out {
+        return result;
+    }
+    let Some((tries, last)) = reach.unreached() else {
+        return result;
+    };
+    let address = core.transport.address();
+    // The last failure may already name the address (a refused connection does).
+    let at = if last.contains(&address) {
+        String::new()
+    } else {
+        format!(" at {address}")
+    };
+    Err(Error::new(
+        ErrorKind::Connection,
+        format!(
+            "{what}: no answer from Consul{at} in {:.1} s ({tries} {}); last error: {last}",
+            started.elapsed().as_secs_f64(),
+            if tries == 1 { "try" } else { "tries" }
+        ),
+    ))
+}
 
 /// Retries of transient failures for one call (see the module docs).
 pub(crate) struct RideOut<'a> {
@@ -127,12 +174,28 @@ impl<'a> RideOut<'a> {
         self.retries += 1;
         self.core.transient_retries.fetch_add(1, Ordering::Relaxed);
         let since = *self.failing_since.get_or_insert(now);
-        if !self.warned && now - since >= WARN_AFTER {
+        // A status means Consul answered "not now"; none means nothing answered.
+        let warn_after = if e.status().is_none() {
+            WARN_UNREACHED_AFTER
+        } else {
+            WARN_AFTER
+        };
+        if !self.warned && now - since >= warn_after {
             self.warned = true;
+            let state = if e.status().is_none() {
+                let address = self.core.transport.address();
+                if e.to_string().contains(&address) {
+                    "nothing has answered".to_string()
+                } else {
+                    format!("nothing has answered at {address}")
+                }
+            } else {
+                "Consul has been unavailable".to_string()
+            };
             log::warn!(
-                "baton {}: Consul has been unavailable for {:?} ({e}); still trying{}",
+                "baton {}: {state} for {:.1} s ({e}); still trying{}",
                 self.what,
-                now - since,
+                (now - since).as_secs_f64(),
                 if self.deadline.is_some() {
                     " until the call's deadline"
                 } else {

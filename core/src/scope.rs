@@ -23,6 +23,78 @@ struct Scope {
 
 thread_local! {
     static CURRENT: RefCell<Scope> = RefCell::new(Scope::default());
+    /// The reach records of the calls running on this thread (innermost last).
+    static REACH: RefCell<Vec<Reach>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What the requests of one call (and of the calls it makes) learned about
+/// reaching Consul: whether any got an answer, and the last failure that got
+/// none (connection refused or reset, name not resolved, TLS failure, no
+/// answer in time).
+#[derive(Default)]
+struct Reach {
+    answered: bool,
+    unanswered: u32,
+    last_failure: Option<String>,
+}
+
+/// Ends a reach record when dropped (see [`track_reach`]).
+pub(crate) struct ReachGuard {
+    depth: usize,
+}
+
+impl Drop for ReachGuard {
+    fn drop(&mut self) {
+        REACH.with(|r| r.borrow_mut().truncate(self.depth));
+    }
+}
+
+/// Starts recording whether the calling thread's requests reach Consul, until
+/// the guard drops: a waiting call (an acquire) tells "someone else holds it"
+/// from "nothing answered at all" by it.
+pub(crate) fn track_reach() -> ReachGuard {
+    REACH.with(|r| {
+        let mut r = r.borrow_mut();
+        let depth = r.len();
+        r.push(Reach::default());
+        ReachGuard { depth }
+    })
+}
+
+/// Records one request's outcome in every open reach record of this thread:
+/// `None` when the server answered (any status), else the failure's text.
+pub(crate) fn note_reach(failure: Option<&dyn std::fmt::Display>) {
+    REACH.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.is_empty() {
+            return;
+        }
+        let text = failure.map(|f| f.to_string());
+        for rec in r.iter_mut() {
+            match &text {
+                None => rec.answered = true,
+                Some(t) => {
+                    rec.unanswered += 1;
+                    rec.last_failure = Some(t.clone());
+                }
+            }
+        }
+    })
+}
+
+impl ReachGuard {
+    /// When requests were made under this guard and none got an answer: how
+    /// many, and the last failure.
+    pub(crate) fn unreached(&self) -> Option<(u32, String)> {
+        REACH.with(|r| {
+            let r = r.borrow();
+            let rec = r.get(self.depth)?;
+            if rec.answered {
+                return None;
+            }
+            rec.last_failure.clone().map(|f| (rec.unanswered, f))
+        })
+    }
 }
 
 /// Restores the previous scope when dropped.
@@ -120,5 +192,25 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::Timeout);
         }
         assert!(limits("x").unwrap().0.is_none());
+    }
+
+    #[test]
+    fn reach_records_nest_and_see_answers_of_inner_calls() {
+        note_reach(Some(&"ignored: nothing tracks"));
+        let outer = track_reach();
+        assert_eq!(outer.unreached(), None, "no request yet");
+        note_reach(Some(&"refused"));
+        {
+            let inner = track_reach();
+            note_reach(Some(&"reset"));
+            assert_eq!(inner.unreached(), Some((1, "reset".to_string())));
+        }
+        assert_eq!(outer.unreached(), Some((2, "reset".to_string())));
+        {
+            let inner = track_reach();
+            note_reach(None);
+            assert_eq!(inner.unreached(), None);
+        }
+        assert_eq!(outer.unreached(), None, "an inner call's answer counts");
     }
 }

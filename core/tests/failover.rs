@@ -386,5 +386,6 @@ fn close_finishes_pending_releases_or_reports_them() {
     assert!(!report.is_complete());
     assert_eq!(report.unconfirmed_releases, vec![key.clone()]);
     assert_eq!(report.sessions_not_destroyed.len(), 1, "{report:?}");
+    f.sessions_may_remain("close reported the session it could not destroy in the window");
     other.close(Duration::from_secs(5));
 }

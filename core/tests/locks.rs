@@ -261,6 +261,9 @@ impl GoLock {
 #[test]
 fn go_api_lock_and_baton_exclude_each_other_and_see_each_others_holder() {
     let f = Fixture::start();
+    f.sessions_may_remain(
+        "the Go-format client it plays leaves its session to expire, as Go's api.Lock does",
+    );
     let key = unique("go-interop");
     let c = f.client();
     let go = GoLock::new(f.client(), &key, b"go-holder");
@@ -307,6 +310,9 @@ fn go_api_lock_and_baton_exclude_each_other_and_see_each_others_holder() {
 #[test]
 fn a_key_with_foreign_flags_is_a_conflict_for_both() {
     let f = Fixture::start();
+    f.sessions_may_remain(
+        "the Go-format client it plays leaves its session to expire, as Go's api.Lock does",
+    );
     let key = unique("foreign");
     let c = f.client();
     c.kv().put(&key, b"plain value").unwrap();

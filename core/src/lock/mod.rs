@@ -295,7 +295,23 @@ impl Lock {
     /// (`Lock already held`); `Cancelled` when `cancel` fires; `Closed` when the
     /// client closes; `SessionInvalidated` when an explicitly given session is
     /// lost (the default session is replaced instead); transport errors as they come.
+    ///
+    /// A timed acquire in which no request got an answer from Consul
+    /// (connection refused, name not resolved, TLS failure, no answer in time)
+    /// fails with kind `Connection`, naming the address, instead of `Ok(false)`:
+    /// "not acquired" means someone else holds the key, or Consul answered but
+    /// could not decide in time.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        crate::ride_out::judge_reach(self.shared.client.core(), "lock acquire", || {
+            self.acquire_unjudged(timeout, cancel)
+        })
+    }
+
+    fn acquire_unjudged(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
         let _serial = lock(&sh.acquiring);

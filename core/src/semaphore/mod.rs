@@ -272,7 +272,19 @@ impl Semaphore {
     /// is removed again). Errors: kind `Conflict` for foreign flags or a limit that
     /// differs from the one stored (`semaphore limit conflict (lock: N, local: M)`)
     /// or when already held; `Cancelled`, `Closed`, `SessionInvalidated`.
+    /// A timed acquire in which no request got an answer from Consul fails
+    /// with kind `Connection` instead of `Ok(false)` (see [`Lock::acquire`](crate::Lock::acquire)).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        crate::ride_out::judge_reach(self.shared.client.core(), "semaphore acquire", || {
+            self.acquire_unjudged(timeout, cancel)
+        })
+    }
+
+    fn acquire_unjudged(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
         let _serial = lock(&sh.acquiring);

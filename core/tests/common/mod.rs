@@ -23,11 +23,47 @@ pub fn test_consul_version() -> Option<ConsulVersion> {
 }
 
 /// A server to test against.
+///
+/// When it is dropped (after the test's clients, declared after it, were
+/// closed by their own drop or `close`), it checks that the dev server holds no
+/// session: every session a client made is destroyed by its close. A test that
+/// leaves one on purpose says why with [`Fixture::sessions_may_remain`].
+/// Against a real Consul (shared by tests running in parallel) sessions cannot
+/// be told apart per test, so the check runs on the dev server only.
 pub struct Fixture {
     pub dev: Option<DevServer>,
     pub addr: String,
     /// The Consul version the dev server emulates (unset against real Consul).
     emulated: Option<ConsulVersion>,
+    /// Why sessions may remain at the end (`None`: none may).
+    sessions_may_remain: std::cell::Cell<Option<&'static str>>,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            || self.dev.is_none()
+            || self.sessions_may_remain.get().is_some()
+        {
+            return;
+        }
+        // A client whose last clone a background thread held (a callback
+        // running, a clean-up) closes on that thread, just after the test's own
+        // drop: wait for the list to empty, on blocking queries, for a while.
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let mut index = 0;
+        loop {
+            let (left, next) = self.session_list(index);
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "sessions left at the server after the test's clients were closed: {left:?}"
+            );
+            index = next;
+        }
+    }
 }
 
 impl Fixture {
@@ -52,6 +88,7 @@ impl Fixture {
                     dev: None,
                     addr,
                     emulated: None,
+                    sessions_may_remain: Default::default(),
                 };
             }
         }
@@ -71,7 +108,51 @@ impl Fixture {
             dev: Some(dev),
             addr,
             emulated,
+            sessions_may_remain: Default::default(),
         }
+    }
+
+    /// Lets the test end with sessions at the server, for the reason given
+    /// (e.g. it creates them with the low-level API, or kills a holder).
+    pub fn sessions_may_remain(&self, why: &'static str) {
+        self.sessions_may_remain.set(Some(why));
+    }
+
+    /// `ID (Name)` of every session the server holds (`GET /v1/session/list`).
+    pub fn session_names(&self) -> Vec<String> {
+        self.session_list(0).0
+    }
+
+    /// The session list (`ID (Name)` each) and its index; with `index` > 0, a
+    /// blocking query that waits up to a second for a change past it.
+    fn session_list(&self, index: u64) -> (Vec<String>, u64) {
+        let url = format!("{}/v1/session/list?index={index}&wait=1s", self.url());
+        let mut req = ureq::get(&url);
+        if let Ok(t) = std::env::var("CONSUL_HTTP_TOKEN") {
+            req = req.header("X-Consul-Token", &t);
+        }
+        let mut resp = req.call().expect("session list");
+        let next = resp
+            .headers()
+            .get("X-Consul-Index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let body = resp.body_mut().read_to_string().expect("session list body");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("session list is JSON");
+        let names = v
+            .as_array()
+            .expect("session list is an array")
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} ({})",
+                    s["ID"].as_str().unwrap_or("?"),
+                    s["Name"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        (names, next)
     }
 
     /// The dev server's controls, or `None` (with a message) against real Consul.
