@@ -154,6 +154,13 @@ impl Error {
         self
     }
 
+    /// The same error, `advice` first and its own message after it in
+    /// parentheses (for advice a reader needs before the library's detail).
+    pub(crate) fn led_by(mut self, advice: &str) -> Error {
+        self.message = bounded(format!("{advice} ({})", self.message), MESSAGE_MAX);
+        self
+    }
+
     /// The same error, its message preceded by `context` and `": "`.
     pub(crate) fn prefixed(mut self, context: &str) -> Error {
         self.message = bounded(format!("{context}: {}", self.message), MESSAGE_MAX);

@@ -530,6 +530,29 @@ impl Transport {
             url_host_port,
             prefix.trim_end_matches('/')
         );
+        // Refused here, naming it, rather than by the first call ("invalid uri
+        // character"). The probe path has a character of every request's kind.
+        let valid = format!("{base}/v1/x")
+            .parse::<ureq::http::Uri>()
+            .map_err(|e| e.to_string())
+            .and_then(|u| match u.authority() {
+                // A port that is not a number parses, and fails at the first call.
+                Some(a) if a.as_str() != a.host() && a.port_u16().is_none() => {
+                    Err("invalid port".to_string())
+                }
+                Some(a) if !a.host().is_empty() => Ok(()),
+                _ => Err("no host".to_string()),
+            });
+        if let Err(e) = valid {
+            let whence = match b.address_origin {
+                crate::config::AddressOrigin::Env => " (from CONSUL_HTTP_ADDR)",
+                _ => "",
+            };
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
+            ));
+        }
         Ok(Transport {
             base,
             agent: new_agent(agent_config.clone(), resolver.clone()),
@@ -679,7 +702,9 @@ impl Transport {
             let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
             let err = if refused_again { err.permanent() } else { err };
             match hint {
-                Some(h) => err.suffixed(&h),
+                // Advice on TLS reads first, the library's words after it.
+                Some((h, true)) => err.led_by(&h),
+                Some((h, false)) => err.suffixed(&h),
                 None => err,
             }
         });
@@ -781,7 +806,7 @@ impl Transport {
 
     /// What to add to a failure to reach Consul: the address tried, where it
     /// came from, and what to check.
-    fn hint(&self, e: &ureq::Error) -> Option<String> {
+    fn hint(&self, e: &ureq::Error) -> Option<(String, bool)> {
         use std::io::ErrorKind as K;
         let unreachable = match e {
             ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
@@ -789,11 +814,14 @@ impl Transport {
             _ => false,
         };
         if unreachable {
-            return Some(format!("no Consul agent answered at {}", self.address()));
+            return Some((
+                format!("no Consul agent answered at {}", self.address()),
+                false,
+            ));
         }
         if self.base.starts_with("https://") {
             if let Some(h) = crate::tls_hint::hint(&self.tls, e) {
-                return Some(h);
+                return Some((h, true));
             }
         }
         // rustls meeting a plain-HTTP answer where a TLS record was due (it comes
@@ -805,10 +833,13 @@ impl Transport {
         };
         if tls && self.base.starts_with("https://") && e.to_string().contains("InvalidContentType")
         {
-            return Some(format!(
+            return Some((
+                format!(
                 "{} does not answer TLS: if the agent serves plain HTTP, use an http:// address \
                  (and unset CONSUL_HTTP_SSL)",
                 self.base
+            ),
+                true,
             ));
         }
         None

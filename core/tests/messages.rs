@@ -49,13 +49,47 @@ fn https_against_a_plain_http_agent_says_so() {
         .build()
         .unwrap();
     let e = c.kv().get("k").unwrap_err();
-    let text = e.to_string();
+    let text = e.message().to_string();
+    // Issue 31 item 9: the plain words first, the TLS library's after them.
     assert!(
-        text.contains(
-            "does not answer TLS: if the agent serves plain HTTP, use an http:// address"
-        ),
+        text.starts_with(&format!(
+            "https://{host} does not answer TLS: if the agent serves plain HTTP, use an http:// address"
+        )),
         "{text}"
     );
+    assert!(
+        text.contains("InvalidContentType"),
+        "the detail stays: {text}"
+    );
+}
+
+/// Issue 31 item 9: an address that cannot be a URL is refused when the
+/// client is built, naming it, not at the first call with `http: invalid uri
+/// character`.
+#[test]
+fn an_address_that_is_not_a_url_is_refused_at_construction() {
+    for bad in [
+        "not a url::",
+        "http://exa mple:8500",
+        "127.0.0.1:85x0",
+        "http://",
+    ] {
+        let e = match ClientBuilder::new().address(bad).build() {
+            Ok(_) => panic!("{bad:?} was accepted"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}: {e}");
+        assert!(e.to_string().contains(bad), "{bad:?} is named: {e}");
+    }
+    for good in ["127.0.0.1:8500", "[::1]:8500", "localhost", "https://consul.example:8501/p"] {
+        assert!(ClientBuilder::new().address(good).build().is_ok(), "{good:?}");
+    }
+    let from_env = ClientBuilder::from_lookup(|name| {
+        (name == baton::ENV_HTTP_ADDR).then(|| "not a url::".to_string())
+    })
+    .build();
+    let e = from_env.err().expect("refused");
+    assert!(e.to_string().contains("CONSUL_HTTP_ADDR"), "{e}");
 }
 
 #[test]

@@ -282,3 +282,33 @@ fn node_failure_is_signalled_as_invalidation() {
     dev.heal_node();
     assert!(c.default_session().unwrap().is_valid());
 }
+
+/// Issue 31 item 5: a zero TTL is refused (Consul would read `"0s"` as no TTL,
+/// a session that outlives a crashed process with its locks); no TTL is asked
+/// for explicitly.
+#[test]
+fn a_zero_ttl_is_refused_and_no_ttl_is_explicit() {
+    let f = Fixture::start();
+    let c = f.client();
+    let zero = SessionOptions::new().ttl(Duration::ZERO);
+    let e = c.create_session(&zero).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("TTL must be positive"), "{e}");
+    let e = c.sessions().create(&zero).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let e = f
+        .builder()
+        .default_session(SessionOptions::default_for_client().ttl(Duration::ZERO))
+        .build()
+        .err()
+        .expect("a zero default-session TTL is refused when the client is built");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(f.session_names().is_empty(), "nothing was created");
+    let none = c
+        .create_session(&SessionOptions::default_for_client().without_ttl())
+        .unwrap();
+    assert_eq!(none.ttl(), None);
+    let info = c.sessions().info(none.id()).unwrap().unwrap();
+    assert_eq!(info.ttl(), None);
+    assert!(c.close(Duration::from_secs(5)));
+}
