@@ -9,6 +9,7 @@ const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
 const readline = require('node:readline')
+const { optionsOf } = require('./options.js')
 
 /**
  * Where the executable is: options.bin, BATON_DEVSERVER_BIN, the one packaged in bin/, or (in the
@@ -108,7 +109,8 @@ class DevServer {
  * Options: sessionTtlMin (ms or '100ms'; default Consul's 10s), args (more baton-devserver
  * options), bin (the executable), stderr ('ignore' | 'inherit').
  */
-async function startDevServer(options = {}) {
+async function startDevServer(opts) {
+  const options = optionsOf('startDevServer', opts, ['port', 'sessionTtlMin', 'args', 'bin', 'stderr'])
   const bin = devserverBinary(options.bin)
   const args = ['--port', String(options.port ?? 0), '--session-ttl-min', goDuration(options.sessionTtlMin ?? '10s'), ...(options.args ?? [])]
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', options.stderr ?? 'ignore'] })

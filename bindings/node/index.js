@@ -21,6 +21,7 @@ const native = loadNative()
 // After loadNative: spin.js uses the addon too, and a missing addon must fail with
 // loadNative's message, not the loader's.
 const spin = require('./spin.js')
+const { optionsOf } = require('./options.js')
 
 /** native.js (napi-rs's loader), or an error that says which platform has no addon and what to do. */
 function loadNative() {
@@ -166,16 +167,7 @@ function checkMillis(name, v, { positive = false } = {}) {
   }
 }
 
-const SESSION_OPTION_KEYS = new Set([
-  'name',
-  'ttlMs',
-  'lockDelayMs',
-  'behavior',
-  'node',
-  'nodeChecks',
-  'serviceChecks',
-  'checks',
-])
+const SESSION_OPTION_KEYS = ['name', 'ttlMs', 'lockDelayMs', 'behavior', 'node', 'nodeChecks', 'serviceChecks', 'checks']
 
 function checkStringList(name, v) {
   if (v === undefined || v === null) return
@@ -185,25 +177,13 @@ function checkStringList(name, v) {
   })
 }
 
-/** An options object may hold only `known` keys: a misspelt option is an error, never ignored. */
-function checkKnown(name, o, known) {
-  for (const k of Object.keys(o)) {
-    if (!known.includes(k)) {
-      throw new TypeError(`unknown ${name} key ${JSON.stringify(k)} (known: ${known.join(', ')})`)
-    }
-  }
-}
-
-function checkSessionOptions(o) {
-  for (const k of Object.keys(o)) {
-    if (!SESSION_OPTION_KEYS.has(k)) {
-      // `ttl`, `lockDelay`: durations carry their unit in the name.
-      const hint = SESSION_OPTION_KEYS.has(`${k}Ms`) ? ` (did you mean ${k}Ms? durations are in milliseconds)` : ''
-      throw new TypeError(
-        `unknown session option ${JSON.stringify(k)}${hint} (known: ${[...SESSION_OPTION_KEYS].join(', ')})`,
-      )
-    }
-  }
+/**
+ * Session options as the addon takes them. Absent `ttlMs`: the default TTL (15 s). `ttlMs: 0` is
+ * refused (Consul would make a session that never expires); `ttlMs: null` asks for no TTL, sent
+ * as `noTtl` (the addon cannot tell null from absent).
+ */
+function checkSessionOptions(options) {
+  const o = optionsOf('session', options, SESSION_OPTION_KEYS)
   checkStringList('nodeChecks', o.nodeChecks)
   checkStringList('serviceChecks', o.serviceChecks)
   checkStringList('checks', o.checks)
@@ -211,26 +191,25 @@ function checkSessionOptions(o) {
     throw new TypeError(`node must be a string, got ${typeof o.node}`)
   }
   checkMillis('ttlMs', o.ttlMs)
-  if (o.ttlMs === Infinity) throw new RangeError('ttlMs must be finite (0 or null: no TTL)')
+  if (o.ttlMs === Infinity) throw new RangeError('ttlMs must be finite (ttlMs: null for a session without a TTL)')
+  if (o.ttlMs === 0) {
+    throw new RangeError(
+      'ttlMs must be positive: 0 would create a session that never expires (a crashed process would keep ' +
+        'its locks while its node lives); pass ttlMs: null to ask for a session without a TTL',
+    )
+  }
   checkMillis('lockDelayMs', o.lockDelayMs)
   if (o.behavior !== undefined && o.behavior !== 'release' && o.behavior !== 'delete') {
     throw new TypeError(`behavior must be 'release' or 'delete', got ${JSON.stringify(o.behavior)}`)
   }
-  // Absent: the default TTL (15 s). 0 or null: no TTL, asked for explicitly; the native side
-  // cannot tell null from absent, so null goes as 0.
-  return o.ttlMs === null ? { ...o, ttlMs: 0 } : o
-}
-
-function checkOptions(options) {
-  if (options !== undefined && (options === null || typeof options !== 'object')) {
-    throw new TypeError('options must be an object')
-  }
-  return options ?? {}
+  if (o.ttlMs !== null) return o
+  const { ttlMs, ...rest } = o
+  return { ...rest, noTtl: true }
 }
 
 /** `{ signal, timeoutMs }` of a waiting call; `timeoutMs: Infinity` (or absent) waits forever. */
-function waitOptions(options, defaultTimeout = undefined) {
-  const o = checkOptions(options)
+function waitOptions(what, options, defaultTimeout = undefined) {
+  const o = optionsOf(what, options, ['timeoutMs', 'signal'])
   const timeoutMs = o.timeoutMs ?? defaultTimeout
   checkMillis('timeoutMs', timeoutMs)
   const { signal } = o
@@ -413,7 +392,8 @@ class Holdable extends EventEmitter {
  * that `Sequencer.parse` reads back.
  */
 class Sequencer {
-  constructor({ key, session, lockIndex, token }) {
+  constructor(fields) {
+    const { key, session, lockIndex, token } = optionsOf('Sequencer', fields, ['key', 'session', 'lockIndex', 'token'])
     checkKey(key)
     if (typeof session !== 'string' || session === '') throw new TypeError('session must be a non-empty string')
     this.key = key
@@ -532,7 +512,7 @@ class Session extends EventEmitter {
   }
   /** Resolves with the loss reason; rejects with code BATON_TIMEOUT, or an AbortError. */
   async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('waitLost', options)
     const reason = await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c))
     this.#end(reason)
     return reason
@@ -587,12 +567,7 @@ class Agent {
   /** Registers (or replaces) a TTL check: critical when `ttlMs` passes without a report. */
   checkRegister(id, options) {
     checkId('id', id)
-    const o = checkOptions(options)
-    for (const k of Object.keys(o)) {
-      if (!['ttlMs', 'name', 'serviceId', 'notes', 'status'].includes(k)) {
-        throw new TypeError(`unknown check option ${JSON.stringify(k)} (known: ttlMs, name, serviceId, notes, status)`)
-      }
-    }
+    const o = optionsOf('check', options, ['ttlMs', 'name', 'serviceId', 'notes', 'status'])
     if (o.ttlMs === undefined) throw new TypeError('ttlMs is required')
     checkMillis('ttlMs', o.ttlMs, { positive: true })
     if (o.ttlMs === Infinity) throw new RangeError('ttlMs must be finite')
@@ -626,12 +601,7 @@ class Agent {
   }
   /** Registers (or replaces) a service: `{ name, id?, tags?, address?, port? }`. */
   serviceRegister(service) {
-    const o = checkOptions(service)
-    for (const k of Object.keys(o)) {
-      if (!['name', 'id', 'tags', 'address', 'port'].includes(k)) {
-        throw new TypeError(`unknown service option ${JSON.stringify(k)} (known: name, id, tags, address, port)`)
-      }
-    }
+    const o = optionsOf('service', service, ['name', 'id', 'tags', 'address', 'port'])
     checkId('name', o.name)
     checkNote('id', o.id)
     checkNote('address', o.address)
@@ -683,7 +653,7 @@ class Lock extends Holdable {
    * `timeoutMs` passes first, an AbortError when `signal` aborts.
    */
   async acquire(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('acquire', options)
     const held = await cancellable(
       signal,
       (c) => this.#native.acquire(timeoutMs, c),
@@ -695,7 +665,7 @@ class Lock extends Holdable {
   }
   /** Like acquire, but resolves false instead of rejecting at the timeout (default 0: try once). */
   async tryAcquire(options) {
-    const { timeoutMs, signal } = waitOptions(options, 0)
+    const { timeoutMs, signal } = waitOptions('tryAcquire', options, 0)
     const held = await cancellable(
       signal,
       (c) => this.#native.acquire(timeoutMs, c),
@@ -731,7 +701,7 @@ class Lock extends Holdable {
    * by the time it resolves; the 'lost' event comes through its own queue and may follow.
    */
   async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('waitLost', options)
     return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   /** Deletes the key if nobody holds it (Go's `Destroy`). */
@@ -765,7 +735,7 @@ class Semaphore extends Holdable {
   }
   /** Waits for a slot and resolves with the semaphore; BATON_TIMEOUT / AbortError as for locks. */
   async acquire(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('acquire', options)
     const held = await cancellable(
       signal,
       (c) => this.#native.acquire(timeoutMs, c),
@@ -777,7 +747,7 @@ class Semaphore extends Holdable {
   }
   /** Resolves true with a slot, false at the timeout (default 0: try once). */
   async tryAcquire(options) {
-    const { timeoutMs, signal } = waitOptions(options, 0)
+    const { timeoutMs, signal } = waitOptions('tryAcquire', options, 0)
     const held = await cancellable(
       signal,
       (c) => this.#native.acquire(timeoutMs, c),
@@ -808,7 +778,7 @@ class Semaphore extends Holdable {
    * by the time it resolves; the 'lost' event comes through its own queue and may follow.
    */
   async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('waitLost', options)
     return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   /** Deletes the coordination key when no live holder remains (Go's `Destroy`). */
@@ -822,9 +792,10 @@ class Semaphore extends Holdable {
 
 /**
  * Follows an election: an async iterator of `Leader` (or null for "no leader"). The first
- * value is the current state, later ones only changes. Ends when `return()` is called (a
- * `break` out of `for await`); rejects with an AbortError when the signal aborts, with
- * BATON_TIMEOUT when `timeoutMs` passes without a change.
+ * value is the current state, later ones only changes. Ends (`done: true`) when `return()` is
+ * called (a `break` out of `for await`) or its client is closed, also while a `next()` is
+ * pending; rejects with an AbortError when the signal aborts, with BATON_TIMEOUT when
+ * `timeoutMs` passes without a change.
  */
 class LeaderObserver {
   #native
@@ -834,7 +805,7 @@ class LeaderObserver {
   #pending = null
   constructor(token, n, options) {
     if (token !== kToken) throw new TypeError('use election.observe() or client.observeLeader()')
-    const { signal, timeoutMs } = waitOptions(options)
+    const { signal, timeoutMs } = waitOptions('observe', options)
     this.#native = n
     this.#signal = signal
     this.#timeoutMs = timeoutMs
@@ -859,6 +830,10 @@ class LeaderObserver {
       // return() was called meanwhile: whatever the pending wait ended with, the iteration is over.
       if (this.#done) return { done: true, value: undefined }
       this.#finish()
+      // The client was closed (before or during this wait): the observation is over, not failed.
+      // A rejection here would surface as an unhandled one in a `for await` that a shutdown
+      // handler interrupted by closing the client.
+      if (e?.code === 'BATON_CLOSED') return { done: true, value: undefined }
       throw e
     } finally {
       this.#pending = null
@@ -900,7 +875,7 @@ class Election extends Holdable {
    */
   async campaign(value, options) {
     const v = toBuffer('value', value)
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('campaign', options)
     const won = await cancellable(
       signal,
       (c) => this.#native.campaign(v, timeoutMs, c),
@@ -954,7 +929,7 @@ class Election extends Holdable {
    * by the time it resolves; the 'lost' event comes through its own queue and may follow.
    */
   async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions(options)
+    const { timeoutMs, signal } = waitOptions('waitLost', options)
     return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
   }
   async [Symbol.asyncDispose]() {
@@ -971,6 +946,7 @@ const TXN_VERBS = new Set([
 
 function txnOp(op, i) {
   if (op === null || typeof op !== 'object') throw new TypeError(`ops[${i}] must be an object`)
+  optionsOf(`ops[${i}]`, op, ['verb', 'key', 'value', 'flags', 'index', 'session'])
   if (!TXN_VERBS.has(op.verb)) throw new TypeError(`ops[${i}].verb must be one of ${[...TXN_VERBS].join(', ')}, got ${JSON.stringify(op.verb)}`)
   checkKey(op.key, `ops[${i}].key`)
   const out = { verb: op.verb, key: op.key }
@@ -989,15 +965,18 @@ function checkSequencerArg(seq) {
   return seq.toString()
 }
 
+const CLIENT_OPTION_KEYS = ['address', 'token', 'datacenter', 'requestTimeoutMs', 'defaultSession']
+
 /** A connection to Consul, configured from CONSUL_* variables and `options`. */
 class Client {
   #native
   #owned = new Set()
   constructor(options) {
-    let o = checkOptions(options)
+    let o = optionsOf('Client', options, CLIENT_OPTION_KEYS)
+    for (const k of ['address', 'token', 'datacenter']) checkNote(k, o[k])
     checkMillis('requestTimeoutMs', o.requestTimeoutMs)
-    if (o.defaultSession !== undefined) {
-      o = { ...o, defaultSession: checkSessionOptions(checkOptions(o.defaultSession)) }
+    if (o.defaultSession !== undefined && o.defaultSession !== null) {
+      o = { ...o, defaultSession: checkSessionOptions(o.defaultSession) }
     }
     this.#native = callSync(() => new native.NativeClient(o, dispatchLost))
   }
@@ -1024,8 +1003,7 @@ class Client {
     checkKey(key)
     const buf = typeof value === 'string' ? Buffer.from(value) : value
     if (!Buffer.isBuffer(buf)) throw new TypeError('value must be a Buffer or a string')
-    const o = checkOptions(options)
-    checkKnown('options', o, ['flags', 'cas'])
+    const o = optionsOf('kvPut', options, ['flags', 'cas'])
     if (o.flags === undefined && o.cas === undefined) return settle(() => this.#native.kvPut(key, buf))
     const flags = o.flags === undefined ? undefined : u64('flags', o.flags)
     const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
@@ -1037,14 +1015,13 @@ class Client {
    */
   kvDelete(key, options) {
     checkKey(key)
-    const o = checkOptions(options)
-    checkKnown('options', o, ['cas'])
+    const o = optionsOf('kvDelete', options, ['cas'])
     const cas = o.cas === undefined ? undefined : u64('cas', o.cas)
     return settle(() => this.#native.kvDelete(key, cas))
   }
   /** Creates a session renewed in the background. */
   async createSession(options) {
-    const o = checkSessionOptions(checkOptions(options))
+    const o = checkSessionOptions(options)
     return this.#session(await settle(() => this.#native.createSession(o)))
   }
   /**
@@ -1078,7 +1055,7 @@ class Client {
   /** A lock on `key`; `value` is written on acquire; `session` defaults to the client's. */
   lock(key, options) {
     checkKey(key)
-    const o = checkOptions(options)
+    const o = optionsOf('lock', options, ['value', 'session'])
     const value = o.value === undefined ? undefined : toBuffer('value', o.value)
     const session = sessionOf(o.session)
     return this.#make(Lock, (id) => this.#native.lock(key, value, session, id))
@@ -1095,7 +1072,7 @@ class Client {
     if (limit <= 0 || (typeof limit === 'number' && !Number.isSafeInteger(limit))) {
       throw new RangeError(`limit must be a positive integer, got ${limit}`)
     }
-    const o = checkOptions(options)
+    const o = optionsOf('semaphore', options, ['value', 'session'])
     const value = o.value === undefined ? undefined : toBuffer('value', o.value)
     const session = sessionOf(o.session)
     const l = u64('limit', limit)
@@ -1104,7 +1081,7 @@ class Client {
   /** A participant in the election on `key`. */
   election(key, options) {
     checkKey(key)
-    const o = checkOptions(options)
+    const o = optionsOf('election', options, ['session', 'flags'])
     const session = sessionOf(o.session)
     const flags = o.flags === undefined || o.flags === null ? undefined : u64('flags', o.flags)
     return this.#make(Election, (id) => this.#native.election(key, session, id, flags))
@@ -1147,7 +1124,7 @@ class Client {
   /** Writes `value` at `key` only while `sequencer` is current (see guardedTxn). */
   async guardedPut(sequencer, key, value, options) {
     checkKey(key, 'key')
-    const o = checkOptions(options)
+    const o = optionsOf('guardedPut', options, ['flags'])
     const op = { verb: 'set', key, value: toBuffer('value', value) }
     if (o.flags !== undefined) op.flags = o.flags
     await this.guardedTxn(sequencer, [op])
@@ -1168,9 +1145,49 @@ class Client {
   }
 }
 
+// ---- logging --------------------------------------------------------------------------------
+
+const LOG_LEVELS = ['off', 'error', 'warn', 'info', 'debug', 'trace']
+
+/**
+ * Routes baton's log records (a Consul that cannot be reached, a session lost, a release that
+ * failed on close, ...) to `logger(level, message, target)`, called on the JS thread for each
+ * record up to `level` ('error', 'warn' (default), 'info', 'debug', 'trace'; 'off' silences
+ * baton). `level` is one of those names, `target` the Rust module (`baton::...`). `null`
+ * restores the default: warnings and errors written to standard error as `baton warn: ...`.
+ * Records travel through an unref'd thread-safe function: a pending record never keeps the
+ * process alive, and baton's threads never wait for the JS thread. One logger per process (the
+ * last call wins). A logger that throws is an uncaught exception.
+ */
+function setLogger(logger, options) {
+  if (logger !== null && typeof logger !== 'function') {
+    throw new TypeError(`logger must be a function (level, message, target) or null, got ${typeof logger}`)
+  }
+  const o = optionsOf('setLogger', options, ['level'])
+  if (logger === null) {
+    if (o.level !== undefined) throw new TypeError('level applies to a logger function; setLogger(null) restores the default (warnings and errors to stderr)')
+    native.setLogger(null)
+    return
+  }
+  const level = o.level ?? 'warn'
+  if (!LOG_LEVELS.includes(level)) {
+    throw new TypeError(`level must be one of ${LOG_LEVELS.map((l) => `'${l}'`).join(', ')}, got ${JSON.stringify(level)}`)
+  }
+  native.setLogger((lvl, target, message) => {
+    try {
+      logger(lvl, message, target)
+    } catch (e) {
+      process.nextTick(() => {
+        throw e
+      })
+    }
+  }, level)
+}
+
 const { startDevServer, DevServer } = require('./devserver.js')
 
 module.exports = {
+  setLogger,
   startDevServer,
   DevServer,
   Agent,

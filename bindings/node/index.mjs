@@ -6,6 +6,7 @@ const require = createRequire(import.meta.url)
 const baton = require('./index.js')
 
 export const {
+  setLogger,
   startDevServer,
   DevServer,
   Agent,

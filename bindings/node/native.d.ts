@@ -316,11 +316,16 @@ export interface SessionOptions {
   /** Human-readable name. */
   name?: string
   /**
-   * TTL in milliseconds; omitted: 15000 (15 s, the default session's and C's). `0` or
-   * `null`: no TTL, the session lives until destroyed or its node fails. Consul accepts
-   * 10 s to 24 h (its `session_ttl_min` may differ).
+   * TTL in milliseconds, positive; omitted: 15000 (15 s, the default session's and C's).
+   * Consul accepts 10 s to 24 h (its `session_ttl_min` may differ). `0` is refused (Consul
+   * would read it as "no TTL"); `ttlMs: null` in index.js asks for no TTL (`noTtl`).
    */
   ttlMs?: number
+  /**
+   * A session without a TTL (what `index.js` sends for `ttlMs: null`): it lives until
+   * destroyed or its node fails, so a crashed process keeps its locks while its node lives.
+   */
+  noTtl?: boolean
   /** Lock-delay in milliseconds; omitted: Consul's default (15 s); 0 really means none. */
   lockDelayMs?: number
   /** `"release"` (default) or `"delete"`. */
@@ -340,6 +345,14 @@ export interface SessionOptions {
    */
   checks?: Array<string>
 }
+
+/**
+ * Sends baton's log records up to `level` (default `"warn"`) to `sink(level, target,
+ * message)`, called on the JS thread (never blocking baton's threads; records queued when
+ * the environment ends are dropped). `null`: back to the default, warnings and errors to
+ * standard error. One sink per process: the last call wins.
+ */
+export declare function setLogger(sink?: ((level: string, target: string, message: string) => void) | null, level?: string | undefined | null): void
 
 /** A TTL check to register. */
 export interface TtlCheckOptions {

@@ -843,4 +843,5 @@ module.exports.NativeObserver = nativeBinding.NativeObserver
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.NativeSession = nativeBinding.NativeSession
 module.exports.parseSequencer = nativeBinding.parseSequencer
+module.exports.setLogger = nativeBinding.setLogger
 module.exports.yieldCpu = nativeBinding.yieldCpu

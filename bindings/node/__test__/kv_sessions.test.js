@@ -51,7 +51,7 @@ test('kvGetEntry, kvPut with cas and flags, kvDelete with and without cas', asyn
   assert.equal(await c.kvDelete(key), true)
   assert.equal(await c.kvGetEntry(key), null)
   // Bad options are refused before anything is sent.
-  assert.throws(() => c.kvPut(key, 'x', { cass: 1 }), { name: 'TypeError', message: /unknown options key "cass"/ })
+  assert.throws(() => c.kvPut(key, 'x', { cass: 1 }), { name: 'TypeError', message: /unknown kvPut option "cass" \(did you mean cas\?\)/ })
   assert.throws(() => c.kvDelete(key, { cas: -1 }), { name: 'RangeError' })
   assert.throws(() => c.kvDelete(key, { cas: '1' }), { name: 'TypeError' })
 })

@@ -48,8 +48,8 @@ test('renewals move the deadline forward', async () => {
   await s.destroy()
 })
 
-test('no TTL (asked for with ttlMs: 0): null; destroyed: 0', async () => {
-  const s = await client.createSession({ ttlMs: 0, lockDelayMs: 0 })
+test('no TTL (asked for with ttlMs: null): null; destroyed: 0', async () => {
+  const s = await client.createSession({ ttlMs: null, lockDelayMs: 0 })
   assert.equal(s.timeLeftMs(), null)
   await s.destroy()
   assert.equal(s.timeLeftMs(), 0)

@@ -12,6 +12,7 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
 mod agent;
+mod logging;
 mod recipes;
 mod settle;
 
@@ -171,10 +172,13 @@ pub struct ClientOptions {
 pub struct SessionOptions {
     /// Human-readable name.
     pub name: Option<String>,
-    /// TTL in milliseconds; omitted: 15000 (15 s, the default session's and C's). `0` or
-    /// `null`: no TTL, the session lives until destroyed or its node fails. Consul accepts
-    /// 10 s to 24 h (its `session_ttl_min` may differ).
+    /// TTL in milliseconds, positive; omitted: 15000 (15 s, the default session's and C's).
+    /// Consul accepts 10 s to 24 h (its `session_ttl_min` may differ). `0` is refused (Consul
+    /// would read it as "no TTL"); `ttlMs: null` in index.js asks for no TTL (`noTtl`).
     pub ttl_ms: Option<f64>,
+    /// A session without a TTL (what `index.js` sends for `ttlMs: null`): it lives until
+    /// destroyed or its node fails, so a crashed process keeps its locks while its node lives.
+    pub no_ttl: Option<bool>,
     /// Lock-delay in milliseconds; omitted: Consul's default (15 s); 0 really means none.
     pub lock_delay_ms: Option<f64>,
     /// `"release"` (default) or `"delete"`.
@@ -190,6 +194,11 @@ pub struct SessionOptions {
     /// `nodeChecks` as Consul does; not together with `nodeChecks`.
     pub checks: Option<Vec<String>>,
 }
+
+/// Why `ttlMs: 0` is refused, and what to write instead.
+pub(crate) const TTL_ZERO: &str = "ttlMs must be positive: 0 would create a session that never \
+     expires (a crashed process would keep its locks while its node lives); pass ttlMs: null \
+     to ask for a session without a TTL";
 
 /// What `createSession` starts from: no name, the TTL of the client's default session
 /// (15 s, as in C), Consul's lock-delay.
@@ -207,9 +216,13 @@ fn session_options(
     if let Some(n) = s.name {
         o = o.name(n);
     }
-    // Omitted: the TTL of `o` (15 s); 0 (JS sends null as 0): no TTL, asked for explicitly.
-    if let Some(t) = millis("ttlMs", s.ttl_ms)? {
-        o.ttl = Some(t).filter(|t| !t.is_zero());
+    // Omitted: the TTL of `o` (15 s); `noTtl` (JS `ttlMs: null`): none, asked for explicitly.
+    match (millis("ttlMs", s.ttl_ms)?, s.no_ttl.unwrap_or(false)) {
+        (Some(_), true) => return Err(invalid("give ttlMs or noTtl, not both")),
+        (Some(t), false) if t.is_zero() => return Err(invalid(TTL_ZERO)),
+        (Some(t), false) => o = o.ttl(t),
+        (None, true) => o = o.without_ttl(),
+        (None, false) => {}
     }
     if let Some(d) = millis("lockDelayMs", s.lock_delay_ms)? {
         o = o.lock_delay(d);
