@@ -40,6 +40,23 @@ pub(crate) const fn exact_in_f64(n: u64) -> bool {
     through_f64(n) == n
 }
 
+/// The index a probe of txn numbers checks (see `Client::learn_txn_numbers`):
+/// odd and above 2^53, so a float64 cannot hold it.
+pub(crate) const PROBE_INDEX: u64 = (1 << 53) + 1;
+
+/// What a probe's refusal text says of txn numbers: Consul's check-index
+/// error ends with `current modify index <stored> != <sent, as decoded>`.
+pub(crate) fn probe_answer(text: &str) -> TxnNumbers {
+    let decoded = text
+        .rsplit_once("!= ")
+        .and_then(|(_, n)| n.trim().parse::<u64>().ok());
+    match decoded {
+        Some(PROBE_INDEX) => TxnNumbers::Exact,
+        Some(n) if n == through_f64(PROBE_INDEX) => TxnNumbers::Lossy,
+        _ => TxnNumbers::Unknown,
+    }
+}
+
 const EXACT: u8 = 1;
 const LOSSY: u8 = 2;
 
@@ -100,6 +117,15 @@ impl Learned {
         self.txn_numbers.store(LOSSY, Ordering::Relaxed);
     }
 
+    /// Notes what a probe found (nothing when it could not tell).
+    pub(crate) fn learn(&self, numbers: TxnNumbers) {
+        match numbers {
+            TxnNumbers::Exact => self.txn_numbers.store(EXACT, Ordering::Relaxed),
+            TxnNumbers::Lossy => self.txn_numbers.store(LOSSY, Ordering::Relaxed),
+            TxnNumbers::Unknown => {}
+        }
+    }
+
     /// The op cap the server told us of, if it did.
     pub(crate) fn max_txn_ops(&self) -> Option<usize> {
         match self.max_txn_ops.load(Ordering::Relaxed) {
@@ -140,6 +166,16 @@ mod tests {
     use super::*;
     use crate::lock::LOCK_FLAG_VALUE;
     use crate::semaphore::SEMAPHORE_FLAG_VALUE;
+
+    #[test]
+    fn a_probe_answer_tells_exact_from_rounded() {
+        let text =
+            |n: u64| format!("failed index check for key \"k\", current modify index 12 != {n}");
+        assert_eq!(probe_answer(&text(PROBE_INDEX)), TxnNumbers::Exact);
+        assert_eq!(probe_answer(&text(1 << 53)), TxnNumbers::Lossy);
+        assert_eq!(probe_answer(&text(7)), TxnNumbers::Unknown);
+        assert_eq!(probe_answer("Permission denied"), TxnNumbers::Unknown);
+    }
 
     #[test]
     fn go_flags_lose_their_low_bits_through_a_float64() {

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 
 use crate::client::Client;
 use crate::compat::{
-    exact_in_f64, lossy_number_error, TxnNumbers, GET_OR_EMPTY_SINCE, TXN_128_OPS_SINCE,
-    TXN_FLOAT64_BEFORE,
+    exact_in_f64, lossy_number_error, probe_answer, TxnNumbers, GET_OR_EMPTY_SINCE, PROBE_INDEX,
+    TXN_128_OPS_SINCE, TXN_FLOAT64_BEFORE,
 };
 use crate::error::{Error, ErrorKind, Result, TxnOpError};
 use crate::http::{Request, Response};
@@ -308,6 +308,15 @@ impl Client {
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         let normalised = normalise_keys(ops)?;
         let ops = &*normalised;
+        // Never let a rounded flag land on a key others read: learn first.
+        if self.core().learned.txn_numbers() == TxnNumbers::Unknown {
+            if let Some(op) = ops
+                .iter()
+                .find(|o| o.stores_flags() && !exact_in_f64(o.flags))
+            {
+                self.learn_txn_numbers(&op.key);
+            }
+        }
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
@@ -317,6 +326,41 @@ impl Client {
             Err(e) => return Err(self.learn_refusal(ops, e)),
         };
         self.check_stored_flags(ops, entries)
+    }
+
+    /// Learns how the server stores numbers in a txn body (exactly from
+    /// Consul 1.6.2; through a float64 before) without storing any: a txn that
+    /// sets `key` and then checks its index against [`PROBE_INDEX`] (odd,
+    /// above 2^53) always fails, so nothing is written, and Consul's refusal
+    /// quotes the index as it decoded it. Needs the write permission on `key`
+    /// the caller's own write needs. Leaves it unknown when the answer does not
+    /// tell (a refusal, an unreachable server); errors are not the caller's.
+    pub(crate) fn learn_txn_numbers(&self, key: &str) -> TxnNumbers {
+        let learned = &self.core().learned;
+        if learned.txn_numbers() != TxnNumbers::Unknown {
+            return learned.txn_numbers();
+        }
+        let ops = [KvOp::set(key, b"", 0), KvOp::check_index(key, PROBE_INDEX)];
+        let mut req = Request::new("PUT", "/v1/txn");
+        req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
+        let found = match self.send(&req).and_then(|resp| txn_answer(&req, resp)) {
+            Err(e) => e
+                .txn_errors()
+                .iter()
+                .filter(|t| t.op_index == 1)
+                .map(|t| probe_answer(&t.what))
+                .find(|n| *n != TxnNumbers::Unknown)
+                .unwrap_or(TxnNumbers::Unknown),
+            Ok(_) => {
+                log::warn!(
+                    "baton: the txn-number probe on {key:?} was applied (index {PROBE_INDEX})"
+                );
+                TxnNumbers::Unknown
+            }
+        };
+        log::debug!("baton: txn numbers on this server: {found:?}");
+        learned.learn(found);
+        found
     }
 
     /// Refuses, before sending, what the server is known not to support.

@@ -81,8 +81,16 @@ fn an_address_that_is_not_a_url_is_refused_at_construction() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}: {e}");
         assert!(e.to_string().contains(bad), "{bad:?} is named: {e}");
     }
-    for good in ["127.0.0.1:8500", "[::1]:8500", "localhost", "https://consul.example:8501/p"] {
-        assert!(ClientBuilder::new().address(good).build().is_ok(), "{good:?}");
+    for good in [
+        "127.0.0.1:8500",
+        "[::1]:8500",
+        "localhost",
+        "https://consul.example:8501/p",
+    ] {
+        assert!(
+            ClientBuilder::new().address(good).build().is_ok(),
+            "{good:?}"
+        );
     }
     let from_env = ClientBuilder::from_lookup(|name| {
         (name == baton::ENV_HTTP_ADDR).then(|| "not a url::".to_string())

@@ -151,8 +151,9 @@ fn a_go_style_acquire_and_baton_exclude_each_other_on_every_version() {
     }
 }
 
-/// Guarded writes with flags a float64 cannot hold: repaired when first seen
-/// rounded, refused before sending once the server is known to round them.
+/// Guarded writes with flags a float64 cannot hold: refused before sending,
+/// once the server is known to round them, which a client learns before its
+/// first such write.
 #[test]
 fn guarded_writes_with_big_flags_are_repaired_then_refused_on_old_servers() {
     let (f, version) = server("1.0.8");
@@ -169,19 +170,33 @@ fn guarded_writes_with_big_flags_are_repaired_then_refused_on_old_servers() {
         assert_eq!(raw_flags(&f, &data), big);
         return;
     }
-    // The lock's own first txn taught this client that the server rounds.
+    // The lock's own first acquire taught this client that the server rounds.
     let e = c
         .guarded_txn(&seq, &[KvOp::set(&data, b"1", big)])
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     assert!(e.to_string().contains("1.6.2"), "{e}");
     assert!(raw_entry(&f, &data).is_none(), "nothing may be written");
-    // A fresh client learns it from the answer, and repairs the key at once.
+    // A fresh client learns it before its first such write (issue 31 item 7):
+    // refused, and nothing written either.
     let fresh = f.client();
-    let stored = fresh
+    let e = fresh
         .guarded_txn(&seq, &[KvOp::set(&data, b"2", big)])
-        .unwrap();
-    assert_eq!(stored.last().map(|p| p.flags), Some(big));
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(raw_entry(&f, &data).is_none(), "nothing may be written");
+    // Written through the KV path (flags in the query string), they are exact.
+    assert!(fresh
+        .kv()
+        .put_with(
+            &data,
+            b"2",
+            &baton::WriteOptions {
+                flags: big,
+                ..Default::default()
+            }
+        )
+        .unwrap());
     assert_eq!(raw_flags(&f, &data), big);
     // Small flags are exact on every version.
     fresh
@@ -330,5 +345,78 @@ fn observers_see_one_leader_per_campaign_on_old_servers() {
             "round {round}"
         );
         c.close(Duration::from_secs(5));
+    }
+}
+
+/// Issue 31 item 7: on a Consul before 1.6.2 a new client's first lock write
+/// went out as a txn, and its rounded flag stood on the shared key until the
+/// repair: a Go `api.Lock` reading then failed with "Existing key does not
+/// match lock use". Now the client learns how the server stores txn numbers
+/// first (a probe that writes nothing), so no rounded flag ever lands: the
+/// server's journal shows no txn write of the lock flag, and a Go-format
+/// reader polling the key never sees another flag.
+#[test]
+fn new_clients_never_land_a_rounded_lock_flag_on_an_old_server() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    for version in ["1.0.8", "1.6.1"] {
+        let (f, known) = server(version);
+        if known.is_none() {
+            eprintln!("skipped against real Consul: needs an emulated {version}");
+            return;
+        }
+        let dev = f.dev.as_ref().unwrap();
+        let key = unique(&format!("first-write-{version}"));
+        dev.record_requests(true);
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (url, stop) = (
+                format!("{}/v1/kv/{}", f.url(), baton::encode_key(&key)),
+                stop.clone(),
+            );
+            // Go's api.Lock: GET the key, and refuse flags other than LockFlagValue.
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut reads = 0u32;
+                while !stop.load(Ordering::SeqCst) || reads == 0 {
+                    reads += 1;
+                    if let Ok(mut r) = ureq::get(&url).call() {
+                        let body = r.body_mut().read_to_string().unwrap();
+                        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+                        let flags = v[0]["Flags"].as_u64().unwrap();
+                        if flags != LOCK_FLAG_VALUE {
+                            seen.push(flags);
+                        }
+                    }
+                }
+                seen
+            })
+        };
+        // A new client per holding, as `baton lock` is a new client every run.
+        for round in 0..10 {
+            let c = f.client();
+            let lock = c.lock(&key).unwrap();
+            assert!(
+                lock.acquire(Some(Duration::from_secs(10)), None).unwrap(),
+                "{version} round {round}"
+            );
+            assert!(lock.release().unwrap(), "{version} round {round}");
+            assert!(c.close(Duration::from_secs(5)), "{version} round {round}");
+        }
+        stop.store(true, Ordering::SeqCst);
+        let seen = reader.join().unwrap();
+        assert!(seen.is_empty(), "{version}: a Go reader saw flags {seen:?}");
+        let flag = LOCK_FLAG_VALUE.to_string();
+        let txn_writes: Vec<String> = dev
+            .journal()
+            .into_iter()
+            .filter(|e| e.path == "/v1/txn" && e.body.contains(&flag))
+            .map(|e| e.body)
+            .collect();
+        assert!(
+            txn_writes.is_empty(),
+            "{version}: the lock flag went out in a txn body: {txn_writes:?}"
+        );
+        assert_eq!(raw_flags(&f, &key), LOCK_FLAG_VALUE, "{version}");
     }
 }

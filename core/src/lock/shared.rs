@@ -65,7 +65,10 @@ impl LockShared {
     }
 
     fn attempt(&self, session: &Session, known: &Known, value: &[u8]) -> Result<Attempt> {
-        if self.client.core().learned.txn_numbers() == TxnNumbers::Lossy {
+        // A lock txn on a server that rounds its numbers would store the lock
+        // flag rounded, where Go's api.Lock reads it: learn first, and write as
+        // Go does (flags in the query string) unless the txn is known exact.
+        if self.client.learn_txn_numbers(&self.key) != TxnNumbers::Exact {
             return self.attempt_by_put(session, value);
         }
         let check = match &known.entry {
