@@ -109,6 +109,16 @@
 // `/` is dropped, never added), always holds a sequencer of that lock.
 #define BATON_SEQUENCER_OVERHEAD 80
 
+// The `ttl_ms` of a session without a TTL (the same value as
+// `BATON_WAIT_FOREVER`). Nothing expires such a session while its node is
+// alive and its health checks pass: a process that crashes or hangs keeps its
+// locks, semaphore slots and leadership until the node leaves the cluster,
+// one of the session's checks fails, or someone destroys the session
+// (`baton_client_destroy_session_id`). Only for sessions bound to health
+// checks that fail when the process dies (`baton_session_create_with_checks`);
+// `baton_session_time_left_ms` reports `BATON_WAIT_FOREVER` for them.
+#define BATON_NO_TTL UINT64_MAX
+
 // Session behavior when it is invalidated: release its locks (Consul's default).
 #define BATON_BEHAVIOR_RELEASE 0
 
@@ -227,6 +237,37 @@ typedef uint32_t baton_lost_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// The level of a log record, most severe first (the numbers of Rust's `log`
+// crate). As `max_level` of `baton_set_log_callback`, the least severe level
+// passed on; `BATON_LOG_OFF` passes none.
+enum baton_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Nothing (only as a `max_level`).
+  BATON_LOG_OFF = 0,
+  // Something failed and nobody will retry it (e.g. a lock could not be
+  // released on close).
+  BATON_LOG_ERROR = 1,
+  // Something the program should hear about: a holding lost, a session
+  // suspect, a wait that cannot reach Consul, a clean-up that failed.
+  BATON_LOG_WARN = 2,
+  // Progress worth a line (a session recovered).
+  BATON_LOG_INFO = 3,
+  // Details for debugging (a retried request, a watch restarted).
+  BATON_LOG_DEBUG = 4,
+  // Everything.
+  BATON_LOG_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum baton_log_level baton_log_level;
+#else
+typedef uint32_t baton_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // What happened to a session.
 enum baton_event_kind
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -302,8 +343,9 @@ typedef struct baton_session_checks {
 typedef struct baton_session_options {
   // The session name (NULL: none). NUL-terminated UTF-8, read during the call.
   const char *name;
-  // The TTL in milliseconds; 0 means no TTL (the session lives until destroyed
-  // or its node fails). Consul accepts 10 s to 24 h. Default 15000.
+  // The TTL in milliseconds. Consul accepts 10 s to 24 h. Default 15000.
+  // 0 is refused (`BATON_INVALID_ARGUMENT` naming the field): Consul would
+  // read it as "no TTL". `BATON_NO_TTL` asks for a session without a TTL.
   uint64_t ttl_ms;
   // The lock delay in milliseconds; 0 means no delay. Default 15000 (Consul's).
   uint64_t lock_delay_ms;
@@ -478,6 +520,26 @@ typedef struct baton_lock_options {
   size_t value_len;
 } baton_lock_options;
 
+// A log callback: one record of `level` from the part of baton named by
+// `target` (e.g. `"baton::lock::shared"`), with its `message`; both strings are
+// NUL-terminated UTF-8, valid only during the call. Contract:
+//
+// * it runs on the thread that logged: one of the library's threads (renewer,
+//   dispatcher, watchers) or a thread of the program inside a baton call;
+//   never while the library holds a lock of its own;
+// * it may run on several threads at once: make it thread-safe;
+// * it must return quickly and must not block (waiting for a lock the
+//   program holds while calling baton, or for I/O that may hang): the thread
+//   it runs on may be renewing sessions or signalling a loss. Hand records to
+//   a queue when they need slow handling;
+// * it may call back into the library, including `baton_set_log_callback`.
+//
+// A panic cannot cross it: it is C.
+typedef void (*baton_log_callback)(void *userdata,
+                                   baton_log_level level,
+                                   const char *target,
+                                   const char *message);
+
 // Options for `baton_semaphore_new`. Start from `baton_semaphore_options_default()`.
 typedef struct baton_semaphore_options {
   // The session to contend with; NULL: a session of the semaphore's own
@@ -642,8 +704,9 @@ baton_result baton_client_new(const struct baton_client_options *options,
 // `default_session` NULL keeps the default session's defaults: name `"baton"`,
 // TTL 15 s, Consul's lock-delay of 15 s, `BATON_BEHAVIOR_RELEASE`. Otherwise its
 // fields are used as `baton_session_create` uses them (start from
-// `baton_session_options_default()`; `ttl_ms` 0 means no TTL), except that a NULL
-// `name` keeps `"baton"`. `default_session_checks` (NULL: Consul's default, the
+// `baton_session_options_default()`; `ttl_ms` 0 is refused, `BATON_NO_TTL`
+// asks for no TTL), except that a NULL `name` keeps `"baton"`.
+// `default_session_checks` (NULL: Consul's default, the
 // node's `serfHealth`) binds it to health checks as in
 // `baton_session_create_with_checks`. Both are read only during the call.
 // Semaphores made without a session take their own sessions from these options
@@ -682,8 +745,9 @@ baton_result baton_client_address(const struct baton_client *client,
 
 // Closes the client: stops and joins its threads (interrupting long polls),
 // releases its locks (also those whose release failed earlier and is still
-// being retried), destroys the sessions it created, and guarantees that no
-// callback runs after it returns. A Consul briefly unavailable (no raft
+// being retried), destroys the sessions it created (also the own sessions of
+// semaphores freed before), and guarantees that no callback runs after it
+// returns. A Consul briefly unavailable (no raft
 // leader) is waited out within `timeout_ms`. `BATON_TIMEOUT` if something
 // could not be finished by then; the message says what (a release Consul did
 // not confirm, a session not destroyed, threads still stopping). Afterwards
@@ -701,6 +765,21 @@ baton_result baton_client_close(const struct baton_client *client, uint64_t time
 // Do not call it from a callback. In a forked child the memory is
 // deliberately leaked: the threads it refers to do not exist there.
 void baton_client_free(struct baton_client *client);
+
+// Lists the sessions Consul has in the client's datacenter
+// (`GET /v1/session/list`): the low-level call, for every session, including
+// those of other clients and processes (Go's `Session().List()`). Copies their
+// IDs into `buf` of `len` bytes, each followed by `'\n'`, then a NUL (`""`
+// when there is none); `*count_out` (if not NULL) gets the number of sessions
+// and `*len_out` (if not NULL) the length without the NUL, both also with
+// `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for them. Sessions
+// come and go between a size query and the next call: allow for some more
+// (each line is `BATON_SESSION_ID_SIZE` bytes).
+baton_result baton_client_session_ids(const struct baton_client *client,
+                                      char *buf,
+                                      size_t len,
+                                      size_t *len_out,
+                                      size_t *count_out);
 
 // Destroys a session by ID at Consul (`PUT /v1/session/destroy/<id>`): the low
 // level call, for any session, including ones of other clients or processes.
@@ -733,7 +812,10 @@ baton_result baton_election_new_with(const struct baton_client *client,
 // Campaigns with `value` (what followers read as the leader's identity, e.g.
 // its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
 // 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
-// (`BATON_CANCELLED`). `BATON_CONFLICT` (`Lock already held`) when already leading.
+// (`BATON_CANCELLED`); `BATON_CONNECTION` when no request of the wait got
+// any answer from Consul (connection refused, unresolvable host, TLS failure,
+// no answer): the message names the address and where it came from; as
+// for `baton_lock_acquire`. `BATON_CONFLICT` (`Lock already held`) when already leading.
 BATON_MUST_USE
 baton_result baton_election_campaign(const struct baton_election *election,
                                      const uint8_t *value,
@@ -742,7 +824,8 @@ baton_result baton_election_campaign(const struct baton_election *election,
                                      const struct baton_cancel *cancel);
 
 // Steps down (releases the key with no lock-delay, so another participant
-// takes over at once). `BATON_NOT_HELD` when not leading.
+// takes over at once). `BATON_NOT_HELD` when not leading; the last error
+// message says why, as for `baton_lock_release` (it names the election's lock).
 baton_result baton_election_resign(const struct baton_election *election);
 
 // Replaces the leader's value while leading, keeping the LockIndex (so
@@ -968,7 +1051,12 @@ baton_result baton_lock_new(const struct baton_client *client,
 
 // Acquires the lock, waiting up to `timeout_ms` (0 tries once;
 // `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when held;
-// `BATON_TIMEOUT` when not acquired by then (someone else holds it);
+// `BATON_TIMEOUT` when not acquired by then (someone else holds it, or Consul
+// answered but could not decide); `BATON_CONNECTION` when no request of the wait got
+// any answer from Consul (connection refused, unresolvable host, TLS failure,
+// no answer): the message names the address and where it came from;
+// a wait without limit keeps trying and logs a warning instead (see
+// `baton_set_log_callback`);
 // `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CONFLICT` if this
 // handle holds it already (text `Lock already held`, the code Python and Node
 // report) or the key is used by something other than a lock (Consul's text
@@ -982,7 +1070,9 @@ baton_result baton_lock_acquire(const struct baton_lock *lock,
 
 // Releases the lock: the key keeps its value and loses its session; no
 // lock-delay applies. Lost callbacks are not called for it. `BATON_NOT_HELD`
-// if this handle does not hold it (never acquired, already released, or lost).
+// if this handle does not hold it; the last error message says why: never
+// acquired or already released, its client closed, or lost and why (e.g.
+// `release of lock "jobs/a", which is not held: the holding was lost (...)`).
 baton_result baton_lock_release(const struct baton_lock *lock);
 
 // Whether this handle holds the lock: acquired, not released, not lost, and
@@ -1049,6 +1139,27 @@ baton_result baton_lock_delete_key(const struct baton_lock *lock);
 // May be called from inside the lock's own callback. NULL is a no-op.
 void baton_lock_free(struct baton_lock *lock);
 
+// Routes baton's log records up to `max_level` (a `baton_log_level`) to
+// `callback` (see `baton_log_callback` for when and where it runs), for the
+// whole process and every client. `callback` NULL restores the default:
+// warnings and errors written to standard error as `baton warn: ...`
+// (`max_level` is then ignored); a callback with `BATON_LOG_OFF` silences
+// baton. The library logs to standard error by default from the first client
+// created on, so that a wrong Consul address or a lost lock is never silent.
+//
+// With a callback, `userdata_free` (may be NULL) is called with `userdata` exactly once, after
+// the callback's last run: when a later call replaces it, possibly on the
+// thread of a run still under way, so a run on another thread may end after
+// this function returns. Also when this function fails after checking its
+// arguments. `BATON_INVALID_ARGUMENT` for a `max_level` that is not a
+// `baton_log_level`. With `callback` NULL, `userdata` and `userdata_free` are
+// not used. A program that installed its own Rust `log` logger before
+// (linking baton into a Rust program) keeps it: records go there.
+baton_result baton_set_log_callback(baton_log_callback callback,
+                                    void *userdata,
+                                    baton_userdata_free userdata_free,
+                                    uint32_t max_level);
+
 // The default semaphore options: a session of the semaphore's own, an empty value.
 struct baton_semaphore_options baton_semaphore_options_default(void);
 
@@ -1065,7 +1176,10 @@ baton_result baton_semaphore_new(const struct baton_client *client,
 
 // Takes a slot, waiting up to `timeout_ms` (0 tries once; `BATON_WAIT_FOREVER`
 // waits without limit). `BATON_OK` when held; `BATON_TIMEOUT` when all slots
-// stayed taken (the contender key is removed again); `BATON_CANCELLED` through
+// stayed taken (the contender key is removed again); `BATON_CONNECTION` when no request of the wait got
+// any answer from Consul (connection refused, unresolvable host, TLS failure,
+// no answer): the message names the address and where it came from;
+// as for `baton_lock_acquire`; `BATON_CANCELLED` through
 // `cancel` (may be NULL); `BATON_CONFLICT` when this handle holds a slot
 // already (`Semaphore already held`), when the stored limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 // not a semaphore's.
@@ -1075,7 +1189,8 @@ baton_result baton_semaphore_acquire(const struct baton_semaphore *semaphore,
                                      const struct baton_cancel *cancel);
 
 // Gives the slot back (removes us from `.lock` and deletes our contender key).
-// `BATON_NOT_HELD` if this handle holds no slot.
+// `BATON_NOT_HELD` if this handle holds no slot; the last error message says
+// why, as for `baton_lock_release`.
 baton_result baton_semaphore_release(const struct baton_semaphore *semaphore);
 
 // Whether this handle holds a slot. False for NULL and in a forked child.

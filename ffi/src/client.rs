@@ -6,6 +6,7 @@ use std::time::Duration;
 use baton::{Client, ClientBuilder, SessionOptions, TlsSettings};
 
 use crate::agent::{apply_checks, baton_session_checks};
+use crate::election::BATON_SESSION_ID_SIZE;
 use crate::error::{baton_result, Failure};
 use crate::session::{baton_session_options, core_options_named};
 use crate::util::{boundary, check_pid, handle, null, opt_str_arg, str_arg};
@@ -67,6 +68,9 @@ pub extern "C" fn baton_client_options_default() -> baton_client_options {
 }
 
 fn finish(b: ClientBuilder, client_out: *mut *mut baton_client) -> Result<(), Failure> {
+    // Warnings reach standard error from the first client on, unless the program
+    // routes them with `baton_set_log_callback` (or has a Rust logger of its own).
+    baton::log_sink::install();
     let client = b.build()?;
     let h = Box::new(baton_client {
         client,
@@ -180,8 +184,9 @@ pub unsafe extern "C" fn baton_client_new(
 /// `default_session` NULL keeps the default session's defaults: name `"baton"`,
 /// TTL 15 s, Consul's lock-delay of 15 s, `BATON_BEHAVIOR_RELEASE`. Otherwise its
 /// fields are used as `baton_session_create` uses them (start from
-/// `baton_session_options_default()`; `ttl_ms` 0 means no TTL), except that a NULL
-/// `name` keeps `"baton"`. `default_session_checks` (NULL: Consul's default, the
+/// `baton_session_options_default()`; `ttl_ms` 0 is refused, `BATON_NO_TTL`
+/// asks for no TTL), except that a NULL `name` keeps `"baton"`.
+/// `default_session_checks` (NULL: Consul's default, the
 /// node's `serfHealth`) binds it to health checks as in
 /// `baton_session_create_with_checks`. Both are read only during the call.
 /// Semaphores made without a session take their own sessions from these options
@@ -280,8 +285,9 @@ pub unsafe extern "C" fn baton_client_address(
 
 /// Closes the client: stops and joins its threads (interrupting long polls),
 /// releases its locks (also those whose release failed earlier and is still
-/// being retried), destroys the sessions it created, and guarantees that no
-/// callback runs after it returns. A Consul briefly unavailable (no raft
+/// being retried), destroys the sessions it created (also the own sessions of
+/// semaphores freed before), and guarantees that no callback runs after it
+/// returns. A Consul briefly unavailable (no raft
 /// leader) is waited out within `timeout_ms`. `BATON_TIMEOUT` if something
 /// could not be finished by then; the message says what (a release Consul did
 /// not confirm, a session not destroyed, threads still stopping). Afterwards
@@ -306,31 +312,9 @@ pub unsafe extern "C" fn baton_client_close(
         if report.is_complete() {
             return Ok(());
         }
-        let mut unfinished = Vec::new();
-        if !report.unconfirmed_releases.is_empty() {
-            unfinished.push(format!(
-                "Consul did not confirm the release of {:?} (they stay held until their session expires)",
-                report.unconfirmed_releases
-            ));
-        }
-        if !report.sessions_not_destroyed.is_empty() {
-            unfinished.push(format!(
-                "sessions {:?} were not destroyed (they expire by their TTL)",
-                report.sessions_not_destroyed
-            ));
-        }
-        if report.threads_not_joined > 0 {
-            unfinished.push(format!(
-                "{} background threads had not stopped",
-                report.threads_not_joined
-            ));
-        }
         Err(Failure::new(
             baton_result::BATON_TIMEOUT,
-            format!(
-                "client close did not finish within {timeout_ms} ms: {}",
-                unfinished.join("; ")
-            ),
+            format!("client close did not finish within {timeout_ms} ms: {report}"),
         ))
     })
 }
@@ -358,6 +342,39 @@ pub unsafe extern "C" fn baton_client_free(client: *mut baton_client) {
         // leave the client (its sessions, locks and threads) running until the last
         // of them is freed, and their calls would still succeed.
         b.client.close(baton::DROP_CLOSE_TIMEOUT);
+    })
+}
+
+/// Lists the sessions Consul has in the client's datacenter
+/// (`GET /v1/session/list`): the low-level call, for every session, including
+/// those of other clients and processes (Go's `Session().List()`). Copies their
+/// IDs into `buf` of `len` bytes, each followed by `'\n'`, then a NUL (`""`
+/// when there is none); `*count_out` (if not NULL) gets the number of sessions
+/// and `*len_out` (if not NULL) the length without the NUL, both also with
+/// `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for them. Sessions
+/// come and go between a size query and the next call: allow for some more
+/// (each line is `BATON_SESSION_ID_SIZE` bytes).
+#[no_mangle]
+pub unsafe extern "C" fn baton_client_session_ids(
+    client: *const baton_client,
+    buf: *mut c_char,
+    len: usize,
+    len_out: *mut usize,
+    count_out: *mut usize,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(client, "client") }?.get()?;
+        let sessions = c.sessions().list()?;
+        let mut ids = String::with_capacity(sessions.len() * BATON_SESSION_ID_SIZE);
+        for s in &sessions {
+            ids.push_str(&s.id);
+            ids.push('\n');
+        }
+        // SAFETY: NULL or writable, per the caller.
+        unsafe { crate::util::write_opt(count_out, sessions.len()) };
+        // SAFETY: the caller guarantees `buf`/`len` and `len_out`.
+        unsafe { crate::util::copy_str_out(ids.as_bytes(), buf, len, len_out) }
     })
 }
 

@@ -163,7 +163,10 @@ pub unsafe extern "C" fn baton_election_new_with(
 /// Campaigns with `value` (what followers read as the leader's identity, e.g.
 /// its address) until elected (`BATON_OK`), `timeout_ms` passes (`BATON_TIMEOUT`;
 /// 0 tries once; `BATON_WAIT_FOREVER` no limit) or `cancel` (may be NULL) fires
-/// (`BATON_CANCELLED`). `BATON_CONFLICT` (`Lock already held`) when already leading.
+/// (`BATON_CANCELLED`); `BATON_CONNECTION` when no request of the wait got
+/// any answer from Consul (connection refused, unresolvable host, TLS failure,
+/// no answer): the message names the address and where it came from; as
+/// for `baton_lock_acquire`. `BATON_CONFLICT` (`Lock already held`) when already leading.
 #[no_mangle]
 #[must_use]
 pub unsafe extern "C" fn baton_election_campaign(
@@ -188,7 +191,8 @@ pub unsafe extern "C" fn baton_election_campaign(
 }
 
 /// Steps down (releases the key with no lock-delay, so another participant
-/// takes over at once). `BATON_NOT_HELD` when not leading.
+/// takes over at once). `BATON_NOT_HELD` when not leading; the last error
+/// message says why, as for `baton_lock_release` (it names the election's lock).
 #[no_mangle]
 pub unsafe extern "C" fn baton_election_resign(election: *const baton_election) -> baton_result {
     boundary(|| {

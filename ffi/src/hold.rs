@@ -137,6 +137,9 @@ pub(crate) trait Hold: Send + Sync + 'static {
     fn what(&self) -> String;
     /// Why a try-once acquire failed.
     fn busy(&self) -> String;
+    /// Why a release found nothing to release (the core's words: never
+    /// acquired or released, client closed, or lost and why).
+    fn not_held(&self) -> String;
     fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool>;
     fn release(&self) -> baton::Result<bool>;
     fn is_held(&self) -> bool;
@@ -154,6 +157,9 @@ impl Hold for Lock {
     }
     fn busy(&self) -> String {
         format!("{} is held by another session", self.what())
+    }
+    fn not_held(&self) -> String {
+        Lock::not_held_message(self)
     }
     fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
         Lock::acquire(self, t, c)
@@ -185,6 +191,9 @@ impl Hold for Election {
     fn busy(&self) -> String {
         format!("{} has another leader", self.what())
     }
+    fn not_held(&self) -> String {
+        self.lock().not_held_message()
+    }
     fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
         self.lock().acquire(t, c)
     }
@@ -214,6 +223,9 @@ impl Hold for Semaphore {
     }
     fn busy(&self) -> String {
         format!("{} has all {} slots taken", self.what(), self.limit())
+    }
+    fn not_held(&self) -> String {
+        Semaphore::not_held_message(self)
     }
     fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
         Semaphore::acquire(self, t, c)
@@ -284,17 +296,14 @@ impl<T: Hold> Held<T> {
         Err(Failure::new(baton_result::BATON_TIMEOUT, msg))
     }
 
-    /// Release: `BATON_NOT_HELD` when this handle did not hold it (also when it
-    /// was lost meanwhile).
+    /// Release: `BATON_NOT_HELD` when this handle did not hold it, with why
+    /// (never acquired or already released, lost and why, client closed).
     pub(crate) fn release(&self) -> Result<(), Failure> {
         let h = self.get()?;
         if h.release()? {
             Ok(())
         } else {
-            Err(Failure::new(
-                baton_result::BATON_NOT_HELD,
-                format!("{} is not held by this handle", h.what()),
-            ))
+            Err(Failure::new(baton_result::BATON_NOT_HELD, h.not_held()))
         }
     }
 

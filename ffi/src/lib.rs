@@ -16,6 +16,8 @@
 //! * Durations are milliseconds; `BATON_WAIT_FOREVER` waits without limit.
 //! * Callbacks run on the library's dispatcher thread, may call back into the
 //!   library, and never run after the handle's `_free` returns.
+//! * Log records (warnings and errors) go to standard error until the program
+//!   routes them with `baton_set_log_callback`.
 // This crate is the C ABI: every unsafe block says why it is sound.
 #![allow(unsafe_code)]
 // C type names.
@@ -35,6 +37,7 @@ mod fence;
 mod hold;
 mod kv;
 mod lock;
+mod logging;
 mod semaphore;
 mod session;
 mod util;
@@ -49,6 +52,7 @@ pub use fence::*;
 pub use hold::{baton_hold_lost, baton_hold_lost_name, baton_lost_callback};
 pub use kv::*;
 pub use lock::*;
+pub use logging::*;
 pub use semaphore::*;
 pub use session::*;
 

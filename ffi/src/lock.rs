@@ -90,7 +90,12 @@ pub unsafe extern "C" fn baton_lock_new(
 
 /// Acquires the lock, waiting up to `timeout_ms` (0 tries once;
 /// `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when held;
-/// `BATON_TIMEOUT` when not acquired by then (someone else holds it);
+/// `BATON_TIMEOUT` when not acquired by then (someone else holds it, or Consul
+/// answered but could not decide); `BATON_CONNECTION` when no request of the wait got
+/// any answer from Consul (connection refused, unresolvable host, TLS failure,
+/// no answer): the message names the address and where it came from;
+/// a wait without limit keeps trying and logs a warning instead (see
+/// `baton_set_log_callback`);
 /// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CONFLICT` if this
 /// handle holds it already (text `Lock already held`, the code Python and Node
 /// report) or the key is used by something other than a lock (Consul's text
@@ -112,7 +117,9 @@ pub unsafe extern "C" fn baton_lock_acquire(
 
 /// Releases the lock: the key keeps its value and loses its session; no
 /// lock-delay applies. Lost callbacks are not called for it. `BATON_NOT_HELD`
-/// if this handle does not hold it (never acquired, already released, or lost).
+/// if this handle does not hold it; the last error message says why: never
+/// acquired or already released, its client closed, or lost and why (e.g.
+/// `release of lock "jobs/a", which is not held: the holding was lost (...)`).
 #[no_mangle]
 pub unsafe extern "C" fn baton_lock_release(lock: *const baton_lock) -> baton_result {
     boundary(|| {

@@ -99,7 +99,10 @@ pub unsafe extern "C" fn baton_semaphore_new(
 
 /// Takes a slot, waiting up to `timeout_ms` (0 tries once; `BATON_WAIT_FOREVER`
 /// waits without limit). `BATON_OK` when held; `BATON_TIMEOUT` when all slots
-/// stayed taken (the contender key is removed again); `BATON_CANCELLED` through
+/// stayed taken (the contender key is removed again); `BATON_CONNECTION` when no request of the wait got
+/// any answer from Consul (connection refused, unresolvable host, TLS failure,
+/// no answer): the message names the address and where it came from;
+/// as for `baton_lock_acquire`; `BATON_CANCELLED` through
 /// `cancel` (may be NULL); `BATON_CONFLICT` when this handle holds a slot
 /// already (`Semaphore already held`), when the stored limit differs (`semaphore limit conflict (lock: N, local: M)`) or the keys are
 /// not a semaphore's.
@@ -121,7 +124,8 @@ pub unsafe extern "C" fn baton_semaphore_acquire(
 }
 
 /// Gives the slot back (removes us from `.lock` and deletes our contender key).
-/// `BATON_NOT_HELD` if this handle holds no slot.
+/// `BATON_NOT_HELD` if this handle holds no slot; the last error message says
+/// why, as for `baton_lock_release`.
 #[no_mangle]
 pub unsafe extern "C" fn baton_semaphore_release(
     semaphore: *const baton_semaphore,

@@ -30,6 +30,17 @@ impl baton_session {
     }
 }
 
+/// The `ttl_ms` of a session without a TTL (the same value as
+/// `BATON_WAIT_FOREVER`). Nothing expires such a session while its node is
+/// alive and its health checks pass: a process that crashes or hangs keeps its
+/// locks, semaphore slots and leadership until the node leaves the cluster,
+/// one of the session's checks fails, or someone destroys the session
+/// (`baton_client_destroy_session_id`). Only for sessions bound to health
+/// checks that fail when the process dies (`baton_session_create_with_checks`);
+/// `baton_session_time_left_ms` reports `BATON_WAIT_FOREVER` for them.
+pub const BATON_NO_TTL: u64 = u64::MAX;
+const _: () = assert!(BATON_NO_TTL == crate::BATON_WAIT_FOREVER);
+
 /// Session behavior when it is invalidated: release its locks (Consul's default).
 pub const BATON_BEHAVIOR_RELEASE: u32 = 0;
 /// Session behavior when it is invalidated: delete the keys it holds.
@@ -41,8 +52,9 @@ pub const BATON_BEHAVIOR_DELETE: u32 = 1;
 pub struct baton_session_options {
     /// The session name (NULL: none). NUL-terminated UTF-8, read during the call.
     pub name: *const c_char,
-    /// The TTL in milliseconds; 0 means no TTL (the session lives until destroyed
-    /// or its node fails). Consul accepts 10 s to 24 h. Default 15000.
+    /// The TTL in milliseconds. Consul accepts 10 s to 24 h. Default 15000.
+    /// 0 is refused (`BATON_INVALID_ARGUMENT` naming the field): Consul would
+    /// read it as "no TTL". `BATON_NO_TTL` asks for a session without a TTL.
     pub ttl_ms: u64,
     /// The lock delay in milliseconds; 0 means no delay. Default 15000 (Consul's).
     pub lock_delay_ms: u64,
@@ -231,9 +243,20 @@ pub(crate) unsafe fn core_options_named(
             format!("{prefix}.{what} must be less than ten years"),
         )
     };
-    if o.ttl_ms != 0 {
-        so = so.ttl(timeout_ms(o.ttl_ms).ok_or_else(|| too_long("ttl_ms"))?);
-    }
+    so = match o.ttl_ms {
+        0 => {
+            return Err(Failure::new(
+                baton_result::BATON_INVALID_ARGUMENT,
+                format!(
+                    "{prefix}.ttl_ms is 0: a session TTL must be positive (Consul would create \
+                     a session that never expires, keeping its locks after a crash); use \
+                     BATON_NO_TTL for a session without a TTL"
+                ),
+            ))
+        }
+        BATON_NO_TTL => so.without_ttl(),
+        ms => so.ttl(timeout_ms(ms).ok_or_else(|| too_long("ttl_ms"))?),
+    };
     so = so.lock_delay(timeout_ms(o.lock_delay_ms).ok_or_else(|| too_long("lock_delay_ms"))?);
     so = so.behavior(match o.behavior {
         BATON_BEHAVIOR_RELEASE => Behavior::Release,

@@ -65,7 +65,29 @@ fn default_session_entry(
         baton_session_free(session);
         assert_eq!(baton_client_close(client, 10_000), baton_result::BATON_OK);
         baton_client_free(client);
+        assert_no_session_left(&reader, &id);
         entry
+    }
+}
+
+/// After close, the client's sessions are gone from the server (issue 31): on a dev
+/// server of the test's own, no session at all is left; on a shared Consul
+/// (`BATON_TEST_CONSUL`), where other tests run at the same time, not this one.
+fn assert_no_session_left(reader: &baton::Client, id: &str) {
+    let left: Vec<String> = reader
+        .sessions()
+        .list()
+        .expect("the session list")
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    if std::env::var_os("BATON_TEST_CONSUL").is_some() {
+        assert!(
+            !left.iter().any(|s| s == id),
+            "session {id} left after close"
+        );
+    } else {
+        assert!(left.is_empty(), "sessions left after close: {left:?}");
     }
 }
 

@@ -56,9 +56,12 @@ static void test_default_session(void) {
     CHECK(error_has("default_session.behavior 7"));
     CHECK(error_has("BATON_BEHAVIOR_RELEASE"));
     so = baton_session_options_default();
-    so.ttl_ms = BATON_WAIT_FOREVER;
+    so.ttl_ms = BATON_WAIT_FOREVER - 1; /* ten years or more, not BATON_NO_TTL */
     client_with(&so, NULL, BATON_INVALID_ARGUMENT);
     CHECK(error_has("default_session.ttl_ms"));
+    so.ttl_ms = 0; /* not a way to ask for no TTL (issue 31) */
+    client_with(&so, NULL, BATON_INVALID_ARGUMENT);
+    CHECK(error_has("default_session.ttl_ms is 0"));
     so = baton_session_options_default();
     so.name = BAD_UTF8;
     client_with(&so, NULL, BATON_INVALID_UTF8);
@@ -375,8 +378,8 @@ static void test_guarded_txn(baton_client *c) {
     CHECK_RC(baton_kv_delete(c, lkey), BATON_OK);
 }
 
-void test_capi_gaps(baton_client *c) {
-    test_default_session();
-    test_kv_cas(c);
-    test_guarded_txn(c);
+void test_capi_gaps(void) {
+    RUN0(test_default_session);
+    RUN1(test_kv_cas);
+    RUN1(test_guarded_txn);
 }

@@ -279,8 +279,8 @@ static void test_adopt(baton_client *c) {
     baton_session_free(theirs);
 }
 
-void test_checks(baton_client *c) {
-    test_lock_lost_when_check_stops_passing();
-    test_service_check_and_bad_input(c);
-    test_adopt(c);
+void test_checks(void) {
+    RUN0(test_lock_lost_when_check_stops_passing);
+    RUN1(test_service_check_and_bad_input);
+    RUN1(test_adopt);
 }

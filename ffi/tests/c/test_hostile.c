@@ -139,14 +139,21 @@ static void hostile_client_options(void) {
     o.request_timeout_ms = UINT64_MAX;
     EXPECT(baton_client_new(&o, &c), BATON_INVALID_ARGUMENT, "options.request_timeout_ms");
     CHECK(c == SENTINEL);
-    /* No request is made when a client is made: a host name of 1 MiB, an empty address
-     * (the default), a token of 1 MiB are taken, and refused by the first request. */
+    /* No request is made when a client is made: an empty address (the default) and a token
+     * of 1 MiB are taken, and refused by the first request; a host name of 1 MiB is refused
+     * there or when the client is made, naming the address (issue 31: a malformed address
+     * is refused at construction). */
     o = baton_client_options_default();
     o.address = big;
     o.request_timeout_ms = 5000;
     baton_client *t = NULL;
-    EXPECT(baton_client_new(&o, &t), BATON_OK, NULL);
-    EXPECT_REFUSED(baton_kv_put(t, "ffi/hostile/k", (const uint8_t *)"v", 1));
+    baton_result made = baton_client_new(&o, &t);
+    if (made == BATON_OK) {
+        EXPECT_REFUSED(baton_kv_put(t, "ffi/hostile/k", (const uint8_t *)"v", 1));
+    } else {
+        EXPECT(made, BATON_INVALID_ARGUMENT, "address");
+        CHECK(t == NULL);
+    }
     baton_client_free(t);
     o.address = "";
     t = NULL;
@@ -176,9 +183,12 @@ static void hostile_client_options(void) {
     EXPECT(baton_client_new_with_default_session(NULL, &ds, NULL, &c), BATON_INVALID_ARGUMENT,
            "behavior");
     ds = baton_session_options_default();
-    ds.ttl_ms = UINT64_MAX;
+    ds.ttl_ms = UINT64_MAX - 1; /* UINT64_MAX is BATON_NO_TTL */
     EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_ARGUMENT,
            "ttl_ms");
+    ds.ttl_ms = 0;
+    EXPECT(baton_client_new_from_env_with_default_session(&ds, NULL, &c), BATON_INVALID_ARGUMENT,
+           "default_session.ttl_ms");
     baton_session_checks dk = baton_session_checks_default();
     dk.node_checks_len = HUGE_LEN;
     dk.node_checks = (const char *const *)&sentinel_obj;
@@ -225,6 +235,53 @@ static void hostile_client_calls(baton_client *c) {
     char *big = long_string(MIB, 'a');
     EXPECT_REFUSED(baton_client_destroy_session_id(c, big));
     free(big);
+
+    /* The session list: a size query, an exact-size buffer (no room for the NUL), then
+     * enough (with room for a few more sessions, as the header advises). */
+    EXPECT(baton_client_session_ids(NULL, NULL, 0, NULL, NULL), BATON_NULL_ARGUMENT, "`client`");
+    size_t count = 7;
+    need = 1;
+    EXPECT(baton_client_session_ids(c, NULL, 0, &need, &count), BATON_BUFFER_TOO_SMALL, "needed");
+    CHECK(need == count * BATON_SESSION_ID_SIZE);
+    char *ids = malloc(need + 1);
+    EXPECT(baton_client_session_ids(c, ids, need, NULL, NULL), BATON_BUFFER_TOO_SMALL, "needed");
+    free(ids);
+    size_t roomy = need + 1 + 8 * BATON_SESSION_ID_SIZE;
+    ids = malloc(roomy);
+    EXPECT(baton_client_session_ids(c, ids, roomy, &got, &count), BATON_OK, NULL);
+    CHECK(got == strlen(ids) && got == count * BATON_SESSION_ID_SIZE);
+    free(ids);
+    EXPECT(baton_client_session_ids(c, NULL, roomy, NULL, NULL), BATON_NULL_ARGUMENT, "`buf`");
+}
+
+static void noop_log(void *userdata, baton_log_level level, const char *target,
+                     const char *message) {
+    (void)userdata;
+    (void)level;
+    (void)target;
+    (void)message;
+}
+
+static atomic_int log_frees;
+static void count_log_free(void *userdata) {
+    (void)userdata;
+    atomic_fetch_add(&log_frees, 1);
+}
+
+/* A level that is not one is refused (and the userdata freed); NULL restores stderr, whatever
+ * the level. */
+static void hostile_log_callback(void) {
+    uint32_t odd[] = {6, 99, 0xffffffffu};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        int before = atomic_load(&log_frees);
+        EXPECT(baton_set_log_callback(noop_log, NULL, count_log_free, odd[i]),
+               BATON_INVALID_ARGUMENT, "max_level");
+        CHECK(atomic_load(&log_frees) == before + 1);
+        EXPECT(baton_set_log_callback(NULL, NULL, count_log_free, odd[i]), BATON_OK, NULL);
+        CHECK(atomic_load(&log_frees) == before + 1);
+    }
+    EXPECT(baton_set_log_callback(noop_log, NULL, NULL, BATON_LOG_OFF), BATON_OK, NULL);
+    EXPECT(baton_set_log_callback(NULL, NULL, NULL, BATON_LOG_TRACE), BATON_OK, NULL);
 }
 
 static void hostile_kv(baton_client *c) {
@@ -351,6 +408,8 @@ static void hostile_sessions(baton_client *c) {
     o = baton_session_options_default();
     o.ttl_ms = UINT64_MAX - 1;
     EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.ttl_ms");
+    o.ttl_ms = 0;
+    EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.ttl_ms is 0");
     o = baton_session_options_default();
     o.lock_delay_ms = UINT64_MAX;
     EXPECT(baton_session_create(c, &o, &s), BATON_INVALID_ARGUMENT, "options.lock_delay_ms");
@@ -860,15 +919,16 @@ static void hostile_outlived_client(void) {
     baton_cancel_free(cn);
 }
 
-void test_hostile(baton_client *c) {
-    hostile_results_and_errors();
-    hostile_client_options();
-    hostile_client_calls(c);
-    hostile_kv(c);
-    hostile_sessions(c);
-    hostile_agent(c);
-    hostile_locks(c);
-    hostile_semaphores(c);
-    hostile_elections(c);
-    hostile_outlived_client();
+void test_hostile(void) {
+    RUN0(hostile_results_and_errors);
+    RUN0(hostile_client_options);
+    RUN0(hostile_log_callback);
+    RUN1(hostile_client_calls);
+    RUN1(hostile_kv);
+    RUN1(hostile_sessions);
+    RUN1(hostile_agent);
+    RUN1(hostile_locks);
+    RUN1(hostile_semaphores);
+    RUN1(hostile_elections);
+    RUN0(hostile_outlived_client);
 }

@@ -10,12 +10,6 @@
 
 #include "check.h"
 
-static bool last_error_has(const char *needle) {
-    char m[512];
-    baton_last_error_message(m, sizeof m);
-    return strstr(m, needle) != NULL;
-}
-
 static baton_session *quick_session(baton_client *c) {
     baton_session *s = NULL;
     baton_session_options o = baton_session_options_default();
@@ -723,18 +717,18 @@ static void test_election_guide_flags(baton_client *c, baton_client *other) {
     baton_election_free(g2);
 }
 
-void test_recipes(baton_client *c, baton_client *other) {
-    test_lost_names();
-    test_lock_args(c);
-    test_sequencer_max(c);
-    test_lock_exclusion(c, other);
-    test_lock_lost(c, other);
-    test_lock_free_inside_callback(c, other);
-    test_lock_cancel(c, other);
-    test_lock_contention(c, other);
-    test_semaphore(c, other);
-    test_election(c, other);
-    test_election_guide_flags(c, other);
-    test_observer_free_inside_callback(c);
-    test_close_with_held_lock(other);
+void test_recipes(void) {
+    RUN0(test_lost_names);
+    RUN1(test_lock_args);
+    RUN1(test_sequencer_max);
+    RUN2(test_lock_exclusion);
+    RUN2(test_lock_lost);
+    RUN2(test_lock_free_inside_callback);
+    RUN2(test_lock_cancel);
+    RUN2(test_lock_contention);
+    RUN2(test_semaphore);
+    RUN2(test_election);
+    RUN2(test_election_guide_flags);
+    RUN1(test_observer_free_inside_callback);
+    RUN1(test_close_with_held_lock);
 }
