@@ -1,37 +1,29 @@
 'use strict'
 // Sessions bound to health checks (client.agent, createSession's check options) and adopted
 // sessions, against a real baton-devserver process (or BATON_TEST_CONSUL).
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { once, EventEmitter } = require('node:events')
 const { setTimeout: delay } = require('node:timers/promises')
 const { randomUUID } = require('node:crypto')
 const { performance } = require('node:perf_hooks')
 const { Client, Agent, BatonError } = require('..')
-const { startServer, freshKey, rawEntry, realConsul } = require('./helpers')
+const { useServer, freshKey, rawEntry, realConsul } = require('./helpers')
 
 const PATIENCE_MS = 30000 // a bound for "eventually", not a speed assertion
 const SLACK_MS = 1000 // the acceptance bound: lost within the check's TTL + 1 s of its last pass
 const SESSION_TTL_MS = 10000 // Consul's minimum; renewed, so only the check ends the session
 
-let server
+// The file's server; every test's clients are closed after it and it must leave no session.
+const fx = useServer()
 let addr
-const clients = []
-
-before(async () => {
-  server = await startServer()
-  addr = server.addr
-})
-
-after(async () => {
-  for (const c of clients) await c.close().catch(() => {})
-  server?.stop()
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
 
 function client() {
-  const c = new Client({ address: addr })
-  clients.push(c)
-  return c
+  return fx.client()
 }
 
 function checkId(name) {

@@ -1,21 +1,19 @@
 'use strict'
 // Runs against a real baton-devserver process (never a mocked HTTP client).
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const { Client, BatonError } = require('..')
-const { startServer, destroySession, request, parseJson } = require('./helpers')
+const { useServer, destroySession, request, parseJson } = require('./helpers')
 
-let server
+// A dev server (pretty-printing when BATON_TEST_DEVSERVER_PRETTY is set), or BATON_TEST_CONSUL;
+// every test must leave no session at it once its clients are closed.
+const fx = useServer()
 let addr
-
-// A dev server (pretty-printing when BATON_TEST_DEVSERVER_PRETTY is set), or BATON_TEST_CONSUL.
-before(async () => {
-  server = await startServer()
-  addr = server.addr
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
-
-after(() => server?.stop())
 
 /** Destroys a session as another client would; the answer must be 200 `true`. */
 function destroyFromOutside(id) {

@@ -7,6 +7,7 @@ const path = require('node:path')
 const fs = require('node:fs')
 const readline = require('node:readline')
 const http = require('node:http')
+const { before, after, beforeEach, afterEach } = require('node:test')
 
 const root = path.resolve(__dirname, '../../..')
 const realConsul = Boolean(process.env.BATON_TEST_CONSUL)
@@ -47,14 +48,23 @@ async function startServer() {
   return { addr: line.split('=')[1], stop: () => server.kill('SIGTERM') }
 }
 
-/** One HTTP request; resolves { status, body }. */
-function request(addr, method, urlPath, body) {
+/**
+ * One HTTP request; resolves { status, body }. `options.token` is sent as X-Consul-Token;
+ * `options.timeoutMs` bounds it (rejecting with an error naming the request).
+ */
+function request(addr, method, urlPath, body, options = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request(`http://${addr}${urlPath}`, { method }, (res) => {
+    const headers = options.token ? { 'X-Consul-Token': options.token } : {}
+    const req = http.request(`http://${addr}${urlPath}`, { method, headers }, (res) => {
       const chunks = []
       res.on('data', (c) => chunks.push(c))
       res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }))
     })
+    if (options.timeoutMs) {
+      req.setTimeout(options.timeoutMs, () => {
+        req.destroy(new Error(`${method} http://${addr}${urlPath}: no answer within ${options.timeoutMs} ms`))
+      })
+    }
     req.on('error', reject)
     req.end(body)
   })
@@ -137,4 +147,131 @@ async function consulBefore(addr, version) {
   return versionBefore(reported, version)
 }
 
-module.exports = { consulBefore, emulatedBefore, startServer, request, parseJson, destroySession, rawEntry, deleteKey, freshKey, realConsul, root }
+// ---- no session left behind -----------------------------------------------------------------
+//
+// Every test checks, once its clients are closed, that the server holds no session created while
+// it ran (issue 31: close() must leave nothing at Consul). Against the tests' own dev server every
+// session is ours; against BATON_TEST_CONSUL the sessions present before the test are ignored, so
+// a session some other program creates on that Consul while the suite runs would be reported
+// too (run the suite alone against it). A test that leaves a session on purpose (a process it
+// killed, a session it made with raw HTTP and hands to nobody) says so with
+// `leavesSessions(reason)`; its sessions are destroyed after it either way, so that the next test
+// starts clean.
+
+/** The sessions at the server, as Consul lists them (a token for an ACL-enabled server). */
+async function listSessions({ addr, token }) {
+  const r = await request(addr, 'GET', '/v1/session/list', undefined, { token, timeoutMs: 10000 })
+  assert.equal(r.status, 200, `GET /v1/session/list on ${addr}: ${r.status} ${r.body}`)
+  const list = parseJson(r.body)
+  assert.ok(Array.isArray(list), `GET /v1/session/list on ${addr} answered ${r.body}`)
+  return list
+}
+
+function describeSession(s) {
+  const checks = [...(s.NodeChecks ?? s.Checks ?? []), ...(s.ServiceChecks ?? []).map((c) => c.ID ?? c)]
+  return `${s.ID} (name ${JSON.stringify(s.Name)}, TTL ${JSON.stringify(s.TTL)}, checks [${checks.join(', ')}])`
+}
+
+/**
+ * Registers beforeEach / afterEach hooks on the calling test file: after each test, the clients
+ * handed to `track()` during it are closed and each server of `targets()` (`[{ addr, token }]`,
+ * read when the hooks run) must hold no session created during the test. Returns `{ track,
+ * leavesSessions }`.
+ */
+function checkNoSessionLeft(targets) {
+  let baseline = null // per target: the IDs present before the test
+  let tracked = []
+  let excuse = null
+  beforeEach(async () => {
+    tracked = []
+    excuse = null
+    baseline = await Promise.all(targets().map(async (t) => new Set((await listSessions(t)).map((s) => s.ID))))
+  })
+  afterEach(async (t) => {
+    const clients = tracked
+    tracked = []
+    // The test's own close() came first where it made one; a second close resolves true at once.
+    for (const c of clients) await c.close()
+    const seen = baseline
+    baseline = null
+    if (!seen) return
+    const problems = []
+    const list = targets()
+    for (let i = 0; i < list.length; i++) {
+      const left = (await listSessions(list[i])).filter((s) => !seen[i].has(s.ID))
+      for (const s of left) {
+        await request(list[i].addr, 'PUT', `/v1/session/destroy/${s.ID}`, undefined, { token: list[i].token, timeoutMs: 10000 })
+      }
+      if (left.length > 0) problems.push(`${list[i].addr}: ${left.map(describeSession).join('; ')}`)
+    }
+    if (problems.length === 0) return
+    if (excuse !== null) {
+      t.diagnostic(`sessions left on purpose (${excuse}), destroyed: ${problems.join(' | ')}`)
+      return
+    }
+    assert.fail(
+      `the test left ${problems.length === 1 ? '' : 'on several servers '}sessions at the server after its clients were closed ` +
+        `(each client's close() must destroy the sessions it made; a session made otherwise must be destroyed by the test, ` +
+        `or the test must call leavesSessions(reason)): ${problems.join(' | ')}`,
+    )
+  })
+  return {
+    /** Closes `client` after the current test, before the check. */
+    track(client) {
+      tracked.push(client)
+      return client
+    },
+    /** The current test leaves sessions on purpose: they are destroyed, not reported. */
+    leavesSessions(reason) {
+      assert.ok(typeof reason === 'string' && reason !== '', 'leavesSessions needs a reason')
+      excuse = reason
+    },
+  }
+}
+
+/**
+ * The fixture of a test file: a server for the file (startServer: a dev server, or
+ * BATON_TEST_CONSUL) and the no-session-left check of every test. `fx.addr` / `fx.server` are set
+ * once the file's `before` hooks ran; `fx.client(options)` makes a client of that server that is
+ * closed after the current test (before the check); `fx.leavesSessions(reason)` excuses the
+ * current test (see checkNoSessionLeft).
+ */
+function useServer() {
+  const token = realConsul ? process.env.CONSUL_HTTP_TOKEN || undefined : undefined
+  const fx = {
+    server: undefined,
+    addr: undefined,
+    client(options = {}) {
+      // Loaded here: helpers.js is also used by tests that never load the addon.
+      const { Client } = require('..')
+      return guard.track(new Client({ address: fx.addr, ...options }))
+    },
+    leavesSessions(reason) {
+      guard.leavesSessions(reason)
+    },
+  }
+  before(async () => {
+    fx.server = await startServer()
+    fx.addr = fx.server.addr
+  })
+  const guard = checkNoSessionLeft(() => [{ addr: fx.addr, token }])
+  after(() => fx.server?.stop())
+  return fx
+}
+
+module.exports = {
+  checkNoSessionLeft,
+  consulBefore,
+  emulatedBefore,
+  listSessions,
+  startServer,
+  useServer,
+  request,
+  parseJson,
+  destroySession,
+  rawEntry,
+  deleteKey,
+  freshKey,
+  realConsul,
+  root,
+}

@@ -1,30 +1,22 @@
 'use strict'
 // KV check-and-set, kvDelete, the default session's handle and Session loss events (issue 22:
 // capabilities Rust, C and Python have that Node lacked).
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { once } = require('node:events')
 const { Client, KvEntry, LostError } = require('..')
-const { startServer, request, freshKey, realConsul } = require('./helpers')
+const { useServer, request, freshKey, realConsul } = require('./helpers')
 
-let server
+// The file's server; every test's clients are closed after it and it must leave no session.
+const fx = useServer()
 let addr
-const clients = []
-
-before(async () => {
-  server = await startServer()
-  addr = server.addr
-})
-
-after(async () => {
-  for (const c of clients) await c.close().catch(() => {})
-  server?.stop()
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
 
 function client(extra = {}) {
-  const c = new Client({ address: addr, ...extra })
-  clients.push(c)
-  return c
+  return fx.client(extra)
 }
 
 test('kvGetEntry, kvPut with cas and flags, kvDelete with and without cas', async () => {

@@ -1,23 +1,16 @@
 'use strict'
 // A lost holding names the session's own reason (issue 22: a lock reported only 'session_lost'
 // where its session said 'deadline_exceeded').
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client } = require('..')
-const { startServer, request, freshKey, realConsul } = require('./helpers')
+const { useServer, request, freshKey, realConsul } = require('./helpers')
 
-let server
+// The file's server; every test's clients are closed after it and it must leave no session.
+const fx = useServer()
 let addr
-const clients = []
-
-before(async () => {
-  server = await startServer()
-  addr = server.addr
-})
-
-after(async () => {
-  for (const c of clients) await c.close().catch(() => {})
-  server?.stop()
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
 
 async function control(path) {
@@ -26,8 +19,7 @@ async function control(path) {
 }
 
 test('a lock lost past its deadline says deadline_exceeded, as its session does', { skip: realConsul && 'needs dev-server control: pause' }, async () => {
-  const c = new Client({ address: addr, requestTimeoutMs: 500 })
-  clients.push(c)
+  const c = fx.client({ requestTimeoutMs: 500 })
   const session = await c.createSession({ ttlMs: 1000, lockDelayMs: 0 })
   const lock = c.lock(freshKey('deadline'), { session })
   assert.equal(lock.lostReason, null)
@@ -45,8 +37,7 @@ test('a lock lost past its deadline says deadline_exceeded, as its session does'
 })
 
 test('a semaphore whose session is invalidated says invalidated; a resign is no session loss', { skip: realConsul && 'needs dev-server control: session invalidation' }, async () => {
-  const c = new Client({ address: addr, defaultSession: { lockDelayMs: 0 } })
-  clients.push(c)
+  const c = fx.client({ defaultSession: { lockDelayMs: 0 } })
   const prefix = freshKey('sem')
   const sem = await c.semaphore(prefix, 2).acquire({ timeoutMs: 5000 })
   // The semaphore's own session names its contender key, `<prefix>/<session>`.
@@ -66,8 +57,7 @@ test('a semaphore whose session is invalidated says invalidated; a resign is no 
 
 test("a session's lostSignal read before the 'lost' notification names the session's reason", async () => {
   const { destroySession } = require('./helpers')
-  const c = new Client({ address: addr })
-  clients.push(c)
+  const c = fx.client()
   const s = await c.createSession({ ttlMs: 30000, lockDelayMs: 0 })
   await destroySession(addr, s.id)
   // Synchronously, so the 'lost' notification (a callback of the event loop) cannot arrive

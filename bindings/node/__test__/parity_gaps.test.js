@@ -4,31 +4,22 @@
 // semaphore slots in one process, removing a 'lost' listener, and waitLost of semaphores and
 // elections.
 // Against a real baton-devserver process.
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { once } = require('node:events')
-const { Client } = require('..')
-const { startServer, destroySession, rawEntry, request, parseJson, freshKey } = require('./helpers')
+const { useServer, destroySession, rawEntry, request, parseJson, freshKey } = require('./helpers')
 
-let server
+// The file's server; every test's clients are closed after it and it must leave no session.
+const fx = useServer()
 let addr
-const clients = []
-
-before(async () => {
-  server = await startServer()
-  addr = server.addr
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
 
-after(async () => {
-  for (const c of clients) await c.close().catch(() => {})
-  server?.stop()
-})
-
-/** A client closed after the file. */
+/** A client closed after the test (the fixture closes it). */
 function client(extra = {}) {
-  const c = new Client({ address: addr, defaultSession: { lockDelayMs: 0 }, ...extra })
-  clients.push(c)
-  return c
+  return fx.client({ defaultSession: { lockDelayMs: 0 }, ...extra })
 }
 
 /** The session as Consul reports it (GET /v1/session/info/<id>). */

@@ -1,21 +1,16 @@
 'use strict'
 // The README's runnable snippet, run as written against a dev server.
-const { test, before, after } = require('node:test')
+const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')
 const { once } = require('node:events')
 const fs = require('node:fs')
 const path = require('node:path')
 const { Client } = require('..')
-const { startServer } = require('./helpers')
+const { useServer } = require('./helpers')
 
-let server
-
-before(async () => {
-  server = await startServer()
-})
-
-after(() => server?.stop())
+// The README snippet's process must leave no session either.
+const fx = useServer()
 
 test('README snippet runs', async () => {
   const readme = fs.readFileSync(path.join(__dirname, '../README.md'), 'utf8')
@@ -26,7 +21,7 @@ test('README snippet runs', async () => {
   fs.writeFileSync(file, m[1])
   try {
     const child = spawn(process.execPath, [file], {
-      env: { ...process.env, CONSUL_HTTP_ADDR: server.addr },
+      env: { ...process.env, CONSUL_HTTP_ADDR: fx.addr },
       stdio: ['ignore', 'inherit', 'inherit'],
     })
     const [code] = await once(child, 'exit')
@@ -34,7 +29,7 @@ test('README snippet runs', async () => {
   } finally {
     fs.unlinkSync(file)
   }
-  const c = new Client({ address: server.addr })
+  const c = new Client({ address: fx.addr })
   const config = JSON.parse((await c.kvGet('service/config')).toString())
   assert.equal(config.owner, 'host-a')
   assert.match(config.token, /^\d+$/)

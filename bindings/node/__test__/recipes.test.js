@@ -1,6 +1,6 @@
 'use strict'
 // Locks, semaphores, elections, fencing: against a real baton-devserver process.
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { once, setMaxListeners } = require('node:events')
 const { spawn } = require('node:child_process')
@@ -10,27 +10,19 @@ const { monitorEventLoopDelay } = require('node:perf_hooks')
 const {
   Client, Lock, Sequencer, Leader, KvEntry, BatonError, AbortError, LostError,
 } = require('..')
-const { consulBefore, startServer, destroySession, rawEntry, deleteKey, request, freshKey, realConsul } = require('./helpers')
+const { consulBefore, useServer, destroySession, rawEntry, deleteKey, request, freshKey, realConsul } = require('./helpers')
 
-let server
+// The file's server; every test's clients are closed after it and it must leave no session.
+const fx = useServer()
 let addr
-const clients = []
-
-before(async () => {
-  server = await startServer()
-  addr = server.addr
+// Each test (not the file's `before`, which may run before the fixture's has finished).
+beforeEach(() => {
+  addr = fx.addr
 })
 
-after(async () => {
-  for (const c of clients) await c.close().catch(() => {})
-  server?.stop()
-})
-
-/** A client closed after the file; its default session has no lock-delay. */
+/** A client closed after the test (the fixture closes it); its default session has no lock-delay. */
 function client(extra = {}) {
-  const c = new Client({ address: addr, defaultSession: { lockDelayMs: 0 }, ...extra })
-  clients.push(c)
-  return c
+  return fx.client({ defaultSession: { lockDelayMs: 0 }, ...extra })
 }
 
 // ---- locks ----------------------------------------------------------------------------------

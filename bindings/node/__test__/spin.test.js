@@ -1,25 +1,21 @@
 'use strict'
 // spin.js: the event loop polls without sleeping only while a call is young, only for a call
 // that closely follows the previous one, and only while calls have been settling quickly.
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { Client } = require('..')
 const spin = require('../spin.js')
-const { startServer, request, realConsul } = require('./helpers')
+const { useServer, request, realConsul } = require('./helpers')
 
+// Each test gets a client of its own (closed after it, before the no-session-left check).
+const fx = useServer()
 let server
 let client
-
-before(async () => {
-  server = await startServer()
-  client = new Client({ address: server.addr })
-})
-
-after(async () => {
-  await client?.close()
-  server?.stop()
+beforeEach(() => {
+  server = fx.server
+  client = fx.client()
 })
 
 /** Polls `cond` every few ms until it holds or `ms` pass; returns whether it held. */

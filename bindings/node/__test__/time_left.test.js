@@ -1,22 +1,17 @@
 'use strict'
 // Session.timeLeftMs(): the time left until the session's local lease deadline.
-const { test, before, after } = require('node:test')
+const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { setTimeout: sleep } = require('node:timers/promises')
-const { Client } = require('..')
-const { startServer, destroySession, realConsul } = require('./helpers')
+const { useServer, destroySession, realConsul } = require('./helpers')
 
+// Each test gets a client of its own (closed after it, before the no-session-left check).
+const fx = useServer()
 let server
 let client
-
-before(async () => {
-  server = await startServer()
-  client = new Client({ address: server.addr })
-})
-
-after(async () => {
-  await client?.close()
-  server?.stop()
+beforeEach(() => {
+  server = fx.server
+  client = fx.client()
 })
 
 test('timeLeftMs is within the TTL while held and 0 once lost', async () => {

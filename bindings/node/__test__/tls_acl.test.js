@@ -17,6 +17,7 @@ const os = require('node:os')
 const path = require('node:path')
 const readline = require('node:readline')
 const { Client, BatonError } = require('..')
+const { checkNoSessionLeft } = require('./helpers')
 
 const root = path.resolve(__dirname, '../../..')
 const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
@@ -34,14 +35,17 @@ const UNKNOWN = 'unknown-s3cret-node'
 
 let dir
 const procs = []
-const clients = []
+// Each server's plain-HTTP address (and the token that may list its sessions): every test must
+// leave no session at any of them once its clients are closed.
+const servers = []
+const sessionCheck = checkNoSessionLeft(() => servers)
 let https, mtls, selfSigned, acl
 
 const file = (name) => path.join(dir, name)
 const tls = (...args) => execFileSync(bin, ['tls', ...args], { stdio: 'ignore' })
 
 /** Starts a dev server; resolves { http, https } from the lines it prints. */
-async function start(args) {
+async function start(args, token = undefined) {
   const proc = spawn(bin, ['--port', '0', '--session-ttl-min', '1s', ...args], {
     stdio: ['ignore', 'pipe', 'ignore'],
   })
@@ -58,6 +62,7 @@ async function start(args) {
   })
   assert.match(lines[0], /^BATON_DEVSERVER_ADDR=/)
   const out = { http: lines[0].split('=')[1] }
+  servers.push({ addr: out.http, token })
   if (want === 2) {
     assert.match(lines[1], /^BATON_DEVSERVER_HTTPS_ADDR=/)
     out.https = `https://${lines[1].split('=')[1]}`
@@ -86,23 +91,21 @@ before(async () => {
     '--acl-token-rules', `${READER}=key_prefix "jobs/" { policy = "read" } session_prefix "" { policy = "write" }`,
     '--acl-token-rules', `${NO_SESSION}=key_prefix "jobs/" { policy = "write" }`,
     '--acl-token-rules', `${LOCKER}=key_prefix "jobs/" { policy = "write" } session_prefix "" { policy = "write" }`,
-  ])).http
+  ], MANAGEMENT)).http
 })
 
 after(async () => {
-  for (const c of clients) await c.close(10000)
   for (const p of procs) p.kill('SIGTERM')
   if (dir) fs.rmSync(dir, { recursive: true, force: true })
 })
 
-/** A client configured from exactly these CONSUL_* variables (the rest unset). */
+/** A client configured from exactly these CONSUL_* variables (the rest unset), closed after the test. */
 function clientWith(env) {
   for (const v of CONSUL_VARS) delete process.env[v]
   Object.assign(process.env, env)
   const c = new Client({ requestTimeoutMs: 10000 })
   for (const v of CONSUL_VARS) delete process.env[v]
-  clients.push(c)
-  return c
+  return sessionCheck.track(c)
 }
 
 async function roundTrip(c) {
