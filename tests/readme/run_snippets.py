@@ -2,7 +2,7 @@
 """Runs README.md's Rust, Python and JavaScript snippets as written (`make test-readme`).
 
 Each ```rust block becomes a binary of a scratch Cargo project that depends on
-the core (and the dev server) by path, its body wrapped in `main` (rustdoc's
+the core (and the dev server) by path, in edition 2024 as `cargo new` makes it, its body wrapped in `main` (rustdoc's
 hidden `# ` lines included, as rustdoc compiles them); each ```python block runs
 with this interpreter (the venv with the wheel); each ```js block with node
 (`require('consul-baton')` resolves to bindings/node). All run against a fresh
@@ -34,7 +34,7 @@ def rust_project(tmp, codes):
         f.write(f"""[package]
 name = "readme-snippets"
 version = "0.0.0"
-edition = "2021"
+edition = "2024"
 publish = false
 
 [dependencies]
@@ -87,7 +87,7 @@ def main():
         os.makedirs(os.path.join(tmp, "node_modules"))
         os.symlink(os.path.join(ROOT, "bindings", "node"), os.path.join(tmp, "node_modules", "consul-baton"))
         runs = []
-        rust = rust_project(tmp, blocks(readme, r"rust(?:,no_run)?"))
+        rust = rust_project(tmp, blocks(readme, r"rust(?:,no_run)?(?:,edition2024)?"))
         for i, binary in enumerate(rust):
             runs.append((f"rust #{i + 1}", None, None, [binary]))
         for i, code in enumerate(blocks(readme, "python")):
