@@ -6,10 +6,25 @@
 //! signals below before any thread starts (every thread inherits the mask), and
 //! one thread takes them with `sigwait`. The child gets an empty mask between
 //! fork and exec (see `child_setup`).
+//!
+//! Nothing the command started may outlive `baton`, even a `baton` killed with
+//! SIGKILL: the kernel kills the command's first process then (Linux's
+//! parent-death signal), but what that process started (a shell's children)
+//! would be reparented and run on. So each command has a guard: a small process
+//! (`baton __guard`, in a process group of its own, so that signals to baton's
+//! group do not reach it) that holds one end of a socket whose other end only
+//! baton holds. It learns the command's process group from the command itself
+//! (written between fork and exec), waits for the socket to close (baton
+//! exited, however it died), and if the group still has processes then, sends
+//! it SIGTERM, and SIGKILL after the kill grace. When baton ends normally it
+//! has already emptied the group, and the guard exits at once.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +33,8 @@ use baton::CancelToken;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use nix::sys::signal::{killpg, SigSet, Signal};
 use nix::unistd::Pid;
+
+use crate::exit;
 
 /// Signals `baton` takes and passes on to the child's process group.
 pub const FORWARDED: &[Signal] = &[
@@ -105,6 +122,8 @@ pub struct ChildSpec {
     pub pass_stdin: bool,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Time between SIGTERM and SIGKILL, also for the guard (baton died).
+    pub kill_grace: Duration,
 }
 
 /// A child that could not be started, with the exit code to report
@@ -126,11 +145,166 @@ pub struct Running {
     termed: bool,
     /// Whether SIGKILL went to the group already.
     killed: bool,
+    /// Stops the group if baton dies; released (and reaped) when this is dropped.
+    _guard: Option<Guard>,
 }
 
-/// Starts the child in a process group of its own and a thread that reports
-/// its exit as [`Event::Child`].
+/// The hidden command line of the guard process: `baton __guard GRACE_MS BATON_PID`.
+pub const GUARD_COMMAND: &str = "__guard";
+
+/// Baton's side of a command's guard process.
+#[derive(Debug)]
+struct Guard {
+    /// Closing it (dropping it, or baton's death) tells the guard that baton is gone.
+    end: Option<UnixStream>,
+    process: Option<Child>,
+}
+
+impl Guard {
+    /// Starts the guard of a command that will get SIGKILL `grace` after SIGTERM.
+    fn start(grace: Duration) -> io::Result<Guard> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let theirs = OwnedFd::from(theirs);
+        let mut last = io::Error::from(io::ErrorKind::NotFound);
+        for exe in guard_exes() {
+            let mut cmd = Command::new(&exe);
+            cmd.arg(GUARD_COMMAND)
+                .arg(grace.as_millis().to_string())
+                .arg(std::process::id().to_string())
+                .stdin(Stdio::from(theirs.try_clone()?))
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                // Not in baton's process group: `kill -- -<baton's group>` or a
+                // terminal's Ctrl-C must not take the guard with it.
+                .process_group(0);
+            match cmd.spawn() {
+                Ok(process) => {
+                    return Ok(Guard {
+                        end: Some(ours),
+                        process: Some(process),
+                    })
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The fd the command writes its pid to (between fork and exec).
+    fn fd(&self) -> Option<RawFd> {
+        self.end.as_ref().map(|s| s.as_raw_fd())
+    }
+
+    /// Tells the guard the command's process group (also written by the
+    /// command itself before exec, on Linux; the guard reads the first).
+    fn announce(&self, pgid: Pid) {
+        if let Some(mut s) = self.end.as_ref() {
+            // A guard that is gone cannot be helped (baton ignores SIGPIPE).
+            let _ = s.write_all(&pgid.as_raw().to_ne_bytes());
+        }
+    }
+}
+
+impl Drop for Guard {
+    /// Closes baton's end (the guard then finds the group empty and exits) and
+    /// reaps the guard without waiting for it here.
+    fn drop(&mut self) {
+        drop(self.end.take());
+        if let Some(mut p) = self.process.take() {
+            let reaped = std::thread::Builder::new()
+                .name("baton-guard".into())
+                .spawn(move || {
+                    let _ = p.wait();
+                });
+            if reaped.is_err() {
+                // A zombie until baton exits: harmless.
+            }
+        }
+    }
+}
+
+/// Where baton's own executable is: the path it was started from, and on Linux
+/// the kernel's link to it (which works even when the file was replaced or
+/// deleted meanwhile, but names the process `exe`).
+fn guard_exes() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Ok(p) = std::env::current_exe() {
+        v.push(p);
+    }
+    if cfg!(target_os = "linux") {
+        v.push(PathBuf::from("/proc/self/exe"));
+    }
+    v
+}
+
+/// `baton __guard GRACE_MS BATON_PID`: the guard process (see the module
+/// docs). Reads the command's process group id (4 bytes, native order) from
+/// stdin, then waits for end of file; if the group still has processes then,
+/// SIGTERM to it, SIGKILL after the grace. Returns the exit code.
+pub fn guard_main(args: &[String]) -> i32 {
+    // Blocked, never delivered: the guard ends when baton is gone, not before
+    // (`pkill baton` would otherwise stop it with baton). SIGKILL still works.
+    let _ = block_signals();
+    let grace = args
+        .first()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map_or(Duration::from_secs(5), Duration::from_millis);
+    let baton_pid = args.get(1).map_or("?", String::as_str);
+    let mut input = io::stdin().lock();
+    let mut pid = [0u8; 4];
+    if input.read_exact(&mut pid).is_err() {
+        // Baton ended before it started a command.
+        return exit::OK;
+    }
+    let pgid = i32::from_ne_bytes(pid);
+    if pgid <= 1 {
+        // Never a process group baton made (0 and 1 would be ours and init's).
+        return exit::ERROR;
+    }
+    let pgid = Pid::from_raw(pgid);
+    let mut rest = [0u8; 64];
+    loop {
+        match input.read(&mut rest) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let alive = || killpg(pgid, None).is_ok();
+    if !alive() {
+        return exit::OK;
+    }
+    eprintln!(
+        "baton: baton (pid {baton_pid}) ended while the command's process group {pgid} was still \
+         running: SIGTERM sent to it, SIGKILL in {}",
+        baton::format_go_duration(grace)
+    );
+    let _ = killpg(pgid, Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(GROUP_POLL);
+    }
+    if alive() {
+        eprintln!("baton: grace period over: sending SIGKILL to process group {pgid}");
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+    exit::OK
+}
+
+/// Starts the child in a process group of its own, with its guard, and a
+/// thread that reports its exit as [`Event::Child`].
 pub fn spawn(spec: &ChildSpec, tx: Sender<Event>) -> Result<Running, SpawnError> {
+    let guard = match Guard::start(spec.kill_grace) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!(
+                "baton: warning: cannot start the guard process ({e}): if baton is killed, \
+                 processes the command started may outlive it"
+            );
+            None
+        }
+    };
     let mut cmd = if spec.shell {
         let shell = std::env::var("SHELL")
             .ok()
@@ -154,7 +328,7 @@ pub fn spawn(spec: &ChildSpec, tx: Sender<Event>) -> Result<Running, SpawnError>
     // started (a shell's children too), and a terminal's Ctrl-C reaches it once
     // (from us), not twice.
     cmd.process_group(0);
-    child_setup(&mut cmd);
+    child_setup(&mut cmd, guard.as_ref().and_then(Guard::fd));
     let mut child = cmd.spawn().map_err(|e| {
         let what = if spec.shell {
             "the shell"
@@ -171,6 +345,9 @@ pub fn spawn(spec: &ChildSpec, tx: Sender<Event>) -> Result<Running, SpawnError>
         }
     })?;
     let pgid = Pid::from_raw(child.id() as i32);
+    if let Some(g) = &guard {
+        g.announce(pgid);
+    }
     let exited = Arc::new(AtomicBool::new(false));
     let flag = exited.clone();
     let waiter = std::thread::Builder::new()
@@ -194,6 +371,7 @@ pub fn spawn(spec: &ChildSpec, tx: Sender<Event>) -> Result<Running, SpawnError>
         exited,
         termed: false,
         killed: false,
+        _guard: guard,
     })
 }
 
@@ -201,13 +379,18 @@ pub fn spawn(spec: &ChildSpec, tx: Sender<Event>) -> Result<Running, SpawnError>
 /// blocks for itself (a child inherits the mask, and the standard library
 /// leaves it as it is), and on Linux asks the kernel to send the child SIGKILL
 /// if `baton` itself dies (killed with SIGKILL, crashed): a command must never
-/// run on without its supervisor, whose session would lapse while it ran.
+/// run on without its supervisor, whose session would lapse while it ran. On
+/// Linux it also tells the guard (`guard_fd`) its pid, its process group, before
+/// it runs anything: then no window is left in which baton could die with the
+/// guard not knowing the group.
 #[allow(unsafe_code)]
-fn child_setup(cmd: &mut Command) {
+fn child_setup(cmd: &mut Command, guard_fd: Option<RawFd>) {
     #[cfg(target_os = "linux")]
     let parent = nix::unistd::getpid();
+    #[cfg(not(target_os = "linux"))]
+    let _ = guard_fd;
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // raw system calls (sigprocmask, prctl, getppid), which are
+    // raw system calls (sigprocmask, prctl, getppid, getpid, send), which are
     // async-signal-safe; it allocates nothing and takes no lock.
     unsafe {
         cmd.pre_exec(move || {
@@ -221,6 +404,20 @@ fn child_setup(cmd: &mut Command) {
                 if nix::unistd::getppid() != parent {
                     // baton died between fork and prctl: do not start at all.
                     return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
+                }
+                if let Some(fd) = guard_fd {
+                    let pid = nix::unistd::getpid().as_raw().to_ne_bytes();
+                    // SAFETY: `fd` is baton's end of the guard's socket, open
+                    // in this child until exec (close-on-exec); `pid` is a
+                    // live 4-byte buffer. MSG_NOSIGNAL: a guard that is gone
+                    // gives EPIPE, not SIGPIPE. A failure only means the guard
+                    // learns the group from baton instead.
+                    let _ = nix::libc::send(
+                        fd,
+                        pid.as_ptr().cast(),
+                        pid.len(),
+                        nix::libc::MSG_NOSIGNAL,
+                    );
                 }
             }
             Ok(())

@@ -89,7 +89,10 @@ Usage: baton lock [options] PREFIX [--] COMMAND [ARGS...]
   exited. When the command exits, whatever it left running in its group is
   stopped too, then the lock is released, PREFIX/.lock is removed if nobody
   uses it (as consul lock does) and the session is destroyed. If baton itself
-  is killed, the kernel kills the command's first process (Linux).
+  dies, even of SIGKILL, a small guard process it started with the command
+  sends the command's process group SIGTERM, and SIGKILL after -kill-grace, so
+  nothing the command started outlives baton by more than that (on Linux the
+  kernel also kills the command's first process at once).
 
   With -shell (the default) the command runs as $SHELL -c \"...\". Shells that
   do not replace themselves with the command (dash, /bin/sh on Debian) die of a
@@ -165,6 +168,10 @@ fn main() {
         std::process::exit(exit::ERROR);
     };
     let rest = &argv[1..];
+    if cmd == child::GUARD_COMMAND {
+        // The guard of a command baton runs (child.rs), started by baton itself.
+        std::process::exit(child::guard_main(rest));
+    }
     let (flags, text, positionals, wants_command, codes): (Vec<Flag>, &str, usize, bool, bool) =
         match cmd.as_str() {
             "lock" => (run::lock_flags(), LOCK_HELP, 1, true, true),

@@ -278,8 +278,9 @@ impl Ctx {
     fn finish_within(&self, code: i32, timeout: Duration) -> i32 {
         let report = self.client.close_report(timeout);
         if !report.is_complete() {
+            // In words (the report's Display), not a debug struct.
             self.say(&format!(
-                "warning: clean-up not confirmed by Consul: {report:?}"
+                "warning: clean-up not confirmed by Consul: {report}"
             ));
         }
         code
@@ -358,6 +359,7 @@ fn run_child(
         shell: ctx.settings.shell,
         pass_stdin: ctx.settings.pass_stdin,
         env,
+        kill_grace: ctx.settings.grace,
     };
     let mut running = match child::spawn(&spec, ctx.tx.clone()) {
         Ok(r) => r,
