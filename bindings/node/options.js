@@ -5,17 +5,18 @@
 // miss, never silently ignored (`new Client({ adress })` would otherwise fall back to the
 // environment's address).
 
-/** Edit distance of two short strings (for "did you mean"). */
+/** Edit distance of two short strings, a swap of neighbours counting one (for "did you mean"). */
 function distance(a, b) {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)])
+  for (let j = 1; j <= b.length; j++) d[0][j] = j
   for (let i = 1; i <= a.length; i++) {
-    const row = [i]
     for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1)
     }
-    prev = row
   }
-  return prev[b.length]
+  return d[a.length][b.length]
 }
 
 /** What an unknown option `k` was probably meant to be, as a hint ('' when nothing is close). */

@@ -108,6 +108,30 @@ async function deleteKey(addr, key) {
   assert.equal(parseJson(r.body), true, r.body)
 }
 
+/**
+ * Polls `cond` (sync or async) every 10 ms until it returns a truthy value, which it resolves
+ * with; rejects with an error naming `what` once `timeoutMs` pass first.
+ */
+async function waitFor(what, cond, timeoutMs = 10000) {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    const v = await cond()
+    if (v) return v
+    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`)
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+/** A TCP port of 127.0.0.1 nothing listens on (one just released). */
+async function closedPort() {
+  const net = require('node:net')
+  const srv = net.createServer()
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve))
+  const { port } = srv.address()
+  await new Promise((resolve) => srv.close(resolve))
+  return port
+}
+
 let unique = 0
 /** A key no other test uses. */
 function freshKey(prefix) {
@@ -261,6 +285,8 @@ function useServer() {
 
 module.exports = {
   checkNoSessionLeft,
+  closedPort,
+  waitFor,
   consulBefore,
   emulatedBefore,
   listSessions,
