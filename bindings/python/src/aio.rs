@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
-use crate::args::{not_held_message, value_bytes};
+use crate::args::value_bytes;
 use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphore, Sequencer};
 use crate::{seconds, to_py, Client, Session};
 
@@ -330,8 +330,7 @@ impl Lock {
                 if l.release()? {
                     return Ok(None);
                 }
-                let last = l.last_lost().map_or("released", |r| r.name());
-                Ok(Some(not_held_message(&format!("lock {:?}", l.key()), last)))
+                Ok(Some(l.not_held_message()))
             },
             |_| {},
             released,
@@ -380,11 +379,7 @@ impl Semaphore {
                 if s.release()? {
                     return Ok(None);
                 }
-                let last = s.last_lost().map_or("released", |r| r.name());
-                Ok(Some(not_held_message(
-                    &format!("a slot of semaphore {:?}", s.prefix()),
-                    last,
-                )))
+                Ok(Some(s.not_held_message()))
             },
             |_| {},
             released,
@@ -641,6 +636,7 @@ impl Client {
         service_checks: Option<Vec<String>>,
     ) -> PyResult<Pending> {
         let o = crate::args::SessionArgs {
+            in_dict: false,
             name,
             ttl,
             lock_delay,

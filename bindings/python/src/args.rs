@@ -51,6 +51,8 @@ pub(crate) const DEFAULT_TTL: f64 = 15.0;
 
 /// The session keywords of `create_session` / `Client(default_session=...)`, checked.
 pub(crate) struct SessionArgs {
+    /// `true` for `Client(default_session={...})`: errors name `default_session["ttl"]`.
+    pub in_dict: bool,
     pub name: Option<String>,
     /// `None`: no TTL (asked for explicitly with `ttl=None`).
     pub ttl: Option<f64>,
@@ -65,18 +67,36 @@ impl SessionArgs {
     /// The core's options.
     pub(crate) fn options(self, py: Python<'_>) -> PyResult<baton::SessionOptions> {
         let mut o = baton::SessionOptions::new();
-        if let Some(n) = self.name {
-            o = o.name(n);
+        if let Some(n) = &self.name {
+            o = o.name(n.clone());
         }
-        if let Some(t) = seconds("ttl", self.ttl)? {
+        let ttl = self.param("ttl");
+        if let Some(t) = seconds(&ttl, self.ttl)? {
             if t.is_zero() {
-                return Err(PyValueError::new_err(
-                    "ttl must be positive (ttl=None for a session without a TTL)",
+                // As the core says it (one meaning in every language), caught before any
+                // request: Consul would read 0 as "no TTL".
+                let none = if self.in_dict {
+                    r#"{"ttl": None}"#
+                } else {
+                    "ttl=None"
+                };
+                return Err(crate::to_py(
+                    py,
+                    baton::Error::new(
+                        baton::ErrorKind::InvalidArgument,
+                        format!(
+                            "{ttl} must be a positive number of seconds, got 0 (Consul would \
+                             create a session that never expires): {none} asks for a session \
+                             without a TTL explicitly"
+                        ),
+                    ),
                 ));
             }
             o = o.ttl(t);
+        } else {
+            o = o.without_ttl();
         }
-        if let Some(d) = seconds("lock_delay", self.lock_delay)? {
+        if let Some(d) = seconds(&self.param("lock_delay"), self.lock_delay)? {
             o = o.lock_delay(d);
         }
         o = o.behavior(match self.behavior.as_str() {
@@ -84,11 +104,21 @@ impl SessionArgs {
             "delete" => baton::Behavior::Delete,
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "behavior must be 'release' or 'delete', got {other:?}"
+                    "{} must be 'release' or 'delete', got {other:?}",
+                    self.param("behavior")
                 )))
             }
         });
         agent::apply_checks(py, o, self.node, self.node_checks, self.service_checks)
+    }
+
+    /// The name of parameter `k` in messages: `ttl`, or `default_session["ttl"]`.
+    fn param(&self, k: &str) -> String {
+        if self.in_dict {
+            format!("default_session[{k:?}]")
+        } else {
+            k.to_string()
+        }
     }
 
     /// `Client(default_session={...})`: the same keys as `create_session`; a key left out
@@ -145,6 +175,7 @@ impl SessionArgs {
             }
         };
         Ok(SessionArgs {
+            in_dict: true,
             name: string("name")?.unwrap_or(Some("baton".into())),
             ttl: number("ttl")?.unwrap_or(Some(DEFAULT_TTL)),
             lock_delay: number("lock_delay")?.flatten(),
@@ -168,16 +199,4 @@ pub(crate) fn not_held(py: Python<'_>, msg: String) -> PyErr {
         Ok(PyErr::from_value(exc))
     };
     build().unwrap_or_else(|e| e)
-}
-
-/// The message of a release of something not held: why it is not held, when it was lost.
-pub(crate) fn not_held_message(what: &str, last: &str) -> String {
-    match last {
-        "released" => format!("release of {what}, which is not held (never acquired, or already released)"),
-        "client_closed" => format!("release of {what}, which is not held: its client was closed"),
-        reason => format!(
-            "release of {what}, which is not held: the holding was lost ({reason}) before this release; \
-             work done under it must stop (watch on_lost, wait_lost or the cancel token)"
-        ),
-    }
 }

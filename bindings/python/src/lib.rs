@@ -42,7 +42,9 @@ pub(crate) fn attach_from_thread<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R
     let r = if EXITING.load(Ordering::SeqCst) {
         None
     } else {
-        Python::try_attach(f)
+        // The thread may be one that is attached already (a drop logging on the thread that
+        // frees a baton object): an exception it is raising must survive `f`.
+        Python::try_attach(|py| detached::keep_pending(py, || f(py)))
     };
     ATTACHED.fetch_sub(1, Ordering::SeqCst);
     r
@@ -208,7 +210,8 @@ impl Client {
     }
 
     /// Creates a session of its own, renewed in the background until destroyed. Durations in
-    /// seconds: `ttl` defaults to 15 (`ttl=None`: no TTL, asked for explicitly), `lock_delay` to
+    /// seconds: `ttl` defaults to 15 (`ttl=None`: no TTL, asked for explicitly; `ttl=0` is
+    /// refused with `baton.InvalidArgumentError`), `lock_delay` to
     /// Consul's (15). `node_checks` (default Consul's `['serfHealth']`, `[]` for none) and
     /// `service_checks` bind it to health checks: it is invalidated when one turns critical.
     #[pyo3(signature = (*, name=None, ttl=args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
@@ -225,6 +228,7 @@ impl Client {
         service_checks: Option<Vec<String>>,
     ) -> PyResult<Session> {
         let o = args::SessionArgs {
+            in_dict: false,
             name,
             ttl,
             lock_delay,
@@ -328,14 +332,14 @@ impl Client {
 /// `wait_lost()`, and `is_valid()` turning false at the local lease deadline.
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Session {
-    pub(crate) inner: baton::Session,
+    pub(crate) inner: Detached<baton::Session>,
     callbacks: cancel::CallbackIds,
 }
 
 impl Session {
     pub(crate) fn new(inner: baton::Session) -> Session {
         Session {
-            inner,
+            inner: Detached::new(inner),
             callbacks: cancel::CallbackIds::default(),
         }
     }
@@ -383,6 +387,7 @@ impl Session {
     /// `"deadline_exceeded"`, `"destroyed"`, `"client_closed"`). With a `timeout` in seconds
     /// (`None`: no limit), raises `baton.TimeoutError` when it passes first; `cancel` (a
     /// `baton.CancelToken`) ends it with `baton.CancelledError`. Ctrl-C interrupts the wait.
+    /// It may return before the `on_lost` callbacks have run (they run on another thread).
     #[pyo3(signature = (timeout=None, *, cancel=None))]
     fn wait_lost(
         &self,
@@ -433,8 +438,10 @@ impl Session {
     }
 
     /// Calls `callback(reason)` once when the session is lost. It runs on baton's callback
-    /// thread; exceptions it raises go to `sys.unraisablehook`. Returns an id for
-    /// `remove_callback`.
+    /// thread (the dispatcher), after the state change: `is_valid()` is already False and
+    /// `cancel_token` cancelled. It is not ordered with `wait_lost()`: a `wait_lost()` may
+    /// return before the callback has run. Exceptions it raises go to `sys.unraisablehook`.
+    /// Returns an id for `remove_callback`.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
         let ok = Python::attach(|py| callback.bind(py).is_callable());
         if !ok {

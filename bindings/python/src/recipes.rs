@@ -14,7 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::args::{not_held, not_held_message, opt_value, value_bytes};
+use crate::args::{not_held, opt_value, value_bytes};
 use crate::cancel::{user_token, CallbackIds, CancelToken};
 use crate::interrupt::{is_main_thread, Interruptible};
 use crate::{float_repr, seconds, to_py, Detached, Session, SLICE};
@@ -65,7 +65,7 @@ pub(crate) fn interruptible<T: Send + 'static>(
         let r = py.detach(|| call(&token));
         return match r {
             Ok(v) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
-                undo(v);
+                py.detach(|| undo(v));
                 Err(cancelled_by_user(py))
             }
             r => r.map_err(|e| to_py(py, e)),
@@ -80,7 +80,8 @@ pub(crate) fn interruptible<T: Send + 'static>(
                 // A signal came: its handler runs now.
                 if let Err(raised) = py.check_signals() {
                     if let Ok(v) = r {
-                        undo(v);
+                        // Undoing makes requests (and may log): not while attached.
+                        py.detach(|| undo(v));
                     }
                     return Err(raised);
                 }
@@ -133,7 +134,7 @@ fn sliced<T: Send + 'static>(
                 continue;
             }
             Some(Ok(Ok(v))) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
-                undo(v);
+                py.detach(|| undo(v));
                 return Err(cancelled_by_user(py));
             }
             Some(Ok(r)) => return r.map_err(|e| to_py(py, e)),
@@ -146,9 +147,11 @@ fn sliced<T: Send + 'static>(
         }
         if let Err(interrupt) = py.check_signals() {
             cancel.cancel();
-            if let Ok(Ok(v)) = py.detach(|| rx.recv()) {
-                undo(v);
-            }
+            py.detach(|| {
+                if let Ok(Ok(v)) = rx.recv() {
+                    undo(v);
+                }
+            });
             return Err(interrupt);
         }
     }
@@ -291,13 +294,7 @@ impl Lock {
         let l = self.inner.clone();
         match py.detach(move || l.release()) {
             Ok(true) => Ok(()),
-            Ok(false) => {
-                let last = self.inner.last_lost().map_or("released", |r| r.name());
-                Err(not_held(
-                    py,
-                    not_held_message(&format!("lock {:?}", self.inner.key()), last),
-                ))
-            }
+            Ok(false) => Err(not_held(py, self.inner.not_held_message())),
             Err(e) => Err(to_py(py, e)),
         }
     }
@@ -357,8 +354,10 @@ impl Lock {
     }
 
     /// Calls `callback(reason)` once per lost holding (`"key_changed"`, `"session_lost"`),
-    /// on baton's callback thread; exceptions go to `sys.unraisablehook`. Returns an id for
-    /// `remove_callback`.
+    /// on baton's callback thread (the dispatcher), after the state change: `locked()` is
+    /// already False and `cancel_token` cancelled. It is not ordered with `wait_lost()`: a
+    /// `wait_lost()` may return before the callback has run. Exceptions go to
+    /// `sys.unraisablehook`. Returns an id for `remove_callback`.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
         let cb = register_lost(callback, baton::LockLost::name)?;
         Ok(self.callbacks.add(self.inner.on_lost(cb)))
@@ -375,7 +374,7 @@ impl Lock {
 
     /// Blocks until the holding ends and returns why (at once if not held). Raises
     /// `baton.TimeoutError` after `timeout` seconds (`None`: no limit), `baton.CancelledError`
-    /// when `cancel` is cancelled.
+    /// when `cancel` is cancelled. It may return before the `on_lost` callbacks have run.
     #[pyo3(signature = (timeout=None, *, cancel=None))]
     fn wait_lost(
         &self,
@@ -461,16 +460,7 @@ impl Semaphore {
         let s = self.inner.clone();
         match py.detach(move || s.release()) {
             Ok(true) => Ok(()),
-            Ok(false) => {
-                let last = self.inner.last_lost().map_or("released", |r| r.name());
-                Err(not_held(
-                    py,
-                    not_held_message(
-                        &format!("a slot of semaphore {:?}", self.inner.prefix()),
-                        last,
-                    ),
-                ))
-            }
+            Ok(false) => Err(not_held(py, self.inner.not_held_message())),
             Err(e) => Err(to_py(py, e)),
         }
     }
@@ -515,8 +505,9 @@ impl Semaphore {
         CancelToken::watch_only(self.inner.cancel_token(), "semaphore's holding")
     }
 
-    /// Calls `callback(reason)` once per lost holding (`"removed"`, `"session_lost"`).
-    /// Returns an id for `remove_callback`.
+    /// Calls `callback(reason)` once per lost holding (`"removed"`, `"session_lost"`), on
+    /// baton's callback thread, after the state change (as `Lock.on_lost`; `wait_lost()` may
+    /// return before it has run). Returns an id for `remove_callback`.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
         let cb = register_lost(callback, baton::SemaphoreLost::name)?;
         Ok(self.callbacks.add(self.inner.on_lost(cb)))
@@ -533,7 +524,8 @@ impl Semaphore {
     /// Blocks until the holding ends and returns why (`"released"`, `"removed"`,
     /// `"session_lost"`, `"client_closed"`; at once if not held). Raises
     /// `baton.TimeoutError` after `timeout` seconds (`None`: no limit),
-    /// `baton.CancelledError` when `cancel` is cancelled.
+    /// `baton.CancelledError` when `cancel` is cancelled. It may return before the `on_lost`
+    /// callbacks have run.
     #[pyo3(signature = (timeout=None, *, cancel=None))]
     fn wait_lost(
         &self,
@@ -721,7 +713,9 @@ impl Election {
         CancelToken::watch_only(self.inner.cancel_token(), "leadership")
     }
 
-    /// Calls `callback(reason)` when leadership is lost. Returns an id for `remove_callback`.
+    /// Calls `callback(reason)` when leadership is lost, on baton's callback thread, after
+    /// the state change (as `Lock.on_lost`; `wait_lost()` may return before it has run).
+    /// Returns an id for `remove_callback`.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
         let cb = register_lost(callback, baton::LockLost::name)?;
         Ok(self.callbacks.add(self.inner.on_lost(cb)))
@@ -736,7 +730,8 @@ impl Election {
     }
 
     /// Blocks until leadership ends; returns why. `timeout` in seconds (`None`: no limit)
-    /// raises `baton.TimeoutError`; `cancel` raises `baton.CancelledError`.
+    /// raises `baton.TimeoutError`; `cancel` raises `baton.CancelledError`. It may return
+    /// before the `on_lost` callbacks have run.
     #[pyo3(signature = (timeout=None, *, cancel=None))]
     fn wait_lost(
         &self,

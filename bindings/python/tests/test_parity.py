@@ -58,7 +58,8 @@ def test_release_of_a_lost_lock_raises_a_baton_error_that_is_a_runtime_error(cli
     e = info.value
     assert isinstance(e, baton.NotHeldError) and isinstance(e, RuntimeError)
     assert e.code == "BATON_NOT_HELD"
-    assert "lost (session_lost)" in str(e) and lock.key in str(e)
+    # The core's words, as every language says them: lost, and the session's own reason.
+    assert "lost (session_lost (destroyed))" in str(e) and lock.key in str(e)
 
     never = client.lock(key("never"))
     with pytest.raises(RuntimeError, match="never acquired, or already released"):

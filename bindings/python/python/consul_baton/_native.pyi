@@ -20,7 +20,9 @@ class Client:
     ``default_session`` configures the client's shared session (used by locks, semaphores and
     elections given no ``session``) with ``create_session``'s keywords as a dict, e.g.
     ``{"ttl": 30, "lock_delay": 0}``; keys left out keep its defaults (name ``"baton"``, ``ttl``
-    15 seconds, Consul's ``lock_delay`` of 15 seconds); an unknown key is a ``TypeError``."""
+    15 seconds, Consul's ``lock_delay`` of 15 seconds); an unknown key is a ``TypeError``;
+    ``{"ttl": None}`` asks for a session without a TTL, ``{"ttl": 0}`` is refused
+    (``baton.InvalidArgumentError``), as for ``create_session``."""
 
     def __init__(
         self,
@@ -53,7 +55,9 @@ class Client:
     ) -> Session:
         """Creates a session renewed in the background. ``ttl`` is in seconds, default 15 (the
         default session's and the C API's); ``ttl=None`` asks for a session without a TTL (it
-        lives until destroyed or invalidated by a check). ``lock_delay`` is in seconds,
+        lives until destroyed or invalidated by a check, so only for sessions bound to health
+        checks). ``ttl=0`` is refused (``baton.InvalidArgumentError``, also a ``ValueError``):
+        Consul would read it as no TTL. ``lock_delay`` is in seconds,
         default Consul's (15); ``0`` really means none. ``node`` defaults to the agent's node. ``node_checks`` are IDs of checks of
         the node (default Consul's ``["serfHealth"]``; ``[]`` for none) and ``service_checks``
         IDs of service checks: the session is invalidated, and its locks released, when one of
@@ -158,11 +162,16 @@ class Session:
         ...
     def wait_lost(self, timeout: Optional[float] = None, *, cancel: Optional["CancelToken"] = None) -> str:
         """Blocks until the session is lost; returns why. ``timeout`` in seconds (``None``:
-        no limit) raises ``baton.TimeoutError``; ``cancel`` raises ``baton.CancelledError``."""
+        no limit) raises ``baton.TimeoutError``; ``cancel`` raises ``baton.CancelledError``.
+        It may return before the ``on_lost`` callbacks have run (they run on another
+        thread)."""
         ...
     def on_lost(self, callback: Callable[[str], object]) -> int:
-        """Calls ``callback(reason)`` once when lost, on a baton thread; returns an id for
-        ``remove_callback``."""
+        """Calls ``callback(reason)`` once when lost, on baton's callback thread (the
+        dispatcher), after the state change: ``is_valid()`` is already False and
+        ``cancel_token`` cancelled. Not ordered with ``wait_lost()``, which may return
+        before the callback has run. Exceptions it raises go to ``sys.unraisablehook``.
+        Returns an id for ``remove_callback``."""
         ...
     def remove_callback(self, callback_id: int) -> bool:
         """Removes an ``on_lost`` callback; True if it was registered."""
@@ -311,12 +320,16 @@ class Lock:
         ...
     def locked(self) -> bool: ...
     def on_lost(self, callback: Callable[[str], object]) -> int:
-        """Returns an id for ``remove_callback``."""
+        """Calls ``callback(reason)`` once per lost holding (``"key_changed"``,
+        ``"session_lost"``), on baton's callback thread (the dispatcher), after the state
+        change: ``locked()`` is already False and ``cancel_token`` cancelled. Not ordered with
+        ``wait_lost()``, which may return before the callback has run. Exceptions it raises go
+        to ``sys.unraisablehook``. Returns an id for ``remove_callback``."""
         ...
     def remove_callback(self, callback_id: int) -> bool: ...
     def wait_lost(self, timeout: Optional[float] = None, *, cancel: Optional[CancelToken] = None) -> str:
         """Blocks until the holding ends; returns why. ``timeout`` in seconds (``None``: no
-        limit)."""
+        limit). It may return before the ``on_lost`` callbacks have run."""
         ...
     def destroy(self) -> None: ...
     def __enter__(self) -> bool: ...
@@ -352,11 +365,14 @@ class Semaphore:
         """``baton.NotHeldError`` if not held."""
         ...
     def locked(self) -> bool: ...
-    def on_lost(self, callback: Callable[[str], object]) -> int: ...
+    def on_lost(self, callback: Callable[[str], object]) -> int:
+        """As ``Lock.on_lost`` (``"removed"``, ``"session_lost"``): on baton's callback
+        thread, after the state change; ``wait_lost()`` may return before it has run."""
+        ...
     def remove_callback(self, callback_id: int) -> bool: ...
     def wait_lost(self, timeout: Optional[float] = None, *, cancel: Optional[CancelToken] = None) -> str:
         """Blocks until the holding ends; returns why. ``timeout`` in seconds (``None``: no
-        limit)."""
+        limit). It may return before the ``on_lost`` callbacks have run."""
         ...
     def __enter__(self) -> bool: ...
     def __exit__(self, *args: object) -> bool: ...
@@ -416,11 +432,15 @@ class Election:
     def cancel_token(self) -> CancelToken:
         """A token baton cancels when leadership ends."""
         ...
-    def on_lost(self, callback: Callable[[str], object]) -> int: ...
+    def on_lost(self, callback: Callable[[str], object]) -> int:
+        """As ``Lock.on_lost``, when leadership is lost: on baton's callback thread, after the
+        state change (``is_leader()`` already False); ``wait_lost()`` may return before it
+        has run."""
+        ...
     def remove_callback(self, callback_id: int) -> bool: ...
     def wait_lost(self, timeout: Optional[float] = None, *, cancel: Optional[CancelToken] = None) -> str:
         """Blocks until leadership ends; returns why. ``timeout`` in seconds (``None``: no
-        limit)."""
+        limit). It may return before the ``on_lost`` callbacks have run."""
         ...
 
 class Pending:

@@ -239,12 +239,15 @@ class _Holding(_LossReasons):
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
         """Waits until the holding ends and returns why (``"released"``,
         ``"key_changed"`` or ``"removed"``, ``"session_lost"``, ``"client_closed"``);
-        ``timeout`` in seconds (``None``: no limit) raises ``baton.TimeoutError``."""
+        ``timeout`` in seconds (``None``: no limit) raises ``baton.TimeoutError``. It may
+        return before the ``on_lost`` callbacks have run."""
         return await _run(self.sync._start_wait_lost, timeout)
 
     def on_lost(self, callback: Callable[[str], object]) -> int:
-        """Calls ``callback(reason)`` on a baton thread when a holding is lost;
-        its exceptions go to ``sys.unraisablehook``. Returns an id for ``remove_callback``."""
+        """Calls ``callback(reason)`` on baton's callback thread (not the event loop) when a
+        holding is lost, after the state change (``locked()`` is already False); not ordered
+        with ``wait_lost()``, which may return before it has run. Its exceptions go to
+        ``sys.unraisablehook``. Returns an id for ``remove_callback``."""
         return self.sync.on_lost(callback)
 
     def remove_callback(self, callback_id: int) -> bool:
@@ -337,12 +340,13 @@ class Election(_LossReasons):
 
     async def wait_lost(self, timeout: Optional[float] = None) -> str:
         """Waits until leadership ends and returns why (``timeout`` in seconds, ``None``:
-        no limit)."""
+        no limit). It may return before the ``on_lost`` callbacks have run."""
         return await _run(self.sync._start_wait_lost, timeout)
 
     def on_lost(self, callback: Callable[[str], object]) -> int:
-        """Calls ``callback(reason)`` on a baton thread when leadership is lost. Returns an
-        id for ``remove_callback``."""
+        """Calls ``callback(reason)`` on baton's callback thread (not the event loop) when
+        leadership is lost, after the state change; ``wait_lost()`` may return before it has
+        run. Returns an id for ``remove_callback``."""
         return self.sync.on_lost(callback)
 
     def remove_callback(self, callback_id: int) -> bool:
@@ -420,7 +424,7 @@ class Client:
 
     async def create_session(self, **kwargs: Any) -> baton.Session:
         """A session of its own (keywords as :meth:`baton.Client.create_session`: ``ttl``
-        defaults to 15 s, ``ttl=None`` for none), created on a baton thread."""
+        defaults to 15 s, ``ttl=None`` for none, ``ttl=0`` refused), created on a baton thread."""
         return await _run(lambda done: self.sync._start_create_session(done, **kwargs))
 
     async def adopt_session(self, session_id: str) -> baton.Session:
