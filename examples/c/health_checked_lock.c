@@ -124,11 +124,17 @@ int main(void) {
     fflush(stdout);
 
     /* 4. The check turns critical after its TTL: the session and the lock are gone. The
-     *    lost callback says so; the standby's acquire returns with the lock. */
+     *    standby's acquire returns with the lock; this process learns of the loss from its
+     *    own watch, which may come a moment after the standby's acquire: wait for it (the
+     *    lost callback runs on the library's dispatcher thread, around the same time). */
     pthread_join(t, NULL);
     int status = 0;
-    if (!atomic_load(&lost)) {
-        fprintf(stderr, "the lock was not lost after the health function failed\n");
+    baton_hold_lost why = BATON_HOLD_RELEASED;
+    rc = baton_lock_wait_lost(lock, 10000, NULL, &why, NULL);
+    for (int i = 0; i < 500 && !atomic_load(&lost); i++) sleep_ms(10); /* the callback */
+    if (rc != BATON_OK || why == BATON_HOLD_RELEASED || !atomic_load(&lost)) {
+        fprintf(stderr, "the lock was not lost after the health function failed (%s, %s)\n",
+                baton_result_name(rc), baton_hold_lost_name(why));
         status = 1;
     }
     if (standby_rc != BATON_OK) status = die("standby", standby_rc);
