@@ -71,12 +71,12 @@ async function main() {
     await worker.agent.checkDeregister(check).catch(() => {})
     await standby.close()
     await worker.close()
-    stop()
+    await stop()
   }
 }
 
 main().then(
-  () => process.exit(0),
+  () => process.exit(process.exitCode ?? 0), // 1 when target.stop() found a session left
   (err) => {
     console.error(err)
     process.exit(1)

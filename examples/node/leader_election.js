@@ -84,7 +84,7 @@ async function main() {
     await observed
   } finally {
     await watcher.close()
-    t.stop()
+    await t.stop()
   }
   const order = seen.map((s) => `${s.who} (token ${s.token})`).join(', ')
   console.log(`done in ${((Date.now() - started) / 1000).toFixed(1)} s: ${seen.length} leaders observed in turn: ${order}`)

@@ -64,7 +64,7 @@ async function coordinator() {
       }),
     )
   } finally {
-    t.stop()
+    await t.stop()
   }
   // The most intervals open at once; at equal times an end comes before a start (a slot
   // given back at t and taken at t did not overlap).

@@ -4,16 +4,42 @@
 // BATON_DEVSERVER_BIN overrides the path) when it is unset.
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
+const http = require('node:http')
 const path = require('node:path')
 const readline = require('node:readline')
 
 const root = path.resolve(__dirname, '../..')
 
-/** Resolves { address, stop() }. */
+/** The sessions the dev server at `address` holds (Consul's JSON). */
+function sessions(address) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`http://${address}/v1/session/list`, (res) => {
+      let body = ''
+      res.on('data', (d) => {
+        body += d
+      })
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(body))
+        } catch (e) {
+          reject(new Error(`GET /v1/session/list answered ${res.statusCode} ${body}: ${e.message}`))
+        }
+      })
+    })
+    req.setTimeout(5000, () => req.destroy(new Error('GET /v1/session/list: no answer within 5 s')))
+    req.on('error', reject)
+  })
+}
+
+/**
+ * Resolves { address, stop() }. With a dev server of its own, `stop()` (async) first checks that
+ * the example left no session behind (every client closed, every session destroyed), and fails
+ * the run (exit status 1) if it did.
+ */
 async function target() {
   if (process.env.CONSUL_HTTP_ADDR) {
     console.log(`using Consul at ${process.env.CONSUL_HTTP_ADDR}`)
-    return { address: undefined, stop() {} }
+    return { address: undefined, async stop() {} }
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   if (!fs.existsSync(bin)) {
@@ -29,7 +55,20 @@ async function target() {
   })
   const address = line.replace(/^BATON_DEVSERVER_ADDR=/, '')
   console.log(`CONSUL_HTTP_ADDR is unset: started a dev server at ${address}`)
-  return { address, stop: () => server.kill('SIGTERM') }
+  return {
+    address,
+    async stop() {
+      try {
+        const left = await sessions(address)
+        if (left.length > 0) {
+          console.error(`sessions left at the dev server after every client closed: ${left.map((x) => `${x.ID} (${JSON.stringify(x.Name)})`).join(', ')}`)
+          process.exitCode = 1
+        }
+      } finally {
+        server.kill('SIGTERM')
+      }
+    },
+  }
 }
 
 /** A key prefix unique to this run, so repeated runs against one Consul do not mix. */
