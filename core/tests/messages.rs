@@ -96,7 +96,7 @@ fn an_address_that_is_not_a_url_is_refused_at_construction() {
         (name == baton::ENV_HTTP_ADDR).then(|| "not a url::".to_string())
     })
     .build();
-    let e = from_env.err().expect("refused");
+    let e = from_env.expect_err("refused");
     assert!(e.to_string().contains("CONSUL_HTTP_ADDR"), "{e}");
 }
 

@@ -300,8 +300,7 @@ fn a_zero_ttl_is_refused_and_no_ttl_is_explicit() {
         .builder()
         .default_session(SessionOptions::default_for_client().ttl(Duration::ZERO))
         .build()
-        .err()
-        .expect("a zero default-session TTL is refused when the client is built");
+        .expect_err("a zero default-session TTL is refused when the client is built");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(f.session_names().is_empty(), "nothing was created");
     let none = c
