@@ -357,6 +357,7 @@ static void test_session_time_left(baton_client *c, baton_client *other) {
     CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
     CHECK(left == 0);
     baton_session_free(s);
+    s = NULL;
 
     o.ttl_ms = BATON_NO_TTL; /* no TTL: no local deadline */
     CHECK_RC(baton_session_create(c, &o, &s), BATON_OK);
@@ -493,16 +494,21 @@ static void test_zero_ttl_is_refused(baton_client *c) {
     co.address = getenv("CONSUL_HTTP_ADDR");
     CHECK_RC(baton_client_new_with_default_session(&co, &o, NULL, &d), BATON_INVALID_ARGUMENT);
     CHECK(last_error_has("default_session.ttl_ms"));
+    CHECK(d == NULL);
+    baton_client_free(d);
+    d = NULL;
     CHECK_RC(baton_client_new_from_env_with_default_session(&o, NULL, &d), BATON_INVALID_ARGUMENT);
     CHECK(last_error_has("default_session.ttl_ms"));
     CHECK(d == NULL);
     baton_client_free(d);
+    d = NULL;
     CHECK(sessions_beyond_baseline() == 0); /* nothing was created */
 
     o.ttl_ms = BATON_NO_TTL;
+    s = NULL;
     CHECK_RC(baton_session_create(c, &o, &s), BATON_OK);
     uint64_t left = 0;
-    CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
+    if (s) CHECK_RC(baton_session_time_left_ms(s, &left), BATON_OK);
     CHECK(left == BATON_WAIT_FOREVER);
     baton_session_free(s); /* closing c destroys it: the fixture checks */
     CHECK_RC(baton_client_new_from_env_with_default_session(&o, NULL, &d), BATON_OK);
