@@ -5,21 +5,28 @@ export type { DevServerOptions } from './devserver'
 import type {
   ClientOptions as NativeClientOptions,
   ServiceOptions,
-  SessionOptions,
+  SessionOptions as NativeSessionOptions,
   TtlCheckOptions,
 } from './native'
 
 /**
  * Options of `createSession` and of `ClientOptions.defaultSession`; every duration is in
  * milliseconds and says so in its name. Defaults, the same as C's and the default session's:
- * `ttlMs` 15000 (15 s) when absent — no TTL only when asked for with `ttlMs: 0` or
- * `ttlMs: null` — and Consul's lock-delay (15 s) when `lockDelayMs` is absent (`0`: none).
+ * `ttlMs` 15000 (15 s) when absent, and Consul's lock-delay (15 s) when `lockDelayMs` is absent
+ * (`0`: none). `ttlMs: 0` is a RangeError (Consul would read it as "no TTL"); a session without
+ * a TTL only when asked for with `ttlMs: null` — it costs: nothing expires it, so a crashed
+ * process keeps its locks for as long as its node lives (until someone destroys the session or
+ * a health check it is bound to fails). Use it only with `nodeChecks` / `serviceChecks` that
+ * fail when the process dies.
  * An unknown key is a TypeError naming it (`ttl`, `lockDelay`: "did you mean ttlMs?").
  * `nodeChecks` / `serviceChecks` bind the session to health checks: it is invalidated (its
  * locks released) when one turns critical; pass `lockDelayMs: 0` for a lock another process
  * must get right after. `checks` is Consul's older name, treated as `nodeChecks`.
  */
-export type { SessionOptions }
+export type SessionOptions = Omit<NativeSessionOptions, 'ttlMs' | 'noTtl'> & {
+  /** TTL in milliseconds, positive (Consul: 10 s to 24 h); absent: 15000; `null`: no TTL (see SessionOptions). */
+  ttlMs?: number | null
+}
 /** A TTL check for `agent.checkRegister` (`ttlMs` in milliseconds). */
 export type { TtlCheckOptions }
 /** A service for `agent.serviceRegister`. */
@@ -28,17 +35,41 @@ export type { ServiceOptions }
 /** A check's status. */
 export type CheckStatus = 'passing' | 'warning' | 'critical'
 
-/** Session options as `createSession` and `defaultSession` take them (`ttlMs: null`: no TTL). */
-export type SessionOptionsIn = Omit<SessionOptions, 'ttlMs'> & { ttlMs?: number | null }
+/** The same as SessionOptions (kept for code written against earlier typings). */
+export type SessionOptionsIn = SessionOptions
 
-/** Options of a client; unset fields come from the `CONSUL_*` environment variables. */
+/**
+ * Options of a client; unset fields come from the `CONSUL_*` environment variables. An unknown
+ * key is a TypeError naming it (`adress`: "did you mean address?"), never a silent fall-back to
+ * the environment; so is an unknown key in any options object of this package. An address that
+ * makes no URL is refused here, naming it (BatonError 'BATON_INVALID_ARGUMENT').
+ */
 export interface ClientOptions extends Omit<NativeClientOptions, 'defaultSession'> {
   /**
    * Options of the session the client's locks, semaphores and elections share by default
    * (name "baton", TTL 15 s and Consul's lock-delay unless set here; see SessionOptions).
    */
-  defaultSession?: SessionOptionsIn
+  defaultSession?: SessionOptions
 }
+
+/** A log record's level (`'off'` as a filter silences baton). */
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace'
+
+/**
+ * Routes baton's log records — a Consul that does not answer (an untimed acquire against a wrong
+ * address says so within about a second), a session or a holding lost, a release or session
+ * destroy `close()` could not confirm — to `logger(level, message, target)`, called on the JS
+ * thread for each record up to `options.level` (default `'warn'`; `'off'` silences baton).
+ * `target` is the Rust module (`baton::...`). `setLogger(null)` restores the default: warnings
+ * and errors written to standard error, one line each (`baton warn: ...`). Records travel through
+ * an unref'd thread-safe function: a pending record never keeps the process alive and baton's
+ * threads never wait for the JS thread. One logger per process (the last call wins). A logger
+ * that throws is an uncaught exception.
+ */
+export declare function setLogger(
+  logger: ((level: LogLevel, message: string, target: string) => void) | null,
+  options?: { level?: LogLevel | 'off' },
+): void
 
 /**
  * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
@@ -239,7 +270,10 @@ declare class Holdable extends EventEmitter {
    */
   readonly lostSignal: AbortSignal
   isHeld(): boolean
-  /** Why the last holding ended, or null while held and before the first acquire. */
+  /**
+   * Why the last holding ended, or null while held and before the first acquire: also the
+   * reason a `release()` resolved false ('released': already released; 'client_closed'; a loss).
+   */
   readonly lostReason: LostReason | null
   /**
    * With `lostReason` 'session_lost': why the session was lost, the reason the session itself
@@ -264,12 +298,19 @@ export declare class Lock extends Holdable {
   set value(v: Bytes)
   /**
    * Resolves with the lock once held. Rejects with BatonError code 'BATON_TIMEOUT' after
-   * `timeoutMs`, AbortError when `signal` aborts, 'BATON_CONFLICT' for a key used otherwise.
+   * `timeoutMs` (someone else holds it, or Consul answered but could not decide), but with
+   * 'BATON_CONNECTION' naming the address when no request got any answer from Consul in that
+   * time (a wrong address, an agent that is down); AbortError when `signal` aborts;
+   * 'BATON_CONFLICT' for a key used otherwise. Without `timeoutMs` it keeps waiting, and an
+   * unreachable Consul is logged at warn level within about a second (see setLogger).
    */
   acquire(options?: WaitOptions): Promise<this>
   /** Resolves false instead of rejecting at the timeout (default timeoutMs 0: try once). */
   tryAcquire(options?: WaitOptions): Promise<boolean>
-  /** Resolves false if it was not held. */
+  /**
+   * Resolves false if it was not held (never acquired, already released, lost, or its client
+   * closed): `lostReason` says which.
+   */
   release(): Promise<boolean>
   isHeld(): boolean
   /** The fencing sequencer of the current holding, or null. */
@@ -300,6 +341,7 @@ export declare class Semaphore extends Holdable {
   readonly limit: number
   acquire(options?: WaitOptions): Promise<this>
   tryAcquire(options?: WaitOptions): Promise<boolean>
+  /** Resolves false if no slot was held; `lostReason` says why. */
   release(): Promise<boolean>
   isHeld(): boolean
   /**
@@ -313,8 +355,9 @@ export declare class Semaphore extends Holdable {
 
 /**
  * Follows an election: yields the current leader first (null: no leader), then each change.
- * `break` (or `return()`) ends it; the signal aborting rejects with an AbortError; `timeoutMs`
- * bounds each wait for a change (BatonError 'BATON_TIMEOUT').
+ * `break` (or `return()`) ends it, and so does closing its client (`done: true`, also for a
+ * pending `next()`: a `for await` loop simply ends); the signal aborting rejects with an
+ * AbortError; `timeoutMs` bounds each wait for a change (BatonError 'BATON_TIMEOUT').
  */
 export declare class LeaderObserver implements AsyncIterableIterator<Leader | null> {
   private constructor()
@@ -341,7 +384,7 @@ export declare class Election extends Holdable {
   readonly key: string
   /** Resolves with the election once elected; 'BATON_TIMEOUT' / AbortError as for locks. */
   campaign(value: Bytes, options?: WaitOptions): Promise<this>
-  /** Steps down (no lock-delay); resolves false if not leader. */
+  /** Steps down (no lock-delay); resolves false if not leader (`lostReason` says why). */
   resign(): Promise<boolean>
   /** Replaces the leader's value, keeping the LockIndex. 'BATON_CONFLICT' if not leader. */
   proclaim(value: Bytes): Promise<void>
@@ -409,9 +452,10 @@ export declare class Client {
   defaultSession(): Promise<Session>
   /**
    * Creates a session renewed in the background. Without options: TTL 15 s (`ttlMs` 15000),
-   * Consul's lock-delay; `{ ttlMs: 0 }` or `{ ttlMs: null }` for a session without TTL.
+   * Consul's lock-delay; `{ ttlMs: null }` for a session without TTL (see SessionOptions for
+   * what it costs); `{ ttlMs: 0 }` is a RangeError.
    */
-  createSession(options?: SessionOptionsIn): Promise<Session>
+  createSession(options?: SessionOptions): Promise<Session>
   /**
    * Manages a session created elsewhere: renewed if it has a TTL, watched for invalidation,
    * never destroyed by `close()` (`session.destroy()` does). 'BATON_INVALID_ARGUMENT' for an ID
