@@ -170,6 +170,16 @@ impl Election {
         self.lock.release()
     }
 
+    /// Why [`Election::resign`] found nothing to give up, in words: never
+    /// elected or already resigned, the client closed, or leadership lost and
+    /// why (the text the bindings' not-held errors carry).
+    pub fn not_held_message(&self) -> String {
+        crate::lease::not_held_message(
+            &format!("the leadership of election {:?}", self.lock.key()),
+            self.lock.last_lost().map(|l| (l.name(), l.to_string())),
+        )
+    }
+
     /// Replaces the leader's value while leading, keeping the LockIndex (so
     /// sequencers stay valid). Kind `Conflict` (`Lock not held`) if not leader;
     /// if the key turned out to be no longer ours, leadership is marked lost.

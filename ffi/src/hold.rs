@@ -192,7 +192,7 @@ impl Hold for Election {
         format!("{} has another leader", self.what())
     }
     fn not_held(&self) -> String {
-        self.lock().not_held_message()
+        Election::not_held_message(self)
     }
     fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
         self.lock().acquire(t, c)
