@@ -109,3 +109,35 @@ fn session_events_reach_callbacks_and_a_removed_one_is_not_called() {
     );
     assert_eq!(removed_calls.load(Ordering::SeqCst), 0);
 }
+
+/// Issue 31 item 5: a release of something not held is `Ok(false)` in Rust (C
+/// `BATON_NOT_HELD`, Python `NotHeldError`, Node `false`), and every language
+/// says why in the same words: never acquired or released, lost and why.
+#[test]
+fn a_release_of_something_not_held_is_false_and_says_why() {
+    let f = Fixture::start();
+    let c = f.client();
+    let other = f.client();
+    let key = unique("parity-not-held");
+    let lock = c.lock(&key).unwrap();
+    assert!(!lock.release().unwrap(), "never acquired");
+    assert!(lock.not_held_message().contains("never acquired"));
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    let sid = lock.sequencer().unwrap().session;
+    other.sessions().destroy(&sid).unwrap();
+    lock.wait_lost(Some(PATIENCE), None).unwrap();
+    assert!(!lock.release().unwrap(), "lost");
+    let text = lock.not_held_message();
+    assert!(
+        text.contains("was lost (session_lost (invalidated))"),
+        "{text}"
+    );
+    let sem = c.semaphore(&unique("parity-not-held-sem"), 2).unwrap();
+    assert!(!sem.release().unwrap());
+    assert!(sem.not_held_message().contains("never acquired"));
+    let e = c.election(&unique("parity-not-held-election")).unwrap();
+    assert!(!e.resign().unwrap());
+    assert!(e.not_held_message().contains("the leadership of election"));
+    c.close(Duration::from_secs(5));
+    other.close(Duration::from_secs(5));
+}
