@@ -1,13 +1,20 @@
-"""Fixtures: a real baton-devserver process per test session (never a mocked HTTP client)."""
+"""Fixtures: a real baton-devserver process per test session (never a mocked HTTP client).
+
+Every test also checks that it left no session at the server (issue 31: "after close(), no
+session is left at the server"): see `no_session_left`."""
 
 import contextlib
+import gc
+import json
 import os
+import ssl
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -115,6 +122,84 @@ def client(devserver):
     c = baton.Client(devserver)
     yield c
     c.close()
+
+
+# --- no session left behind -------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "leaves_sessions(reason): the test leaves sessions at the server on purpose (the "
+        "reason says why); the after-test check that none is left is skipped",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call":
+        item._baton_call_failed = outcome.get_result().failed
+
+
+def server_sessions(devserver: str) -> list:
+    """`/v1/session/list` of the test server, parsed. Against BATON_TEST_CONSUL, with its scheme,
+    `CONSUL_HTTP_TOKEN` and `CONSUL_CACERT` as the clients use them."""
+    base = os.environ.get("BATON_TEST_CONSUL", "").rstrip("/") if _real_consul() else ""
+    if not base:
+        base = f"http://{devserver}"
+    elif "://" not in base:
+        base = "http://" + base
+    req = urllib.request.Request(base + "/v1/session/list")
+    token = os.environ.get("CONSUL_HTTP_TOKEN")
+    if token:
+        req.add_header("X-Consul-Token", token)
+    context = None
+    if base.startswith("https://"):
+        context = ssl.create_default_context(cafile=os.environ.get("CONSUL_CACERT") or None)
+    with urllib.request.urlopen(req, timeout=10, context=context) as r:
+        return json.load(r)
+
+
+@pytest.fixture(autouse=True)
+def no_session_left(request, devserver):
+    """After each test, once its clients are closed (this fixture is set up before the test's
+    other function fixtures, so it is torn down after them: the `client` fixture's close has
+    run; a client the test dropped was closed by its drop), the server holds no session that
+    was not there before the test: `close()` destroys every session a client made.
+
+    Sessions are told apart by ID (those present before the test are ignored), so a shared
+    real Consul (BATON_TEST_CONSUL) works as long as no other program creates sessions on it
+    while the tests run; the failure lists each session's name, node and creation index to
+    tell. A test that leaves a session on purpose says why with
+    `@pytest.mark.leaves_sessions("reason")`. A test that failed already is not checked (its
+    traceback keeps its clients open)."""
+    marker = request.node.get_closest_marker("leaves_sessions")
+    if marker is not None:
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "")
+        if not str(reason).strip():
+            pytest.fail("@pytest.mark.leaves_sessions needs a reason", pytrace=False)
+        yield
+        return
+    before = {s["ID"] for s in server_sessions(devserver)}
+    yield
+    if getattr(request.node, "_baton_call_failed", True):
+        return
+    # Clients kept alive only by reference cycles are closed by their drop, now.
+    gc.collect()
+    left = [s for s in server_sessions(devserver) if s["ID"] not in before]
+    if left:
+        shown = "; ".join(
+            f"{s['ID']} (name {s.get('Name')!r}, node {s.get('Node')!r}, "
+            f"created at index {s.get('CreateIndex')})"
+            for s in left
+        )
+        pytest.fail(
+            f"{len(left)} session(s) left at the server after the test's clients were closed: "
+            f"{shown}. close() must destroy every session a client made; a test that leaves "
+            "one on purpose says why with @pytest.mark.leaves_sessions(reason)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -9,10 +9,12 @@ These always use dev servers of their own (also with BATON_TEST_CONSUL): a real 
 ACL setup cannot be chosen from a test. Certificates come from ``baton-devserver tls``, which
 writes the files ``consul tls ca create`` / ``consul tls cert create`` write."""
 
+import json
 import logging
 import shutil
 import subprocess
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,8 @@ class _Servers:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="baton-tls-py-"))
         self.procs = []
+        # Every server's plain HTTP address (each also listens there), for the session check.
+        self.plain = []
         d = str(self.dir)
         _tls("ca", "create", "-dir", d)
         _tls("cert", "create", "-server", "-dir", d)
@@ -95,11 +99,23 @@ class _Servers:
         line = proc.stdout.readline().strip()
         assert line.startswith("BATON_DEVSERVER_ADDR="), f"unexpected first line {line!r}"
         out = {"http": line.split("=", 1)[1]}
+        self.plain.append(out["http"])
         if "--https-port" in args:
             line = proc.stdout.readline().strip()
             assert line.startswith("BATON_DEVSERVER_HTTPS_ADDR="), f"unexpected line {line!r}"
             out["https"] = "https://" + line.split("=", 1)[1]
         return out
+
+    def session_ids(self) -> set:
+        """The IDs of the sessions every server holds (over plain HTTP, with the management
+        token the ACL server needs)."""
+        ids = set()
+        for addr in self.plain:
+            req = urllib.request.Request(f"http://{addr}/v1/session/list")
+            req.add_header("X-Consul-Token", MANAGEMENT)
+            with urllib.request.urlopen(req, timeout=10) as r:
+                ids |= {s["ID"] for s in json.load(r)}
+        return ids
 
     def stop(self) -> None:
         for p in self.procs:
@@ -122,10 +138,12 @@ def servers():
 
 
 @pytest.fixture
-def client_with(monkeypatch):
+def client_with(monkeypatch, servers):
     """``client_with(NAME=value, ...)``: a client configured from exactly these CONSUL_*
-    variables (the rest unset)."""
+    variables (the rest unset). After the test its clients are closed and none of the servers
+    may hold a session they made (as conftest's ``no_session_left`` checks the shared server)."""
     made = []
+    before = servers.session_ids()
 
     def make(**env: str) -> baton.Client:
         for v in CONSUL_VARS:
@@ -139,6 +157,8 @@ def client_with(monkeypatch):
     yield make
     for c in made:
         c.close(10)
+    left = servers.session_ids() - before
+    assert not left, f"sessions left at the TLS/ACL servers after close(): {sorted(left)}"
 
 
 def round_trip(c: baton.Client) -> None:
