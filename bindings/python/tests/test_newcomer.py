@@ -393,3 +393,28 @@ def test_aio_release_after_a_loss_says_why_in_the_cores_words(devserver, session
             await closed.release()
 
     asyncio.run(main())
+
+
+# --- item 8: callbacks run on baton's thread, after the state change ---------------------------
+
+
+def test_on_lost_callbacks_run_on_batons_thread_after_the_state_change(client, devserver, session_ttl):
+    """What the docs promise (and no more: `wait_lost()` may return before a callback ran, so
+    the test waits for the callback itself). The session is destroyed by someone else."""
+    s = client.create_session(ttl=session_ttl(10), lock_delay=0)
+    lock = client.lock(key("order"), session=s)
+    assert lock.acquire(timeout=5)
+    seen: "queue.Queue[tuple]" = queue.Queue()
+    lock.on_lost(lambda why: seen.put(("lock", why, lock.locked(), lock.cancel_token.cancelled(),
+                                       threading.current_thread() is threading.main_thread())))
+    s.on_lost(lambda why: seen.put(("session", why, s.is_valid(), s.cancel_token.cancelled(),
+                                    threading.current_thread() is threading.main_thread())))
+    req = urllib.request.Request(f"http://{devserver}/v1/session/destroy/{s.id}", method="PUT", data=b"")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert json.load(r) is True
+    assert lock.wait_lost(timeout=5) == "session_lost"
+    got = sorted(seen.get(timeout=5) for _ in range(2))
+    assert got == [
+        ("lock", "session_lost", False, True, False),
+        ("session", "invalidated", False, True, False),
+    ]
