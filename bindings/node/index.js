@@ -650,7 +650,8 @@ class Lock extends Holdable {
   /**
    * Waits until the lock is held and resolves with the lock itself (so
    * `await using held = await lock.acquire()` works). Rejects with code BATON_TIMEOUT when
-   * `timeoutMs` passes first, an AbortError when `signal` aborts.
+   * `timeoutMs` passes first (BATON_CONNECTION, naming the address, when nothing answered in
+   * that time), an AbortError when `signal` aborts.
    */
   async acquire(options) {
     const { timeoutMs, signal } = waitOptions('acquire', options)
