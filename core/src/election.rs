@@ -162,7 +162,9 @@ impl Election {
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
         self.lock.set_value(value);
-        self.lock.acquire(timeout, cancel)
+        crate::ride_out::judge_reach(self.lock.shared_client().core(), "campaign", || {
+            self.lock.acquire_unjudged(timeout, cancel)
+        })
     }
 
     /// Steps down (releases the key, no lock-delay). `Ok(false)` if not leader.

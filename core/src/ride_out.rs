@@ -68,6 +68,8 @@ pub(crate) fn judge_reach(
     } else {
         format!(" at {address}")
     };
+    // Transient as its causes are: a caller that retries its own calls may
+    // try again (an agent restarting refuses connections for a while).
     Err(Error::new(
         ErrorKind::Connection,
         format!(
@@ -75,7 +77,8 @@ pub(crate) fn judge_reach(
             started.elapsed().as_secs_f64(),
             if tries == 1 { "try" } else { "tries" }
         ),
-    ))
+    )
+    .transient())
 }
 
 /// Retries of transient failures for one call (see the module docs).

@@ -38,15 +38,21 @@ fn assert_unreachable(what: &str, r: baton::Result<bool>, addr: &str) {
         "{what}: where the address came from: {text}"
     );
     assert!(text.contains("no answer from Consul"), "{what}: {text}");
+    assert!(e.message().starts_with(what), "named for the call: {text}");
+    assert!(e.is_transient(), "transient as its causes are: {text}");
 }
 
 #[test]
 fn a_timed_acquire_semaphore_and_campaign_on_a_closed_port_fail_naming_the_address() {
     let addr = closed_port_address();
     let c = client_at(&addr);
-    assert_unreachable("lock", c.lock("a").unwrap().acquire(TWO_S, None), &addr);
     assert_unreachable(
-        "semaphore",
+        "lock acquire",
+        c.lock("a").unwrap().acquire(TWO_S, None),
+        &addr,
+    );
+    assert_unreachable(
+        "semaphore acquire",
         c.semaphore("s", 2).unwrap().acquire(TWO_S, None),
         &addr,
     );

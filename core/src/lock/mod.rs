@@ -307,7 +307,9 @@ impl Lock {
         })
     }
 
-    fn acquire_unjudged(
+    /// [`Lock::acquire`] without telling an unreachable Consul from
+    /// contention (its caller does, under its own name).
+    pub(crate) fn acquire_unjudged(
         &self,
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
