@@ -225,7 +225,9 @@ def check_test(column: str, path: str, name: str) -> str | None:
             return f"{path} is not in the Makefile's C_TEST_SRC (make test-c would not run it)"
         if not re.search(r"^(?:static\s+)?void\s+" + re.escape(name) + r"\s*\(", src, re.M):
             return f"no C test function {name} in {path}"
-        calls = sum(len(re.findall(r"(?<![\w])" + re.escape(name) + r"\s*\(", (ROOT / p).read_text()))
+        # A direct call, or a run through the fixture macros of check.h (`RUN1(test_x)`).
+        called = r"(?<![\w])" + re.escape(name) + r"\s*\(|\bRUN\d\(\s*" + re.escape(name) + r"\s*\)"
+        calls = sum(len(re.findall(called, (ROOT / p).read_text()))
                     for p in c_test_sources() if (ROOT / p).is_file())
         if calls < 2:
             return f"{name} is defined in {path} but never called"
