@@ -265,7 +265,7 @@ test('a pending call keeps the process alive until it settles', async () => {
     const c = new Client({ address: ${JSON.stringify(addr)} })
     c.createSession({ ttlMs: 10000 }).then((s) => {
       console.log('created')
-      s.waitLost({ timeoutMs: 300 }).catch((e) => console.log('settled', e.code))
+      s.waitLost({ timeoutMs: 300 }).catch((e) => console.log('settled', e.code)).finally(() => c.close())
     })
     process.on('exit', () => console.log('exit'))
   `
@@ -281,6 +281,9 @@ test('a pending call keeps the process alive until it settles', async () => {
 })
 
 test("a 'lost' listener does not keep the process alive", async () => {
+  // The point is a process that ends without close(): whether its session goes then depends
+  // on the finalizers Node runs at exit, so it is not this test's to check.
+  fx.leavesSessions('the child exits holding a lock without calling close()')
   const script = `
     const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))})
     const c = new Client({ address: ${JSON.stringify(addr)} })
