@@ -14,7 +14,6 @@ use std::str::FromStr;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::KvPair;
-use crate::lock::check_key;
 use crate::txn::{KvOp, MAX_TXN_OPS};
 
 /// Proof of one acquisition of a lock: the key, the session that acquired it and
@@ -94,7 +93,7 @@ impl Client {
     /// Whether `seq` is still current: the key exists, carries `seq.session`,
     /// and its LockIndex is `seq.lock_index` (one consistent read).
     pub fn check_sequencer(&self, seq: &Sequencer) -> Result<bool> {
-        let key = check_key(&seq.key)?;
+        let key = crate::keys::key(&seq.key)?;
         let opts = crate::http::QueryOptions::default()
             .with_consistency(crate::http::Consistency::Consistent);
         let (entry, _) = self.kv().get_with(&key, &opts)?;
@@ -111,7 +110,7 @@ impl Client {
     /// The check is on the session: a later holding by the *same* session (a
     /// re-acquire after a release) also passes it.
     pub fn guarded_txn(&self, seq: &Sequencer, ops: &[KvOp]) -> Result<Vec<KvPair>> {
-        let key = check_key(&seq.key)?;
+        let key = crate::keys::key(&seq.key)?;
         if ops.len() + 1 > MAX_TXN_OPS {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,

@@ -5,7 +5,7 @@
 mod shared;
 mod wire;
 
-pub(crate) use shared::{unlock_later, wait_signals, Woke};
+pub(crate) use shared::unlock_later;
 pub(crate) use wire::{flags_match, unlock_request};
 
 use wire::Unlocked;
