@@ -96,7 +96,7 @@ impl Client {
         let key = crate::keys::key(&seq.key)?;
         let opts = crate::http::QueryOptions::default()
             .with_consistency(crate::http::Consistency::Consistent);
-        let (entry, _) = self.kv().get_with(&key, &opts)?;
+        let (entry, _) = self.kv().get_with(key, &opts)?;
         Ok(entry.is_some_and(|p| {
             p.session.as_deref() == Some(seq.session.as_str()) && p.lock_index == seq.lock_index
         }))
@@ -122,7 +122,7 @@ impl Client {
             ));
         }
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(KvOp::check_session(&key, &seq.session));
+        all.push(KvOp::check_session(key, &seq.session));
         all.extend_from_slice(ops);
         match self.txn(&all) {
             Ok(mut entries) => {

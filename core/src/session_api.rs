@@ -46,8 +46,6 @@ pub struct SessionEntry {
     pub modify_index: u64,
 }
 
-/// The node check every session is bound to unless told otherwise.
-
 impl SessionEntry {
     /// Every check the session is bound to, on any Consul version: `Checks`
     /// (the only form before 1.7.0), then `NodeChecks` and `ServiceChecks`,
@@ -340,6 +338,7 @@ fn explain_ttl_refusal(e: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn create_body_sends_every_option() {
