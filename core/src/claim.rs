@@ -12,7 +12,6 @@ use crossbeam_channel::{select, Receiver, Sender};
 use once_cell::sync::Lazy;
 
 use crate::cancel::CancelToken;
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Session;
 use crate::sync::lock;
@@ -60,14 +59,14 @@ pub(crate) fn take_claim(
     owner: u64,
     deadline: Option<Instant>,
     cancel: Option<&CancelToken>,
-    client: &Client,
+    closing: &CancelToken,
 ) -> Result<bool> {
     loop {
         let rx = match try_claim(session.id(), key, owner) {
             Ok(()) => return Ok(true),
             Err(rx) => rx,
         };
-        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, &client.core().closing)? {
+        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, closing)? {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Ok(false);
             }

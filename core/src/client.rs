@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::cancel::HookGuard;
 use crate::cleanup::{Cleanup, Next, Task};
 use crate::config::ClientBuilder;
 use crate::conn::Conn;
@@ -17,13 +16,13 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Request, Response, Transport};
 use crate::keyhub::KeyHub;
 use crate::kv::{Kv, KvPair};
-use crate::lease::{LostReason, Session, SessionShared, SessionState};
+use crate::lease::{LostReason, Session, SessionHost, SessionShared, SessionState};
 use crate::renewer::Renewer;
-use crate::session_api::{SessionApi, SessionEntry, SessionOptions};
+use crate::session_api::{SessionApi, SessionOptions};
 use crate::sync::lock;
 use crate::threads::Worker;
 use crate::txn::KvOp;
-use crate::watch::{WatchSlot, WatchTarget};
+use crate::watch::{Watch, WatchSlot, WatchTarget, Watches};
 
 /// How long `Drop` of the last `Client` clone waits for cleanup.
 pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +42,7 @@ struct Runtime {
 pub(crate) struct Core {
     /// The connection (transport, closing token, checks, what was learnt);
     /// `Core` derefs to it.
-    pub(crate) conn: Conn,
+    pub(crate) conn: Arc<Conn>,
     default_options: SessionOptions,
     runtime: Mutex<Runtime>,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
@@ -52,7 +51,7 @@ pub(crate) struct Core {
     /// by `close` before their sessions are destroyed, so a clean exit costs the
     /// next holder no lock-delay.
     pub(crate) held_keys: Mutex<HashMap<u64, HeldKey>>,
-    pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
+    pub(crate) watches: Arc<Watches>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
     /// Unlocks owed to Consul (a release that failed, an unlock after a lost
@@ -60,6 +59,21 @@ pub(crate) struct Core {
     owed_unlocks: Mutex<HashMap<u64, HeldKey>>,
     /// The client handle, for clean-ups queued by the core itself.
     handle: OnceLock<Weak<Handle>>,
+}
+
+impl SessionHost for Core {
+    fn conn(&self) -> &Conn {
+        &self.conn
+    }
+    fn post(&self, job: Job) {
+        Core::post(self, job)
+    }
+    fn forget_session(&self, id: &str) {
+        self.unregister_session(id)
+    }
+    fn destroy_later(&self, id: &str) {
+        Core::destroy_later(self, id)
+    }
 }
 
 impl std::ops::Deref for Core {
@@ -70,33 +84,8 @@ impl std::ops::Deref for Core {
 }
 
 impl Core {
-    /// An agent for a background thread: its I/O is interrupted by `close` for as
-    /// long as the returned guard lives (the thread keeps it until it exits, so
-    /// neither the hook nor the token outlives the client).
-    pub(crate) fn background_agent(&self) -> (ureq::Agent, HookGuard) {
-        let agent = self.transport.fresh_agent();
-        let a = agent.clone();
-        let guard = self.closing.on_cancel(move || a.shutdown());
-        (agent, guard)
-    }
-
     pub(crate) fn session_api(&self) -> SessionApiCore<'_> {
         SessionApiCore { core: self }
-    }
-
-    pub(crate) fn session_info_on(
-        &self,
-        agent: &ureq::Agent,
-        id: &str,
-    ) -> Result<Option<SessionEntry>> {
-        let req = Request::new(
-            "GET",
-            format!("/v1/session/info/{}", crate::http::encode_component(id)),
-        );
-        let resp = self.transport.send_on(agent, &req, Some(&self.closing))?;
-        let resp = crate::http::check(&req, resp)?;
-        let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
-        Ok(list.into_iter().next())
     }
 
     /// Queues a callback on the dispatcher (started on first use).
@@ -119,8 +108,15 @@ impl Core {
         }
     }
 
-    /// Queues a clean-up task on the clean-up thread (started on first use).
-    fn clean_up(&self, client: WeakClient, task: Task) {
+    /// Queues a clean-up task on the clean-up thread (started on first use):
+    /// it runs with `client` while that client lives.
+    fn clean_up(&self, client: WeakClient, mut task: impl FnMut(&Client) -> Next + Send + 'static) {
+        let task: Task = Box::new(move || {
+            let live = client.upgrade()?;
+            let next = task(&live);
+            drop(live);
+            Some(next)
+        });
         if self.closing.is_cancelled() {
             return;
         }
@@ -135,7 +131,7 @@ impl Core {
             }
         }
         if let Some(c) = &rt.cleanup {
-            c.post(client, task);
+            c.post(task);
         }
     }
 
@@ -220,10 +216,12 @@ impl Core {
             Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
         };
         if rt.renewer.is_none() {
-            rt.renewer = Some(Renewer::start(self.clone()).map_err(spawn_err)?);
+            rt.renewer = Some(Renewer::start(self.conn.clone()).map_err(spawn_err)?);
         }
         if rt.monitor.is_none() {
-            rt.monitor = Some(crate::monitor::start(self.clone()).map_err(spawn_err)?);
+            let core = self.clone();
+            let live = Box::new(move || core.live_sessions());
+            rt.monitor = Some(crate::monitor::start(self.conn.clone(), live).map_err(spawn_err)?);
         }
         lock(&self.sessions).insert(s.id.clone(), s.clone());
         if s.ttl().is_some() {
@@ -286,7 +284,7 @@ impl Core {
         for (key, sid, value, flags) in held {
             let result = until_answered(deadline, |left| {
                 let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
-                let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid, flags);
+                let mut req = crate::txn::unlock_request(exact_txn, &key, &value, &sid, flags);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });
@@ -527,13 +525,13 @@ impl Client {
     pub(crate) fn from_builder(b: ClientBuilder) -> Result<Client> {
         let transport = Transport::new(&b)?;
         let core = Arc::new(Core {
-            conn: Conn::new(transport, b.request_timeout),
+            conn: Arc::new(Conn::new(transport, b.request_timeout)),
             default_options: b.default_session.clone(),
             runtime: Mutex::new(Runtime::default()),
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
             held_keys: Mutex::new(HashMap::new()),
-            watches: Mutex::new(HashMap::new()),
+            watches: Arc::default(),
             keyhub: KeyHub::default(),
             owed_unlocks: Mutex::new(HashMap::new()),
             handle: OnceLock::new(),
@@ -570,7 +568,7 @@ impl Client {
         &self,
         task: impl FnMut(&Client) -> crate::cleanup::Next + Send + 'static,
     ) {
-        self.core().clean_up(self.downgrade(), Box::new(task));
+        self.core().clean_up(self.downgrade(), task);
     }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
@@ -610,6 +608,23 @@ impl Client {
     /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         self.conn().txn(ops)
+    }
+
+    /// Watches one key. The first [`Watch::next`] returns the current state.
+    pub fn watch_key(&self, key: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
+    }
+
+    /// Watches every key starting with `prefix`.
+    pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Prefix(
+            crate::keys::prefix(prefix)?.to_string(),
+        ))
+    }
+
+    /// Watches a target; subscribers of the same target share one long poll.
+    pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
+        crate::watch::subscribe(&self.core().conn, &self.core().watches, target)
     }
 
     /// The agent's check and service endpoints (see [`Agent`] for the recipe

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::cancel::CancelToken;
+use crate::cancel::{CancelToken, HookGuard};
 use crate::compat::Learned;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Request, Response, Transport};
@@ -89,6 +89,16 @@ impl Conn {
 
     pub(crate) fn request_timeout(&self) -> Duration {
         self.request_timeout
+    }
+
+    /// An agent for a background thread: its I/O is interrupted by `close` for as
+    /// long as the returned guard lives (the thread keeps it until it exits, so
+    /// neither the hook nor the token outlives the client).
+    pub(crate) fn background_agent(&self) -> (ureq::Agent, HookGuard) {
+        let agent = self.transport.fresh_agent();
+        let a = agent.clone();
+        let guard = self.closing.on_cancel(move || a.shutdown());
+        (agent, guard)
     }
 
     /// Sends a request, bounded by the calling thread's call scope (the time

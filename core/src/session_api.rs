@@ -8,6 +8,20 @@ use crate::error::{printable, Error, ErrorKind, Result, SHOWN_TEXT_MAX};
 use crate::http::{encode_component, QueryMeta, QueryOptions, Request};
 pub use crate::session_options::{Behavior, ServiceCheck, SessionOptions};
 
+/// `GET /v1/session/info/<id>` on `agent` (a background thread's own, which
+/// `close` shuts down), not bounded by any call scope: the session monitor's read.
+pub(crate) fn info_on(
+    conn: &crate::conn::Conn,
+    agent: &ureq::Agent,
+    id: &str,
+) -> Result<Option<SessionEntry>> {
+    let req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
+    let resp = conn.transport.send_on(agent, &req, Some(&conn.closing))?;
+    let resp = crate::http::check(&req, resp)?;
+    let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+    Ok(list.into_iter().next())
+}
+
 /// A session as Consul describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct SessionEntry {

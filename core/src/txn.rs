@@ -12,7 +12,7 @@ use crate::compat::{
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result, TxnOpError};
 use crate::http::{Request, Response};
-use crate::kv::{KvPair, WriteOptions};
+use crate::kv::{kv_path, KvPair, WriteOptions};
 
 /// Consul's limit of operations per transaction since 1.14.0 (64 before; such
 /// a server's refusal teaches the client, which then refuses more itself).
@@ -493,6 +493,30 @@ impl Conn {
 /// prefixes for the `*-tree` verbs, keys for the others. The op's index names
 /// a bad key. Ops already in that form (every op baton builds itself, on the
 /// lock's hot path) are borrowed, not copied.
+/// The request that releases `key` held by `session`, resending `value` and
+/// the lock's `flags` (Consul overwrites both on release).
+/// (A lock's wire format; here, below the lock and the client's close, which both send it.)
+pub(crate) fn unlock_request(
+    exact_txn: bool,
+    key: &str,
+    value: &[u8],
+    session: &str,
+    flags: u64,
+) -> Request {
+    if exact_txn {
+        let op = KvOp::unlock(key, value, flags, session);
+        let mut req = Request::new("PUT", "/v1/txn");
+        req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
+        req
+    } else {
+        let mut req = Request::new("PUT", kv_path(key));
+        req.param("flags", flags.to_string());
+        req.param("release", session.to_string());
+        req.raw_body(value.to_vec());
+        req
+    }
+}
+
 fn normalise_keys(ops: &[KvOp]) -> Result<Cow<'_, [KvOp]>> {
     let mut fixed: Option<Vec<KvOp>> = None;
     for (i, op) in ops.iter().enumerate() {

@@ -6,7 +6,7 @@ mod shared;
 mod wire;
 
 pub(crate) use shared::unlock_later;
-pub(crate) use wire::{flags_match, unlock_request};
+pub(crate) use wire::flags_match;
 
 use wire::Unlocked;
 

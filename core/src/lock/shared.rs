@@ -38,7 +38,14 @@ impl LockShared {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        take_claim(session, &self.key, self.id, deadline, cancel, &self.client)
+        take_claim(
+            session,
+            &self.key,
+            self.id,
+            deadline,
+            cancel,
+            &self.client.conn().closing,
+        )
     }
 
     fn read(&self) -> Result<Known> {
@@ -377,7 +384,8 @@ impl LockShared {
             let s = match &mut sub {
                 Some(s) => s,
                 None => sub.insert(KeySub::new(
-                    &core,
+                    &core.conn,
+                    &core.keyhub,
                     &self.key,
                     Some((k.entry.clone(), k.as_of)),
                     None,
@@ -506,7 +514,13 @@ impl LockShared {
             }
         });
         let as_of = pair.modify_index;
-        let key_sub = match KeySub::new(&core, &self.key, Some((Some(pair), as_of)), Some(hook)) {
+        let key_sub = match KeySub::new(
+            &core.conn,
+            &core.keyhub,
+            &self.key,
+            Some((Some(pair), as_of)),
+            Some(hook),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 // Granted but not recorded: give the key back.
