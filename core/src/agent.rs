@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::godur::format_go_duration;
 use crate::http::Request;
@@ -255,15 +254,7 @@ impl ServiceRegistration {
 /// `CheckID "x" does not have associated TTL`).
 #[derive(Debug, Clone, Copy)]
 pub struct Agent<'a> {
-    pub(crate) client: &'a Client,
-}
-
-impl Client {
-    /// The agent's check and service endpoints (see [`Agent`] for the recipe
-    /// binding sessions to health checks).
-    pub fn agent(&self) -> Agent<'_> {
-        Agent { client: self }
-    }
+    pub(crate) conn: &'a crate::conn::Conn,
 }
 
 impl Agent<'_> {
@@ -271,7 +262,7 @@ impl Agent<'_> {
     pub fn check_register(&self, check: &TtlCheck) -> Result<()> {
         let mut req = Request::new("PUT", "/v1/agent/check/register");
         req.json_body(&check.to_json()?);
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -285,7 +276,7 @@ impl Agent<'_> {
                 path_segment("check ID", id)?
             ),
         );
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -319,7 +310,7 @@ impl Agent<'_> {
             body["Output"] = json!(o);
         }
         req.json_body(&body);
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -327,7 +318,7 @@ impl Agent<'_> {
     pub fn service_register(&self, service: &ServiceRegistration) -> Result<()> {
         let mut req = Request::new("PUT", "/v1/agent/service/register");
         req.json_body(&service.to_json()?);
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -340,7 +331,7 @@ impl Agent<'_> {
                 path_segment("service ID", id)?
             ),
         );
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -352,7 +343,7 @@ impl Agent<'_> {
         if let Some(n) = note {
             req.param("note", n);
         }
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 }

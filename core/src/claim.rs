@@ -8,14 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{select, Receiver, Sender};
 use once_cell::sync::Lazy;
 
 use crate::cancel::CancelToken;
-use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Session;
-use crate::lock::{wait_signals, Woke};
 use crate::sync::lock;
 
 /// Owners given to handed-over claims (locks count from 1, semaphores from 2^62).
@@ -61,14 +59,14 @@ pub(crate) fn take_claim(
     owner: u64,
     deadline: Option<Instant>,
     cancel: Option<&CancelToken>,
-    client: &Client,
+    closing: &CancelToken,
 ) -> Result<bool> {
     loop {
         let rx = match try_claim(session.id(), key, owner) {
             Ok(()) => return Ok(true),
             Err(rx) => rx,
         };
-        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, &client.core().closing)? {
+        if let Woke::Tick = wait_signals(&rx, deadline, cancel, session, closing)? {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Ok(false);
             }
@@ -132,5 +130,49 @@ pub(crate) fn unclaim(session: &str, key: &str, owner: u64) {
     };
     for w in waiters.into_iter().flatten() {
         let _ = w.try_send(());
+    }
+}
+
+/// How a wait ended.
+pub(crate) enum Woke {
+    Changed,
+    Tick,
+}
+
+/// Blocks on `changes` until a message, `wake`, cancel, session loss or client
+/// close.
+pub(crate) fn wait_signals(
+    changes: &Receiver<()>,
+    wake: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    session: &Session,
+    closing: &CancelToken,
+) -> Result<Woke> {
+    let never = crossbeam_channel::never();
+    let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
+    let lost = session.cancel_token().receiver();
+    let closed = closing.receiver();
+    let mut until = wake;
+    if let Some(v) = session.valid_until() {
+        until = Some(until.map_or(v, |w| w.min(v)));
+    }
+    let tick = until.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+    select! {
+        recv(changes) -> _ => Ok(Woke::Changed),
+        recv(cancel_rx) -> _ => Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled")),
+        recv(lost) -> _ => Err(Error::new(
+            ErrorKind::SessionInvalidated,
+            format!("session {} was lost while acquiring the lock", session.id()),
+        )),
+        recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
+        recv(tick) -> _ => {
+            if !session.is_valid() {
+                return Err(Error::new(
+                    ErrorKind::SessionInvalidated,
+                    format!("session {} passed its lease deadline while acquiring the lock", session.id()),
+                ));
+            }
+            Ok(Woke::Tick)
+        }
     }
 }

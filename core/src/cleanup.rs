@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
-use crate::client::{Client, WeakClient};
 use crate::error::Error;
 use crate::lease::Session;
 use crate::threads::Worker;
@@ -44,13 +43,14 @@ pub(crate) const PROBE_MIN: Duration = Duration::from_millis(100);
 /// free within about this long of Consul answering again.
 pub(crate) const PROBE_MAX: Duration = Duration::from_millis(250);
 
-/// One clean-up: runs on the clean-up thread with a live client.
-pub(crate) type Task = Box<dyn FnMut(&Client) -> Next + Send + 'static>;
+/// One clean-up: runs on the clean-up thread. `None`: whatever it worked for
+/// is gone (its client was dropped; that client's close cleaned up what it
+/// could), so it is dropped too.
+pub(crate) type Task = Box<dyn FnMut() -> Option<Next> + Send + 'static>;
 
 struct Queued {
     at: Instant,
     seq: u64,
-    client: WeakClient,
     task: Task,
 }
 
@@ -74,7 +74,7 @@ impl Ord for Queued {
 /// Handle to the clean-up thread `baton-cleanup`.
 #[derive(Debug)]
 pub(crate) struct Cleanup {
-    tx: Sender<(WeakClient, Task)>,
+    tx: Sender<Task>,
     pub(crate) worker: Worker,
 }
 
@@ -85,8 +85,8 @@ impl Cleanup {
         Ok(Cleanup { tx, worker })
     }
 
-    pub(crate) fn post(&self, client: WeakClient, task: Task) {
-        let _ = self.tx.send((client, task));
+    pub(crate) fn post(&self, task: Task) {
+        let _ = self.tx.send(task);
     }
 }
 
@@ -143,7 +143,7 @@ impl Drop for Owed {
     }
 }
 
-fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
+fn run(rx: Receiver<Task>, closing: CancelToken) {
     // Every request made here can be interrupted by close.
     let _scope = crate::scope::cancel_with(closing.clone());
     let closed = closing.receiver();
@@ -159,9 +159,9 @@ fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
         };
         select! {
             recv(rx) -> msg => match msg {
-                Ok((client, task)) => {
+                Ok(task) => {
                     seq += 1;
-                    heap.push(Reverse(Queued { at: Instant::now(), seq, client, task }));
+                    heap.push(Reverse(Queued { at: Instant::now(), seq, task }));
                 }
                 Err(_) => return,
             },
@@ -184,13 +184,12 @@ fn run(rx: Receiver<(WeakClient, Task)>, closing: CancelToken) {
                 break;
             }
             let Reverse(mut q) = heap.pop().expect("peeked");
-            let Some(client) = q.client.upgrade() else {
-                continue; // the client is gone; its close cleaned up what it could
+            // A task's own client may be the last clone it holds while it runs:
+            // dropping it closes the client, which joins this thread (a join of
+            // oneself returns at once).
+            let Some(next) = (q.task)() else {
+                continue;
             };
-            let next = (q.task)(&client);
-            // The last clone may be this one: dropping it closes the client, which
-            // joins this thread (a join of oneself returns at once).
-            drop(client);
             let now = Instant::now();
             let again = match next {
                 Next::Done => {

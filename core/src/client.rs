@@ -3,25 +3,26 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::cancel::{CancelToken, HookGuard};
+use crate::agent::Agent;
 use crate::cleanup::{Cleanup, Next, Task};
-use crate::compat::Learned;
 use crate::config::ClientBuilder;
+use crate::conn::Conn;
 use crate::dispatcher::{Dispatcher, Job};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{Request, Response, Transport};
 use crate::keyhub::KeyHub;
-use crate::kv::Kv;
-use crate::lease::{LostReason, Session, SessionShared, SessionState};
+use crate::kv::{Kv, KvPair};
+use crate::lease::{LostReason, Session, SessionHost, SessionShared, SessionState};
 use crate::renewer::Renewer;
-use crate::session_api::{SessionApi, SessionEntry, SessionOptions};
+use crate::session_api::{SessionApi, SessionOptions};
 use crate::sync::lock;
 use crate::threads::Worker;
-use crate::watch::{WatchSlot, WatchTarget};
+use crate::txn::KvOp;
+use crate::watch::{Watch, WatchSlot, WatchTarget, Watches};
 
 /// How long `Drop` of the last `Client` clone waits for cleanup.
 pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,13 +40,10 @@ struct Runtime {
 
 /// Everything a client and its threads share.
 pub(crate) struct Core {
-    pub(crate) transport: Transport,
-    /// Cancelled by `close`: interrupts background I/O and stops the threads.
-    pub(crate) closing: CancelToken,
-    closed: AtomicBool,
-    pid: u32,
+    /// The connection (transport, closing token, checks, what was learnt);
+    /// `Core` derefs to it.
+    pub(crate) conn: Arc<Conn>,
     default_options: SessionOptions,
-    request_timeout: Duration,
     runtime: Mutex<Runtime>,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
     default_session: Mutex<Option<Session>>,
@@ -53,71 +51,41 @@ pub(crate) struct Core {
     /// by `close` before their sessions are destroyed, so a clean exit costs the
     /// next holder no lock-delay.
     pub(crate) held_keys: Mutex<HashMap<u64, HeldKey>>,
-    pub(crate) watches: Mutex<HashMap<WatchTarget, WatchSlot>>,
+    pub(crate) watches: Arc<Watches>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
-    /// What the answers so far taught about the server's behaviour.
-    pub(crate) learned: Learned,
     /// Unlocks owed to Consul (a release that failed, an unlock after a lost
     /// lease) and not yet confirmed: `close` tries them too.
     owed_unlocks: Mutex<HashMap<u64, HeldKey>>,
     /// The client handle, for clean-ups queued by the core itself.
     handle: OnceLock<Weak<Handle>>,
-    /// Transient failures (no leader, connection refused, …) that calls with
-    /// time left waited out and tried again (see `ride_out`).
-    pub(crate) transient_retries: AtomicU64,
+}
+
+impl SessionHost for Core {
+    fn conn(&self) -> &Conn {
+        &self.conn
+    }
+    fn post(&self, job: Job) {
+        Core::post(self, job)
+    }
+    fn forget_session(&self, id: &str) {
+        self.unregister_session(id)
+    }
+    fn destroy_later(&self, id: &str) {
+        Core::destroy_later(self, id)
+    }
+}
+
+impl std::ops::Deref for Core {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        &self.conn
+    }
 }
 
 impl Core {
-    pub(crate) fn check_usable(&self) -> Result<()> {
-        let now = std::process::id();
-        if now != self.pid {
-            return Err(Error::new(
-                ErrorKind::Closed,
-                format!(
-                    "this baton client was created in process {} and cannot be used in \
-                     forked process {now}; create a new client after fork()",
-                    self.pid
-                ),
-            ));
-        }
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(Error::new(ErrorKind::Closed, "the baton client is closed"));
-        }
-        Ok(())
-    }
-
-    pub(crate) fn request_timeout(&self) -> Duration {
-        self.request_timeout
-    }
-
-    /// An agent for a background thread: its I/O is interrupted by `close` for as
-    /// long as the returned guard lives (the thread keeps it until it exits, so
-    /// neither the hook nor the token outlives the client).
-    pub(crate) fn background_agent(&self) -> (ureq::Agent, HookGuard) {
-        let agent = self.transport.fresh_agent();
-        let a = agent.clone();
-        let guard = self.closing.on_cancel(move || a.shutdown());
-        (agent, guard)
-    }
-
     pub(crate) fn session_api(&self) -> SessionApiCore<'_> {
         SessionApiCore { core: self }
-    }
-
-    pub(crate) fn session_info_on(
-        &self,
-        agent: &ureq::Agent,
-        id: &str,
-    ) -> Result<Option<SessionEntry>> {
-        let req = Request::new(
-            "GET",
-            format!("/v1/session/info/{}", crate::http::encode_component(id)),
-        );
-        let resp = self.transport.send_on(agent, &req, Some(&self.closing))?;
-        let resp = crate::http::check(&req, resp)?;
-        let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
-        Ok(list.into_iter().next())
     }
 
     /// Queues a callback on the dispatcher (started on first use).
@@ -140,8 +108,15 @@ impl Core {
         }
     }
 
-    /// Queues a clean-up task on the clean-up thread (started on first use).
-    fn clean_up(&self, client: WeakClient, task: Task) {
+    /// Queues a clean-up task on the clean-up thread (started on first use):
+    /// it runs with `client` while that client lives.
+    fn clean_up(&self, client: WeakClient, mut task: impl FnMut(&Client) -> Next + Send + 'static) {
+        let task: Task = Box::new(move || {
+            let live = client.upgrade()?;
+            let next = task(&live);
+            drop(live);
+            Some(next)
+        });
         if self.closing.is_cancelled() {
             return;
         }
@@ -156,7 +131,7 @@ impl Core {
             }
         }
         if let Some(c) = &rt.cleanup {
-            c.post(client, task);
+            c.post(task);
         }
     }
 
@@ -241,10 +216,12 @@ impl Core {
             Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
         };
         if rt.renewer.is_none() {
-            rt.renewer = Some(Renewer::start(self.clone()).map_err(spawn_err)?);
+            rt.renewer = Some(Renewer::start(self.conn.clone()).map_err(spawn_err)?);
         }
         if rt.monitor.is_none() {
-            rt.monitor = Some(crate::monitor::start(self.clone()).map_err(spawn_err)?);
+            let core = self.clone();
+            let live = Box::new(move || core.live_sessions());
+            rt.monitor = Some(crate::monitor::start(self.conn.clone(), live).map_err(spawn_err)?);
         }
         lock(&self.sessions).insert(s.id.clone(), s.clone());
         if s.ttl().is_some() {
@@ -259,10 +236,10 @@ impl Core {
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         let mut report = CloseReport::default();
-        if self.closed.swap(true, Ordering::SeqCst) {
+        if self.conn.mark_closed() {
             return report;
         }
-        if std::process::id() != self.pid {
+        if !self.conn.in_own_process() {
             // The threads do not exist in a forked child: nothing to join.
             return report;
         }
@@ -307,7 +284,7 @@ impl Core {
         for (key, sid, value, flags) in held {
             let result = until_answered(deadline, |left| {
                 let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
-                let mut req = crate::lock::unlock_request(exact_txn, &key, &value, &sid, flags);
+                let mut req = crate::txn::unlock_request(exact_txn, &key, &value, &sid, flags);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });
@@ -486,7 +463,7 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if std::process::id() == self.core.pid {
+        if self.core.in_own_process() {
             self.core.close(DROP_CLOSE_TIMEOUT);
         }
     }
@@ -517,6 +494,14 @@ impl WeakClient {
     }
 }
 
+impl ClientBuilder {
+    /// Builds the client.
+    pub fn build(self) -> Result<Client> {
+        self.default_session.validate()?;
+        Client::from_builder(self)
+    }
+}
+
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
@@ -540,20 +525,14 @@ impl Client {
     pub(crate) fn from_builder(b: ClientBuilder) -> Result<Client> {
         let transport = Transport::new(&b)?;
         let core = Arc::new(Core {
-            transport,
-            closing: CancelToken::new(),
-            closed: AtomicBool::new(false),
-            pid: std::process::id(),
+            conn: Arc::new(Conn::new(transport, b.request_timeout)),
             default_options: b.default_session.clone(),
-            request_timeout: b.request_timeout,
             runtime: Mutex::new(Runtime::default()),
             sessions: Mutex::new(HashMap::new()),
             default_session: Mutex::new(None),
             held_keys: Mutex::new(HashMap::new()),
-            watches: Mutex::new(HashMap::new()),
+            watches: Arc::default(),
             keyhub: KeyHub::default(),
-            learned: Learned::default(),
-            transient_retries: AtomicU64::new(0),
             owed_unlocks: Mutex::new(HashMap::new()),
             handle: OnceLock::new(),
         });
@@ -571,24 +550,9 @@ impl Client {
         self.core().transport.base()
     }
 
-    /// Sends a request, bounded by the calling thread's call scope (the time
-    /// left of an acquire's deadline; see `scope`).
+    /// Sends a request, bounded by the calling thread's call scope (see [`Conn::send`]).
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
-        self.core().check_usable()?;
-        let (left, cancel) = crate::scope::limits(&req.endpoint())?;
-        let agent = self.core().transport_agent();
-        let closing = Some(&self.core().closing);
-        if left.is_none() && cancel.is_none() {
-            return self.core().transport.send_on(&agent, req, closing);
-        }
-        let mut bounded = req.clone();
-        if let Some(left) = left {
-            bounded.timeout = Some(bounded.timeout.map_or(left, |t| t.min(left)));
-        }
-        if bounded.cancel.is_none() {
-            bounded.cancel = cancel;
-        }
-        self.core().transport.send_on(&agent, &bounded, closing)
+        self.core().conn.send(req)
     }
 
     /// A handle that does not keep the client open.
@@ -604,22 +568,74 @@ impl Client {
         &self,
         task: impl FnMut(&Client) -> crate::cleanup::Next + Send + 'static,
     ) {
-        self.core().clean_up(self.downgrade(), Box::new(task));
+        self.core().clean_up(self.downgrade(), task);
     }
 
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
-        let resp = self.send(req)?;
-        crate::http::check(req, resp)
+        self.core().conn.call(req)
+    }
+
+    /// The connection every API module talks through.
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.core().conn
     }
 
     /// The low-level KV API.
     pub fn kv(&self) -> Kv<'_> {
-        Kv { client: self }
+        Kv { conn: self.conn() }
+    }
+
+    /// Runs KV operations atomically (`PUT /v1/txn`). On success returns the
+    /// entries Consul reported (ops without an entry contribute none). When any
+    /// op fails nothing is applied and the error (kind
+    /// [`ErrorKind::Conflict`], or `PermissionDenied` for ACL denials) lists
+    /// every failing op in [`Error::txn_errors`].
+    ///
+    /// Differences between Consul versions are handled here (see the README's
+    /// compatibility table): a server before 1.6.2 rounds every number of a txn
+    /// body through a float64, so flags above 2^53 would be stored wrongly. A
+    /// client learns which before its first such write (a probe that writes
+    /// nothing), and on such a server refuses them with
+    /// [`ErrorKind::Unsupported`] before anything is sent. Should the probe not
+    /// tell, the write goes out, and keys it wrote rounded are repaired at once
+    /// (`set`/`cas` by a CAS on the index just written, `lock` by a re-acquire
+    /// with the same session); an `unlock` cannot be repaired without resetting
+    /// the key's LockIndex and is an `Unsupported` error naming the key. A verb or an op count the
+    /// server does not support is also `Unsupported`, naming the version that
+    /// added it.
+    ///
+    /// Keys follow the one key rule of every API (`core/src/keys.rs`): one leading `/`
+    /// is dropped, and a bad key is refused before anything is sent.
+    pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
+        self.conn().txn(ops)
+    }
+
+    /// Watches one key. The first [`Watch::next`] returns the current state.
+    pub fn watch_key(&self, key: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
+    }
+
+    /// Watches every key starting with `prefix`.
+    pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
+        self.watch(WatchTarget::Prefix(
+            crate::keys::prefix(prefix)?.to_string(),
+        ))
+    }
+
+    /// Watches a target; subscribers of the same target share one long poll.
+    pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
+        crate::watch::subscribe(&self.core().conn, &self.core().watches, target)
+    }
+
+    /// The agent's check and service endpoints (see [`Agent`] for the recipe
+    /// binding sessions to health checks).
+    pub fn agent(&self) -> Agent<'_> {
+        Agent { conn: self.conn() }
     }
 
     /// The low-level session API (unmanaged sessions).
     pub fn sessions(&self) -> SessionApi<'_> {
-        SessionApi { client: self }
+        SessionApi { conn: self.conn() }
     }
 
     /// `GET /v1/status/leader`: the leader's raft address, `""` with no leader.
@@ -714,12 +730,6 @@ impl Client {
 
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.core().closed.load(Ordering::SeqCst)
-    }
-}
-
-impl Core {
-    fn transport_agent(&self) -> ureq::Agent {
-        self.transport.shared_agent()
+        self.core().is_closed()
     }
 }

@@ -154,7 +154,7 @@ pub struct ClientBuilder {
     pub(crate) datacenter: Option<String>,
     pub(crate) request_timeout: Duration,
     pub(crate) connect_timeout: Duration,
-    pub(crate) default_session: crate::session_api::SessionOptions,
+    pub(crate) default_session: crate::session_options::SessionOptions,
     pub(crate) warnings: Vec<String>,
     /// Where the address came from, for error messages.
     pub(crate) address_origin: AddressOrigin,
@@ -217,7 +217,7 @@ impl ClientBuilder {
             datacenter: None,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
-            default_session: crate::session_api::SessionOptions::default_for_client(),
+            default_session: crate::session_options::SessionOptions::default_for_client(),
             warnings: Vec::new(),
             address_origin: AddressOrigin::Default,
         }
@@ -358,7 +358,7 @@ impl ClientBuilder {
 
     /// Options of the client's shared default session (default: TTL 15 s,
     /// lock-delay 15 s, behaviour release, name "baton").
-    pub fn default_session(mut self, options: crate::session_api::SessionOptions) -> Self {
+    pub fn default_session(mut self, options: crate::session_options::SessionOptions) -> Self {
         self.default_session = options;
         self
     }
@@ -379,12 +379,6 @@ impl ClientBuilder {
             }
         }
         Ok(self.env_token.clone())
-    }
-
-    /// Builds the client.
-    pub fn build(self) -> Result<crate::Client> {
-        self.default_session.validate()?;
-        crate::client::Client::from_builder(self)
     }
 }
 

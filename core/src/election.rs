@@ -132,7 +132,7 @@ impl Client {
     /// Follows the election on `key`: see [`Election::observe`].
     pub fn observe_leader(&self, key: &str) -> Result<Observer> {
         let key = check_key(key)?;
-        let sub = KeySub::new(self.core(), &key, None, None)?;
+        let sub = KeySub::new(&self.core().conn, &self.core().keyhub, &key, None, None)?;
         Ok(Observer {
             client: self.clone(),
             key,

@@ -14,7 +14,6 @@ use std::str::FromStr;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kv::KvPair;
-use crate::lock::check_key;
 use crate::txn::{KvOp, MAX_TXN_OPS};
 
 /// Proof of one acquisition of a lock: the key, the session that acquired it and
@@ -94,10 +93,10 @@ impl Client {
     /// Whether `seq` is still current: the key exists, carries `seq.session`,
     /// and its LockIndex is `seq.lock_index` (one consistent read).
     pub fn check_sequencer(&self, seq: &Sequencer) -> Result<bool> {
-        let key = check_key(&seq.key)?;
+        let key = crate::keys::key(&seq.key)?;
         let opts = crate::http::QueryOptions::default()
             .with_consistency(crate::http::Consistency::Consistent);
-        let (entry, _) = self.kv().get_with(&key, &opts)?;
+        let (entry, _) = self.kv().get_with(key, &opts)?;
         Ok(entry.is_some_and(|p| {
             p.session.as_deref() == Some(seq.session.as_str()) && p.lock_index == seq.lock_index
         }))
@@ -111,7 +110,7 @@ impl Client {
     /// The check is on the session: a later holding by the *same* session (a
     /// re-acquire after a release) also passes it.
     pub fn guarded_txn(&self, seq: &Sequencer, ops: &[KvOp]) -> Result<Vec<KvPair>> {
-        let key = check_key(&seq.key)?;
+        let key = crate::keys::key(&seq.key)?;
         if ops.len() + 1 > MAX_TXN_OPS {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -123,7 +122,7 @@ impl Client {
             ));
         }
         let mut all = Vec::with_capacity(ops.len() + 1);
-        all.push(KvOp::check_session(&key, &seq.session));
+        all.push(KvOp::check_session(key, &seq.session));
         all.extend_from_slice(ops);
         match self.txn(&all) {
             Ok(mut entries) => {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
-use crate::client::Core;
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{encode_key, QueryOptions, Request};
 use crate::kv::KvPair;
@@ -164,7 +164,8 @@ impl KeySub {
     /// Subscribes to `key`, optionally seeding the hub with a state the caller
     /// just learnt (`entry` current as of raft index `as_of`).
     pub(crate) fn new(
-        core: &Arc<Core>,
+        core: &Arc<Conn>,
+        hub: &KeyHub,
         key: &str,
         seed: Option<(Option<KvPair>, u64)>,
         hook: Option<Hook>,
@@ -172,7 +173,7 @@ impl KeySub {
         core.check_usable()?;
         let name = group_of(key).to_string();
         let group = {
-            let mut groups = lock(&core.keyhub.groups);
+            let mut groups = lock(&hub.groups);
             core.check_usable()?;
             match groups.get(&name) {
                 Some((g, _)) => g.clone(),
@@ -349,7 +350,7 @@ fn wake(list: Vec<Wake>) {
     }
 }
 
-fn run(core: Weak<Core>, group: Arc<Group>, wake: Receiver<()>) {
+fn run(core: Weak<Conn>, group: Arc<Group>, wake: Receiver<()>) {
     let Some(strong) = core.upgrade() else { return };
     let closing = strong.closing.clone();
     drop(strong);
@@ -589,7 +590,7 @@ mod tests {
             .build()
             .unwrap();
         let core = client.core().clone();
-        let mut a = KeySub::new(&core, "seed/k", None, None).unwrap();
+        let mut a = KeySub::new(&core.conn, &core.keyhub, "seed/k", None, None).unwrap();
         let _ = a.take_new();
         let entry = KvPair {
             key: "seed/k".into(),
@@ -600,7 +601,14 @@ mod tests {
             create_index: 5,
             modify_index: 5,
         };
-        let _b = KeySub::new(&core, "seed/k", Some((Some(entry.clone()), 5)), None).unwrap();
+        let _b = KeySub::new(
+            &core.conn,
+            &core.keyhub,
+            "seed/k",
+            Some((Some(entry.clone()), 5)),
+            None,
+        )
+        .unwrap();
         assert!(
             a.changes().recv_timeout(Duration::from_secs(2)).is_ok(),
             "the seed did not wake the other subscriber"

@@ -3,7 +3,6 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer};
 
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{encode_key, QueryMeta, QueryOptions, Request};
 
@@ -67,7 +66,7 @@ pub struct WriteOptions {
 /// The low-level KV API; get one from [`Client::kv`].
 #[derive(Debug, Clone, Copy)]
 pub struct Kv<'a> {
-    pub(crate) client: &'a Client,
+    pub(crate) conn: &'a crate::conn::Conn,
 }
 
 pub(crate) fn kv_path(key: &str) -> String {
@@ -88,7 +87,7 @@ impl Kv<'_> {
     ) -> Result<(Option<KvPair>, QueryMeta)> {
         let mut req = Request::new("GET", kv_path(crate::keys::key(key)?));
         options.apply(&mut req);
-        let resp = self.client.send(&req)?;
+        let resp = self.conn.send(&req)?;
         if resp.status == 404 {
             return Ok((None, resp.meta));
         }
@@ -111,7 +110,7 @@ impl Kv<'_> {
         let mut req = Request::new("GET", kv_path(crate::keys::prefix(prefix)?));
         req.flag("recurse");
         options.apply(&mut req);
-        let resp = self.client.send(&req)?;
+        let resp = self.conn.send(&req)?;
         if resp.status == 404 {
             return Ok((Vec::new(), resp.meta));
         }
@@ -140,7 +139,7 @@ impl Kv<'_> {
             req.param("separator", s);
         }
         options.apply(&mut req);
-        let resp = self.client.send(&req)?;
+        let resp = self.conn.send(&req)?;
         if resp.status == 404 {
             return Ok((Vec::new(), resp.meta));
         }
@@ -171,7 +170,7 @@ impl Kv<'_> {
             req.param("release", s.clone());
         }
         req.raw_body(value.to_vec());
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         parse_bool(&req, &resp.body)
     }
 
@@ -205,7 +204,7 @@ impl Kv<'_> {
     /// Deletes one key (always `true`, also for a missing key).
     pub fn delete(&self, key: &str) -> Result<bool> {
         let req = Request::new("DELETE", kv_path(crate::keys::key(key)?));
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         parse_bool(&req, &resp.body)
     }
 
@@ -213,7 +212,7 @@ impl Kv<'_> {
     pub fn delete_cas(&self, key: &str, index: u64) -> Result<bool> {
         let mut req = Request::new("DELETE", kv_path(crate::keys::key(key)?));
         req.param("cas", index.to_string());
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         parse_bool(&req, &resp.body)
     }
 
@@ -221,7 +220,7 @@ impl Kv<'_> {
     pub fn delete_tree(&self, prefix: &str) -> Result<bool> {
         let mut req = Request::new("DELETE", kv_path(crate::keys::prefix(prefix)?));
         req.flag("recurse");
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         parse_bool(&req, &resp.body)
     }
 }

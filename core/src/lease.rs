@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 
 use crate::cancel::CancelToken;
-use crate::client::Core;
+use crate::conn::Conn;
+use crate::dispatcher::Job;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sync::lock;
 
@@ -92,10 +93,26 @@ struct LeaseInner {
     next_callback: u64,
 }
 
+/// What a managed session needs of the client that manages it (the client's
+/// core implements it): its connection, the callback dispatcher, and the
+/// session bookkeeping a loss or a destroy updates. The session knows the
+/// client only through this, so the lease sits below the client.
+pub(crate) trait SessionHost: Send + Sync {
+    /// The connection the session's requests go through.
+    fn conn(&self) -> &Conn;
+    /// Runs `job` on the dispatcher thread (user callbacks never run elsewhere).
+    fn post(&self, job: Job);
+    /// Stops tracking session `id` (Consul no longer has it).
+    fn forget_session(&self, id: &str);
+    /// Destroys session `id` in the background once what is owed on its
+    /// behalf is done (see `Core::destroy_later`).
+    fn destroy_later(&self, id: &str);
+}
+
 /// Shared state of one managed session.
 pub(crate) struct SessionShared {
     pub(crate) id: String,
-    pub(crate) core: Arc<Core>,
+    pub(crate) core: Arc<dyn SessionHost>,
     inner: Mutex<LeaseInner>,
     lost: CancelToken,
     /// Created by this client (destroyed on close).
@@ -119,7 +136,7 @@ pub(crate) fn deadline_margin(ttl: Duration) -> Duration {
 
 impl SessionShared {
     pub(crate) fn new(
-        core: Arc<Core>,
+        core: Arc<dyn SessionHost>,
         id: String,
         ttl: Option<Duration>,
         created_sent_at: Instant,
@@ -262,7 +279,7 @@ impl SessionShared {
         // may start the clean-up thread.
         match reason {
             // Consul no longer has it: nothing to do with it any more.
-            LostReason::Invalidated => self.core.unregister_session(&self.id),
+            LostReason::Invalidated => self.core.forget_session(&self.id),
             // Consul may still have it (and keys held by it): once the clean-ups
             // owed on its behalf are done, destroy it (see `destroy_later`).
             LostReason::DeadlineExceeded if self.owned => self.core.destroy_later(&self.id),
@@ -448,9 +465,10 @@ impl Session {
     /// Destroys the session at Consul (its locks are released, lock-delay
     /// applies) and stops tracking it. Its callbacks are not called.
     pub fn destroy(&self) -> Result<()> {
-        self.shared.core.check_usable()?;
+        let conn = self.shared.core.conn();
+        conn.check_usable()?;
         self.shared.lose(LostReason::Destroyed);
-        self.shared.core.unregister_session(&self.shared.id);
-        self.shared.core.session_api().destroy(&self.shared.id)
+        self.shared.core.forget_session(&self.shared.id);
+        crate::session_api::SessionApi { conn }.destroy(&self.shared.id)
     }
 }

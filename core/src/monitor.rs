@@ -6,10 +6,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::client::Core;
+use crate::conn::Conn;
 use crate::error::ErrorKind;
 use crate::http::{QueryOptions, Request};
 use crate::lease::LostReason;
+use crate::lease::SessionShared;
 use crate::session_api::SessionEntry;
 use crate::threads::Worker;
 use crate::watch::{next_index, Backoff, Pacer};
@@ -17,11 +18,14 @@ use crate::watch::{next_index, Backoff, Pacer};
 /// How long one blocking poll of the session list may wait.
 const MONITOR_WAIT: Duration = Duration::from_secs(60);
 
-pub(crate) fn start(core: Arc<Core>) -> std::io::Result<Worker> {
-    Worker::spawn("baton-session-monitor", move || run(core))
+/// The sessions to check: those tracked and not lost (asked afresh each round).
+pub(crate) type LiveSessions = Box<dyn Fn() -> Vec<Arc<SessionShared>> + Send>;
+
+pub(crate) fn start(core: Arc<Conn>, live: LiveSessions) -> std::io::Result<Worker> {
+    Worker::spawn("baton-session-monitor", move || run(core, live))
 }
 
-fn run(core: Arc<Core>) {
+fn run(core: Arc<Conn>, live: LiveSessions) {
     let (agent, _close_hook) = core.background_agent();
     let mut index = 0u64;
     let mut backoff = Backoff::new();
@@ -49,12 +53,12 @@ fn run(core: Arc<Core>) {
                 let pause = pacer.after(index, meta.index, MONITOR_WAIT);
                 index = next_index(index, meta.index);
                 let alive: HashSet<&str> = list.iter().map(|e| e.id.as_str()).collect();
-                for s in core.live_sessions() {
+                for s in live() {
                     if alive.contains(s.id.as_str()) {
                         continue;
                     }
                     // The list may predate the session's creation: confirm.
-                    match core.session_info_on(&agent, &s.id) {
+                    match crate::session_api::info_on(&core, &agent, &s.id) {
                         Ok(None) => s.lose(LostReason::Invalidated),
                         Ok(Some(_)) => {}
                         Err(e) => log::debug!("baton session monitor: info failed: {e}"),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
 
-use crate::client::Core;
+use crate::conn::Conn;
 use crate::error::ErrorKind;
 use crate::http::Request;
 use crate::lease::SessionShared;
@@ -57,7 +57,7 @@ pub(crate) struct Renewer {
 }
 
 impl Renewer {
-    pub(crate) fn start(core: Arc<Core>) -> std::io::Result<Renewer> {
+    pub(crate) fn start(core: Arc<Conn>) -> std::io::Result<Renewer> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (timer_tx, timer_rx) = crossbeam_channel::unbounded();
         let c = core.clone();
@@ -80,7 +80,7 @@ impl Renewer {
 /// Fires each session's local deadline. One heap entry per session; when an
 /// entry comes due and the session was renewed meanwhile, it is re-queued at
 /// the new deadline.
-fn run_timer(core: Arc<Core>, rx: Receiver<Arc<SessionShared>>) {
+fn run_timer(core: Arc<Conn>, rx: Receiver<Arc<SessionShared>>) {
     let closing = core.closing.receiver();
     let mut heap: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
     let mut sessions: std::collections::HashMap<u64, Arc<SessionShared>> = Default::default();
@@ -165,7 +165,7 @@ fn retry_interval(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
-fn run(core: Arc<Core>, rx: Receiver<Command>) {
+fn run(core: Arc<Conn>, rx: Receiver<Command>) {
     let closing = core.closing.receiver();
     let (agent, _close_hook) = core.background_agent();
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();

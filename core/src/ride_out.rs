@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::select;
 
 use crate::cancel::CancelToken;
-use crate::client::Core;
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::ProbeSlot;
 use crate::lease::Session;
@@ -43,7 +43,7 @@ const WARN_AFTER: Duration = Duration::from_secs(10);
 /// answered keeps its outcome: someone else holds the key, or Consul could not
 /// decide in time (no leader, 429, 503).
 pub(crate) fn judge_reach(
-    core: &Core,
+    core: &Conn,
     what: &str,
     call: impl FnOnce() -> Result<bool>,
 ) -> Result<bool> {
@@ -83,7 +83,7 @@ pub(crate) fn judge_reach(
 
 /// Retries of transient failures for one call (see the module docs).
 pub(crate) struct RideOut<'a> {
-    core: &'a Core,
+    core: &'a Conn,
     what: &'a str,
     deadline: Option<Instant>,
     cancel: Option<&'a CancelToken>,
@@ -104,7 +104,7 @@ impl<'a> RideOut<'a> {
     /// Retries for `what` (named in logs and errors) until `deadline` (`None`:
     /// for as long as it takes), interrupted by `cancel` and by the client's close.
     pub(crate) fn new(
-        core: &'a Core,
+        core: &'a Conn,
         what: &'a str,
         deadline: Option<Instant>,
         cancel: Option<&'a CancelToken>,

@@ -3,199 +3,23 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
 
-use crate::client::Client;
 use crate::error::{printable, Error, ErrorKind, Result, SHOWN_TEXT_MAX};
-use crate::godur::format_go_duration;
 use crate::http::{encode_component, QueryMeta, QueryOptions, Request};
+pub use crate::session_options::{Behavior, ServiceCheck, SessionOptions};
 
-/// What happens to a session's locked keys when it is invalidated.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Behavior {
-    /// The keys are unlocked and kept (Consul's default).
-    #[default]
-    Release,
-    /// The keys are deleted.
-    Delete,
-}
-
-impl Behavior {
-    /// The wire name (`"release"` / `"delete"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Behavior::Release => "release",
-            Behavior::Delete => "delete",
-        }
-    }
-}
-
-/// A service health check a session is tied to.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ServiceCheck {
-    /// The check ID.
-    #[serde(rename = "ID")]
-    pub id: String,
-    /// Its namespace (Enterprise; empty on CE).
-    #[serde(rename = "Namespace", default)]
-    pub namespace: String,
-}
-
-/// Options for creating a session. Unset fields take Consul's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionOptions {
-    /// Human-readable name.
-    pub name: Option<String>,
-    /// Node the session belongs to (default: the agent's node).
-    pub node: Option<String>,
-    /// TTL; must be within `[session_ttl_min (10 s), 24 h]`. `None` = no TTL
-    /// (see [`SessionOptions::without_ttl`]); `Some(Duration::ZERO)` is refused
-    /// when the session is created, since Consul would read it as "no TTL".
-    pub ttl: Option<Duration>,
-    /// Lock-delay after invalidation. `None` = Consul's default (15 s).
-    /// `Some(Duration::ZERO)` really means no delay (sent as `"0s"`).
-    pub lock_delay: Option<Duration>,
-    /// Release (default) or delete the session's keys on invalidation.
-    pub behavior: Behavior,
-    /// Node checks. `None` = Consul's default (`["serfHealth"]`);
-    /// `Some(vec![])` = no node checks.
-    pub node_checks: Option<Vec<String>>,
-    /// Service checks (`[{"ID":..}]`).
-    pub service_checks: Vec<ServiceCheck>,
-}
-
-impl SessionOptions {
-    /// Empty options (all Consul defaults, no TTL).
-    pub fn new() -> SessionOptions {
-        SessionOptions::default()
-    }
-
-    /// The options of a client's shared default session: name "baton", TTL 15 s.
-    pub fn default_for_client() -> SessionOptions {
-        SessionOptions::new()
-            .name("baton")
-            .ttl(Duration::from_secs(15))
-    }
-
-    /// Sets the name.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
-    /// Sets the node.
-    pub fn node(mut self, node: impl Into<String>) -> Self {
-        self.node = Some(node.into());
-        self
-    }
-
-    /// Sets the TTL. Zero is refused when the session is created (it is not
-    /// a way to ask for no TTL: use [`SessionOptions::without_ttl`]).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// A session without a TTL: nothing expires it while its node is alive
-    /// and its checks pass, so a crashed process keeps its locks until the
-    /// node leaves the cluster or someone destroys the session. Only for
-    /// sessions bound to health checks that fail when the process dies.
-    pub fn without_ttl(mut self) -> Self {
-        self.ttl = None;
-        self
-    }
-
-    /// Refuses what Consul would silently read otherwise (a zero TTL).
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.ttl == Some(Duration::ZERO) {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "session TTL must be positive (0 given; Consul would create a session that never \
-                 expires): leave the TTL unset (SessionOptions::without_ttl) for a session without one",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Sets the lock-delay (zero really means zero).
-    pub fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = Some(delay);
-        self
-    }
-
-    /// Sets the behaviour on invalidation.
-    pub fn behavior(mut self, behavior: Behavior) -> Self {
-        self.behavior = behavior;
-        self
-    }
-
-    /// Sets the node checks (an empty list means none).
-    pub fn node_checks(mut self, checks: Vec<String>) -> Self {
-        self.node_checks = Some(checks);
-        self
-    }
-
-    /// Adds a service check.
-    pub fn service_check(mut self, id: impl Into<String>) -> Self {
-        self.service_checks.push(ServiceCheck {
-            id: id.into(),
-            namespace: String::new(),
-        });
-        self
-    }
-
-    /// The JSON body of `PUT /v1/session/create`.
-    pub(crate) fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        if let Some(n) = &self.name {
-            m.insert("Name".into(), json!(n));
-        }
-        if let Some(n) = &self.node {
-            m.insert("Node".into(), json!(n));
-        }
-        if let Some(ttl) = self.ttl {
-            m.insert("TTL".into(), json!(format_go_duration(ttl)));
-        }
-        if let Some(d) = self.lock_delay {
-            m.insert("LockDelay".into(), json!(format_go_duration(d)));
-        }
-        m.insert("Behavior".into(), json!(self.behavior.as_str()));
-        if self.node_checks.is_some() || !self.service_checks.is_empty() {
-            // The same checks in both forms, so they take effect on every version:
-            // Consul before 1.7.0 knows only `Checks` (node and service check IDs
-            // alike) and ignores the newer fields; from 1.7.0 `NodeChecks` and
-            // `ServiceChecks` apply, and its fix-up of `Checks` keeps nothing
-            // beyond them (`[]` empties NodeChecks too; `["serfHealth"]` or an
-            // empty NodeChecks drop `Checks`).
-            let node = self
-                .node_checks
-                .clone()
-                .unwrap_or_else(|| vec![SERF_HEALTH.to_string()]);
-            let mut all = node.clone();
-            for c in &self.service_checks {
-                if !all.contains(&c.id) {
-                    all.push(c.id.clone());
-                }
-            }
-            m.insert("Checks".into(), json!(all));
-            m.insert("NodeChecks".into(), json!(node));
-        }
-        if !self.service_checks.is_empty() {
-            let list: Vec<Value> = self
-                .service_checks
-                .iter()
-                .map(|c| {
-                    let mut o = json!({"ID": c.id});
-                    if !c.namespace.is_empty() {
-                        o["Namespace"] = json!(c.namespace);
-                    }
-                    o
-                })
-                .collect();
-            m.insert("ServiceChecks".into(), Value::Array(list));
-        }
-        Value::Object(m)
-    }
+/// `GET /v1/session/info/<id>` on `agent` (a background thread's own, which
+/// `close` shuts down), not bounded by any call scope: the session monitor's read.
+pub(crate) fn info_on(
+    conn: &crate::conn::Conn,
+    agent: &ureq::Agent,
+    id: &str,
+) -> Result<Option<SessionEntry>> {
+    let req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
+    let resp = conn.transport.send_on(agent, &req, Some(&conn.closing))?;
+    let resp = crate::http::check(&req, resp)?;
+    let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+    Ok(list.into_iter().next())
 }
 
 /// A session as Consul describes it.
@@ -236,9 +60,6 @@ pub struct SessionEntry {
     pub modify_index: u64,
 }
 
-/// The node check every session is bound to unless told otherwise.
-const SERF_HEALTH: &str = "serfHealth";
-
 impl SessionEntry {
     /// Every check the session is bound to, on any Consul version: `Checks`
     /// (the only form before 1.7.0), then `NodeChecks` and `ServiceChecks`,
@@ -276,7 +97,7 @@ impl SessionEntry {
 /// [`Client::create_session`] for managed sessions.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionApi<'a> {
-    pub(crate) client: &'a Client,
+    pub(crate) conn: &'a crate::conn::Conn,
 }
 
 #[derive(Deserialize)]
@@ -296,7 +117,7 @@ impl SessionApi<'_> {
         options.validate()?;
         let mut req = Request::new("PUT", "/v1/session/create");
         req.json_body(&options.to_json());
-        let resp = self.client.call(&req).map_err(explain_ttl_refusal)?;
+        let resp = self.conn.call(&req).map_err(explain_ttl_refusal)?;
         let a: CreateAnswer = resp.json(&req.endpoint())?;
         if !is_session_id(&a.id) {
             return Err(Error::new(
@@ -321,7 +142,7 @@ impl SessionApi<'_> {
             "PUT",
             format!("/v1/session/destroy/{}", path_segment("session ID", id)?),
         );
-        self.client.call(&req)?;
+        self.conn.call(&req)?;
         Ok(())
     }
 
@@ -339,7 +160,7 @@ impl SessionApi<'_> {
     }
 
     pub(crate) fn renew_req(&self, req: &Request) -> Result<SessionEntry> {
-        let resp = self.client.send(req)?;
+        let resp = self.conn.send(req)?;
         renew_answer(req, resp)
     }
 
@@ -362,7 +183,7 @@ impl SessionApi<'_> {
             format!("/v1/session/info/{}", path_segment("session ID", id)?),
         );
         options.apply(&mut req);
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
         let entry = list.into_iter().next();
         if let Some(e) = &entry {
@@ -380,7 +201,7 @@ impl SessionApi<'_> {
     pub fn list_with(&self, options: &QueryOptions) -> Result<(Vec<SessionEntry>, QueryMeta)> {
         let mut req = Request::new("GET", "/v1/session/list");
         options.apply(&mut req);
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         Ok((resp.json(&req.endpoint())?, resp.meta))
     }
 
@@ -391,7 +212,7 @@ impl SessionApi<'_> {
             "GET",
             format!("/v1/session/node/{}", path_segment("node name", node)?),
         );
-        let resp = self.client.call(&req)?;
+        let resp = self.conn.call(&req)?;
         resp.json(&req.endpoint())
     }
 }
@@ -531,6 +352,7 @@ fn explain_ttl_refusal(e: Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn create_body_sends_every_option() {

@@ -5,14 +5,14 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
-use crate::client::Client;
 use crate::compat::{
     exact_in_f64, lossy_number_error, probe_answer, TxnNumbers, GET_OR_EMPTY_SINCE, PROBE_INDEX,
     TXN_128_OPS_SINCE, TXN_FLOAT64_BEFORE,
 };
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result, TxnOpError};
 use crate::http::{Request, Response};
-use crate::kv::{KvPair, WriteOptions};
+use crate::kv::{kv_path, KvPair, WriteOptions};
 
 /// Consul's limit of operations per transaction since 1.14.0 (64 before; such
 /// a server's refusal teaches the client, which then refuses more itself).
@@ -284,32 +284,13 @@ impl KvOp {
     }
 }
 
-impl Client {
-    /// Runs KV operations atomically (`PUT /v1/txn`). On success returns the
-    /// entries Consul reported (ops without an entry contribute none). When any
-    /// op fails nothing is applied and the error (kind
-    /// [`ErrorKind::Conflict`], or `PermissionDenied` for ACL denials) lists
-    /// every failing op in [`Error::txn_errors`].
-    ///
-    /// Differences between Consul versions are handled here (see the README's
-    /// compatibility table): a server before 1.6.2 rounds every number of a txn
-    /// body through a float64, so flags above 2^53 would be stored wrongly. The
-    /// first flagged write shows it; the keys it wrote are then repaired at once
-    /// with exact writes (`set`/`cas` by a CAS on the index just written, `lock`
-    /// by a re-acquire with the same session), and from then on such numbers are
-    /// refused with [`ErrorKind::Unsupported`] before anything is sent. An
-    /// `unlock` cannot be repaired without resetting the key's LockIndex: that
-    /// case is an `Unsupported` error naming the key. A verb or an op count the
-    /// server does not support is also `Unsupported`, naming the version that
-    /// added it.
-    ///
-    /// Keys follow the one key rule of every API (`core/src/keys.rs`): one leading `/`
-    /// is dropped, and a bad key is refused before anything is sent.
-    pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
+impl Conn {
+    /// Runs `ops` as one transaction (see `Client::txn`, its public face).
+    pub(crate) fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         let normalised = normalise_keys(ops)?;
         let ops = &*normalised;
         // Never let a rounded flag land on a key others read: learn first.
-        if self.core().learned.txn_numbers() == TxnNumbers::Unknown {
+        if self.learned.txn_numbers() == TxnNumbers::Unknown {
             if let Some(op) = ops
                 .iter()
                 .find(|o| o.stores_flags() && !exact_in_f64(o.flags))
@@ -336,7 +317,7 @@ impl Client {
     /// the caller's own write needs. Leaves it unknown when the answer does not
     /// tell (a refusal, an unreachable server); errors are not the caller's.
     pub(crate) fn learn_txn_numbers(&self, key: &str) -> TxnNumbers {
-        let learned = &self.core().learned;
+        let learned = &self.learned;
         if learned.txn_numbers() != TxnNumbers::Unknown {
             return learned.txn_numbers();
         }
@@ -363,9 +344,13 @@ impl Client {
         found
     }
 
+    fn kv(&self) -> crate::kv::Kv<'_> {
+        crate::kv::Kv { conn: self }
+    }
+
     /// Refuses, before sending, what the server is known not to support.
     fn refuse_unsupported(&self, ops: &[KvOp]) -> Result<()> {
-        let learned = &self.core().learned;
+        let learned = &self.learned;
         let cap = learned
             .max_txn_ops()
             .unwrap_or(MAX_TXN_OPS)
@@ -398,7 +383,7 @@ impl Client {
     /// Turns a refusal that means "this server is too old" into `Unsupported`,
     /// remembering it.
     fn learn_refusal(&self, ops: &[KvOp], e: Error) -> Error {
-        let learned = &self.core().learned;
+        let learned = &self.learned;
         if let Some(text) = e.server_text() {
             if let Some(cap) = parse_op_cap(text) {
                 // Consul's cap was 64 before 1.14 and is 128 since; a smaller one
@@ -426,7 +411,7 @@ impl Client {
     /// Learns from the flags the answer shows for flagged writes, and repairs
     /// the keys a server before 1.6.2 stored with rounded flags.
     fn check_stored_flags(&self, ops: &[KvOp], mut entries: Vec<KvPair>) -> Result<Vec<KvPair>> {
-        let learned = &self.core().learned;
+        let learned = &self.learned;
         let mut rounded: Vec<&KvOp> = Vec::new();
         for (i, op) in ops.iter().enumerate() {
             if !op.stores_flags() || exact_in_f64(op.flags) {
@@ -508,6 +493,30 @@ impl Client {
 /// prefixes for the `*-tree` verbs, keys for the others. The op's index names
 /// a bad key. Ops already in that form (every op baton builds itself, on the
 /// lock's hot path) are borrowed, not copied.
+/// The request that releases `key` held by `session`, resending `value` and
+/// the lock's `flags` (Consul overwrites both on release).
+/// (A lock's wire format; here, below the lock and the client's close, which both send it.)
+pub(crate) fn unlock_request(
+    exact_txn: bool,
+    key: &str,
+    value: &[u8],
+    session: &str,
+    flags: u64,
+) -> Request {
+    if exact_txn {
+        let op = KvOp::unlock(key, value, flags, session);
+        let mut req = Request::new("PUT", "/v1/txn");
+        req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
+        req
+    } else {
+        let mut req = Request::new("PUT", kv_path(key));
+        req.param("flags", flags.to_string());
+        req.param("release", session.to_string());
+        req.raw_body(value.to_vec());
+        req
+    }
+}
+
 fn normalise_keys(ops: &[KvOp]) -> Result<Cow<'_, [KvOp]>> {
     let mut fixed: Option<Vec<KvOp>> = None;
     for (i, op) in ops.iter().enumerate() {

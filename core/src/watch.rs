@@ -1,6 +1,7 @@
 //! Blocking-query watches on a KV key or prefix. Every subscriber of the same
 //! target shares one watcher thread and one long poll.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
-use crate::client::{Client, Core};
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{encode_key, QueryOptions, Request};
 use crate::kv::KvPair;
@@ -150,10 +151,14 @@ impl WatchSlot {
     }
 }
 
+/// The client's watched targets, each with its one long poll.
+pub(crate) type Watches = Mutex<HashMap<WatchTarget, WatchSlot>>;
+
 /// A subscription to a watched key or prefix. Dropping the last subscription
 /// of a target stops its watcher thread.
 pub struct Watch {
-    core: Arc<Core>,
+    core: Arc<Conn>,
+    watches: Arc<Watches>,
     shared: Arc<WatchShared>,
     sub: u64,
     notify: Receiver<()>,
@@ -170,76 +175,68 @@ impl fmt::Debug for Watch {
     }
 }
 
-impl Client {
-    /// Watches one key. The first [`Watch::next`] returns the current state.
-    pub fn watch_key(&self, key: &str) -> Result<Watch> {
-        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
-    }
-
-    /// Watches every key starting with `prefix`.
-    pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
-        self.watch(WatchTarget::Prefix(
-            crate::keys::prefix(prefix)?.to_string(),
-        ))
-    }
-
-    /// Watches a target; subscribers of the same target share one long poll.
-    pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
-        let core = self.core().clone();
-        core.check_usable()?;
-        let mut watches = lock(&core.watches);
-        core.check_usable()?;
-        let shared = match watches.get_mut(&target) {
-            Some(slot) => {
-                slot.subscribers += 1;
-                slot.shared.clone()
-            }
-            None => {
-                let shared = Arc::new(WatchShared {
-                    target: target.clone(),
-                    data: Mutex::new(Data {
-                        version: 0,
-                        current: None,
-                        last_error: None,
-                        bad_answer: None,
-                        subscribers: Vec::new(),
-                        next_sub: 0,
-                    }),
-                    stop: CancelToken::new(),
-                });
-                let (c, s) = (core.clone(), shared.clone());
-                let worker = Worker::spawn("baton-watch", move || run(c, s)).map_err(|e| {
-                    Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
-                })?;
-                watches.insert(
-                    target,
-                    WatchSlot {
-                        shared: shared.clone(),
-                        subscribers: 1,
-                        worker,
-                    },
-                );
-                shared
-            }
-        };
-        drop(watches);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let sub = {
-            let mut d = lock(&shared.data);
-            let id = d.next_sub;
-            d.next_sub += 1;
-            d.subscribers.push((id, tx));
-            id
-        };
-        Ok(Watch {
-            core,
-            shared,
-            sub,
-            notify: rx,
-            seen: 0,
-            seen_bad: 0,
-        })
-    }
+/// Subscribes to `target`: subscribers of one target share one long poll
+/// (`Client::watch`, its public face).
+pub(crate) fn subscribe(
+    core: &Arc<Conn>,
+    registry: &Arc<Watches>,
+    target: WatchTarget,
+) -> Result<Watch> {
+    let core = core.clone();
+    core.check_usable()?;
+    let mut watches = lock(registry);
+    core.check_usable()?;
+    let shared = match watches.get_mut(&target) {
+        Some(slot) => {
+            slot.subscribers += 1;
+            slot.shared.clone()
+        }
+        None => {
+            let shared = Arc::new(WatchShared {
+                target: target.clone(),
+                data: Mutex::new(Data {
+                    version: 0,
+                    current: None,
+                    last_error: None,
+                    bad_answer: None,
+                    subscribers: Vec::new(),
+                    next_sub: 0,
+                }),
+                stop: CancelToken::new(),
+            });
+            let (c, s) = (core.clone(), shared.clone());
+            let worker = Worker::spawn("baton-watch", move || run(c, s)).map_err(|e| {
+                Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+            })?;
+            watches.insert(
+                target,
+                WatchSlot {
+                    shared: shared.clone(),
+                    subscribers: 1,
+                    worker,
+                },
+            );
+            shared
+        }
+    };
+    drop(watches);
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let sub = {
+        let mut d = lock(&shared.data);
+        let id = d.next_sub;
+        d.next_sub += 1;
+        d.subscribers.push((id, tx));
+        id
+    };
+    Ok(Watch {
+        core,
+        watches: registry.clone(),
+        shared,
+        sub,
+        notify: rx,
+        seen: 0,
+        seen_bad: 0,
+    })
 }
 
 impl Watch {
@@ -250,7 +247,7 @@ impl Watch {
 
     /// Number of subscribers currently sharing this watch's long poll.
     pub fn subscribers(&self) -> usize {
-        lock(&self.core.watches)
+        lock(&self.watches)
             .get(&self.shared.target)
             .map_or(0, |s| s.subscribers)
     }
@@ -347,7 +344,7 @@ impl Drop for Watch {
             .subscribers
             .retain(|(id, _)| *id != self.sub);
         let slot = {
-            let mut watches = lock(&self.core.watches);
+            let mut watches = lock(&self.watches);
             match watches.get_mut(&self.shared.target) {
                 Some(slot) if Arc::ptr_eq(&slot.shared, &self.shared) => {
                     slot.subscribers -= 1;
@@ -368,7 +365,7 @@ impl Drop for Watch {
     }
 }
 
-fn run(core: Arc<Core>, shared: Arc<WatchShared>) {
+fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
     let (agent, _close_hook) = core.background_agent();
     let a = agent.clone();
     let _stop_hook = shared.stop.on_cancel(move || a.shutdown());

@@ -5,8 +5,8 @@
 mod shared;
 mod wire;
 
-pub(crate) use shared::{unlock_later, wait_signals, Woke};
-pub(crate) use wire::{flags_match, unlock_request};
+pub(crate) use shared::unlock_later;
+pub(crate) use wire::flags_match;
 
 use wire::Unlocked;
 

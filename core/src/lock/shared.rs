@@ -4,11 +4,9 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver};
-
 use super::wire::{flags_match, is_lock_flags};
 use super::*;
-use crate::claim::{hand_over_claim, take_claim, unclaim, ClaimGuard};
+use crate::claim::{hand_over_claim, take_claim, unclaim, wait_signals, ClaimGuard, Woke};
 use crate::cleanup::{Next, Owed};
 use crate::compat::TxnNumbers;
 use crate::ride_out::RideOut;
@@ -31,12 +29,6 @@ const STALE_BACKOFF_START: Duration = Duration::from_millis(20);
 /// ...up to this.
 const STALE_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// How a wait ended.
-pub(crate) enum Woke {
-    Changed,
-    Tick,
-}
-
 impl LockShared {
     /// Waits for this object's turn among the process's contenders for the same
     /// (session, key). Returns `Ok(false)` at the deadline.
@@ -46,7 +38,14 @@ impl LockShared {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        take_claim(session, &self.key, self.id, deadline, cancel, &self.client)
+        take_claim(
+            session,
+            &self.key,
+            self.id,
+            deadline,
+            cancel,
+            &self.client.conn().closing,
+        )
     }
 
     fn read(&self) -> Result<Known> {
@@ -68,7 +67,7 @@ impl LockShared {
         // A lock txn on a server that rounds its numbers would store the lock
         // flag rounded, where Go's api.Lock reads it: learn first, and write as
         // Go does (flags in the query string) unless the txn is known exact.
-        if self.client.learn_txn_numbers(&self.key) != TxnNumbers::Exact {
+        if self.client.conn().learn_txn_numbers(&self.key) != TxnNumbers::Exact {
             return self.attempt_by_put(session, value);
         }
         let check = match &known.entry {
@@ -385,7 +384,8 @@ impl LockShared {
             let s = match &mut sub {
                 Some(s) => s,
                 None => sub.insert(KeySub::new(
-                    &core,
+                    &core.conn,
+                    &core.keyhub,
                     &self.key,
                     Some((k.entry.clone(), k.as_of)),
                     None,
@@ -514,7 +514,13 @@ impl LockShared {
             }
         });
         let as_of = pair.modify_index;
-        let key_sub = match KeySub::new(&core, &self.key, Some((Some(pair), as_of)), Some(hook)) {
+        let key_sub = match KeySub::new(
+            &core.conn,
+            &core.keyhub,
+            &self.key,
+            Some((Some(pair), as_of)),
+            Some(hook),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 // Granted but not recorded: give the key back.
@@ -704,42 +710,4 @@ pub(crate) fn unlock_later(
             }
         }
     });
-}
-
-/// Blocks on `changes` until a message, `wake`, cancel, session loss or client
-/// close.
-pub(crate) fn wait_signals(
-    changes: &Receiver<()>,
-    wake: Option<Instant>,
-    cancel: Option<&CancelToken>,
-    session: &Session,
-    closing: &CancelToken,
-) -> Result<Woke> {
-    let never = crossbeam_channel::never();
-    let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
-    let lost = session.cancel_token().receiver();
-    let closed = closing.receiver();
-    let mut until = wake;
-    if let Some(v) = session.valid_until() {
-        until = Some(until.map_or(v, |w| w.min(v)));
-    }
-    let tick = until.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-    select! {
-        recv(changes) -> _ => Ok(Woke::Changed),
-        recv(cancel_rx) -> _ => Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled")),
-        recv(lost) -> _ => Err(Error::new(
-            ErrorKind::SessionInvalidated,
-            format!("session {} was lost while acquiring the lock", session.id()),
-        )),
-        recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
-        recv(tick) -> _ => {
-            if !session.is_valid() {
-                return Err(Error::new(
-                    ErrorKind::SessionInvalidated,
-                    format!("session {} passed its lease deadline while acquiring the lock", session.id()),
-                ));
-            }
-            Ok(Woke::Tick)
-        }
-    }
 }

@@ -13,9 +13,8 @@
 use crate::client::Client;
 use crate::compat::{through_f64, TxnNumbers};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::Request;
-use crate::kv::{kv_path, parse_bool, KvPair};
-use crate::txn::{txn_answer, KvOp};
+use crate::kv::{parse_bool, KvPair};
+use crate::txn::{txn_answer, unlock_request, KvOp};
 
 use super::LOCK_FLAG_VALUE;
 
@@ -45,29 +44,6 @@ pub(crate) enum Unlocked {
     Released(Option<KvPair>),
     /// Consul says the session did not hold the key (its text).
     NotHeld(String),
-}
-
-/// The request that releases `key` held by `session`, resending `value` and
-/// the lock's `flags` (Consul overwrites both on release).
-pub(crate) fn unlock_request(
-    exact_txn: bool,
-    key: &str,
-    value: &[u8],
-    session: &str,
-    flags: u64,
-) -> Request {
-    if exact_txn {
-        let op = KvOp::unlock(key, value, flags, session);
-        let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
-        req
-    } else {
-        let mut req = Request::new("PUT", kv_path(key));
-        req.param("flags", flags.to_string());
-        req.param("release", session.to_string());
-        req.raw_body(value.to_vec());
-        req
-    }
 }
 
 /// Releases `key` held by `session` (one request either way).

@@ -309,7 +309,14 @@ impl Semaphore {
         };
         sh.forget_lost_slot(&session);
         let contender = self.contender_key(&session);
-        if !take_claim(&session, &contender, sh.id, deadline, cancel, &sh.client)? {
+        if !take_claim(
+            &session,
+            &contender,
+            sh.id,
+            deadline,
+            cancel,
+            &sh.client.conn().closing,
+        )? {
             return Ok(false);
         }
         let result = self.acquire_claimed(&session, &contender, deadline, cancel);
@@ -508,12 +515,19 @@ impl Semaphore {
         };
         let subs = vec![
             KeySub::new(
-                &core,
+                &core.conn,
+                &core.keyhub,
                 contender,
                 Some(seed_of(contender)),
                 Some(on_contender),
             )?,
-            KeySub::new(&core, lock_key, Some(seed_of(lock_key)), Some(on_lock))?,
+            KeySub::new(
+                &core.conn,
+                &core.keyhub,
+                lock_key,
+                Some(seed_of(lock_key)),
+                Some(on_lock),
+            )?,
         ];
         let weak = Arc::downgrade(sh);
         let s_weak = Arc::downgrade(&session.shared);
