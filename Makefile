@@ -412,3 +412,18 @@ examples-c-build:
 test-readme: python-install node-build
 	$(CARGO) build -p consul-baton-devserver
 	$(PY) tests/readme/run_snippets.py
+
+## ---- The book (docs/) ----------------------------------------------------------------------
+## mdBook, pinned, installed from crates.io into target/tools (search only: no server, no watcher).
+## `make docs` builds docs/ into target/book, fails on any mdBook warning, then checks every link
+## and anchor of the book, README.md and the package pages offline (tests/docs/check_links.py),
+## and copies the API reference pages (generated) and rustdoc beside the book.
+MDBOOK_VERSION := 0.4.52
+TOOLS := $(CURDIR)/target/tools
+MDBOOK := $(TOOLS)/bin/mdbook
+$(MDBOOK):
+	$(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search \
+		--root $(TOOLS) --target-dir $(TOOLS)/build
+	@$(MDBOOK) --version | grep -qx 'mdbook v$(MDBOOK_VERSION)' || { echo "mdbook is not $(MDBOOK_VERSION)" >&2; exit 1; }
+.PHONY: mdbook
+mdbook: $(MDBOOK)
