@@ -425,5 +425,18 @@ $(MDBOOK):
 	$(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search \
 		--root $(TOOLS) --target-dir $(TOOLS)/build
 	@$(MDBOOK) --version | grep -qx 'mdbook v$(MDBOOK_VERSION)' || { echo "mdbook is not $(MDBOOK_VERSION)" >&2; exit 1; }
-.PHONY: mdbook
+.PHONY: mdbook docs docs-snippets
 mdbook: $(MDBOOK)
+
+## The rustdoc of the workspace (as `make lint` builds it) goes to target/book/api/rust; the
+## Python, Node and C pages are generated into docs/src/reference/api-*.md (git-ignored).
+docs: $(MDBOOK)
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	python3 docs/tools/apigen.py docs/src/reference
+	rm -rf target/book
+	$(MDBOOK) build docs > target/mdbook.log 2>&1; rc=$$?; cat target/mdbook.log; exit $$rc
+	@if grep -E '\[(WARN|ERROR)\]' target/mdbook.log >/dev/null; then echo "make docs: mdBook warned (above); warnings are errors" >&2; exit 1; fi
+	mkdir -p target/book/api
+	cp -r target/doc target/book/api/rust
+	python3 docs/tools/check_links.py --self-test
+	python3 docs/tools/check_links.py

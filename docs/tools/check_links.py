@@ -22,7 +22,7 @@ import sys
 import tempfile
 import urllib.parse
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # docs/tools/ -> root
 PACKAGE_PAGES = ["core/README.md", "bindings/python/README.md", "bindings/node/README.md",
                  "devserver/README.md", "cli/README.md", "ffi/README.md"]
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
