@@ -203,7 +203,9 @@ SELF_TEST = [
     ("rust", 'let c = baton::Client::from_env()?;\nassert!(c.lock("x")?.is_held(), "planted");\n# Ok::<(), baton::Error>(())\n'),
     ("python", "import consul_baton as baton\nbaton.Client().lock('x').release()\n"),
     ("python", "def test_planted(consul_devserver):\n    assert consul_devserver.addr == ''\n"),
-    ("js", "const { Client } = require('consul-baton')\nnew Client().lock('x').release().then(() => process.exit(0), () => process.exit(3))\n"),
+    # as the book's snippets are written: `main()` not awaited, so the rejection is unhandled
+    ("js", "const { Client } = require('consul-baton')\nasync function main() {\n  const c = new Client()\n"
+           "  if (!(await c.lock('x').release())) throw new Error('planted: released what it did not hold')\n}\nmain()\n"),
     ("c", '#include <baton.h>\nbaton_client *c = NULL;\nif (baton_client_new_from_env(&c) == BATON_OK) return 3;\n'),
     ("c", "int x = undeclared_planted;\n"),
     ("bash", "baton holders --no-such-flag-planted x\n"),
