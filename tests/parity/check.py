@@ -65,6 +65,7 @@ class Cell:
     apis: list
     tests: list
     marker: str  # "", "n/a" or "missing"
+    tests_text: str = ""  # the cell of the tests table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,10 +198,7 @@ def parse_table(page: str) -> tuple:
                     tests.append((m["path"], m["name"]))
                 else:
                     failures.append(Failure(row, column, "format", content, "the tests table names a test as `path::name`"))
-            both = text if not test_text.strip() or test_text.strip() == "—" else f"{text}; tests {test_text}"
-            if not text.strip():
-                both = ""
-            cells.append(Cell(row, column, both, apis, tests, marker))
+            cells.append(Cell(row, column, text, apis, tests, marker, test_text))
     return cells, failures
 
 
@@ -268,7 +266,9 @@ def check_test(column: str, path: str, name: str) -> str | None:
             return f"{path} is not in the Makefile's C_TEST_SRC (make test-c would not run it)"
         if not re.search(r"^(?:static\s+)?void\s+" + re.escape(name) + r"\s*\(", src, re.M):
             return f"no C test function {name} in {path}"
-        calls = sum(len(re.findall(r"(?<![\w])" + re.escape(name) + r"\s*\(", (ROOT / p).read_text()))
+        # a call is `name(` or the fixture macros of ffi/tests/c/check.h, `RUN0(name)` .. `RUN2(name)`
+        call_re = r"(?<![\w])" + re.escape(name) + r"\s*\(|\bRUN[0-9]\(\s*" + re.escape(name) + r"\s*\)"
+        calls = sum(len(re.findall(call_re, (ROOT / p).read_text()))
                     for p in c_test_sources() if (ROOT / p).is_file())
         if calls < 2:
             return f"{name} is defined in {path} but never called"
@@ -583,7 +583,7 @@ def self_test(readme: str) -> int:
         used.add((test_cell.row, test_cell.column))
         tpath, tname = test_cell.tests[0]
         new_name = tname + "_parity_selftest_absent"
-        old_span = next(content for _s, _e, content in code_spans(test_cell.text) if content == f"{tpath}::{tname}")
+        old_span = next(content for _s, _e, content in code_spans(test_cell.tests_text) if content == f"{tpath}::{tname}")
         # keep the span's own backtick fence (a Node title may hold backticks)
         text = rename_in_cell(text, test_cell, old_span, f"{tpath}::{new_name}")
         expected.add((test_cell.row, column, "test", f"{tpath}::{new_name}"))
