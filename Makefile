@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme stress-short test-pyconsul test-packages
+test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
 
 lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
@@ -198,7 +198,7 @@ test-node: node-build
 	cd $(NODE_DIR) && node --test __test__/
 	$(MAKE) --no-print-directory examples-node
 
-## The README's "Capabilities by language" table (tests/parity/check.py): every cell names an
+## The book's "Capabilities by language" page (docs/src/reference/capabilities.md, tests/parity/check.py): every cell names an
 ## API that resolves (Rust crate, include/baton.h, the installed wheel, the Node addon) and a
 ## test that exists, or says why not; `— missing` and blank cells fail. Its self-test runs
 ## first: faults planted in a copy of the table must be reported, exactly those.
@@ -394,7 +394,6 @@ C_EXAMPLES_OUT := target/c-examples
 examples-c: examples-c-build
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
-	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/readme_snippet.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/health_checked_lock
 
 ## Builds the C examples (and the debug libbaton and dev server they run against).
@@ -407,8 +406,40 @@ examples-c-build:
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
 
-## The README's Rust, Python and JavaScript snippets, run as written against a dev server (its
-## C snippet runs in examples-c).
+## Every snippet of README.md, the book (docs/src) and the package pages, run as written, each
+## against a fresh dev server: Rust (edition 2024, as `cargo new` makes a project), Python,
+## JavaScript, C and the `baton` command (tests/readme/run_snippets.py says which blocks run).
+## Its self-test first: a planted failing snippet of each language must fail.
 test-readme: python-install node-build
-	$(CARGO) build -p consul-baton-devserver
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=debug
+	$(CARGO) build -p consul-baton-devserver -p consul-baton-cli
+	$(PY) tests/readme/run_snippets.py --self-test
 	$(PY) tests/readme/run_snippets.py
+
+## ---- The book (docs/) ----------------------------------------------------------------------
+## mdBook, pinned, installed from crates.io into target/tools (search only: no server, no watcher).
+## `make docs` builds docs/ into target/book, fails on any mdBook warning, then checks every link
+## and anchor of the book, README.md and the package pages offline (tests/docs/check_links.py),
+## and copies the API reference pages (generated) and rustdoc beside the book.
+MDBOOK_VERSION := 0.4.52
+TOOLS := $(CURDIR)/target/tools
+MDBOOK := $(TOOLS)/bin/mdbook
+$(MDBOOK):
+	$(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search \
+		--root $(TOOLS) --target-dir $(TOOLS)/build
+	@$(MDBOOK) --version | grep -qx 'mdbook v$(MDBOOK_VERSION)' || { echo "mdbook is not $(MDBOOK_VERSION)" >&2; exit 1; }
+.PHONY: mdbook docs docs-snippets
+mdbook: $(MDBOOK)
+
+## The rustdoc of the workspace (as `make lint` builds it) goes to target/book/api/rust; the
+## Python, Node and C pages are generated into docs/src/reference/api-*.md (git-ignored).
+docs: $(MDBOOK)
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	python3 docs/tools/apigen.py docs/src/reference
+	rm -rf target/book
+	$(MDBOOK) build docs > target/mdbook.log 2>&1; rc=$$?; cat target/mdbook.log; exit $$rc
+	@if grep -E '\[(WARN|ERROR)\]' target/mdbook.log >/dev/null; then echo "make docs: mdBook warned (above); warnings are errors" >&2; exit 1; fi
+	mkdir -p target/book/api
+	cp -r target/doc target/book/api/rust
+	python3 docs/tools/check_links.py --self-test
+	python3 docs/tools/check_links.py

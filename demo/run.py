@@ -32,6 +32,9 @@ KEY = "service/baton-demo/leader"
 SEM_PREFIX = "service/baton-demo/workers"
 SEM_LIMIT = 2
 T0 = time.time()
+OUT = os.path.join(ROOT, "target", "demo")
+# (Unix ms, label) of what the run did to the workers, for the timeline picture.
+MARKS = []
 
 
 def log(msg):
@@ -66,6 +69,7 @@ class Fleet:
         self.events = queue.Queue()
         self.backlog = []
         self.procs = {}
+        self.record = []  # every @event, for the timeline picture
 
     def start(self, name, argv):
         p = subprocess.Popen(
@@ -88,6 +92,7 @@ class Fleet:
                 kind, *fields = line[1:].split()
                 ev = dict(f.split("=", 1) for f in fields)
                 ev["t"] = int(ev.get("t", now_ms()))
+                self.record.append((name, kind, ev))
                 self.events.put((name, kind, ev))
             elif line:
                 log(f"  {name}: {line}")
@@ -173,6 +178,7 @@ def leader_phase(fleet, cmds, ttl_ms, delay_ms):
     log(f"SIGKILL {first}: no release, no resign; Consul must expire its session")
     fleet.procs[first].kill()
     t_kill = now_ms()
+    MARKS.append((t_kill, f"SIGKILL {first}"))
     fleet.procs[first].wait()
     del fleet.procs[first]
     budget = 2 * ttl_ms + delay_ms
@@ -192,6 +198,7 @@ def leader_phase(fleet, cmds, ttl_ms, delay_ms):
 
     log(f"SIGTERM {second}: it resigns, so no lock-delay applies")
     t_term = now_ms()
+    MARKS.append((t_term, f"SIGTERM {second}"))
     fleet.procs[second].terminate()
     _, _, resigned = fleet.next_event(15, {"resigned"}, since=t_term)
     third, _, ev = fleet.next_event(15, {"leading"}, since=t_term)
@@ -199,6 +206,7 @@ def leader_phase(fleet, cmds, ttl_ms, delay_ms):
         f"after the resign")
     fleet.wait_exit(second)
     log(f"SIGTERM to the rest ({', '.join(fleet.procs)}): the leader resigns, the others stop")
+    MARKS.append((now_ms(), "SIGTERM all"))
     for p in fleet.procs.values():
         p.terminate()
     for name in list(fleet.procs):
@@ -259,6 +267,20 @@ def cleanup(addr, own_server):
     return len(sessions)
 
 
+def write_timeline(fleet):
+    """target/demo/timeline.svg (and the events it was drawn from, timeline.json)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import timeline
+
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "timeline.json"), "w", encoding="utf-8") as f:
+        json.dump({"events": fleet.record, "marks": MARKS}, f)
+    path = os.path.join(OUT, "timeline.svg")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(timeline.render(fleet.record, MARKS))
+    log(f"timeline: {os.path.relpath(path, ROOT)}")
+
+
 def main():
     env = dict(os.environ)
     server = None
@@ -287,6 +309,7 @@ def main():
         if server is not None:
             server.terminate()
             server.wait()
+        write_timeline(fleet)
     log(f"demo {'finished' if ok else 'FAILED'} in {time.time() - T0:.1f} s")
     return 0 if ok else 1
 

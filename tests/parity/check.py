@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Checks the README's "Capabilities by language" table against the code.
+"""Checks the book's "Capabilities by language" page against the code.
 
-The table sits between `<!-- parity:begin -->` and `<!-- parity:end -->`. Each cell names
-APIs and tests in code spans:
+The page (docs/src/reference/capabilities.md) holds two tables with the same rows and columns:
+the APIs, between `<!-- parity:begin -->` and `<!-- parity:end -->`, and the tests that cover
+them, between `<!-- parity-tests:begin -->` and `<!-- parity-tests:end -->`, so a reader sees
+the API cells without test paths. A cell of either table names things in code spans:
 
 * a test is `path::name`, the path relative to the repository root: a Rust `#[test] fn`, a
   C `static void test_...` function that is also called, a Python `def` / `async def test_...`,
@@ -16,13 +18,18 @@ APIs and tests in code spans:
   (bindings/node) and finding the export, its prototype member or static, or, for a name the
   addon does not export at run time (an options interface), the field in the typings.
 
-A cell without an API says why after `— n/a:`; `— missing` marks an API the language lacks
-(a failure). A blank cell is a failure. Every failure is printed with its row and column;
-the last line is `N cells checked, N failed`. Exit status 1 when anything failed.
+An API cell without an API says why after `— n/a:` (its tests cell then holds `—`); `— missing`
+marks an API the language lacks (a failure). A blank cell is a failure, and so is a row that is
+not in both tables, in the same order. Every failure is printed with its row and column; the
+last line is `N cells checked, N failed`. Exit status 1 when anything failed.
 
-`--self-test` runs the check on a copy of the table with known faults (an API and a test
+`--self-test` runs the check on a copy of the page with known faults (an API and a test
 renamed in every column, a cell marked missing, a cell blanked) and fails unless exactly
 those are reported.
+
+`--convert FILE` prints the two tables made from the one combined table of FILE (the format
+README.md had before the book: each cell `APIs; tests ...` between the parity markers), for
+merging rows written in that format.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- parity:begin -->"
 END = "<!-- parity:end -->"
+TESTS_BEGIN = "<!-- parity-tests:begin -->"
+TESTS_END = "<!-- parity-tests:end -->"
+PAGE = ROOT / "docs" / "src" / "reference" / "capabilities.md"
 COLUMNS = ["Rust", "C", "Python", "Python asyncio", "Node"]
 TEST_RE = re.compile(r"^(?P<path>[\w./-]+\.(?:rs|c|py|js|mjs))::(?P<name>.+)$", re.S)
 NA_RE = re.compile(r"—\s*n/a:\s*\S")
@@ -55,6 +65,7 @@ class Cell:
     apis: list
     tests: list
     marker: str  # "", "n/a" or "missing"
+    tests_text: str = ""  # the cell of the tests table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,25 +133,49 @@ def split_row(line: str) -> list:
     return [c.strip() for c in cells]
 
 
-def parse_table(readme: str) -> tuple:
-    """(cells, failures) of the table in the README text."""
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1:
-        return [], [Failure("-", "-", "format", BEGIN, f"need exactly one {BEGIN} and one {END}")]
-    body = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+def table_rows(page: str, begin: str, end: str, what: str) -> tuple:
+    """(rows, failures): rows are (row name, [cell texts]) of the table between the markers."""
+    if page.count(begin) != 1 or page.count(end) != 1:
+        return [], [Failure("-", "-", "format", begin, f"need exactly one {begin} and one {end}")]
+    body = page.split(begin, 1)[1].split(end, 1)[0]
     lines = [ln for ln in body.splitlines() if ln.strip().startswith("|")]
     if len(lines) < 3:
-        return [], [Failure("-", "-", "format", "table", "no table rows between the markers")]
+        return [], [Failure("-", "-", "format", what, "no table rows between the markers")]
     header = split_row(lines[0])
     if header != ["Capability"] + COLUMNS:
-        return [], [Failure("-", "-", "format", "header", f"columns must be Capability | {' | '.join(COLUMNS)}; got {header}")]
-    cells, failures = [], []
+        return [], [Failure("-", "-", "format", f"{what} header",
+                            f"columns must be Capability | {' | '.join(COLUMNS)}; got {header}")]
+    rows, failures = [], []
     for line in lines[2:]:
         parts = split_row(line)
         row = re.sub(r"[*_`]", "", parts[0]).strip() or "?"
         if len(parts) != len(header):
-            failures.append(Failure(row, "-", "format", "row", f"{len(parts)} cells, expected {len(header)}"))
+            failures.append(Failure(row, "-", "format", f"{what} row", f"{len(parts)} cells, expected {len(header)}"))
             continue
-        for column, text in zip(COLUMNS, parts[1:]):
+        rows.append((row, parts[1:]))
+    return rows, failures
+
+
+def parse_table(page: str) -> tuple:
+    """(cells, failures) of the two tables (APIs, tests) of the page."""
+    api_rows, failures = table_rows(page, BEGIN, END, "API table")
+    test_rows, test_failures = table_rows(page, TESTS_BEGIN, TESTS_END, "tests table")
+    failures += test_failures
+    if failures and not (api_rows and test_rows):
+        return [], failures
+    tests_by_row = dict(test_rows)
+    api_names = [r for r, _ in api_rows]
+    for row, _ in test_rows:
+        if row not in api_names:
+            failures.append(Failure(row, "-", "format", "tests row", "a row of the tests table that the API table lacks"))
+    if [r for r, _ in test_rows if r in api_names] != [r for r in api_names if r in tests_by_row]:
+        failures.append(Failure("-", "-", "format", "row order", "the two tables list their rows in different orders"))
+    cells = []
+    for row, parts in api_rows:
+        if row not in tests_by_row:
+            failures.append(Failure(row, "-", "format", "tests row", "no row of this name in the tests table"))
+            continue
+        for column, text, test_text in zip(COLUMNS, parts, tests_by_row[row]):
             marker = ""
             m_na, m_missing = NA_RE.search(text), MISSING_RE.search(text)
             cut = len(text)
@@ -157,7 +192,13 @@ def parse_table(readme: str) -> tuple:
                     tests.append((m["path"], m["name"]))
                 else:
                     apis.append(content)
-            cells.append(Cell(row, column, text, apis, tests, marker))
+            for _s, _e, content in code_spans(test_text):
+                m = TEST_RE.match(content)
+                if m:
+                    tests.append((m["path"], m["name"]))
+                else:
+                    failures.append(Failure(row, column, "format", content, "the tests table names a test as `path::name`"))
+            cells.append(Cell(row, column, text, apis, tests, marker, test_text))
     return cells, failures
 
 
@@ -225,9 +266,9 @@ def check_test(column: str, path: str, name: str) -> str | None:
             return f"{path} is not in the Makefile's C_TEST_SRC (make test-c would not run it)"
         if not re.search(r"^(?:static\s+)?void\s+" + re.escape(name) + r"\s*\(", src, re.M):
             return f"no C test function {name} in {path}"
-        # A direct call, or a run through the fixture macros of check.h (`RUN1(test_x)`).
-        called = r"(?<![\w])" + re.escape(name) + r"\s*\(|\bRUN\d\(\s*" + re.escape(name) + r"\s*\)"
-        calls = sum(len(re.findall(called, (ROOT / p).read_text()))
+        # a call is `name(` or the fixture macros of ffi/tests/c/check.h, `RUN0(name)` .. `RUN2(name)`
+        call_re = r"(?<![\w])" + re.escape(name) + r"\s*\(|\bRUN[0-9]\(\s*" + re.escape(name) + r"\s*\)"
+        calls = sum(len(re.findall(call_re, (ROOT / p).read_text()))
                     for p in c_test_sources() if (ROOT / p).is_file())
         if calls < 2:
             return f"{name} is defined in {path} but never called"
@@ -480,28 +521,40 @@ def check_text(readme: str) -> tuple:
 # ---- self-test -------------------------------------------------------------------------------
 
 
-def rename_in_cell(readme: str, cell: Cell, old: str, new: str) -> str:
-    """Replaces the code span `old` by `new` in the one table line that holds `cell`."""
-    lines = readme.split("\n")
-    for i, line in enumerate(lines):
-        if line.strip().startswith("|") and cell.text in line and split_row(line)[0] and \
-                re.sub(r"[*_`]", "", split_row(line)[0]).strip() == cell.row:
-            assert old in cell.text
-            new_text = cell.text.replace(old, new, 1)
-            lines[i] = line.replace(cell.text, new_text, 1)
-            return "\n".join(lines)
-    raise AssertionError(f"cell {cell.row}/{cell.column} not found")
-
-
-def replace_cell(readme: str, cell: Cell, new_text: str) -> str:
-    lines = readme.split("\n")
-    for i, line in enumerate(lines):
+def _row_lines(page: str, row: str) -> list:
+    """Indexes of the table lines (either table) whose first cell is `row`."""
+    out = []
+    for i, line in enumerate(page.split("\n")):
         parts = split_row(line) if line.strip().startswith("|") else []
-        if parts and re.sub(r"[*_`]", "", parts[0]).strip() == cell.row:
-            parts[1 + COLUMNS.index(cell.column)] = new_text
+        if parts and re.sub(r"[*_`]", "", parts[0]).strip() == row:
+            out.append(i)
+    return out
+
+
+def rename_in_cell(page: str, cell: Cell, old: str, new: str) -> str:
+    """Replaces the code span `old` by `new` in `cell`'s column of whichever of the row's two
+    lines (API table, tests table) holds it."""
+    lines = page.split("\n")
+    col = 1 + COLUMNS.index(cell.column)
+    for i in _row_lines(page, cell.row):
+        parts = split_row(lines[i])
+        if old in parts[col]:
+            parts[col] = parts[col].replace(old, new, 1)
             lines[i] = "| " + " | ".join(parts) + " |"
             return "\n".join(lines)
-    raise AssertionError(cell.row)
+    raise AssertionError(f"{old} not found in cell {cell.row}/{cell.column}")
+
+
+def replace_cell(page: str, cell: Cell, new_text: str, tests_too: bool = False) -> str:
+    """Sets `cell`'s API cell (and with tests_too its tests cell) to new_text."""
+    lines = page.split("\n")
+    idx = _row_lines(page, cell.row)
+    assert len(idx) == 2, (cell.row, idx)
+    for i in idx if tests_too else idx[:1]:
+        parts = split_row(lines[i])
+        parts[1 + COLUMNS.index(cell.column)] = new_text
+        lines[i] = "| " + " | ".join(parts) + " |"
+    return "\n".join(lines)
 
 
 def self_test(readme: str) -> int:
@@ -530,7 +583,7 @@ def self_test(readme: str) -> int:
         used.add((test_cell.row, test_cell.column))
         tpath, tname = test_cell.tests[0]
         new_name = tname + "_parity_selftest_absent"
-        old_span = next(content for _s, _e, content in code_spans(test_cell.text) if content == f"{tpath}::{tname}")
+        old_span = next(content for _s, _e, content in code_spans(test_cell.tests_text) if content == f"{tpath}::{tname}")
         # keep the span's own backtick fence (a Node title may hold backticks)
         text = rename_in_cell(text, test_cell, old_span, f"{tpath}::{new_name}")
         expected.add((test_cell.row, column, "test", f"{tpath}::{new_name}"))
@@ -539,7 +592,7 @@ def self_test(readme: str) -> int:
     text = replace_cell(text, missing_cell, "— missing: self-test")
     expected.add((missing_cell.row, missing_cell.column, "missing", "— missing: self-test"))
     blank_cell = next(c for c in live if (c.row, c.column) not in used)
-    text = replace_cell(text, blank_cell, "")
+    text = replace_cell(text, blank_cell, "", tests_too=True)
     expected.add((blank_cell.row, blank_cell.column, "blank", ""))
 
     _cells, got = check_text(text)
@@ -554,15 +607,43 @@ def self_test(readme: str) -> int:
     return 0 if ok else 1
 
 
+def convert(old: str) -> str:
+    """The API table and the tests table made from a combined table (cells `APIs; tests ...`)."""
+    body = old.split(BEGIN, 1)[1].split(END, 1)[0]
+    lines = [ln for ln in body.splitlines() if ln.strip().startswith("|")]
+    header = "| Capability | " + " | ".join(COLUMNS) + " |"
+    rule = "|---" * (len(COLUMNS) + 1) + "|"
+    api_lines, test_lines = [header, rule], [header, rule]
+    for line in lines[2:]:
+        parts = split_row(line)
+        api_cells, test_cells = [], []
+        for text in parts[1:]:
+            spans = [(st, e, c) for st, e, c in code_spans(text) if TEST_RE.match(c)]
+            tests = [text[st:e] for st, e, _c in spans]
+            api = text
+            for st, e, _c in reversed(spans):
+                api = api[:st] + api[e:]
+            api = re.sub(r";?\s*tests?\b[\s,]*$", "", api.strip()).strip().rstrip(";,").strip()
+            api_cells.append(api)
+            test_cells.append(", ".join(tests) if tests else "—")
+        api_lines.append("| " + " | ".join([parts[0]] + api_cells) + " |")
+        test_lines.append("| " + " | ".join([parts[0]] + test_cells) + " |")
+    return "\n".join([BEGIN, *api_lines, END, "", TESTS_BEGIN, *test_lines, TESTS_END]) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--page", default=str(PAGE), help="the page holding the two tables")
     ap.add_argument("--self-test", action="store_true", help="prove the check fails on planted faults")
+    ap.add_argument("--convert", metavar="FILE", help="print the two tables made from FILE's combined table")
     args = ap.parse_args()
-    readme = Path(args.readme).read_text()
+    if args.convert:
+        sys.stdout.write(convert(Path(args.convert).read_text()))
+        return 0
+    page = Path(args.page).read_text()
     if args.self_test:
-        return self_test(readme)
-    cells, failures = check_text(readme)
+        return self_test(page)
+    cells, failures = check_text(page)
     for f in failures:
         print(f)
     failed_cells = {(f.row, f.column) for f in failures}
