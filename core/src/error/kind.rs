@@ -24,8 +24,8 @@ pub enum ErrorKind {
     Conflict,
     /// The session is gone: destroyed, expired, or invalidated by a failed check.
     SessionInvalidated,
-    /// Consul answered with another error status; see [`Error::status`] and
-    /// [`Error::server_text`].
+    /// Consul answered with another error status; see [`Error::status`](crate::Error::status) and
+    /// [`Error::server_text`](crate::Error::server_text).
     Server,
     /// Consul's answer could not be understood.
     BadResponse,
