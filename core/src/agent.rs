@@ -246,7 +246,7 @@ impl ServiceRegistration {
     }
 }
 
-/// The agent's check and service endpoints; get one from [`Client::agent`].
+/// The agent's check and service endpoints; get one from [`Client::agent`](crate::Client::agent).
 ///
 /// Every call is one request bounded by the client's request timeout. Errors
 /// carry Consul's text: an unknown check ID is [`ErrorKind::NotFound`] or

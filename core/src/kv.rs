@@ -63,7 +63,7 @@ pub struct WriteOptions {
     pub release: Option<String>,
 }
 
-/// The low-level KV API; get one from [`Client::kv`].
+/// The low-level KV API; get one from [`Client::kv`](crate::Client::kv).
 #[derive(Debug, Clone, Copy)]
 pub struct Kv<'a> {
     pub(crate) conn: &'a crate::conn::Conn,

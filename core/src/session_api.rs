@@ -91,10 +91,10 @@ impl SessionEntry {
     }
 }
 
-/// The low-level session API; get one from [`Client::sessions`].
+/// The low-level session API; get one from [`Client::sessions`](crate::Client::sessions).
 ///
 /// Sessions created here are not renewed or destroyed by the client; use
-/// [`Client::create_session`] for managed sessions.
+/// [`Client::create_session`](crate::Client::create_session) for managed sessions.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionApi<'a> {
     pub(crate) conn: &'a crate::conn::Conn,

@@ -1,85 +1,18 @@
 //! The one error type of the crate, and its stable kinds and codes.
 
+mod acl;
+mod kind;
+mod status;
+mod text;
+
 use std::fmt;
 
-/// What went wrong, in a form that stays stable across releases.
-///
-/// The C, Python and Node layers map these 1:1 (see [`ErrorKind::code`]).
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// The server could not be reached, or the connection broke.
-    Connection,
-    /// The call's deadline passed before it finished.
-    Timeout,
-    /// The call was cancelled through a [`CancelToken`](crate::CancelToken).
-    Cancelled,
-    /// Consul answered 403 (ACL denial or unknown token).
-    PermissionDenied,
-    /// The thing asked for does not exist (e.g. renew of an unknown session).
-    NotFound,
-    /// The request was rejected as malformed, or the configuration is invalid.
-    InvalidArgument,
-    /// A transaction failed (409), or a key is in use in an incompatible way.
-    Conflict,
-    /// The session is gone: destroyed, expired, or invalidated by a failed check.
-    SessionInvalidated,
-    /// Consul answered with another error status; see [`Error::status`] and
-    /// [`Error::server_text`].
-    Server,
-    /// Consul's answer could not be understood.
-    BadResponse,
-    /// The client was closed, or is used in a process forked from the one that made it.
-    Closed,
-    /// The Consul server is too old for what was asked (the message names the
-    /// version that added it), e.g. the `get-or-empty` txn verb before 1.14.
-    Unsupported,
-}
-
-impl ErrorKind {
-    /// The stable code string for this kind, e.g. `"BATON_TIMEOUT"`.
-    ///
-    /// Bindings expose the same string (`err.code` in Python and Node,
-    /// `baton_result_name` in C).
-    pub fn code(self) -> &'static str {
-        match self {
-            ErrorKind::Connection => "BATON_CONNECTION",
-            ErrorKind::Timeout => "BATON_TIMEOUT",
-            ErrorKind::Cancelled => "BATON_CANCELLED",
-            ErrorKind::PermissionDenied => "BATON_PERMISSION_DENIED",
-            ErrorKind::NotFound => "BATON_NOT_FOUND",
-            ErrorKind::InvalidArgument => "BATON_INVALID_ARGUMENT",
-            ErrorKind::Conflict => "BATON_CONFLICT",
-            ErrorKind::SessionInvalidated => "BATON_SESSION_INVALIDATED",
-            ErrorKind::Server => "BATON_SERVER",
-            ErrorKind::BadResponse => "BATON_BAD_RESPONSE",
-            ErrorKind::Closed => "BATON_CLOSED",
-            ErrorKind::Unsupported => "BATON_UNSUPPORTED",
-        }
-    }
-
-    /// Every kind, in a fixed order (for bindings that build tables).
-    pub const ALL: [ErrorKind; 12] = [
-        ErrorKind::Connection,
-        ErrorKind::Timeout,
-        ErrorKind::Cancelled,
-        ErrorKind::PermissionDenied,
-        ErrorKind::NotFound,
-        ErrorKind::InvalidArgument,
-        ErrorKind::Conflict,
-        ErrorKind::SessionInvalidated,
-        ErrorKind::Server,
-        ErrorKind::BadResponse,
-        ErrorKind::Closed,
-        ErrorKind::Unsupported,
-    ];
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.code())
-    }
-}
+use acl::{acl_hint, denial_hint, go_quote, Denier};
+pub use kind::ErrorKind;
+use status::classify_status;
+pub(crate) use status::transient_status;
+use text::{bounded, MESSAGE_MAX, SERVER_TEXT_MAX};
+pub(crate) use text::{printable, SHOWN_TEXT_MAX};
 
 /// One failed operation of a transaction, as Consul reports it in a 409.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,257 +274,9 @@ impl Error {
     }
 }
 
-/// Most bytes of a server's text that an error message quotes (after escaping);
-/// the rest is replaced by a `… (N bytes)` marker.
-pub(crate) const SHOWN_TEXT_MAX: usize = 512;
-
-/// Most bytes of Consul's text kept in [`Error::server_text`].
-pub(crate) const SERVER_TEXT_MAX: usize = 4096;
-
-/// Most bytes of any error message (before the `… (N bytes)` marker).
-pub(crate) const MESSAGE_MAX: usize = 2048;
-
 /// How many failing transaction operations a message lists (all of them stay in
 /// [`Error::txn_errors`]).
 const TXN_ERRORS_SHOWN: usize = 8;
-
-/// Whether `c` must not appear as is in a one-line message: C0/C1 controls and
-/// DEL (ESC, NUL, CR, LF, …), Unicode line/paragraph separators, and the
-/// invisible direction overrides that can make text read differently than it is.
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}'
-                | '\u{2029}'
-                | '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{feff}'
-        )
-}
-
-/// Appends `c`, escaped if needed (`\t`, `\n`, `\r`, otherwise `\u{..}`).
-fn push_char(out: &mut String, c: char) {
-    use std::fmt::Write as _;
-    if !needs_escape(c) {
-        out.push(c);
-        return;
-    }
-    match c {
-        '\t' => out.push_str("\\t"),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        _ => {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        }
-    }
-}
-
-/// Text that came from outside (a response body, a value in an answer), made
-/// safe to show on one line: invalid UTF-8 becomes U+FFFD, control characters
-/// are escaped visibly (see [`needs_escape`]), and once the escaped text would
-/// pass `max` bytes it is cut and `… (N bytes)` (N = the length of `raw`) is
-/// appended. Only the part that is shown is examined, so a huge `raw` costs
-/// no more than a short one.
-pub(crate) fn printable(raw: &[u8], max: usize) -> String {
-    let mut out = String::with_capacity(raw.len().min(max) + 24);
-    for chunk in raw.utf8_chunks() {
-        let invalid = (!chunk.invalid().is_empty()).then_some('\u{fffd}');
-        for c in chunk.valid().chars().chain(invalid) {
-            let before = out.len();
-            push_char(&mut out, c);
-            if out.len() > max {
-                out.truncate(before);
-                out.push_str(&format!("\u{2026} ({} bytes)", raw.len()));
-                return out;
-            }
-        }
-    }
-    out
-}
-
-/// `message` unchanged when it is already one printable line of at most `max`
-/// bytes (the usual case), else its [`printable`] form.
-fn bounded(message: String, max: usize) -> String {
-    if message.len() <= max && !message.chars().any(needs_escape) {
-        message
-    } else {
-        printable(message.as_bytes(), max)
-    }
-}
-
-/// Maps an HTTP status and Consul's text onto a kind.
-fn classify_status(status: u16, text: &str) -> ErrorKind {
-    match status {
-        403 => ErrorKind::PermissionDenied,
-        404 => ErrorKind::NotFound,
-        400 | 405 | 413 | 431 => ErrorKind::InvalidArgument,
-        409 => ErrorKind::Conflict,
-        500 if text.contains("invalid session") => ErrorKind::SessionInvalidated,
-        500 if text.contains("Permission denied") || text.contains("ACL not found") => {
-            ErrorKind::PermissionDenied
-        }
-        500 if text.starts_with("Invalid Session TTL")
-            || (text.starts_with("Session TTL") && text.contains("invalid"))
-            || text.starts_with("Invalid Behavior setting")
-            || text.contains("missing session")
-            || text.contains("strconv.ParseUint") =>
-        {
-            ErrorKind::InvalidArgument
-        }
-        _ => ErrorKind::Server,
-    }
-}
-
-/// Texts of Consul's 500 answers that mean "not now" rather than "not so": the
-/// errors of a cluster without a usable raft leader (Consul's
-/// `agent/structs/errors.go`, the RPC pool's `rpc error getting client` /
-/// `rpc error making call` wrappers around connection failures, and the
-/// errors `hashicorp/raft` gives for a write cut by a leadership change), and
-/// its rate limits. A forwarded error keeps the server's text after Consul's
-/// `rpc error making call: ` prefix, so the texts are matched anywhere.
-const TRANSIENT_500_TEXTS: &[&str] = &[
-    "No cluster leader",
-    "Raft leader not found",
-    "No known Consul servers",
-    "Not ready to serve consistent reads",
-    "RPC rate limit exceeded",
-    "Rate limit reached",
-    "rpc error getting client",
-    "failed to get conn",
-    "connection refused",
-    "connection reset",
-    "broken pipe",
-    "i/o timeout",
-    "use of closed network connection",
-    "rpc error making call: EOF",
-    "leadership lost while committing log",
-    "node is not the leader",
-    "leadership transfer in progress",
-    "raft is already shutdown",
-    "timed out enqueuing operation",
-];
-
-/// Whether a non-success status with Consul's `text` means "try again later".
-pub(crate) fn transient_status(status: u16, text: &str) -> bool {
-    match status {
-        429 | 502 | 503 | 504 => true,
-        500 => TRANSIENT_500_TEXTS.iter().any(|t| text.contains(t)),
-        _ => false,
-    }
-}
-
-/// Who Consul says was denied.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Denier {
-    /// No token was sent: `anonymous token lacks permission ...`.
-    Anonymous,
-    /// `token with AccessorID '...' lacks permission ...`.
-    Token,
-    /// Consul's text does not say (a bare `Permission denied`, as older releases and
-    /// transactions answer).
-    Unknown,
-}
-
-/// `s` in double quotes, as Go's `%q` shows ASCII text.
-fn go_quote(s: &str) -> String {
-    format!("{s:?}")
-}
-
-/// Go's `%q` undone for the simple case (no escapes); `None` otherwise.
-fn go_unquote(s: &str) -> Option<&str> {
-    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
-    (!inner.contains(['\\', '"'])).then_some(inner)
-}
-
-/// The rule that grants `perm` (`kind:access`) on `resource`, in Consul's policy language.
-fn rule_for(perm: &str, resource: &str) -> String {
-    let (kind, access) = perm.split_once(':').unwrap_or((perm, "write"));
-    match kind {
-        "key" | "session" | "node" | "service" | "agent" | "event" | "query" => format!(
-            "`{kind}_prefix {} {{ policy = \"{access}\" }}`",
-            go_quote(resource)
-        ),
-        _ => format!("`{kind} = \"{access}\"`"),
-    }
-}
-
-/// What to do about lacking `perm` on `resource`.
-fn denial_hint(who: Denier, perm: &str, resource: &str) -> String {
-    let on = match perm.split_once(':').map(|p| p.0) {
-        Some("session") if !resource.is_empty() => format!(" on the node {}", go_quote(resource)),
-        _ if !resource.is_empty() => format!(" on {}", go_quote(resource)),
-        _ => String::new(),
-    };
-    let rule = rule_for(perm, resource);
-    match who {
-        Denier::Anonymous => format!(
-            "no ACL token was sent, and the anonymous token lacks {perm}{on}: set \
-             CONSUL_HTTP_TOKEN (or CONSUL_HTTP_TOKEN_FILE) to a token whose policy has {rule}"
-        ),
-        Denier::Token => format!(
-            "the ACL token lacks {perm}{on}: add {rule} to one of its policies, or set \
-             CONSUL_HTTP_TOKEN to a token that has it"
-        ),
-        Denier::Unknown => format!(
-            "the ACL token lacks {perm}{on} (the anonymous token when CONSUL_HTTP_TOKEN is not \
-             set): give it a policy with {rule}"
-        ),
-    }
-}
-
-/// What to do about a 403 (or a 500 carrying an ACL text), from Consul's `text` and the
-/// `endpoint` (`METHOD /path`): which permission is missing on what, and the variable to set.
-/// Never names a token's secret (Consul's texts name the AccessorID only).
-pub(crate) fn acl_hint(endpoint: &str, text: &str) -> Option<String> {
-    if text.contains("ACL not found") {
-        return Some(
-            "Consul does not know this ACL token (deleted, expired, or from another cluster): \
-             check CONSUL_HTTP_TOKEN / CONSUL_HTTP_TOKEN_FILE"
-                .to_string(),
-        );
-    }
-    if !text.contains("Permission denied") {
-        return None;
-    }
-    let who = if text.contains("anonymous token lacks") {
-        Denier::Anonymous
-    } else if text.contains("token with AccessorID") {
-        Denier::Token
-    } else {
-        Denier::Unknown
-    };
-    // `... lacks permission 'key:write' on "jobs/x"` (Consul 1.12 and later).
-    if let Some(rest) = text.split("lacks permission '").nth(1) {
-        let (perm, tail) = rest.split_once('\'')?;
-        let resource = tail
-            .strip_prefix(" on ")
-            .map(|r| r.split(". The anonymous token").next().unwrap_or(r).trim())
-            .unwrap_or("");
-        let resource = go_unquote(resource).unwrap_or(resource);
-        return Some(denial_hint(who, perm, resource));
-    }
-    // A bare `Permission denied`: what the endpoint needs.
-    let (method, path) = endpoint.split_once(' ')?;
-    if let Some(key) = path.strip_prefix("/v1/kv/") {
-        let perm = if method == "GET" {
-            "key:read"
-        } else {
-            "key:write"
-        };
-        return Some(denial_hint(who, perm, key));
-    }
-    if path.starts_with("/v1/session/create")
-        || path.starts_with("/v1/session/renew/")
-        || path.starts_with("/v1/session/destroy/")
-    {
-        return Some(denial_hint(who, "session:write", ""));
-    }
-    None
-}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -643,6 +328,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
+    use super::text::needs_escape;
     use super::*;
 
     #[test]

@@ -1,0 +1,18 @@
+//! HTTP plumbing: URL and query encoding, the ureq agents, timeouts,
+//! cancellation, and mapping answers into [`Error`].
+
+mod availability;
+mod body;
+mod encode;
+mod errors;
+mod message;
+mod query;
+mod tls;
+mod transport;
+
+pub(crate) use availability::ProbeSlot;
+pub(crate) use encode::encode_component;
+pub use encode::encode_key;
+pub(crate) use message::{check, Request, Response};
+pub use query::{Consistency, QueryMeta, QueryOptions};
+pub(crate) use transport::Transport;
