@@ -1,0 +1,255 @@
+//! `Lock`, `Semaphore`, `Election`, `Sequencer` for Python, shaped like `threading`.
+//!
+//! A blocking call runs the core call on the calling thread, detached from the interpreter.
+//! On the main thread it is wired to signals (see `interrupt.rs`): Ctrl-C cancels the core
+//! call, an acquisition that raced the cancel is undone, and `KeyboardInterrupt` is raised:
+//! nothing is left held. Where that cannot be done (a `cancel=` token on the main thread, or an
+//! event loop owning the wakeup fd) the core call runs on a pooled thread while the caller
+//! waits detached in 100 ms slices and checks for signals in between.
+
+mod election;
+mod kv;
+mod lock;
+mod semaphore;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::interrupt::{is_main_thread, Interruptible};
+use crate::{float_repr, seconds, to_py, SLICE};
+
+pub(crate) use election::{Election, Leader, Observer};
+pub(crate) use kv::{txn_op, KvEntry};
+pub(crate) use lock::Lock;
+pub(crate) use semaphore::Semaphore;
+/// The threads of the fallback path of [`interruptible`].
+static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-call");
+
+/// Ends the idle threads of the fallback path (the `atexit` hook).
+pub(crate) fn stop_pool(deadline: Instant) {
+    CALLS.stop(deadline);
+}
+
+/// The deadline of a timeout (`None`: no limit), for calls that may be restarted.
+pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.map(|t| Instant::now() + t)
+}
+
+/// What is left until `deadline` (`None`: no limit).
+pub(crate) fn left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+pub(super) fn cancelled_by_user(py: Python<'_>) -> PyErr {
+    to_py(
+        py,
+        baton::Error::new(
+            baton::ErrorKind::Cancelled,
+            "cancelled through its CancelToken (what it acquired meanwhile was released)",
+        ),
+    )
+}
+
+/// Runs the core call `call` with a cancel token, detached from the interpreter, so that
+/// Ctrl-C (any signal whose Python handler raises) interrupts it: the token is cancelled,
+/// `undo` gets a result that raced the cancel, and the handler's exception propagates. If
+/// the handler returns instead, the call is made again (so `call` computes its timeouts from
+/// a deadline; see [`deadline`]). `user` (a `cancel=` token) cancelled from another thread
+/// ends the call with `baton.CancelledError`, and a success that raced it is undone.
+pub(crate) fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    user: Option<baton::CancelToken>,
+    mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+) -> PyResult<T> {
+    if !is_main_thread(py) {
+        // No signal handler runs on this thread: only the user's token can end the call.
+        let token = user.clone().unwrap_or_default();
+        let r = py.detach(|| call(&token));
+        return match r {
+            Ok(v) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
+                py.detach(|| undo(v));
+                Err(cancelled_by_user(py))
+            }
+            r => r.map_err(|e| to_py(py, e)),
+        };
+    }
+    if user.is_none() {
+        while let Some(wired) = Interruptible::begin(py)? {
+            let token = wired.token().clone();
+            let r = py.detach(|| call(&token));
+            drop(wired);
+            if token.is_cancelled() {
+                // A signal came: its handler runs now.
+                if let Err(raised) = py.check_signals() {
+                    if let Ok(v) = r {
+                        // Undoing makes requests (and may log): not while attached.
+                        py.detach(|| undo(v));
+                    }
+                    return Err(raised);
+                }
+                if matches!(&r, Err(e) if e.kind() == baton::ErrorKind::Cancelled) {
+                    continue;
+                }
+            }
+            return r.map_err(|e| to_py(py, e));
+        }
+    }
+    sliced(py, user, call, undo)
+}
+
+/// The fallback of [`interruptible`]: `call` on a pooled thread, the caller waiting detached in
+/// [`SLICE`]s and checking for signals in between.
+pub(super) fn sliced<T: Send + 'static>(
+    py: Python<'_>,
+    user: Option<baton::CancelToken>,
+    mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
+    undo: impl FnOnce(T) + Send + 'static,
+) -> PyResult<T> {
+    use crossbeam_channel::RecvTimeoutError;
+    let cancel = baton::CancelToken::new();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let token = cancel.clone();
+    CALLS
+        .run(move || {
+            let outcome = call(&token);
+            move || {
+                let _ = tx.send(outcome);
+            }
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    // Watched until it fires (then the call's own token is cancelled).
+    let mut watch = user.as_ref().map(|u| u.receiver());
+    loop {
+        // `None`: the user's token fired.
+        let got = py.detach(|| match &watch {
+            Some(user_rx) => crossbeam_channel::select! {
+                recv(rx) -> r => Some(r.map_err(|_| RecvTimeoutError::Disconnected)),
+                recv(user_rx) -> _ => None,
+                default(SLICE) => Some(Err(RecvTimeoutError::Timeout)),
+            },
+            None => Some(rx.recv_timeout(SLICE)),
+        });
+        match got {
+            None => {
+                cancel.cancel();
+                watch = None;
+                continue;
+            }
+            Some(Ok(Ok(v))) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
+                py.detach(|| undo(v));
+                return Err(cancelled_by_user(py));
+            }
+            Some(Ok(r)) => return r.map_err(|e| to_py(py, e)),
+            Some(Err(RecvTimeoutError::Disconnected)) => {
+                return Err(PyRuntimeError::new_err(
+                    "baton call thread ended without a result",
+                ))
+            }
+            Some(Err(RecvTimeoutError::Timeout)) => {}
+        }
+        if let Err(interrupt) = py.check_signals() {
+            cancel.cancel();
+            py.detach(|| {
+                if let Ok(Ok(v)) = rx.recv() {
+                    undo(v);
+                }
+            });
+            return Err(interrupt);
+        }
+    }
+}
+
+/// `threading`-style (blocking, timeout) → core timeout (`None` = forever). `timeout=None`
+/// means the same as -1: no limit (as everywhere else in baton).
+pub(super) fn acquire_timeout(blocking: bool, timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    let timeout = timeout.unwrap_or(-1.0);
+    if !blocking {
+        if timeout != -1.0 {
+            return Err(PyValueError::new_err(
+                "can't specify a timeout for a non-blocking call",
+            ));
+        }
+        return Ok(Some(Duration::ZERO));
+    }
+    if timeout == -1.0 {
+        return Ok(None);
+    }
+    if timeout < 0.0 {
+        return Err(PyValueError::new_err(format!(
+            "timeout must be a non-negative number of seconds or -1, got {}",
+            float_repr(timeout)
+        )));
+    }
+    seconds("timeout", Some(timeout))
+}
+
+/// Proof of one acquisition: key, session, LockIndex and a monotonic fencing `token`.
+/// `str(seq)` is a stable form that `Sequencer.parse` reads back.
+#[pyclass(frozen, module = "consul_baton._native")]
+#[derive(Clone)]
+pub(crate) struct Sequencer {
+    pub(crate) inner: baton::Sequencer,
+}
+
+#[pymethods]
+impl Sequencer {
+    /// The lock's key.
+    #[getter]
+    fn key(&self) -> String {
+        self.inner.key.clone()
+    }
+    /// The session that acquired it.
+    #[getter]
+    fn session(&self) -> String {
+        self.inner.session.clone()
+    }
+    /// The key's LockIndex after the acquisition.
+    #[getter]
+    fn lock_index(&self) -> u64 {
+        self.inner.lock_index
+    }
+    /// The acquisition's ModifyIndex: grows with every new holder, even across deletes.
+    #[getter]
+    fn token(&self) -> u64 {
+        self.inner.token
+    }
+    /// Parses the string form.
+    #[staticmethod]
+    fn parse(py: Python<'_>, text: &str) -> PyResult<Sequencer> {
+        baton::Sequencer::parse(text)
+            .map(|inner| Sequencer { inner })
+            .map_err(|e| to_py(py, e))
+    }
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+    fn __repr__(&self) -> String {
+        format!("baton.Sequencer({:?})", self.inner.to_string())
+    }
+    fn __eq__(&self, other: &Sequencer) -> bool {
+        self.inner == other.inner
+    }
+}
+
+pub(super) fn register_lost<R: Copy + Send + 'static>(
+    callback: Py<PyAny>,
+    name: fn(R) -> &'static str,
+) -> PyResult<impl Fn(R) + Send + Sync + 'static> {
+    let ok = Python::attach(|py| callback.bind(py).is_callable());
+    if !ok {
+        return Err(PyTypeError::new_err("callback must be callable"));
+    }
+    let callback = Arc::new(callback);
+    Ok(move |reason: R| {
+        let cb = callback.clone();
+        let _ = crate::attach_from_thread(|py| {
+            if let Err(err) = cb.call1(py, (name(reason),)) {
+                err.write_unraisable(py, Some(cb.bind(py)));
+            }
+        });
+    })
+}
