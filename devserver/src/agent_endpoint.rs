@@ -115,6 +115,16 @@ pub(crate) fn member(ctx: &Ctx, wan: bool) -> Value {
     })
 }
 
+/// The agent node's metadata as `/v1/agent/self` shows it.
+fn node_meta(ctx: &Ctx) -> Value {
+    let mut m = Map::new();
+    m.insert("consul-network-segment".into(), json!(""));
+    for (k, v) in &ctx.shared.cfg.node_meta {
+        m.insert(k.clone(), json!(v));
+    }
+    Value::Object(m)
+}
+
 /// `/v1/agent/self`: every top-level value an object or null (the Go client requires it),
 /// with `Stats.consul` as a server reports it.
 fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
@@ -135,7 +145,9 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
         "DebugConfig": {
             "SessionTTLMin": format_go_duration(cfg.session_ttl_min.as_nanos() as i64),
             "KVMaxValueSize": cfg.kv_max_value_size,
-            "TxnMaxReqLen": cfg.txn_max_req_len
+            "TxnMaxReqLen": cfg.txn_max_req_len,
+            "SerfAdvertiseAddrLAN": format!("tcp://127.0.0.1:{}", cfg.serf_ports.0),
+            "SerfAdvertiseAddrWAN": format!("tcp://127.0.0.1:{}", cfg.serf_ports.1)
         },
         "Coord": {"Vec": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Error": 1.5, "Adjustment": 0.0, "Height": 1e-05},
         "Member": member(ctx, false),
@@ -152,7 +164,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
             "raft": {"state": if leader { "Leader" } else { "Follower" }},
             "runtime": {"arch": std::env::consts::ARCH, "os": std::env::consts::OS}
         },
-        "Meta": {"consul-network-segment": ""},
+        "Meta": node_meta(ctx),
         "xDS": {"SupportedProxies": {"envoy": ["1.25.1"]}, "Port": -1, "Ports": {"Plaintext": -1, "TLS": -1}}
     });
     Ok(Reply::json(200, &body, ctx.pretty()))
@@ -321,7 +333,7 @@ fn build_check(node: &str, def: &CheckDef) -> Check {
 }
 
 /// `PUT /v1/agent/service/register` (`AgentRegisterService`, `AddService`).
-fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
+pub(crate) fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let obj = decode::object(body, "structs.ServiceDefinition")?;
     let name = decode::string(&obj, "Name");
     if name.is_empty() {
@@ -378,6 +390,7 @@ fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         locality: fld(&obj, "Locality")
             .map(decode::camel)
             .unwrap_or(Value::Null),
+        socket_path: decode::string(&obj, "SocketPath"),
         create_index: 0,
         modify_index: 0,
     };
@@ -475,6 +488,7 @@ fn sidecar_service(parent: &Service, sc: &Map<String, Value>) -> (Service, Vec<C
         }),
         connect: Value::Null,
         locality: parent.locality.clone(),
+        socket_path: String::new(),
         create_index: 0,
         modify_index: 0,
     };

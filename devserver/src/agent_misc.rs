@@ -41,7 +41,7 @@ pub(crate) fn handle(
     match pattern {
         "/v1/agent/reload" => {
             crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
-            Ok(Reply::text(200, ""))
+            reload(ctx)
         }
         "/v1/agent/metrics" => {
             crate::acl_endpoint::require(ctx, t, "agent:read", &node)?;
@@ -56,7 +56,7 @@ pub(crate) fn handle(
             let ts = format!("{} +0000 UTC", now.replace('T', " ").trim_end_matches('Z'));
             Ok(Reply::json(
                 200,
-                &json!({"Timestamp": ts, "Gauges": [], "Points": [], "Counters": [], "Samples": []}),
+                &json!({"Timestamp": ts, "Gauges": runtime_gauges(), "Points": [], "Counters": [], "Samples": []}),
                 ctx.pretty(),
             ))
         }
@@ -67,8 +67,7 @@ pub(crate) fn handle(
             if !LOG_LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
                 return Err(Reply::text(400, format!("Unknown log level: {level}")));
             }
-            // A dev server has no log stream to follow: answer with nothing.
-            Ok(Reply::text(200, ""))
+            Ok(monitor(ctx, &level.to_ascii_lowercase()))
         }
         "/v1/agent/host" => {
             crate::acl_endpoint::require(ctx, t, "operator:read", "")?;
@@ -92,7 +91,7 @@ pub(crate) fn handle(
         }
         "/v1/agent/join/" => {
             crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
-            Err(Reply::text(500, format!("1 error occurred:\n\t* Failed to join {rest}: baton-devserver is a single node\n\n")))
+            join(ctx, rest)
         }
         "/v1/agent/force-leave/" => {
             crate::acl_endpoint::require(ctx, t, "operator:write", "")?;
@@ -224,4 +223,93 @@ pub(crate) fn status_peers(ctx: &Ctx) -> Reply {
         return Reply::text(500, "No path to datacenter");
     }
     Reply::json(200, &json!(["127.0.0.1:8300"]), ctx.pretty())
+}
+
+/// `PUT /v1/agent/join/<addr>`: joining this agent's own serf address (LAN, or WAN with
+/// `?wan`) succeeds, as it does on a single agent; any other address fails, as a join to an
+/// agent that is not there does.
+fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
+    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
+    let (lan_port, wan_port) = ctx.shared.cfg.serf_ports;
+    let port = if wan { wan_port } else { lan_port };
+    let own = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    if own.iter().any(|a| a == addr) {
+        return Ok(Reply::text(200, ""));
+    }
+    Err(Reply::text(
+        500,
+        format!(
+            "1 error occurred:\n\t* Failed to join {addr}: baton-devserver is a single node\n\n"
+        ),
+    ))
+}
+
+/// `PUT /v1/agent/reload`: reads the `-config-file` files again and registers the services
+/// they define (`service` and `services`), as an agent does on reload.
+fn reload(ctx: &Ctx) -> Result<Reply, Reply> {
+    for path in &ctx.shared.cfg.config_files {
+        let v = crate::config::read_config_file(path).map_err(|e| Reply::text(500, e))?;
+        let mut defs: Vec<&Value> = Vec::new();
+        if let Some(s) = v.get("service").filter(|s| s.is_object()) {
+            defs.push(s);
+        }
+        if let Some(Value::Array(list)) = v.get("services") {
+            defs.extend(list.iter().filter(|s| s.is_object()));
+        }
+        for def in defs {
+            let body = serde_json::to_vec(def).unwrap_or_default();
+            crate::agent_endpoint::register_service(ctx, &body).map_err(|e| {
+                Reply::text(
+                    500,
+                    format!(
+                        "Failed reloading services: {}",
+                        String::from_utf8_lossy(&e.body)
+                    ),
+                )
+            })?;
+        }
+    }
+    Ok(Reply::text(200, ""))
+}
+
+/// The runtime gauges `/v1/agent/metrics` reports (`consul.runtime.*`, as go-metrics names a
+/// Go process's; here the dev server process's resident memory where the OS tells it).
+fn runtime_gauges() -> Vec<Value> {
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<f64>().ok())
+        })
+        .map(|pages| pages * 4096.0)
+        .unwrap_or(0.0);
+    ["alloc_bytes", "sys_bytes", "heap_objects", "num_goroutines"]
+        .iter()
+        .map(|name| {
+            let value = match *name {
+                "alloc_bytes" | "sys_bytes" => rss,
+                _ => 0.0,
+            };
+            json!({"Name": format!("consul.runtime.{name}"), "Value": value, "Labels": {}})
+        })
+        .collect()
+}
+
+/// `GET /v1/agent/monitor`: the dev server keeps no log stream, so the answer is one line saying
+/// so, at INFO (none when `loglevel` asks for less), plain or as `?logjson` asks, and the
+/// stream ends.
+fn monitor(ctx: &Ctx, level: &str) -> Reply {
+    if !matches!(level, "trace" | "debug" | "info") {
+        return Reply::text(200, "");
+    }
+    let now = crate::acl_endpoint::rfc3339(std::time::SystemTime::now());
+    let msg = "monitor: baton-devserver keeps no log stream; this is its only line";
+    let line = if ctx.query.has("logjson") {
+        json!({"@level": "info", "@message": msg, "@module": "agent", "@timestamp": now})
+            .to_string()
+    } else {
+        format!("{now} [INFO]  agent: {msg}")
+    };
+    Reply::text(200, format!("{line}\n"))
 }

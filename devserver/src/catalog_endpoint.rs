@@ -24,7 +24,8 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
         "/v1/catalog/services" => services(ctx).await,
         "/v1/catalog/service/" => service_nodes(ctx, rest, false).await,
         "/v1/catalog/connect/" => service_nodes(ctx, rest, true).await,
-        "/v1/catalog/node/" => node(ctx, rest).await,
+        "/v1/catalog/node/" => node(ctx, rest, false).await,
+        "/v1/catalog/node-services/" => node(ctx, rest, true).await,
         "/v1/catalog/gateway-services/" => gateway_services(ctx, rest).await,
         _ => Err(Reply::text(
             404,
@@ -58,6 +59,29 @@ pub(crate) fn answer(v: &Value, opts: &Opts, index: u64) -> Reply {
     Reply::json(200, v, opts.pretty)
         .with_meta(index)
         .with("x-consul-effective-consistency", opts.consistency)
+}
+
+/// `?cached` (the agent cache, `agent/cache`): the first such read of a path and query is a
+/// `MISS`, later ones a `HIT` of age 0 — the dev server answers from its state every time,
+/// so a hit is never stale. Without `?cached` the reply is unchanged.
+pub(crate) fn agent_cached(ctx: &Ctx, what: &str, reply: Reply) -> Reply {
+    if !ctx.query.has("cached") || reply.status != 200 {
+        return reply;
+    }
+    let mut q = ctx.query.clone();
+    q.remove(&["index", "wait", "cached"]);
+    let key = format!("{what}?{}", q.encode());
+    let hit = !ctx
+        .shared
+        .agent_cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key);
+    if hit {
+        reply.with("x-cache", "HIT").with("age", "0")
+    } else {
+        reply.with("x-cache", "MISS")
+    }
 }
 
 fn token(ctx: &Ctx) -> Option<String> {
@@ -151,6 +175,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
                 proxy: fld(s, "Proxy").map(decode::camel).unwrap_or(Value::Null),
                 connect: Value::Null,
                 locality: fld(s, "Locality").map(decode::camel).unwrap_or(Value::Null),
+                socket_path: decode::string(s, "SocketPath"),
                 create_index: 0,
                 modify_index: 0,
             })
@@ -390,10 +415,17 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
         }
     })
     .await;
-    Ok(answer(&Value::Array(run.value), &opts, run.index))
+    let what = if connect { "connect" } else { "service" };
+    Ok(agent_cached(
+        ctx,
+        &format!("catalog/{what}/{name}"),
+        answer(&Value::Array(run.value), &opts, run.index),
+    ))
 }
 
-async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
+/// `/v1/catalog/node/<n>` (services by ID) and, with `list`, `/v1/catalog/node-services/<n>`
+/// (`NodeServiceList`: services as a list; an unknown node is `{"Node": null, "Services": []}`).
+async fn node(ctx: &Ctx, name: &str, list: bool) -> Result<Reply, Reply> {
     if name.is_empty() {
         return Err(Reply::text(400, "Missing node name"));
     }
@@ -406,18 +438,27 @@ async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
             .node(name)
             .filter(|n| access.allows("node:read", &n.name))
             .map(|n| {
-                let services: Map<String, Value> = st
+                let services = st
                     .node_services(name)
                     .into_iter()
                     .filter(|s| access.allows("service:read", &s.service))
                     .map(|s| (s.id.clone(), catalog_json::node_service(s)))
-                    .filter(|(_, v)| filter.matches(v))
-                    .collect();
+                    .filter(|(_, v)| filter.matches(v));
+                let services = if list {
+                    Value::Array(services.map(|(_, v)| v).collect())
+                } else {
+                    Value::Object(services.collect())
+                };
                 json!({"Node": catalog_json::node(n, &dc), "Services": services})
             });
+        let missing = if list {
+            json!({"Node": null, "Services": []})
+        } else {
+            Value::Null
+        };
         Run {
             index: cat.nodes_index.max(cat.services_index),
-            value: value.unwrap_or(Value::Null),
+            value: value.unwrap_or(missing),
             not_found: false,
         }
     })

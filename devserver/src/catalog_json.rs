@@ -47,6 +47,9 @@ pub(crate) fn node_service(s: &Service) -> Value {
     }
     m.insert("Meta".into(), json!(s.meta));
     m.insert("Port".into(), json!(s.port));
+    if !s.socket_path.is_empty() {
+        m.insert("SocketPath".into(), json!(s.socket_path));
+    }
     m.insert("Weights".into(), weights(s));
     m.insert("EnableTagOverride".into(), json!(s.enable_tag_override));
     if !s.kind.is_empty() {
@@ -86,6 +89,9 @@ pub(crate) fn service_node(n: &Node, s: &Service, dc: &str) -> Value {
     m.insert("ServiceWeights".into(), weights(s));
     m.insert("ServiceMeta".into(), json!(s.meta));
     m.insert("ServicePort".into(), json!(s.port));
+    if !s.socket_path.is_empty() {
+        m.insert("ServiceSocketPath".into(), json!(s.socket_path));
+    }
     m.insert(
         "ServiceEnableTagOverride".into(),
         json!(s.enable_tag_override),
@@ -117,6 +123,9 @@ pub(crate) fn agent_service(s: &Service, dc: &str) -> Value {
     m.insert("Meta".into(), json!(s.meta));
     m.insert("Port".into(), json!(s.port));
     m.insert("Address".into(), json!(s.address));
+    if !s.socket_path.is_empty() {
+        m.insert("SocketPath".into(), json!(s.socket_path));
+    }
     if !s.tagged_addresses.is_empty() {
         m.insert("TaggedAddresses".into(), json!(s.tagged_addresses));
     }

@@ -119,7 +119,8 @@ pub(crate) fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// Re-keys an object's keys to Go's CamelCase spelling for the few nested structures
-/// (`Proxy`, `Locality`, tagged addresses) whose fields a client reads back.
+/// (`Proxy`, `Locality`, tagged addresses) whose fields a client reads back; the opaque
+/// `Config` maps inside them keep their keys.
 pub(crate) fn camel(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
@@ -135,7 +136,9 @@ pub(crate) fn camel(v: &Value) -> Value {
                             }
                         })
                         .collect::<String>();
-                    (k, camel(v))
+                    // `Config` maps (a proxy's, an upstream's) are opaque: kept as sent.
+                    let v = if k == "Config" { v.clone() } else { camel(v) };
+                    (k, v)
                 })
                 .collect(),
         ),

@@ -143,5 +143,12 @@ async fn service_entries(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, 
         }
     })
     .await;
-    Ok(answer(&Value::Array(run.value), &opts, run.index))
+    Ok(crate::catalog_endpoint::agent_cached(
+        ctx,
+        &format!(
+            "health/{}/{name}",
+            if connect { "connect" } else { "service" }
+        ),
+        answer(&Value::Array(run.value), &opts, run.index),
+    ))
 }

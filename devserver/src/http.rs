@@ -71,6 +71,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/catalog/service/", &["GET"]),
     ("/v1/catalog/connect/", &["GET"]),
     ("/v1/catalog/node/", &["GET"]),
+    ("/v1/catalog/node-services/", &["GET"]),
     ("/v1/catalog/gateway-services/", &["GET"]),
     ("/v1/health/node/", &["GET"]),
     ("/v1/health/checks/", &["GET"]),
@@ -106,6 +107,20 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/acl/templated-policy/name/", &["GET"]),
     ("/v1/acl/templated-policy/preview/", &["POST"]),
 ];
+
+/// The route table with the patterns of the families not implemented (which answer 501).
+fn all_routes() -> impl Iterator<Item = &'static (&'static str, &'static [&'static str])> {
+    ROUTES.iter().chain(UNIMPLEMENTED.iter())
+}
+
+/// [`crate::unimplemented::FAMILIES`] as route-table rows.
+static UNIMPLEMENTED: std::sync::LazyLock<Vec<(&'static str, &'static [&'static str])>> =
+    std::sync::LazyLock::new(|| {
+        crate::unimplemented::FAMILIES
+            .iter()
+            .map(|(p, m, _)| (*p, *m))
+            .collect()
+    });
 
 /// What a connection has carried: nothing yet, control requests only, or Consul requests.
 const CONN_NEW: u8 = 0;
@@ -349,8 +364,7 @@ async fn route(
         return (redirect(&cleaned, req.uri().query(), req.method()), false);
     }
     // Go's ServeMux: an exact pattern wins, else the longest matching prefix pattern.
-    let route = ROUTES
-        .iter()
+    let route = all_routes()
         .filter(|(pat, _)| {
             if pat.ends_with('/') {
                 path.starts_with(pat)
@@ -362,7 +376,7 @@ async fn route(
     let Some((pattern, methods)) = route else {
         // ServeMux redirects "/v1/kv" to the registered "/v1/kv/".
         let slash = format!("{path}/");
-        if ROUTES.iter().any(|(p, _)| *p == slash) {
+        if all_routes().any(|(p, _)| *p == slash) {
             return (redirect(&slash, req.uri().query(), req.method()), false);
         }
         if path == "/" {
@@ -384,6 +398,12 @@ async fn route(
     if !methods.contains(&method.as_str()) {
         return (
             Reply::text(405, format!("method {method} not allowed")).with("allow", allow),
+            true,
+        );
+    }
+    if let Some(family) = crate::unimplemented::family(pattern) {
+        return (
+            crate::unimplemented::answer(method.as_str(), &path, family),
             true,
         );
     }

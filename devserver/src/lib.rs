@@ -83,6 +83,7 @@ mod session_endpoint;
 mod state;
 mod tls;
 mod txn_endpoint;
+mod unimplemented;
 mod version;
 mod watch;
 

@@ -59,6 +59,11 @@ impl Query {
             .collect()
     }
 
+    /// Drops every pair whose key is one of `keys`.
+    pub fn remove(&mut self, keys: &[&str]) {
+        self.pairs.retain(|(k, _)| !keys.contains(&k.as_str()));
+    }
+
     /// Go's `url.Values.Encode`: keys sorted, values in order, query-escaped.
     pub fn encode(&self) -> String {
         let mut sorted: Vec<&(String, String)> = self.pairs.iter().collect();

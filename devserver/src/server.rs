@@ -64,14 +64,18 @@ pub(crate) struct Shared {
     conns: Mutex<HashMap<IpAddr, usize>>,
     /// The agent's NodeID (stable for the server's life).
     pub node_id: String,
+    /// The `?cached` requests the agent cache has answered (keyed by path and query): the
+    /// first is a `MISS`, those after it a `HIT`.
+    pub agent_cache: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {
     fn new(cfg: Config) -> Shared {
-        let node_id = crate::state::new_uuid();
+        let node_id = cfg.node_id.clone().unwrap_or_else(crate::state::new_uuid);
         let state = State::new(
             &cfg.node_name,
             &node_id,
+            &cfg.node_meta,
             cfg.tombstone_ttl,
             cfg.consul_version,
         );
@@ -88,6 +92,7 @@ impl Shared {
             counts: Mutex::new(RequestCounts::default()),
             conns: Mutex::new(HashMap::new()),
             node_id,
+            agent_cache: Mutex::new(Default::default()),
         }
     }
 
@@ -201,10 +206,15 @@ impl Shared {
             *st = State::new(
                 &self.cfg.node_name,
                 &self.node_id,
+                &self.cfg.node_meta,
                 self.cfg.tombstone_ttl,
                 self.cfg.consul_version,
             );
         }
+        self.agent_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.generation.send_modify(|g| *g += 1);
         self.hub.notify_all();
         self.timer_kick.notify_one();

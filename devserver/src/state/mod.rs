@@ -96,6 +96,7 @@ impl State {
     pub fn new(
         node_name: &str,
         node_id: &str,
+        node_meta: &[(String, String)],
         tombstone_ttl: Duration,
         version: ConsulVersion,
     ) -> State {
@@ -119,7 +120,7 @@ impl State {
             changes: Vec::new(),
             journal: None,
         };
-        st.boot_catalog(node_name, node_id);
+        st.boot_catalog(node_name, node_id, node_meta);
         st
     }
 
@@ -196,6 +197,7 @@ mod testutil {
         State::new(
             "n1",
             "00000000-0000-0000-0000-000000000001",
+            &[],
             Duration::from_secs(900),
             ConsulVersion::CURRENT,
         )

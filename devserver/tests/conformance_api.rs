@@ -1,0 +1,272 @@
+//! What Consul's own `api` package tests (Consul 1.15, `api/*_test.go`) check, pinned here since
+//! their Go harness cannot run on these machines. Each test names the Go test it stands for;
+//! the checks are the ones that Go test makes, restated against the HTTP answers.
+
+mod common;
+
+use common::*;
+
+fn meta_server() -> DevServer {
+    start_with(|c| {
+        c.node_meta = vec![("somekey".into(), "somevalue".into())];
+        c.node_id = Some("0b6b2a4c-1111-2222-3333-444444444444".into());
+    })
+}
+
+fn ok(r: Response) {
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+fn ok_json(r: Response) -> Value {
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+/// TestAPI_CatalogNodes: one node, the configured NodeID, lan/wan tagged addresses, the
+/// network-segment meta, ModifyIndex equal to the answer's index, index at least 2.
+#[test]
+fn catalog_nodes_is_the_agent_node_with_its_configured_id() {
+    let s = start_with(|c| c.node_id = Some("0b6b2a4c-1111-2222-3333-444444444444".into()));
+    let r = get(&s, "/v1/catalog/nodes");
+    let index = r.index();
+    let nodes = ok_json(r);
+    assert!(index >= 2);
+    let n = &nodes.as_array().unwrap()[..];
+    assert_eq!(n.len(), 1);
+    assert_eq!(n[0]["ID"], "0b6b2a4c-1111-2222-3333-444444444444");
+    assert_eq!(n[0]["Node"], s.node_name());
+    assert_eq!(n[0]["Address"], "127.0.0.1");
+    assert_eq!(n[0]["Datacenter"], "dc1");
+    assert_eq!(n[0]["TaggedAddresses"]["lan"], "127.0.0.1");
+    assert_eq!(n[0]["TaggedAddresses"]["wan"], "127.0.0.1");
+    assert_eq!(n[0]["Meta"], json!({"consul-network-segment": ""}));
+    assert_eq!(n[0]["ModifyIndex"], index);
+    // agent/self reports the same ID.
+    let me = ok_json(get(&s, "/v1/agent/self"));
+    assert_eq!(me["Config"]["NodeID"], n[0]["ID"]);
+}
+
+/// TestAPI_CatalogNodes_MetaFilter: the configured `node_meta` is on the agent's node, and a
+/// `node-meta` filter finds it; a filter nothing matches gives an empty list with an index.
+#[test]
+fn catalog_nodes_meta_filter_uses_the_configured_node_meta() {
+    let s = meta_server();
+    let r = get(&s, "/v1/catalog/nodes?node-meta=somekey:somevalue");
+    assert!(r.index() > 0);
+    let nodes = ok_json(r);
+    assert_eq!(nodes[0]["Meta"]["somekey"], "somevalue");
+    assert!(nodes[0]["TaggedAddresses"]["wan"].is_string());
+    assert_eq!(nodes[0]["Datacenter"], "dc1");
+    let r = get(&s, "/v1/catalog/nodes?node-meta=nope:nope");
+    assert!(r.index() > 0);
+    assert_eq!(ok_json(r), json!([]));
+    assert_eq!(
+        ok_json(get(&s, "/v1/agent/self"))["Meta"]["somekey"],
+        "somevalue"
+    );
+}
+
+/// TestAPI_CatalogServices_NodeMetaFilter, TestAPI_CatalogService_NodeMetaFilter,
+/// TestAPI_CatalogServices_FilterExpr_NodeMeta (`NodeMeta.somekey == somevalue` as a filter).
+#[test]
+fn catalog_services_meta_filters_use_the_configured_node_meta() {
+    let s = meta_server();
+    let r = get(&s, "/v1/catalog/services?node-meta=somekey:somevalue");
+    assert!(r.index() > 0);
+    assert!(ok_json(r).get("consul").is_some());
+    let r = get(&s, "/v1/catalog/services?node-meta=nope:nope");
+    assert!(r.index() > 0);
+    assert_eq!(ok_json(r), json!({}));
+    let list = ok_json(get(
+        &s,
+        "/v1/catalog/service/consul?node-meta=somekey:somevalue",
+    ));
+    assert_eq!(list[0]["Datacenter"], "dc1");
+    assert_eq!(list[0]["NodeMeta"]["somekey"], "somevalue");
+    let q = "/v1/catalog/service/consul?filter=NodeMeta.somekey%20%3D%3D%20somevalue";
+    assert_eq!(ok_json(get(&s, q)).as_array().unwrap().len(), 1);
+    let q = "/v1/catalog/service/consul?filter=NodeMeta.somekey%20%3D%3D%20other";
+    assert_eq!(ok_json(get(&s, q)), json!([]));
+}
+
+/// TestAPI_HealthChecks_NodeMetaFilter, TestAPI_HealthService_NodeMetaFilter,
+/// TestAPI_HealthState_NodeMetaFilter.
+#[test]
+fn health_meta_filters_use_the_configured_node_meta() {
+    let s = meta_server();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "foo", "Check": {"TTL": "15s"}}),
+    ));
+    let r = get(&s, "/v1/health/checks/foo?node-meta=somekey:somevalue");
+    assert!(r.index() > 0);
+    assert_eq!(ok_json(r).as_array().unwrap().len(), 1);
+    let e = ok_json(get(
+        &s,
+        "/v1/health/service/consul?passing&node-meta=somekey:somevalue",
+    ));
+    assert!(e[0]["Node"]["TaggedAddresses"]["wan"].is_string());
+    assert_eq!(e[0]["Node"]["Datacenter"], "dc1");
+    let r = get(&s, "/v1/health/state/any?node-meta=somekey:somevalue");
+    assert!(r.index() > 0);
+    assert!(!ok_json(r).as_array().unwrap().is_empty());
+    let none = ok_json(get(&s, "/v1/health/state/any?node-meta=nope:nope"));
+    assert_eq!(none, json!([]));
+}
+
+fn proxy_registration(node: &str) -> Value {
+    json!({
+        "Datacenter": "dc1", "Node": node, "Address": "192.168.10.10", "SkipNodeUpdate": true,
+        "Service": {
+            "Kind": "connect-proxy", "ID": "web-proxy1", "Service": "web-proxy", "Port": 8001,
+            "Proxy": {
+                "DestinationServiceName": "web", "DestinationServiceID": "web1",
+                "LocalServiceAddress": "127.0.0.2", "LocalServicePort": 8080,
+                "Upstreams": [
+                    {"DestinationName": "db", "LocalBindPort": 9191,
+                     "Config": {"connect_timeout_ms": 1000}},
+                    {"DestinationType": "prepared_query", "DestinationName": "geo-cache",
+                     "LocalBindPort": 8181}
+                ]
+            }
+        }
+    })
+}
+
+/// TestAPI_CatalogNode: a proxy registered on the agent's node with `SkipNodeUpdate` comes back
+/// with its proxy config as sent (the opaque upstream `Config` keeps its keys), beside the
+/// `consul` service; the node keeps its own address.
+#[test]
+fn catalog_node_returns_a_proxy_config_as_registered() {
+    let s = start();
+    let reg = proxy_registration(&s.node_name());
+    ok_json(put_json(&s, "/v1/catalog/register", &reg));
+    let r = get(&s, &format!("/v1/catalog/node/{}", s.node_name()));
+    assert!(r.index() > 0);
+    let info = ok_json(r);
+    let services = info["Services"].as_object().unwrap();
+    assert_eq!(services.len(), 2, "{info}");
+    assert!(info["Node"]["TaggedAddresses"]["wan"].is_string());
+    assert_eq!(info["Node"]["Datacenter"], "dc1");
+    assert_eq!(info["Node"]["Address"], "127.0.0.1");
+    assert_eq!(services["web-proxy1"]["Proxy"], reg["Service"]["Proxy"]);
+}
+
+/// TestAPI_CatalogNodeServiceList: `/v1/catalog/node-services/<node>` lists the same services
+/// as a list; an unknown node is a null node with no services.
+#[test]
+fn catalog_node_service_list_lists_the_node_services() {
+    let s = start();
+    let reg = proxy_registration(&s.node_name());
+    ok_json(put_json(&s, "/v1/catalog/register", &reg));
+    let r = get(&s, &format!("/v1/catalog/node-services/{}", s.node_name()));
+    assert!(r.index() > 0);
+    let info = ok_json(r);
+    let list = info["Services"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{info}");
+    assert_eq!(info["Node"]["Node"], s.node_name());
+    let proxy = list.iter().find(|v| v["ID"] == "web-proxy1").unwrap();
+    assert_eq!(proxy["Proxy"], reg["Service"]["Proxy"]);
+    assert_eq!(
+        ok_json(get(&s, "/v1/catalog/node-services/nope")),
+        json!({"Node": null, "Services": []})
+    );
+}
+
+/// TestAPI_CatalogServiceCached: with `?cached` the first read is a miss, the next one a hit
+/// of age 0 (`X-Cache`, `Age`), still with the datacenter and an index.
+#[test]
+fn catalog_service_cached_hits_after_the_first_read() {
+    let s = start();
+    let first = get(&s, "/v1/catalog/service/consul?cached");
+    assert_eq!(first.header("X-Cache"), Some("MISS"));
+    assert!(first.index() > 0);
+    assert_eq!(ok_json(first)[0]["Datacenter"], "dc1");
+    let second = get(&s, "/v1/catalog/service/consul?cached");
+    assert_eq!(second.header("X-Cache"), Some("HIT"));
+    assert_eq!(second.header("Age"), Some("0"));
+    // Without `?cached` there is no cache header.
+    assert_eq!(
+        get(&s, "/v1/catalog/service/consul").header("X-Cache"),
+        None
+    );
+    let h = get(&s, "/v1/health/service/consul?cached");
+    assert_eq!(h.header("X-Cache"), Some("MISS"));
+}
+
+/// TestAPI_AgentServiceSocket: a service registered with a `SocketPath` and no address shows
+/// the path and an empty address.
+#[test]
+fn agent_service_socket_path_is_kept() {
+    let s = start();
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "foo1", "Port": 8000, "Address": "192.168.0.42"}),
+    ));
+    ok(put_json(
+        &s,
+        "/v1/agent/service/register",
+        &json!({"Name": "foo2", "SocketPath": "/tmp/foo2.sock"}),
+    ));
+    let services = ok_json(get(&s, "/v1/agent/services"));
+    assert_eq!(services["foo1"]["Address"], "192.168.0.42");
+    assert_eq!(services["foo2"]["Address"], "");
+    assert_eq!(services["foo2"]["SocketPath"], "/tmp/foo2.sock");
+    assert!(services["foo1"].get("SocketPath").is_none());
+    let list = ok_json(get(&s, "/v1/catalog/service/foo2"));
+    assert_eq!(list[0]["ServiceSocketPath"], "/tmp/foo2.sock");
+}
+
+/// TestAPI_AgentJoin: joining the agent's own serf LAN address (from
+/// `DebugConfig.SerfAdvertiseAddrLAN`, `tcp://` stripped) succeeds.
+#[test]
+fn agent_join_of_its_own_serf_address_succeeds() {
+    let s = start_with(|c| c.serf_ports = (18311, 18312));
+    let me = ok_json(get(&s, "/v1/agent/self"));
+    let lan = me["DebugConfig"]["SerfAdvertiseAddrLAN"].as_str().unwrap();
+    assert_eq!(lan, "tcp://127.0.0.1:18311");
+    let addr = lan.strip_prefix("tcp://").unwrap();
+    let r = put(&s, &format!("/v1/agent/join/{addr}"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = put(&s, "/v1/agent/join/127.0.0.1:18312?wan=1", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    // Another address has no agent behind it.
+    let r = put(&s, "/v1/agent/join/127.0.0.1:1", b"");
+    assert_eq!(r.status, 500, "{}", r.text());
+}
+
+/// TestAPI_AgentMonitor, TestAPI_AgentMonitorJSON: the first line of the stream is a log line
+/// at INFO or DEBUG (`[INFO]`), or, with `logjson`, a JSON object.
+#[test]
+fn agent_monitor_answers_a_log_line_plain_or_json() {
+    let s = start();
+    let r = get(&s, "/v1/agent/monitor?loglevel=debug");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("[INFO]") || first.contains("[DEBUG]"),
+        "{first}"
+    );
+    let r = get(&s, "/v1/agent/monitor?loglevel=debug&logjson");
+    let text = r.text();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert!(first.is_object());
+    assert_eq!(first["@level"], "info");
+}
+
+/// TestAPI_AgentMetrics: the gauges include `consul.runtime.alloc_bytes`.
+#[test]
+fn agent_metrics_include_runtime_gauges() {
+    let s = start();
+    let m = ok_json(get(&s, "/v1/agent/metrics"));
+    let names: Vec<&str> = m["Gauges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["Name"].as_str())
+        .collect();
+    assert!(names.contains(&"consul.runtime.alloc_bytes"), "{names:?}");
+}
