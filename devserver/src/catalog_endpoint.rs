@@ -173,7 +173,10 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
                 enable_tag_override: decode::boolean(s, "EnableTagOverride"),
                 kind: decode::string(s, "Kind"),
                 proxy: fld(s, "Proxy").map(decode::camel).unwrap_or(Value::Null),
-                connect: Value::Null,
+                connect: fld(s, "Connect")
+                    .filter(|c| c.is_object())
+                    .map(decode::camel)
+                    .unwrap_or(Value::Null),
                 locality: fld(s, "Locality").map(decode::camel).unwrap_or(Value::Null),
                 socket_path: decode::string(s, "SocketPath"),
                 create_index: 0,

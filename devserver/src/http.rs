@@ -85,6 +85,11 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/coordinate/nodes", &["GET"]),
     ("/v1/coordinate/node/", &["GET"]),
     ("/v1/coordinate/update", &["PUT"]),
+    ("/v1/operator/raft/configuration", &["GET"]),
+    ("/v1/operator/raft/peer", &["DELETE"]),
+    ("/v1/operator/autopilot/configuration", &["GET", "PUT"]),
+    ("/v1/operator/autopilot/health", &["GET"]),
+    ("/v1/operator/usage", &["GET"]),
     ("/v1/acl/bootstrap", &["PUT"]),
     ("/v1/acl/login", &["POST"]),
     ("/v1/acl/logout", &["POST"]),
@@ -470,6 +475,9 @@ async fn route(
         }
         p if p.starts_with("/v1/acl/") => {
             crate::acl_endpoint::handle(&ctx, &method, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/operator/") => {
+            crate::operator_endpoint::handle(&ctx, &method, p, &body)
         }
         p if p.starts_with("/v1/health/") => crate::health_endpoint::handle(&ctx, p, &rest).await,
         p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,

@@ -76,6 +76,7 @@ mod http;
 mod journal;
 mod kv_endpoint;
 mod leaderless;
+mod operator_endpoint;
 mod proxy;
 mod query;
 mod server;

@@ -270,3 +270,104 @@ fn agent_metrics_include_runtime_gauges() {
         .collect();
     assert!(names.contains(&"consul.runtime.alloc_bytes"), "{names:?}");
 }
+
+/// TestAPI_OperatorRaftGetConfiguration: one server, the leader, a voter;
+/// TestAPI_OperatorRaftRemovePeerByAddress: an unknown address is named in the error.
+#[test]
+fn operator_raft_configuration_is_one_leader_voter() {
+    let s = start();
+    let c = ok_json(get(&s, "/v1/operator/raft/configuration"));
+    let servers = c["Servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0]["Leader"], true);
+    assert_eq!(servers[0]["Voter"], true);
+    assert_eq!(servers[0]["Node"], s.node_name());
+    let r = Req::delete("/v1/operator/raft/peer?address=nope").send(&s);
+    assert_eq!(r.status, 500);
+    assert!(r
+        .text()
+        .contains("address \"nope\" was not found in the Raft configuration"));
+}
+
+/// TestAPI_OperatorAutopilotGetSetConfiguration, TestAPI_OperatorAutopilotCASConfiguration:
+/// `CleanupDeadServers` starts true; a PUT stores false; a CAS with a stale `ModifyIndex`
+/// answers false and changes nothing, with the current one true.
+#[test]
+fn operator_autopilot_configuration_set_and_cas() {
+    let s = start();
+    let c = ok_json(get(&s, "/v1/operator/autopilot/configuration"));
+    assert_eq!(c["CleanupDeadServers"], true);
+    let idx = c["ModifyIndex"].as_u64().unwrap();
+    let stale = put_json(
+        &s,
+        &format!("/v1/operator/autopilot/configuration?cas={}", idx - 1),
+        &json!({"CleanupDeadServers": false}),
+    );
+    assert_eq!(ok_json(stale), json!(false));
+    assert_eq!(
+        ok_json(get(&s, "/v1/operator/autopilot/configuration"))["CleanupDeadServers"],
+        true
+    );
+    let fresh = put_json(
+        &s,
+        &format!("/v1/operator/autopilot/configuration?cas={idx}"),
+        &json!({"CleanupDeadServers": false}),
+    );
+    assert_eq!(ok_json(fresh), json!(true));
+    let c = ok_json(get(&s, "/v1/operator/autopilot/configuration"));
+    assert_eq!(c["CleanupDeadServers"], false);
+    assert!(c["ModifyIndex"].as_u64().unwrap() > idx);
+    // A plain PUT (AutopilotSetConfiguration) stores too.
+    ok(put_json(
+        &s,
+        "/v1/operator/autopilot/configuration",
+        &json!({"CleanupDeadServers": true}),
+    ));
+    let c = ok_json(get(&s, "/v1/operator/autopilot/configuration"));
+    assert_eq!(c["CleanupDeadServers"], true);
+}
+
+/// TestAPI_OperatorAutopilotServerHealth: one healthy server named as the node.
+#[test]
+fn operator_autopilot_health_is_one_healthy_server() {
+    let s = start();
+    let h = ok_json(get(&s, "/v1/operator/autopilot/health"));
+    let servers = h["Servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0]["Healthy"], true);
+    assert_eq!(servers[0]["Name"], s.node_name());
+}
+
+/// TestAPI_OperatorUsage: 4 services, 5 instances (with `consul`), one Connect proxy and one
+/// native instance, 3 billable.
+#[test]
+fn operator_usage_counts_the_catalog() {
+    let s = start();
+    for svc in [
+        json!({"ID": "redis1", "Service": "redis", "Port": 8000}),
+        json!({"ID": "redis2", "Service": "redis", "Port": 8001}),
+        json!({"Kind": "connect-proxy", "ID": "proxy1", "Service": "proxy", "Port": 9000,
+               "Proxy": {"DestinationServiceName": "foo"}}),
+        json!({"ID": "web-native", "Service": "web", "Port": 8002, "Connect": {"Native": true}}),
+    ] {
+        let reg = json!({"Datacenter": "dc1", "Node": "foobar", "Address": "192.168.10.10",
+                         "Service": svc});
+        ok_json(put_json(&s, "/v1/catalog/register", &reg));
+    }
+    let u = ok_json(get(&s, "/v1/operator/usage"));
+    let dc = &u["Usage"]["dc1"];
+    assert_eq!(dc["Services"], 4);
+    assert_eq!(dc["ServiceInstances"], 5);
+    assert_eq!(dc["BillableServiceInstances"], 3);
+    let kinds = dc["ConnectServiceInstances"].as_object().unwrap();
+    assert_eq!(kinds["connect-native"], 1);
+    assert_eq!(kinds["connect-proxy"], 1);
+    for k in [
+        "api-gateway",
+        "ingress-gateway",
+        "mesh-gateway",
+        "terminating-gateway",
+    ] {
+        assert_eq!(kinds[k], 0, "{k}");
+    }
+}

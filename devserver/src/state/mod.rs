@@ -27,7 +27,7 @@ use kv::Tombstone;
 pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
 
 /// Raft index the store starts at, standing in for the bootstrap writes a real cluster makes.
-const BOOT_INDEX: u64 = 10;
+pub(crate) const BOOT_INDEX: u64 = 10;
 
 /// What a blocking query can wait on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +86,9 @@ pub(crate) struct State {
     events: events::EventsAndCoords,
     /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
     pub(crate) connect_root: Option<serde_json::Value>,
+    /// The autopilot configuration (`structs.AutopilotConfig` JSON, with its indexes), set on
+    /// first write; `None` reads as the defaults at the boot index.
+    pub(crate) autopilot: Option<serde_json::Value>,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -117,6 +120,7 @@ impl State {
             acl: acl::AclTables::default(),
             events: events::EventsAndCoords::default(),
             connect_root: None,
+            autopilot: None,
             changes: Vec::new(),
             journal: None,
         };
@@ -132,6 +136,11 @@ impl State {
     /// Takes the topics changed since the last call.
     pub fn take_changes(&mut self) -> Vec<Topic> {
         std::mem::take(&mut self.changes)
+    }
+
+    /// The raft index of the last write.
+    pub fn last_index(&self) -> u64 {
+        self.index
     }
 
     /// Consumes the next raft index (every raft-equivalent write does, even a no-op one).
