@@ -87,6 +87,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/coordinate/update", &["PUT"]),
     ("/v1/operator/raft/configuration", &["GET"]),
     ("/v1/operator/raft/peer", &["DELETE"]),
+    ("/v1/operator/raft/transfer-leader", &["POST"]),
     ("/v1/operator/autopilot/configuration", &["GET", "PUT"]),
     ("/v1/operator/autopilot/health", &["GET"]),
     ("/v1/operator/usage", &["GET"]),

@@ -18,6 +18,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &Method, pattern: &str, body: &[u8]) -> 
     let r = match pattern {
         "/v1/operator/raft/configuration" => raft_configuration(ctx),
         "/v1/operator/raft/peer" => raft_remove_peer(ctx),
+        "/v1/operator/raft/transfer-leader" => raft_transfer_leader(ctx),
         "/v1/operator/autopilot/configuration" if *method == Method::PUT => {
             autopilot_set(ctx, body)
         }
@@ -40,7 +41,6 @@ fn allowed(ctx: &Ctx, perm: &str) -> Result<(), Reply> {
 
 fn raft_configuration(ctx: &Ctx) -> Result<Reply, Reply> {
     allowed(ctx, "operator:read")?;
-    let index = ctx.shared.read(|st| st.last_index());
     let body = json!({
         "Servers": [{
             "ID": ctx.shared.node_id,
@@ -49,9 +49,9 @@ fn raft_configuration(ctx: &Ctx) -> Result<Reply, Reply> {
             "Leader": true,
             "ProtocolVersion": "3",
             "Voter": true,
-            "LastIndex": index,
         }],
-        "Index": index,
+        // The raft configuration's own index: a dev agent's never changes from 0.
+        "Index": 0,
     });
     Ok(Reply::json(200, &body, ctx.pretty()))
 }
@@ -83,6 +83,20 @@ fn raft_remove_peer(ctx: &Ctx) -> Result<Reply, Reply> {
         500,
         format!("{what} \"{value}\" was not found in the Raft configuration"),
     ))
+}
+
+/// `POST /v1/operator/raft/transfer-leader[?id=]`: there is no other server to hand the
+/// leadership to.
+fn raft_transfer_leader(ctx: &Ctx) -> Result<Reply, Reply> {
+    allowed(ctx, "operator:write")?;
+    let id = ctx.query.get("id");
+    if !id.is_empty() && id != ctx.shared.node_id {
+        return Err(Reply::text(
+            500,
+            format!("id \"{id}\" was not found in the Raft configuration"),
+        ));
+    }
+    Err(Reply::text(500, "cannot find peer"))
 }
 
 /// The defaults of a 1.15 server (`autopilot` config block defaults).
@@ -224,14 +238,17 @@ fn usage(ctx: &Ctx) -> Result<Reply, Reply> {
                 billable += 1;
             }
         }
+        // `structs.Usage` embeds its `QueryMeta`, so the body carries it too.
+        let index = cat.services_index.max(cat.nodes_index);
         let body = json!({"Usage": {dc: {
             "Services": names.len(),
             "ServiceInstances": instances,
             "ConnectServiceInstances": kinds,
             "BillableServiceInstances": billable,
             "Nodes": cat.nodes.len(),
-        }}});
-        (body, cat.services_index)
+        }}, "Index": index, "LastContact": 0, "KnownLeader": true, "ConsistencyLevel": "",
+            "NotModified": false, "Backend": 0, "ResultsFilteredByACLs": false});
+        (body, index)
     });
     Ok(Reply::json(200, &body, ctx.pretty()).with_meta(index))
 }

@@ -282,6 +282,12 @@ fn operator_raft_configuration_is_one_leader_voter() {
     assert_eq!(servers[0]["Leader"], true);
     assert_eq!(servers[0]["Voter"], true);
     assert_eq!(servers[0]["Node"], s.node_name());
+    assert_eq!(c["Index"], 0);
+    // py-consul's test_raft_transfer_leader_no_other_peers: no peer to hand leadership to.
+    let r = Req::new("POST", "/v1/operator/raft/transfer-leader").send(&s);
+    assert_eq!(r.status, 500, "{}", r.text());
+    let r = Req::new("POST", "/v1/operator/raft/transfer-leader?id=nope").send(&s);
+    assert_eq!(r.status, 500, "{}", r.text());
     let r = Req::delete("/v1/operator/raft/peer?address=nope").send(&s);
     assert_eq!(r.status, 500);
     assert!(r
@@ -355,6 +361,7 @@ fn operator_usage_counts_the_catalog() {
         ok_json(put_json(&s, "/v1/catalog/register", &reg));
     }
     let u = ok_json(get(&s, "/v1/operator/usage"));
+    assert_eq!(u["KnownLeader"], true);
     let dc = &u["Usage"]["dc1"];
     assert_eq!(dc["Services"], 4);
     assert_eq!(dc["ServiceInstances"], 5);
