@@ -154,6 +154,16 @@ pub(crate) async fn handle(
             ),
         )),
         "/v1/acl/login" => Err(not_found()),
+        // `ACL.ReplicationStatus`: a primary datacenter's server replicates nothing.
+        "/v1/acl/replication" => ok_json(
+            ctx,
+            json!({
+                "Enabled": false, "Running": false, "SourceDatacenter": "",
+                "ReplicationType": "", "ReplicatedIndex": 0, "ReplicatedRoleIndex": 0,
+                "ReplicatedTokenIndex": 0, "LastSuccess": "0001-01-01T00:00:00Z",
+                "LastError": "0001-01-01T00:00:00Z", "LastErrorMessage": ""
+            }),
+        ),
         "/v1/acl/logout" => logout(ctx, t),
         "/v1/acl/tokens" => list(ctx, t, Kind::Token),
         "/v1/acl/token" => write(ctx, t, Kind::Token, "", body, true),
@@ -235,6 +245,7 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
     require(ctx, t, "acl:read", "")?;
     let q = &ctx.query;
     let (policy, role, method) = (q.get("policy"), q.get("role"), q.get("authmethod"));
+    let service = q.get("servicename");
     let links = |o: &Map<String, Value>, field: &str, id: &str| {
         o.get(field)
             .and_then(Value::as_array)
@@ -247,6 +258,12 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
             .filter(|o| role.is_empty() || links(o, "Roles", role))
             .filter(|o| {
                 method.is_empty() || o.get("AuthMethod").and_then(Value::as_str) == Some(method)
+            })
+            .filter(|o| {
+                service.is_empty()
+                    || o.get("ServiceIdentities")
+                        .and_then(Value::as_array)
+                        .is_some_and(|l| l.iter().any(|x| x["ServiceName"] == service))
             })
             .map(|o| Value::Object(o.clone()))
             .collect()
@@ -384,6 +401,8 @@ fn links(st: &State, kind: Kind, raw: Option<&Value>) -> Result<Option<Value>, S
                 || (id.is_empty() && o.get("Name").and_then(Value::as_str) == Some(&name))
         });
         match found {
+            // A link named twice (by ID and by name) is kept once.
+            Some(o) if out.iter().any(|l: &Value| l["ID"] == o["ID"]) => {}
             Some(o) => out.push(json!({"ID": o["ID"], "Name": o["Name"]})),
             None if !id.is_empty() => {
                 return Err(format!("No such ACL {} with ID {id:?}", kind.noun()))
@@ -564,6 +583,8 @@ fn fill(
             out.insert("Name".into(), json!(name));
             out.insert("Description".into(), json!(s("Description")));
             out.insert("Rules".into(), json!(rules));
+            // The whole policy is replaced: no `Datacenters` (or null) clears them.
+            out.remove("Datacenters");
             if let Some(dcs) = fld(body, "Datacenters").filter(|v| v.is_array()) {
                 out.insert("Datacenters".into(), dcs.clone());
             }

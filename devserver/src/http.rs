@@ -93,6 +93,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/operator/usage", &["GET"]),
     ("/v1/acl/bootstrap", &["PUT"]),
     ("/v1/acl/login", &["POST"]),
+    ("/v1/acl/replication", &["GET"]),
     ("/v1/acl/logout", &["POST"]),
     ("/v1/acl/tokens", &["GET"]),
     ("/v1/acl/token", &["PUT"]),

@@ -378,3 +378,235 @@ fn operator_usage_counts_the_catalog() {
         assert_eq!(kinds[k], 0, "{k}");
     }
 }
+
+fn acl_server() -> DevServer {
+    start_with(|c| c.acl_token = Some("root".into()))
+}
+
+fn as_root(method: &str, path: &str, body: Option<&Value>) -> Req {
+    let r = Req::new(method, path).header("X-Consul-Token", "root");
+    match body {
+        Some(b) => r.json(b),
+        None => r,
+    }
+}
+
+/// TestAPI_ACLReplication: replication is neither enabled nor running.
+#[test]
+fn acl_replication_is_off() {
+    let s = acl_server();
+    let r = as_root("GET", "/v1/acl/replication", None).send(&s);
+    let v = ok_json(r);
+    assert_eq!(v["Enabled"], false);
+    assert_eq!(v["Running"], false);
+    // Without ACLs there is no ACL system to report on.
+    let plain = start();
+    assert_eq!(get(&plain, "/v1/acl/replication").status, 401);
+}
+
+/// TestAPI_ACLPolicy_CreateUpdate: an update without `Datacenters` clears them, keeps the
+/// CreateIndex and moves the ModifyIndex; a read then equals the update's answer.
+#[test]
+fn acl_policy_update_replaces_datacenters() {
+    let s = acl_server();
+    let created = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/policy",
+            Some(&json!({"Name": "test-policy", "Description": "d",
+                          "Rules": "node_prefix \"\" { policy = \"read\" }",
+                          "Datacenters": ["dc1"]})),
+        )
+        .send(&s),
+    );
+    let id = created["ID"].as_str().unwrap();
+    let mut read = ok_json(as_root("GET", &format!("/v1/acl/policy/{id}"), None).send(&s));
+    assert_eq!(read, created);
+    read["Rules"] = json!(format!(
+        "{} service_prefix \"\" {{ policy = \"read\" }}",
+        read["Rules"].as_str().unwrap()
+    ));
+    read["Datacenters"] = Value::Null;
+    let updated = ok_json(as_root("PUT", &format!("/v1/acl/policy/{id}"), Some(&read)).send(&s));
+    assert_eq!(updated["Rules"], read["Rules"]);
+    assert_eq!(updated["CreateIndex"], created["CreateIndex"]);
+    assert_ne!(updated["ModifyIndex"], created["ModifyIndex"]);
+    assert!(updated.get("Datacenters").is_none(), "{updated}");
+    let again = ok_json(as_root("GET", &format!("/v1/acl/policy/{id}"), None).send(&s));
+    assert_eq!(again, updated);
+}
+
+/// TestAPI_ACLPolicy_List: the three created and the global-management policy, each entry
+/// with the created policy's name, description, indexes, hash and datacenters.
+#[test]
+fn acl_policy_list_has_the_created_and_the_builtin_policy() {
+    let s = acl_server();
+    let mut created = Vec::new();
+    for (name, rules, dcs) in [
+        (
+            "policy1",
+            "node_prefix \"\" { policy = \"read\" }",
+            json!(["dc1"]),
+        ),
+        (
+            "policy2",
+            "service \"app\" { policy = \"write\" }",
+            json!(["dc1", "dc2"]),
+        ),
+        ("policy3", "acl = \"read\"", Value::Null),
+    ] {
+        let body = json!({"Name": name, "Description": format!("{name} description"),
+                          "Rules": rules, "Datacenters": dcs});
+        created.push(ok_json(
+            as_root("PUT", "/v1/acl/policy", Some(&body)).send(&s),
+        ));
+    }
+    let r = as_root("GET", "/v1/acl/policies", None).send(&s);
+    assert!(r.index() > 0);
+    assert_eq!(r.header("X-Consul-KnownLeader"), Some("true"));
+    let list = ok_json(r);
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 4);
+    for c in &created {
+        let e = list.iter().find(|e| e["ID"] == c["ID"]).unwrap();
+        for f in [
+            "Name",
+            "Description",
+            "CreateIndex",
+            "ModifyIndex",
+            "Hash",
+            "Datacenters",
+        ] {
+            assert_eq!(e.get(f), c.get(f), "{f}");
+        }
+    }
+    assert!(list
+        .iter()
+        .any(|e| e["ID"] == "00000000-0000-0000-0000-000000000001"));
+}
+
+/// TestAPI_ACLToken_CreateUpdate: links named twice (by ID, then again by name) are kept
+/// once, each with both ID and name; the SecretID and CreateIndex stay.
+#[test]
+fn acl_token_update_keeps_each_policy_link_once() {
+    let s = acl_server();
+    let mut p = Vec::new();
+    for name in ["one", "two", "three"] {
+        let body = json!({"Name": name, "Rules": "acl = \"read\""});
+        p.push(ok_json(
+            as_root("PUT", "/v1/acl/policy", Some(&body)).send(&s),
+        ));
+    }
+    let created = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/token",
+            Some(&json!({"Description": "token created",
+                          "Policies": [{"ID": p[0]["ID"]}, {"Name": "three"}]})),
+        )
+        .send(&s),
+    );
+    let id = created["AccessorID"].as_str().unwrap();
+    let mut read = ok_json(as_root("GET", &format!("/v1/acl/token/{id}"), None).send(&s));
+    assert_eq!(read, created);
+    let links = read["Policies"].as_array_mut().unwrap();
+    links.push(json!({"ID": p[1]["ID"]}));
+    links.push(json!({"Name": "three"}));
+    let updated = ok_json(as_root("PUT", &format!("/v1/acl/token/{id}"), Some(&read)).send(&s));
+    let mut got: Vec<(String, String)> = updated["Policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["ID"].as_str().unwrap().to_string(),
+                l["Name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(String, String)> = p
+        .iter()
+        .map(|x| {
+            (
+                x["ID"].as_str().unwrap().to_string(),
+                x["Name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(updated["SecretID"], created["SecretID"]);
+    assert_eq!(updated["CreateIndex"], created["CreateIndex"]);
+    assert_ne!(updated["ModifyIndex"], created["ModifyIndex"]);
+    let again = ok_json(as_root("GET", &format!("/v1/acl/token/{id}"), None).send(&s));
+    assert_eq!(again, updated);
+}
+
+/// TestAPI_ACLToken_ListFiltered: `?policy=`, `?role=` and `?servicename=` narrow the list.
+#[test]
+fn acl_token_list_filters_by_policy_role_and_service() {
+    let s = acl_server();
+    let pol = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/policy",
+            Some(&json!({"Name": "p", "Rules": "acl = \"read\""})),
+        )
+        .send(&s),
+    );
+    let role = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/role",
+            Some(&json!({"Name": "r", "Policies": [{"ID": pol["ID"]}]})),
+        )
+        .send(&s),
+    );
+    let by_policy = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/token",
+            Some(&json!({"Description": "by policy", "Policies": [{"ID": pol["ID"]}]})),
+        )
+        .send(&s),
+    );
+    let by_role = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/token",
+            Some(&json!({"Description": "by role", "Roles": [{"ID": role["ID"]}]})),
+        )
+        .send(&s),
+    );
+    let by_service = ok_json(
+        as_root(
+            "PUT",
+            "/v1/acl/token",
+            Some(&json!({"Description": "by service",
+                          "ServiceIdentities": [{"ServiceName": "web"}]})),
+        )
+        .send(&s),
+    );
+    let only = |q: &str| -> Vec<Value> {
+        ok_json(as_root("GET", &format!("/v1/acl/tokens?{q}"), None).send(&s))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["AccessorID"].clone())
+            .collect()
+    };
+    assert_eq!(
+        only(&format!("policy={}", pol["ID"].as_str().unwrap())),
+        vec![by_policy["AccessorID"].clone()]
+    );
+    assert_eq!(
+        only(&format!("role={}", role["ID"].as_str().unwrap())),
+        vec![by_role["AccessorID"].clone()]
+    );
+    assert_eq!(
+        only("servicename=web"),
+        vec![by_service["AccessorID"].clone()]
+    );
+    assert!(only("servicename=nope").is_empty());
+}
