@@ -12,7 +12,7 @@ use crate::decode::{self, fld};
 use crate::filter::Filter;
 use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, Opts, Reply, Run};
-use crate::state::{Check, CheckStatus, Node, Service, Topic};
+use crate::state::{Check, CheckStatus, Node, Topic};
 
 /// Routes the `/v1/catalog/` family.
 pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) -> Reply {
@@ -154,34 +154,9 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
                 return Err(Reply::text(500, "Invalid service address"));
             }
             crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
-            Some(Service {
-                node: node_name.clone(),
-                id,
-                service: name,
-                tags: decode::strings(s, "Tags"),
-                address: decode::string(s, "Address"),
-                port: decode::int(s, "Port"),
-                meta: decode::map(s, "Meta"),
-                tagged_addresses: decode::map(s, "TaggedAddresses")
-                    .into_iter()
-                    .map(|(k, v)| (k, decode::camel(&v)))
-                    .collect(),
-                weights: fld(s, "Weights")
-                    .filter(|w| w.is_object())
-                    .map(decode::camel)
-                    .unwrap_or_else(|| json!({"Passing": 1, "Warning": 1})),
-                enable_tag_override: decode::boolean(s, "EnableTagOverride"),
-                kind: decode::string(s, "Kind"),
-                proxy: fld(s, "Proxy").map(decode::camel).unwrap_or(Value::Null),
-                connect: fld(s, "Connect")
-                    .filter(|c| c.is_object())
-                    .map(decode::camel)
-                    .unwrap_or(Value::Null),
-                locality: fld(s, "Locality").map(decode::camel).unwrap_or(Value::Null),
-                socket_path: decode::string(s, "SocketPath"),
-                create_index: 0,
-                modify_index: 0,
-            })
+            let mut svc = catalog_json::service_from(&node_name, s);
+            svc.id = id;
+            Some(svc)
         }
     };
     let mut raw: Vec<&Map<String, Value>> = Vec::new();

@@ -83,6 +83,7 @@ mod server;
 mod session_endpoint;
 mod state;
 mod tls;
+mod txn_catalog;
 mod txn_endpoint;
 mod unimplemented;
 mod version;

@@ -610,3 +610,170 @@ fn acl_token_list_filters_by_policy_role_and_service() {
     );
     assert!(only("servicename=nope").is_empty());
 }
+
+/// TestAPI_ClientTxn: a txn mixing KV, node, service and check gets. Without a session the
+/// lock fails ("missing session") and so does the get of the unlocked key ("doesn't exist"),
+/// with no results; with one, eight results in op order: the KV pair twice, the node as
+/// registered (ID, tagged addresses, meta), the service (with empty `Proxy` and `Connect`),
+/// and the four checks with their definitions. A read-only txn reads the agent's own node.
+#[test]
+fn txn_reads_nodes_services_and_checks_beside_kv() {
+    let s = start_with(|c| c.node_id = Some("0b6b2a4c-1111-2222-3333-444444444444".into()));
+    let node_id = "2b6b2a4c-1111-2222-3333-444444444444";
+    let reg = json!({
+        "ID": node_id, "Node": "foo", "Address": "2.2.2.2",
+        "TaggedAddresses": {"wlan": "2.2.2.2"}, "NodeMeta": {"n1": "v1"},
+        "Service": {"ID": "foo1", "Service": "foo", "Address": "2.2.2.2", "Port": 12345,
+                    "TaggedAddresses": {"wlan": {"Address": "2.2.2.2", "Port": 12345}},
+                    "Tags": ["tag1", "tag2"], "Meta": {"s1": "v1"}},
+        "Checks": [
+            {"CheckID": "bar", "Status": "critical",
+             "Definition": {"TCP": "1.1.1.1", "Interval": "5s", "Timeout": "10s",
+                            "DeregisterCriticalServiceAfter": "20s"}},
+            {"CheckID": "baz", "Status": "passing",
+             "Definition": {"TCP": "2.2.2.2", "Interval": "40s", "Timeout": "1m20s",
+                            "DeregisterCriticalServiceAfter": "2m40s"}},
+            {"CheckID": "bor", "Status": "critical", "Type": "udp",
+             "Definition": {"UDP": "1.1.1.1", "Interval": "5s", "Timeout": "10s",
+                            "DeregisterCriticalServiceAfter": "20s"}},
+            {"CheckID": "bur", "Status": "passing", "Type": "udp",
+             "Definition": {"UDP": "2.2.2.2", "Interval": "5s", "Timeout": "10s",
+                            "DeregisterCriticalServiceAfter": "20s"}}
+        ]
+    });
+    ok_json(put_json(&s, "/v1/catalog/register", &reg));
+    let sid = session_create(&s, &json!({}));
+    let mut ops = json!([
+        {"KV": {"Verb": "lock", "Key": "txn-key", "Value": b64(b"test")}},
+        {"KV": {"Verb": "get", "Key": "txn-key"}},
+        {"Node": {"Verb": "get", "Node": {"Node": "foo"}}},
+        {"Service": {"Verb": "get", "Node": "foo", "Service": {"ID": "foo1"}}},
+        {"Check": {"Verb": "get", "Check": {"Node": "foo", "CheckID": "bar"}}},
+        {"Check": {"Verb": "get", "Check": {"Node": "foo", "CheckID": "baz"}}},
+        {"Check": {"Verb": "get", "Check": {"Node": "foo", "CheckID": "bor"}}},
+        {"Check": {"Verb": "get", "Check": {"Node": "foo", "CheckID": "bur"}}}
+    ]);
+    let r = txn(&s, &ops);
+    assert_eq!(r.status, 409, "{}", r.text());
+    let v = r.json();
+    assert!(v["Results"].is_null(), "{v}");
+    let errors = v["Errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{v}");
+    assert_eq!(errors[0]["OpIndex"], 0);
+    assert!(errors[0]["What"]
+        .as_str()
+        .unwrap()
+        .contains("missing session"));
+    assert!(errors[1]["What"]
+        .as_str()
+        .unwrap()
+        .contains("doesn't exist"));
+
+    ops[0]["KV"]["Session"] = json!(sid);
+    let v = ok_json(txn(&s, &ops));
+    let res = v["Results"].as_array().unwrap();
+    assert_eq!(res.len(), 8, "{v}");
+    assert!(v["Errors"].is_null());
+    assert_eq!(res[0]["KV"]["Session"], sid);
+    assert_eq!(res[0]["KV"]["LockIndex"], 1);
+    assert!(res[0]["KV"]["Value"].is_null());
+    assert_eq!(res[1]["KV"]["Value"], b64(b"test"));
+    let n = &res[2]["Node"];
+    assert_eq!(n["ID"], node_id);
+    assert_eq!(n["Node"], "foo");
+    assert_eq!(n["Address"], "2.2.2.2");
+    assert_eq!(n["Datacenter"], "dc1");
+    assert_eq!(n["TaggedAddresses"], json!({"wlan": "2.2.2.2"}));
+    assert_eq!(n["Meta"], json!({"n1": "v1"}));
+    assert_eq!(n["CreateIndex"], n["ModifyIndex"]);
+    let sv = &res[3]["Service"];
+    assert_eq!(sv["ID"], "foo1");
+    assert_eq!(sv["Service"], "foo");
+    assert_eq!(sv["Port"], 12345);
+    assert_eq!(sv["Tags"], json!(["tag1", "tag2"]));
+    assert_eq!(sv["Meta"], json!({"s1": "v1"}));
+    assert_eq!(
+        sv["TaggedAddresses"]["wlan"],
+        json!({"Address": "2.2.2.2", "Port": 12345})
+    );
+    assert_eq!(sv["Weights"], json!({"Passing": 1, "Warning": 1}));
+    assert!(sv["Proxy"].is_object() && sv["Connect"].is_object(), "{sv}");
+    for (i, (id, status, def_key, addr, interval)) in [
+        ("bar", "critical", "TCP", "1.1.1.1", "5s"),
+        ("baz", "passing", "TCP", "2.2.2.2", "40s"),
+        ("bor", "critical", "UDP", "1.1.1.1", "5s"),
+        ("bur", "passing", "UDP", "2.2.2.2", "5s"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = &res[4 + i]["Check"];
+        assert_eq!(c["Node"], "foo");
+        assert_eq!(c["CheckID"], id);
+        assert_eq!(c["Status"], status);
+        assert_eq!(c["Definition"][def_key], addr);
+        assert_eq!(c["Definition"]["Interval"], interval);
+        assert!(c["ServiceTags"].is_null(), "{c}");
+    }
+
+    // Read-only: the key and the agent's node.
+    let ro = json!([
+        {"KV": {"Verb": "get", "Key": "txn-key"}},
+        {"Node": {"Verb": "get", "Node": {"ID": "0b6b2a4c-1111-2222-3333-444444444444",
+                                          "Node": s.node_name()}}}
+    ]);
+    let v = ok_json(txn(&s, &ro));
+    let res = v["Results"].as_array().unwrap();
+    assert_eq!(res[0]["KV"]["Session"], sid);
+    let n = &res[1]["Node"];
+    assert_eq!(n["ID"], "0b6b2a4c-1111-2222-3333-444444444444");
+    assert_eq!(n["Address"], "127.0.0.1");
+    assert_eq!(n["TaggedAddresses"]["lan"], "127.0.0.1");
+    assert_eq!(n["Meta"], json!({"consul-network-segment": ""}));
+}
+
+/// TestAPI_ClientTxnWrite (the write half): node, service and check `set` in one txn, then a
+/// failing op rolls all of them back.
+#[test]
+fn txn_writes_nodes_services_and_checks_atomically() {
+    let s = start();
+    let ops = json!([
+        {"KV": {"Verb": "set", "Key": "k1"}},
+        {"Node": {"Verb": "set", "Node": {"Node": "n1", "Address": "1.1.1.1",
+                                          "TaggedAddresses": {"wlan": "1.1.1.1"},
+                                          "Meta": {"n1": "v1"}}}},
+        {"Service": {"Verb": "set", "Node": "n1",
+                     "Service": {"ID": "s1", "Service": "s1", "Port": 12345,
+                                 "Address": "1.1.1.1", "Tags": ["tag1", "tag2"]}}},
+        {"Check": {"Verb": "set", "Check": {"Node": "n1", "CheckID": "c1", "ServiceID": "s1",
+                                            "Status": "passing", "Type": "tcp",
+                                            "Definition": {"TCP": "1.1.1.1", "Interval": "40s"}}}}
+    ]);
+    let v = ok_json(txn(&s, &ops));
+    let res = v["Results"].as_array().unwrap();
+    assert_eq!(res.len(), 4, "{v}");
+    assert_eq!(res[1]["Node"]["Meta"], json!({"n1": "v1"}));
+    assert_eq!(res[2]["Service"]["Port"], 12345);
+    assert_eq!(res[3]["Check"]["ServiceName"], "s1");
+    assert_eq!(res[3]["Check"]["ServiceTags"], json!(["tag1", "tag2"]));
+    assert_eq!(
+        get(&s, "/v1/catalog/node/n1").json()["Node"]["Address"],
+        "1.1.1.1"
+    );
+
+    // A failing op (a service on a node that does not exist) undoes the node written before it.
+    let ops = json!([
+        {"Node": {"Verb": "set", "Node": {"Node": "n2", "Address": "2.2.2.2"}}},
+        {"Service": {"Verb": "set", "Node": "nope", "Service": {"ID": "s2", "Service": "s2"}}}
+    ]);
+    let r = txn(&s, &ops);
+    assert_eq!(r.status, 409, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["Errors"][0]["OpIndex"], 1);
+    assert_eq!(v["Errors"][0]["What"], "node \"nope\" doesn't exist");
+    assert!(get(&s, "/v1/catalog/node/n2").json().is_null());
+    // Deleting works in a txn too.
+    let del = json!([{"Node": {"Verb": "delete", "Node": {"Node": "n1"}}}]);
+    ok_json(txn(&s, &del));
+    assert!(get(&s, "/v1/catalog/node/n1").json().is_null());
+}

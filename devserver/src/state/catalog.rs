@@ -184,7 +184,7 @@ fn key(node: &str, id: &str) -> Key {
 }
 
 /// The catalog tables and their indexes.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Catalog {
     /// Nodes by lowercase name.
     pub nodes: BTreeMap<String, Node>,

@@ -58,6 +58,8 @@ struct Journal {
     kvs_index: u64,
     tombstones_index: u64,
     changes_len: usize,
+    /// The catalog as it was, when the transaction writes to it too.
+    catalog: Option<Catalog>,
 }
 
 /// The whole store.
@@ -157,7 +159,19 @@ impl State {
             kvs_index: self.kvs_index,
             tombstones_index: self.tombstones_index,
             changes_len: self.changes.len(),
+            catalog: None,
         });
+    }
+
+    /// Like [`State::begin`], and a rollback restores the catalog tables too (a txn with
+    /// node, service or check writes). Sessions a node or check write invalidated stay
+    /// invalidated.
+    pub fn begin_with_catalog(&mut self) {
+        self.begin();
+        let snapshot = self.catalog.clone();
+        if let Some(j) = self.journal.as_mut() {
+            j.catalog = Some(snapshot);
+        }
     }
 
     /// Keeps the transaction's changes.
@@ -167,7 +181,12 @@ impl State {
 
     /// Undoes every change since `begin` (the consumed global index stays consumed, as in raft).
     pub fn rollback(&mut self) {
-        let Some(j) = self.journal.take() else { return };
+        let Some(mut j) = self.journal.take() else {
+            return;
+        };
+        if let Some(catalog) = j.catalog.take() {
+            self.catalog = catalog;
+        }
         for (key, old) in j.kv.into_iter().rev() {
             self.put_entry(&key, old);
         }
