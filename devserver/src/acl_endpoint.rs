@@ -7,18 +7,20 @@
 //! linked to `global-management` may do anything,
 //! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
+use crate::ctx::Ctx;
 use crate::decode::{self, fld};
 use crate::godur::parse_go_duration;
-use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{new_uuid, AclTable, State};
 
-use crate::acl::GLOBAL_MANAGEMENT_ID;
+use crate::acl::{require, GLOBAL_MANAGEMENT_ID};
+use crate::decode::is_uuid;
+use crate::godur::rfc3339;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
@@ -28,40 +30,6 @@ fn disabled() -> Reply {
 
 fn not_found() -> Reply {
     Reply::text(403, "ACL not found")
-}
-
-/// RFC 3339 in UTC with nanoseconds, as Go marshals a `time.Time`.
-pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        d.subsec_nanos()
-    )
-}
-
-/// Whether `s` is a UUID in Consul's `8-4-4-4-12` hex form.
-pub(crate) fn is_uuid(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 5
-        && parts
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Puts the built-in policy and tokens in place the first time the ACL store is used.
@@ -115,16 +83,6 @@ fn obj(v: Value) -> Map<String, Value> {
         Value::Object(m) => m,
         _ => Map::new(),
     }
-}
-
-/// Requires `perm` (e.g. `service:write`) on `resource` for `token`; Consul's 403 texts.
-pub(crate) fn require(
-    ctx: &Ctx,
-    token: Option<&str>,
-    perm: &str,
-    resource: &str,
-) -> Result<(), Reply> {
-    crate::acl::require(ctx, token, perm, resource)
 }
 
 /// Routes the `/v1/acl/` family.

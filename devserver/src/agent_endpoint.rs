@@ -10,9 +10,9 @@ use hyper::Method;
 use serde_json::{json, Map, Value};
 
 use crate::catalog_json;
+use crate::ctx::Ctx;
 use crate::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
-use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{Check, CheckStatus, Service, State};
 
@@ -56,6 +56,9 @@ pub(crate) async fn handle(
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
         "/v1/agent/connect/ca/roots" => Ok(crate::connect::ca_roots(ctx)),
+        "/v1/agent/reload" => {
+            require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
+        }
         _ => crate::agent_misc::handle(ctx, method, pattern, rest, body),
     };
     r.unwrap_or_else(|e| e)
@@ -66,7 +69,7 @@ fn token(ctx: &Ctx) -> Option<String> {
 }
 
 fn require(ctx: &Ctx, perm: &str, resource: &str) -> Result<(), Reply> {
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), perm, resource)
+    crate::acl::require(ctx, token(ctx).as_deref(), perm, resource)
 }
 
 /// An agent write answers 200 with an empty body.
@@ -333,7 +336,7 @@ fn build_check(node: &str, def: &CheckDef) -> Check {
 }
 
 /// `PUT /v1/agent/service/register` (`AgentRegisterService`, `AddService`).
-pub(crate) fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
+fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     let obj = decode::object(body, "structs.ServiceDefinition")?;
     let name = decode::string(&obj, "Name");
     if name.is_empty() {
@@ -764,4 +767,32 @@ fn check_update(ctx: &Ctx, id: &str, body: &[u8]) -> Result<Reply, Reply> {
         ));
     };
     update_ttl(ctx, id, s, Some(decode::string(&obj, "Output")))
+}
+
+/// `PUT /v1/agent/reload`: reads the `-config-file` files again and registers the services
+/// they define (`service` and `services`), as an agent does on reload.
+fn reload(ctx: &Ctx) -> Result<Reply, Reply> {
+    for path in &ctx.shared.cfg.config_files {
+        let v = crate::config::read_config_file(path).map_err(|e| Reply::text(500, e))?;
+        let mut defs: Vec<&Value> = Vec::new();
+        if let Some(s) = v.get("service").filter(|s| s.is_object()) {
+            defs.push(s);
+        }
+        if let Some(Value::Array(list)) = v.get("services") {
+            defs.extend(list.iter().filter(|s| s.is_object()));
+        }
+        for def in defs {
+            let body = serde_json::to_vec(def).unwrap_or_default();
+            register_service(ctx, &body).map_err(|e| {
+                Reply::text(
+                    500,
+                    format!(
+                        "Failed reloading services: {}",
+                        String::from_utf8_lossy(&e.body)
+                    ),
+                )
+            })?;
+        }
+    }
+    Ok(Reply::text(200, ""))
 }

@@ -1,4 +1,4 @@
-//! The rest of `/v1/agent/` (reload, metrics, monitor, host, version, join/leave, ACL agent
+//! The rest of `/v1/agent/` (metrics, monitor, host, version, join/leave, ACL agent
 //! tokens, local service health), and `/v1/status/peers`. Texts follow
 //! `agent/agent_endpoint.go`.
 
@@ -6,7 +6,7 @@ use hyper::Method;
 use serde_json::{json, Value};
 
 use crate::catalog_json;
-use crate::http::Ctx;
+use crate::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::CheckStatus;
 
@@ -39,12 +39,8 @@ pub(crate) fn handle(
     let t = token.as_deref();
     let node = ctx.shared.cfg.node_name.clone();
     match pattern {
-        "/v1/agent/reload" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
-            reload(ctx)
-        }
         "/v1/agent/metrics" => {
-            crate::acl_endpoint::require(ctx, t, "agent:read", &node)?;
+            crate::acl::require(ctx, t, "agent:read", &node)?;
             if ctx.query.get("format") == "prometheus" {
                 // Without prometheus_retention_time Consul answers 200 with no metrics.
                 return Ok(Reply::text(200, "").with(
@@ -52,7 +48,7 @@ pub(crate) fn handle(
                     "Prometheus is not enabled since its retention time is not positive",
                 ));
             }
-            let now = crate::acl_endpoint::rfc3339(std::time::SystemTime::now());
+            let now = crate::godur::rfc3339(std::time::SystemTime::now());
             let ts = format!("{} +0000 UTC", now.replace('T', " ").trim_end_matches('Z'));
             Ok(Reply::json(
                 200,
@@ -61,7 +57,7 @@ pub(crate) fn handle(
             ))
         }
         "/v1/agent/monitor" => {
-            crate::acl_endpoint::require(ctx, t, "agent:read", &node)?;
+            crate::acl::require(ctx, t, "agent:read", &node)?;
             let level = ctx.query.get("loglevel");
             let level = if level.is_empty() { "info" } else { level };
             if !LOG_LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
@@ -70,7 +66,7 @@ pub(crate) fn handle(
             Ok(monitor(ctx, &level.to_ascii_lowercase()))
         }
         "/v1/agent/host" => {
-            crate::acl_endpoint::require(ctx, t, "operator:read", "")?;
+            crate::acl::require(ctx, t, "operator:read", "")?;
             Ok(Reply::json(
                 200,
                 &json!({"Memory": {}, "CPU": [], "Host": {"os": std::env::consts::OS}, "Disk": {}, "CollectionTime": 0, "Errors": null}),
@@ -83,18 +79,18 @@ pub(crate) fn handle(
             ctx.pretty(),
         )),
         "/v1/agent/leave" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
+            crate::acl::require(ctx, t, "agent:write", &node)?;
             Err(Reply::text(
                 500,
                 "baton-devserver does not leave: stop the process instead",
             ))
         }
         "/v1/agent/join/" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
+            crate::acl::require(ctx, t, "agent:write", &node)?;
             join(ctx, rest)
         }
         "/v1/agent/force-leave/" => {
-            crate::acl_endpoint::require(ctx, t, "operator:write", "")?;
+            crate::acl::require(ctx, t, "operator:write", "")?;
             if rest == node {
                 return Ok(Reply::text(200, ""));
             }
@@ -119,7 +115,7 @@ fn agent_token(ctx: &Ctx, t: Option<&str>, kind: &str, body: &[u8]) -> Result<Re
     if ctx.acl().is_none() {
         return Err(Reply::text(401, "ACL support disabled"));
     }
-    crate::acl_endpoint::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
+    crate::acl::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
     crate::decode::object(body, "api.AgentToken")?;
     if !TOKEN_TYPES.contains(&kind) {
         return Err(Reply::text(404, format!("Token {kind:?} is unknown")));
@@ -244,34 +240,6 @@ fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
     ))
 }
 
-/// `PUT /v1/agent/reload`: reads the `-config-file` files again and registers the services
-/// they define (`service` and `services`), as an agent does on reload.
-fn reload(ctx: &Ctx) -> Result<Reply, Reply> {
-    for path in &ctx.shared.cfg.config_files {
-        let v = crate::config::read_config_file(path).map_err(|e| Reply::text(500, e))?;
-        let mut defs: Vec<&Value> = Vec::new();
-        if let Some(s) = v.get("service").filter(|s| s.is_object()) {
-            defs.push(s);
-        }
-        if let Some(Value::Array(list)) = v.get("services") {
-            defs.extend(list.iter().filter(|s| s.is_object()));
-        }
-        for def in defs {
-            let body = serde_json::to_vec(def).unwrap_or_default();
-            crate::agent_endpoint::register_service(ctx, &body).map_err(|e| {
-                Reply::text(
-                    500,
-                    format!(
-                        "Failed reloading services: {}",
-                        String::from_utf8_lossy(&e.body)
-                    ),
-                )
-            })?;
-        }
-    }
-    Ok(Reply::text(200, ""))
-}
-
 /// The runtime gauges `/v1/agent/metrics` reports (`consul.runtime.*`, as go-metrics names a
 /// Go process's; here the dev server process's resident memory where the OS tells it).
 fn runtime_gauges() -> Vec<Value> {
@@ -303,7 +271,7 @@ fn monitor(ctx: &Ctx, level: &str) -> Reply {
     if !matches!(level, "trace" | "debug" | "info") {
         return Reply::text(200, "");
     }
-    let now = crate::acl_endpoint::rfc3339(std::time::SystemTime::now());
+    let now = crate::godur::rfc3339(std::time::SystemTime::now());
     let msg = "monitor: baton-devserver keeps no log stream; this is its only line";
     let line = if ctx.query.has("logjson") {
         json!({"@level": "info", "@message": msg, "@module": "agent", "@timestamp": now})

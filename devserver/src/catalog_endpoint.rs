@@ -8,9 +8,9 @@ use serde_json::{json, Map, Value};
 
 use crate::acl::Access;
 use crate::catalog_json;
+use crate::ctx::Ctx;
 use crate::decode::{self, fld};
 use crate::filter::Filter;
-use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, Opts, Reply, Run};
 use crate::state::{Check, CheckStatus, Node, Topic};
 
@@ -120,7 +120,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         ));
     }
     let node_id = decode::string(&obj, "ID");
-    if !node_id.is_empty() && !crate::acl_endpoint::is_uuid(&node_id) {
+    if !node_id.is_empty() && !crate::decode::is_uuid(&node_id) {
         // hashicorp/go-uuid ParseUUID's two errors.
         let why = if node_id.len() != 36 {
             "uuid string is wrong length"
@@ -129,7 +129,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         };
         return Err(Reply::text(500, format!("Bad node ID: {why}")));
     }
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
+    crate::acl::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
     let mut node = Node::new(&node_name, &address);
     node.id = node_id;
     node.tagged_addresses = decode::map(&obj, "TaggedAddresses");
@@ -153,7 +153,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             if matches!(addr.as_str(), "0.0.0.0" | "::" | "[::]") {
                 return Err(Reply::text(500, "Invalid service address"));
             }
-            crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
+            crate::acl::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
             let mut svc = catalog_json::service_from(&node_name, s);
             svc.id = id;
             Some(svc)
@@ -256,7 +256,7 @@ fn deregister(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     if node.is_empty() {
         return Err(Reply::text(500, "Must provide node"));
     }
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
+    crate::acl::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
     let service = decode::string(&obj, "ServiceID");
     let check = decode::string(&obj, "CheckID");
     ctx.shared.write(|st| {

@@ -1,10 +1,10 @@
 //! Dev server configuration: the Consul agent settings that change behaviour a client can see.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::tls::TlsConfig;
+pub use crate::version::ConfigError;
 use crate::version::ConsulVersion;
 
 /// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
@@ -99,18 +99,6 @@ impl Default for Config {
         }
     }
 }
-
-/// A configuration value that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl Config {
     /// Whether every JSON body is indented: [`Config::pretty`], or an emulated Consul older than

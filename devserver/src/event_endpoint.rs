@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::catalog_endpoint::{answer, read_opts};
-use crate::http::Ctx;
+use crate::ctx::Ctx;
 use crate::query::{blocking, Reply, Run};
 use crate::state::Topic;
 
@@ -38,7 +38,7 @@ fn fire(ctx: &Ctx, name: &str, body: &[u8]) -> Result<Reply, Reply> {
         return Err(Reply::text(400, "Missing name"));
     }
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), "event:write", name)?;
+    crate::acl::require(ctx, token.as_deref(), "event:write", name)?;
     let payload =
         (!body.is_empty()).then(|| base64::engine::general_purpose::STANDARD.encode(body));
     let ev = json!({
@@ -133,7 +133,7 @@ fn update(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     ctx.rpc_check(ctx.query.get("dc"))?;
     let node = crate::decode::string(&obj, "Node");
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), "node:write", &node)?;
+    crate::acl::require(ctx, token.as_deref(), "node:write", &node)?;
     let coord = crate::decode::fld(&obj, "Coord")
         .cloned()
         .unwrap_or(Value::Null);

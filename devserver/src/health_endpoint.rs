@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 
 use crate::catalog_endpoint::{answer, check_readable, node_meta_ok, read_opts};
 use crate::catalog_json;
+use crate::ctx::Ctx;
 use crate::filter::Filter;
-use crate::http::Ctx;
 use crate::query::{blocking, Reply, Run};
 use crate::state::{CheckStatus, State, Topic};
 

@@ -16,8 +16,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::ctx::Ctx;
 use crate::query::{Query, Reply};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Largest body read for any request (a chunked KV PUT bypasses `kv_max_value_size` in Consul;
 /// this bound only keeps a runaway client from exhausting memory).
@@ -505,44 +506,6 @@ fn redirect(path: &str, query: Option<&str>, method: &Method) -> Reply {
         r = r.with("content-type", "text/html; charset=utf-8");
     }
     r
-}
-
-/// What an endpoint handler gets.
-pub(crate) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub query: Query,
-    pub headers: hyper::HeaderMap,
-    pub content_length: Option<u64>,
-}
-
-impl Ctx {
-    /// Whether bodies are pretty-printed for this request.
-    pub fn pretty(&self) -> bool {
-        self.shared.cfg.pretty_json() || self.query.has("pretty")
-    }
-
-    /// The RPC forwarding checks: a foreign `dc` has no path; without a leader nothing that
-    /// needs one is answered.
-    pub fn rpc_check(&self, dc: &str) -> Result<(), Reply> {
-        if !dc.is_empty() && dc != self.shared.cfg.datacenter {
-            return Err(Reply::text(500, "No path to datacenter"));
-        }
-        if !self.shared.has_leader() {
-            return Err(Reply::text(500, self.shared.leaderless.text()));
-        }
-        Ok(())
-    }
-
-    /// Whether `?dc=` names a datacenter other than this one (no path to it).
-    pub fn foreign_dc(&self) -> bool {
-        let dc = self.query.get("dc");
-        !dc.is_empty() && dc != self.shared.cfg.datacenter
-    }
-
-    /// The configured management token, when ACLs are on.
-    pub fn acl(&self) -> Option<&str> {
-        self.shared.cfg.acl_token.as_deref()
-    }
 }
 
 #[cfg(test)]

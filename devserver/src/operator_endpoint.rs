@@ -6,8 +6,8 @@
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
+use crate::ctx::Ctx;
 use crate::decode;
-use crate::http::Ctx;
 use crate::query::Reply;
 
 /// The server's raft address, as `/v1/status/leader` reports it.
@@ -35,7 +35,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &Method, pattern: &str, body: &[u8]) -> 
 
 fn allowed(ctx: &Ctx, perm: &str) -> Result<(), Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), perm, "")?;
+    crate::acl::require(ctx, token.as_deref(), perm, "")?;
     ctx.rpc_check(ctx.query.get("dc"))
 }
 
@@ -196,7 +196,7 @@ fn autopilot_health(ctx: &Ctx) -> Result<Reply, Reply> {
             "LastIndex": index,
             "Healthy": true,
             "Voter": true,
-            "StableSince": crate::acl_endpoint::rfc3339(std::time::SystemTime::now()),
+            "StableSince": crate::godur::rfc3339(std::time::SystemTime::now()),
         }],
     });
     Ok(Reply::json(200, &body, ctx.pretty()))

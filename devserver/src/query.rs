@@ -10,7 +10,7 @@ use hyper::HeaderMap;
 use rand::Rng;
 
 use crate::godur::parse_go_duration;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::state::{State, Topic};
 
 /// Decoded query parameters, in the order they appeared.

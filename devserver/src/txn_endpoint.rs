@@ -10,11 +10,11 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::acl::{self, Access};
+use crate::ctx::Ctx;
+use crate::decode::{field, json_kind};
 use crate::godur::go_quote;
-use crate::http::Ctx;
 use crate::kv_endpoint::entry_json;
 use crate::query::{parse_opts, Reply};
-use crate::session_endpoint::{field, json_kind};
 use crate::state::{Entry, State};
 use crate::txn_catalog::{CatalogOp, Table};
 use crate::version::{go_uint64_of_float64, ConsulVersion};
