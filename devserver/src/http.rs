@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::ctx::Ctx;
+use crate::endpoints::ctx::Ctx;
 use crate::query::{Query, Reply};
 use crate::shared::Shared;
 
@@ -121,10 +121,10 @@ fn all_routes() -> impl Iterator<Item = &'static (&'static str, &'static [&'stat
     ROUTES.iter().chain(UNIMPLEMENTED.iter())
 }
 
-/// [`crate::unimplemented::FAMILIES`] as route-table rows.
+/// [`crate::endpoints::unimplemented::FAMILIES`] as route-table rows.
 static UNIMPLEMENTED: std::sync::LazyLock<Vec<(&'static str, &'static [&'static str])>> =
     std::sync::LazyLock::new(|| {
-        crate::unimplemented::FAMILIES
+        crate::endpoints::unimplemented::FAMILIES
             .iter()
             .map(|(p, m, _)| (*p, *m))
             .collect()
@@ -409,9 +409,9 @@ async fn route(
             true,
         );
     }
-    if let Some(family) = crate::unimplemented::family(pattern) {
+    if let Some(family) = crate::endpoints::unimplemented::family(pattern) {
         return (
-            crate::unimplemented::answer(method.as_str(), &path, family),
+            crate::endpoints::unimplemented::answer(method.as_str(), &path, family),
             true,
         );
     }
@@ -435,8 +435,8 @@ async fn route(
     let rest = path[pattern.len()..].to_string();
     // Body-size checks that Consul makes on Content-Length before reading the body.
     if let Some(early) = match *pattern {
-        "/v1/kv/" if method == Method::PUT => crate::kv_endpoint::precheck_put(&ctx, &rest),
-        "/v1/txn" => crate::txn_endpoint::precheck(&ctx),
+        "/v1/kv/" if method == Method::PUT => crate::endpoints::kv::precheck_put(&ctx, &rest),
+        "/v1/txn" => crate::endpoints::txn::precheck(&ctx),
         _ => None,
     } {
         return (early, true);
@@ -450,8 +450,8 @@ async fn route(
         .journal
         .record(arrived, method.as_str(), &path, &raw_query, &body);
     let reply = match *pattern {
-        "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
-        "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
+        "/v1/kv/" => crate::endpoints::kv::handle(&ctx, &method, &rest, body).await,
+        "/v1/txn" => crate::endpoints::txn::handle(&ctx, body),
         "/v1/status/leader" if ctx.foreign_dc() => Reply::text(500, "No path to datacenter"),
         "/v1/status/leader" => {
             let leader = if shared.has_leader() {
@@ -465,25 +465,25 @@ async fn route(
                 shared.cfg.pretty_json() || ctx.query.has("pretty"),
             )
         }
-        "/v1/status/peers" => crate::agent_misc::status_peers(&ctx),
-        "/v1/connect/ca/roots" => crate::connect::ca_roots(&ctx),
+        "/v1/status/peers" => crate::endpoints::agent_misc::status_peers(&ctx),
+        "/v1/connect/ca/roots" => crate::endpoints::connect::ca_roots(&ctx),
         p if p.starts_with("/v1/agent/") => {
-            crate::agent_endpoint::handle(&ctx, &method, p, &rest, &body).await
+            crate::endpoints::agent::handle(&ctx, &method, p, &rest, &body).await
         }
         p if p.starts_with("/v1/catalog/") => {
-            crate::catalog_endpoint::handle(&ctx, p, &rest, &body).await
+            crate::endpoints::catalog::handle(&ctx, p, &rest, &body).await
         }
         p if p.starts_with("/v1/event/") || p.starts_with("/v1/coordinate/") => {
-            crate::event_endpoint::handle(&ctx, p, &rest, &body).await
+            crate::endpoints::event::handle(&ctx, p, &rest, &body).await
         }
         p if p.starts_with("/v1/acl/") => {
-            crate::acl_endpoint::handle(&ctx, &method, p, &rest, &body).await
+            crate::endpoints::acl::handle(&ctx, &method, p, &rest, &body).await
         }
         p if p.starts_with("/v1/operator/") => {
-            crate::operator_endpoint::handle(&ctx, &method, p, &body)
+            crate::endpoints::operator::handle(&ctx, &method, p, &body)
         }
-        p if p.starts_with("/v1/health/") => crate::health_endpoint::handle(&ctx, p, &rest).await,
-        p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,
+        p if p.starts_with("/v1/health/") => crate::endpoints::health::handle(&ctx, p, &rest).await,
+        p => crate::endpoints::session::handle(&ctx, p, &rest, &body).await,
     };
     (reply, true)
 }

@@ -26,29 +26,31 @@ const LAYERS: &[(&str, u32)] = &[
     ("shared", 5),
     // Requests and replies, blocking queries.
     ("query", 6),
+    // The endpoint folder itself only declares its modules.
+    ("endpoints", 7),
     // Endpoint helpers.
-    ("ctx", 7),
-    ("decode", 7),
-    ("filter", 7),
-    ("acl", 8),
-    ("catalog_json", 8),
+    ("endpoints::ctx", 7),
+    ("endpoints::decode", 7),
+    ("endpoints::filter", 7),
+    ("endpoints::access", 8),
+    ("endpoints::catalog_json", 8),
     // Endpoint pieces other endpoints use.
-    ("config_entries", 9),
-    ("connect", 9),
-    ("acl_templates", 9),
-    ("agent_misc", 9),
-    ("txn_catalog", 9),
-    ("unimplemented", 9),
-    ("kv_endpoint", 10),
-    ("catalog_endpoint", 10),
+    ("endpoints::config_entries", 9),
+    ("endpoints::connect", 9),
+    ("endpoints::acl_templates", 9),
+    ("endpoints::agent_misc", 9),
+    ("endpoints::txn_catalog", 9),
+    ("endpoints::unimplemented", 9),
+    ("endpoints::kv", 10),
+    ("endpoints::catalog", 10),
     // Endpoint families.
-    ("session_endpoint", 11),
-    ("health_endpoint", 11),
-    ("event_endpoint", 11),
-    ("acl_endpoint", 11),
-    ("agent_endpoint", 11),
-    ("operator_endpoint", 11),
-    ("txn_endpoint", 12),
+    ("endpoints::session", 11),
+    ("endpoints::health", 11),
+    ("endpoints::event", 11),
+    ("endpoints::acl", 11),
+    ("endpoints::agent", 11),
+    ("endpoints::operator", 11),
+    ("endpoints::txn", 12),
     // The router and the server-wide fault controls.
     ("control", 13),
     ("http", 14),
@@ -111,6 +113,18 @@ fn imports(src: &str) -> Vec<String> {
             } else {
                 vec![rest.split("::").next().unwrap_or("")]
             };
+            // `crate::endpoints::kv::...` names the family module.
+            let nested = rest.strip_prefix("endpoints::").map(|r| {
+                let m: String = r
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                format!("endpoints::{m}")
+            });
+            if let Some(n) = nested {
+                out.push(n);
+                continue;
+            }
             for n in names {
                 let n: String = n
                     .chars()

@@ -12,14 +12,14 @@ use std::time::{Duration, SystemTime};
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::ctx::Ctx;
-use crate::decode::{self, fld};
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
 use crate::godur::parse_go_duration;
 use crate::query::Reply;
 use crate::state::{new_uuid, AclTable, State};
 
-use crate::acl::{require, GLOBAL_MANAGEMENT_ID};
-use crate::decode::is_uuid;
+use crate::endpoints::access::{require, GLOBAL_MANAGEMENT_ID};
+use crate::endpoints::decode::is_uuid;
 use crate::godur::rfc3339;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
@@ -138,7 +138,7 @@ pub(crate) async fn handle(
         "/v1/acl/binding-rules" => list(ctx, t, Kind::BindingRule),
         "/v1/acl/binding-rule" => write(ctx, t, Kind::BindingRule, "", body, true),
         "/v1/acl/binding-rule/" => item(ctx, t, method, Kind::BindingRule, rest, body),
-        _ => crate::acl_templates::handle(ctx, pattern, rest, body),
+        _ => crate::endpoints::acl_templates::handle(ctx, pattern, rest, body),
     };
     r.unwrap_or_else(|e| e)
 }

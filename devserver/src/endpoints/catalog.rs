@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::acl::Access;
-use crate::catalog_json;
-use crate::ctx::Ctx;
-use crate::decode::{self, fld};
-use crate::filter::Filter;
+use crate::endpoints::access::Access;
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
+use crate::endpoints::filter::Filter;
 use crate::query::{blocking, parse_opts, Opts, Reply, Run};
 use crate::state::{Check, CheckStatus, Node, Topic};
 
@@ -40,7 +40,7 @@ pub(crate) fn read_opts(ctx: &Ctx) -> Result<(Opts, Access), Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
     // An unknown token is refused; a known one sees what it may read (`filterACL`).
-    let access = crate::acl::resolve(ctx, opts.token.as_deref())?;
+    let access = crate::endpoints::access::resolve(ctx, opts.token.as_deref())?;
     ctx.rpc_check(&opts.dc)?;
     Ok((opts, access))
 }
@@ -120,7 +120,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         ));
     }
     let node_id = decode::string(&obj, "ID");
-    if !node_id.is_empty() && !crate::decode::is_uuid(&node_id) {
+    if !node_id.is_empty() && !crate::endpoints::decode::is_uuid(&node_id) {
         // hashicorp/go-uuid ParseUUID's two errors.
         let why = if node_id.len() != 36 {
             "uuid string is wrong length"
@@ -129,7 +129,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         };
         return Err(Reply::text(500, format!("Bad node ID: {why}")));
     }
-    crate::acl::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
     let mut node = Node::new(&node_name, &address);
     node.id = node_id;
     node.tagged_addresses = decode::map(&obj, "TaggedAddresses");
@@ -153,7 +153,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             if matches!(addr.as_str(), "0.0.0.0" | "::" | "[::]") {
                 return Err(Reply::text(500, "Invalid service address"));
             }
-            crate::acl::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
+            crate::endpoints::access::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
             let mut svc = catalog_json::service_from(&node_name, s);
             svc.id = id;
             Some(svc)
@@ -256,7 +256,7 @@ fn deregister(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     if node.is_empty() {
         return Err(Reply::text(500, "Must provide node"));
     }
-    crate::acl::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
     let service = decode::string(&obj, "ServiceID");
     let check = decode::string(&obj, "CheckID");
     ctx.shared.write(|st| {
@@ -452,7 +452,7 @@ async fn gateway_services(ctx: &Ctx, gateway: &str) -> Result<Reply, Reply> {
     let (opts, _) = read_opts(ctx)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| Run {
         index: st.catalog().services_index,
-        value: crate::config_entries::gateway_services(st, gateway),
+        value: crate::endpoints::config_entries::gateway_services(st, gateway),
         not_found: false,
     })
     .await;

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::decode::{self, fld};
+use crate::endpoints::decode::{self, fld};
 use crate::state::{Check, Node, Service};
 
 /// `structs.Node` as `/v1/catalog/nodes` and `/v1/catalog/node/<n>` return it.

@@ -4,9 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::acl::Access;
-use crate::catalog_json;
-use crate::decode;
+use crate::endpoints::access::Access;
+use crate::endpoints::catalog_json;
+use crate::endpoints::decode;
 use crate::godur::go_quote;
 use crate::state::{Check, CheckStatus, Node, State};
 

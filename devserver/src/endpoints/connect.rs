@@ -7,7 +7,7 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::ctx::Ctx;
+use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::State;
 

@@ -1,5 +1,5 @@
 //! `PUT /v1/txn`: KV operations, and node, service and check operations
-//! ([`crate::txn_catalog`]), applied atomically. Decoding is strict (unknown fields are
+//! ([`crate::endpoints::txn_catalog`]), applied atomically. Decoding is strict (unknown fields are
 //! errors, names match case-insensitively as in Go), limits are checked as Consul checks them,
 //! a txn with no write verb takes the read-only path, and any failing op makes the whole txn a
 //! 409 listing every failing op with nothing applied. Older Consul releases decoded leniently
@@ -9,14 +9,14 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::acl::{self, Access};
-use crate::ctx::Ctx;
-use crate::decode::{field, json_kind};
+use crate::endpoints::access::{self as acl, Access};
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{field, json_kind};
+use crate::endpoints::kv::entry_json;
+use crate::endpoints::txn_catalog::{CatalogOp, Table};
 use crate::godur::go_quote;
-use crate::kv_endpoint::entry_json;
 use crate::query::{parse_opts, Reply};
 use crate::state::{Entry, State};
-use crate::txn_catalog::{CatalogOp, Table};
 use crate::version::{go_uint64_of_float64, ConsulVersion};
 
 const TXN_DOCS: &str = "https://www.consul.io/docs/agent/config/config-files#txn_max_req_len";

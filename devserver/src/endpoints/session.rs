@@ -2,9 +2,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::acl;
-use crate::ctx::Ctx;
-use crate::decode::{field, json_kind};
+use crate::endpoints::access as acl;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{field, json_kind};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
 use crate::state::{
@@ -370,5 +370,5 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
     let (filtered, list) = run.value;
     let body: Vec<Value> = list.iter().map(|s| session_json(s, version)).collect();
     let r = Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index);
-    Ok(crate::kv_endpoint::filtered_header(r, filtered, &opts))
+    Ok(crate::endpoints::kv::filtered_header(r, filtered, &opts))
 }

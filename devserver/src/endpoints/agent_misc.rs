@@ -5,8 +5,8 @@
 use hyper::Method;
 use serde_json::{json, Value};
 
-use crate::catalog_json;
-use crate::ctx::Ctx;
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::CheckStatus;
 
@@ -40,7 +40,7 @@ pub(crate) fn handle(
     let node = ctx.shared.cfg.node_name.clone();
     match pattern {
         "/v1/agent/metrics" => {
-            crate::acl::require(ctx, t, "agent:read", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:read", &node)?;
             if ctx.query.get("format") == "prometheus" {
                 // Without prometheus_retention_time Consul answers 200 with no metrics.
                 return Ok(Reply::text(200, "").with(
@@ -57,7 +57,7 @@ pub(crate) fn handle(
             ))
         }
         "/v1/agent/monitor" => {
-            crate::acl::require(ctx, t, "agent:read", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:read", &node)?;
             let level = ctx.query.get("loglevel");
             let level = if level.is_empty() { "info" } else { level };
             if !LOG_LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
@@ -66,7 +66,7 @@ pub(crate) fn handle(
             Ok(monitor(ctx, &level.to_ascii_lowercase()))
         }
         "/v1/agent/host" => {
-            crate::acl::require(ctx, t, "operator:read", "")?;
+            crate::endpoints::access::require(ctx, t, "operator:read", "")?;
             Ok(Reply::json(
                 200,
                 &json!({"Memory": {}, "CPU": [], "Host": {"os": std::env::consts::OS}, "Disk": {}, "CollectionTime": 0, "Errors": null}),
@@ -79,18 +79,18 @@ pub(crate) fn handle(
             ctx.pretty(),
         )),
         "/v1/agent/leave" => {
-            crate::acl::require(ctx, t, "agent:write", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
             Err(Reply::text(
                 500,
                 "baton-devserver does not leave: stop the process instead",
             ))
         }
         "/v1/agent/join/" => {
-            crate::acl::require(ctx, t, "agent:write", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
             join(ctx, rest)
         }
         "/v1/agent/force-leave/" => {
-            crate::acl::require(ctx, t, "operator:write", "")?;
+            crate::endpoints::access::require(ctx, t, "operator:write", "")?;
             if rest == node {
                 return Ok(Reply::text(200, ""));
             }
@@ -115,8 +115,8 @@ fn agent_token(ctx: &Ctx, t: Option<&str>, kind: &str, body: &[u8]) -> Result<Re
     if ctx.acl().is_none() {
         return Err(Reply::text(401, "ACL support disabled"));
     }
-    crate::acl::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
-    crate::decode::object(body, "api.AgentToken")?;
+    crate::endpoints::access::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
+    crate::endpoints::decode::object(body, "api.AgentToken")?;
     if !TOKEN_TYPES.contains(&kind) {
         return Err(Reply::text(404, format!("Token {kind:?} is unknown")));
     }

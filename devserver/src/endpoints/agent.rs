@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::catalog_json;
-use crate::ctx::Ctx;
-use crate::decode::{self, fld};
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::Reply;
 use crate::state::{Check, CheckStatus, Service, State};
@@ -55,11 +55,11 @@ pub(crate) async fn handle(
         "/v1/agent/check/warn/" => update_ttl(ctx, rest, CheckStatus::Warning, None),
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
-        "/v1/agent/connect/ca/roots" => Ok(crate::connect::ca_roots(ctx)),
+        "/v1/agent/connect/ca/roots" => Ok(crate::endpoints::connect::ca_roots(ctx)),
         "/v1/agent/reload" => {
             require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
         }
-        _ => crate::agent_misc::handle(ctx, method, pattern, rest, body),
+        _ => crate::endpoints::agent_misc::handle(ctx, method, pattern, rest, body),
     };
     r.unwrap_or_else(|e| e)
 }
@@ -69,7 +69,7 @@ fn token(ctx: &Ctx) -> Option<String> {
 }
 
 fn require(ctx: &Ctx, perm: &str, resource: &str) -> Result<(), Reply> {
-    crate::acl::require(ctx, token(ctx).as_deref(), perm, resource)
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), perm, resource)
 }
 
 /// An agent write answers 200 with an empty body.
@@ -182,9 +182,9 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
     // Listings leave out what the token may not read (`filterServices`).
-    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
+    let access = crate::endpoints::access::resolve(ctx, token(ctx).as_deref())?;
     let dc = ctx.shared.cfg.datacenter.clone();
-    let filter = crate::filter::Filter::from_query(&ctx.query)?;
+    let filter = crate::endpoints::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_services(&node)
             .into_iter()
@@ -622,8 +622,8 @@ fn node_maintenance(ctx: &Ctx) -> Result<Reply, Reply> {
 /// manage), by ID.
 fn checks(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
-    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
-    let filter = crate::filter::Filter::from_query(&ctx.query)?;
+    let access = crate::endpoints::access::resolve(ctx, token(ctx).as_deref())?;
+    let filter = crate::endpoints::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_checks(&node)
             .into_iter()

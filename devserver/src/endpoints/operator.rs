@@ -6,8 +6,8 @@
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::ctx::Ctx;
-use crate::decode;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode;
 use crate::query::Reply;
 
 /// The server's raft address, as `/v1/status/leader` reports it.
@@ -35,7 +35,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &Method, pattern: &str, body: &[u8]) -> 
 
 fn allowed(ctx: &Ctx, perm: &str) -> Result<(), Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl::require(ctx, token.as_deref(), perm, "")?;
+    crate::endpoints::access::require(ctx, token.as_deref(), perm, "")?;
     ctx.rpc_check(ctx.query.get("dc"))
 }
 
