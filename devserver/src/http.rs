@@ -86,6 +86,8 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/coordinate/nodes", &["GET"]),
     ("/v1/coordinate/node/", &["GET"]),
     ("/v1/coordinate/update", &["PUT"]),
+    ("/v1/query", &["GET", "POST"]),
+    ("/v1/query/", &["GET", "PUT", "DELETE"]),
     ("/v1/operator/raft/configuration", &["GET"]),
     ("/v1/operator/raft/peer", &["DELETE"]),
     ("/v1/operator/raft/transfer-leader", &["POST"]),
@@ -478,6 +480,9 @@ async fn route(
         }
         p if p.starts_with("/v1/acl/") => {
             crate::endpoints::acl::handle(&ctx, &method, p, &rest, &body).await
+        }
+        p if p.starts_with("/v1/query") => {
+            crate::endpoints::prepared_query::handle(&ctx, &method, p, &rest, &body)
         }
         p if p.starts_with("/v1/operator/") => {
             crate::endpoints::operator::handle(&ctx, &method, p, &body)

@@ -777,3 +777,62 @@ fn txn_writes_nodes_services_and_checks_atomically() {
     ok_json(txn(&s, &del));
     assert!(get(&s, "/v1/catalog/node/n1").json().is_null());
 }
+
+/// TestAPI_PreparedQuery: create, read back (the same definition), list, update, execute by
+/// ID and by name (the healthy instance, with its node's tagged addresses and datacenter), a
+/// critical check hides an instance unless its ID is in `IgnoreCheckIDs`, delete.
+#[test]
+fn prepared_query_lifecycle_and_execution() {
+    let s = start();
+    let reg = json!({"Datacenter": "dc1", "Node": "foobar", "Address": "192.168.10.10",
+                     "TaggedAddresses": {"wan": "127.0.0.1"}, "NodeMeta": {"somekey": "somevalue"},
+                     "Service": {"ID": "redis1", "Service": "redis", "Tags": ["master", "v1"],
+                                 "Port": 8000}});
+    ok_json(put_json(&s, "/v1/catalog/register", &reg));
+    let def = json!({"Name": "test",
+                     "Service": {"Service": "redis", "NodeMeta": {"somekey": "somevalue"}}});
+    let created = ok_json(Req::new("POST", "/v1/query").json(&def).send(&s));
+    let id = created["ID"].as_str().unwrap().to_string();
+    let read = ok_json(get(&s, &format!("/v1/query/{id}")));
+    assert_eq!(read.as_array().unwrap().len(), 1);
+    assert_eq!(read[0]["ID"], id);
+    assert_eq!(read[0]["Name"], "test");
+    assert_eq!(read[0]["Service"]["Service"], "redis");
+    assert_eq!(
+        read[0]["Service"]["NodeMeta"],
+        json!({"somekey": "somevalue"})
+    );
+    assert!(read[0]["Service"]["IgnoreCheckIDs"].is_null());
+    let list = ok_json(get(&s, "/v1/query"));
+    assert_eq!(list, read);
+    let mut upd = read[0].clone();
+    upd["Name"] = json!("my-query");
+    ok(put_json(&s, &format!("/v1/query/{id}"), &upd));
+    assert_eq!(
+        ok_json(get(&s, &format!("/v1/query/{id}")))[0]["Name"],
+        "my-query"
+    );
+    for by in [id.as_str(), "my-query"] {
+        let r = ok_json(get(&s, &format!("/v1/query/{by}/execute")));
+        let nodes = r["Nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 1, "{r}");
+        assert_eq!(nodes[0]["Node"]["Node"], "foobar");
+        assert_eq!(nodes[0]["Node"]["TaggedAddresses"]["wan"], "127.0.0.1");
+        assert_eq!(nodes[0]["Node"]["Datacenter"], "dc1");
+    }
+    let mut reg2 = reg.clone();
+    reg2["Node"] = json!("failingnode");
+    reg2["Check"] = json!({"Node": "failingnode", "ServiceID": "redis1", "Name": "failingcheck",
+                           "Status": "critical"});
+    ok_json(put_json(&s, "/v1/catalog/register", &reg2));
+    let r = ok_json(get(&s, &format!("/v1/query/{id}/execute")));
+    assert_eq!(r["Nodes"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["Nodes"][0]["Node"]["Node"], "foobar");
+    upd["Service"]["IgnoreCheckIDs"] = json!(["failingcheck"]);
+    ok(put_json(&s, &format!("/v1/query/{id}"), &upd));
+    let r = ok_json(get(&s, &format!("/v1/query/{id}/execute")));
+    assert_eq!(r["Nodes"].as_array().unwrap().len(), 2, "{r}");
+    ok(Req::delete(&format!("/v1/query/{id}")).send(&s));
+    assert_eq!(ok_json(get(&s, "/v1/query")), json!([]));
+    assert_eq!(get(&s, &format!("/v1/query/{id}")).status, 404);
+}

@@ -50,6 +50,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("endpoints::acl", 11),
     ("endpoints::agent", 11),
     ("endpoints::operator", 11),
+    ("endpoints::prepared_query", 11),
     ("endpoints::txn", 12),
     // The router and the server-wide fault controls.
     ("control", 13),

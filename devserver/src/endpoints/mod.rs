@@ -18,6 +18,7 @@ pub(crate) mod filter;
 pub(crate) mod health;
 pub(crate) mod kv;
 pub(crate) mod operator;
+pub(crate) mod prepared_query;
 pub(crate) mod session;
 pub(crate) mod txn;
 pub(crate) mod txn_catalog;

@@ -91,6 +91,9 @@ pub(crate) struct State {
     /// The autopilot configuration (`structs.AutopilotConfig` JSON, with its indexes), set on
     /// first write; `None` reads as the defaults at the boot index.
     pub(crate) autopilot: Option<serde_json::Value>,
+    /// Prepared queries (`structs.PreparedQuery` JSON) by ID, and the table's index.
+    pub(crate) prepared_queries: BTreeMap<String, serde_json::Value>,
+    pub(crate) prepared_queries_index: u64,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -123,6 +126,8 @@ impl State {
             events: events::EventsAndCoords::default(),
             connect_root: None,
             autopilot: None,
+            prepared_queries: BTreeMap::new(),
+            prepared_queries_index: 0,
             changes: Vec::new(),
             journal: None,
         };
