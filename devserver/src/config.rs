@@ -1,10 +1,10 @@
 //! Dev server configuration: the Consul agent settings that change behaviour a client can see.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::tls::TlsConfig;
+pub use crate::version::ConfigError;
 use crate::version::ConsulVersion;
 
 /// Settings for one dev server. `Config::default()` matches a fresh `consul agent -dev` on
@@ -60,6 +60,17 @@ pub struct Config {
     pub https_addr: Option<SocketAddr>,
     /// The HTTPS listener's certificate, key, CA and `verify_incoming`.
     pub tls: Option<TlsConfig>,
+    /// The agent's node ID (Consul's `node_id`); a random UUID when unset.
+    pub node_id: Option<String>,
+    /// The agent node's metadata (Consul's `node_meta`), beside `consul-network-segment`.
+    pub node_meta: Vec<(String, String)>,
+    /// The ports of the serf LAN and WAN pools (Consul's `ports.serf_lan`/`serf_wan`, default
+    /// 8301/8302). Nothing listens there; `/v1/agent/self` reports them and joining them is
+    /// joining this agent itself.
+    pub serf_ports: (u16, u16),
+    /// Config files read again on `PUT /v1/agent/reload`, whose `service`/`services`
+    /// definitions are then registered (the `consul agent -config-file` files).
+    pub config_files: Vec<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -81,21 +92,13 @@ impl Default for Config {
             consul_version: ConsulVersion::CURRENT,
             https_addr: None,
             tls: None,
+            node_id: None,
+            node_meta: Vec::new(),
+            serf_ports: (8301, 8302),
+            config_files: Vec::new(),
         }
     }
 }
-
-/// A configuration value that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl Config {
     /// Whether every JSON body is indented: [`Config::pretty`], or an emulated Consul older than
@@ -144,6 +147,17 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Reads one JSON agent config file (`consul agent -config-file`); an empty file, as a test
+/// creates before writing it, reads as `{}`.
+pub(crate) fn read_config_file(path: &std::path::Path) -> Result<serde_json::Value, String> {
+    let p = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{p}: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("{p}: only JSON config files are read: {e}"))
 }
 
 #[cfg(test)]

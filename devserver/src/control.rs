@@ -32,7 +32,7 @@ use serde_json::json;
 use crate::godur::parse_go_duration;
 use crate::leaderless::{NoLeader, NoLeaderAnswers};
 use crate::query::{Query, Reply};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::state::CheckStatus;
 
 /// Handles one control request.

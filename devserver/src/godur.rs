@@ -191,6 +191,30 @@ pub(crate) fn go_quote(s: &str) -> String {
     out
 }
 
+/// RFC 3339 in UTC with nanoseconds, as Go marshals a `time.Time`.
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_nanos()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,8 +16,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use crate::endpoints::ctx::Ctx;
 use crate::query::{Query, Reply};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Largest body read for any request (a chunked KV PUT bypasses `kv_max_value_size` in Consul;
 /// this bound only keeps a runaway client from exhausting memory).
@@ -71,6 +72,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/catalog/service/", &["GET"]),
     ("/v1/catalog/connect/", &["GET"]),
     ("/v1/catalog/node/", &["GET"]),
+    ("/v1/catalog/node-services/", &["GET"]),
     ("/v1/catalog/gateway-services/", &["GET"]),
     ("/v1/health/node/", &["GET"]),
     ("/v1/health/checks/", &["GET"]),
@@ -84,8 +86,17 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/coordinate/nodes", &["GET"]),
     ("/v1/coordinate/node/", &["GET"]),
     ("/v1/coordinate/update", &["PUT"]),
+    ("/v1/query", &["GET", "POST"]),
+    ("/v1/query/", &["GET", "PUT", "DELETE"]),
+    ("/v1/operator/raft/configuration", &["GET"]),
+    ("/v1/operator/raft/peer", &["DELETE"]),
+    ("/v1/operator/raft/transfer-leader", &["POST"]),
+    ("/v1/operator/autopilot/configuration", &["GET", "PUT"]),
+    ("/v1/operator/autopilot/health", &["GET"]),
+    ("/v1/operator/usage", &["GET"]),
     ("/v1/acl/bootstrap", &["PUT"]),
     ("/v1/acl/login", &["POST"]),
+    ("/v1/acl/replication", &["GET"]),
     ("/v1/acl/logout", &["POST"]),
     ("/v1/acl/tokens", &["GET"]),
     ("/v1/acl/token", &["PUT"]),
@@ -106,6 +117,20 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/acl/templated-policy/name/", &["GET"]),
     ("/v1/acl/templated-policy/preview/", &["POST"]),
 ];
+
+/// The route table with the patterns of the families not implemented (which answer 501).
+fn all_routes() -> impl Iterator<Item = &'static (&'static str, &'static [&'static str])> {
+    ROUTES.iter().chain(UNIMPLEMENTED.iter())
+}
+
+/// [`crate::endpoints::unimplemented::FAMILIES`] as route-table rows.
+static UNIMPLEMENTED: std::sync::LazyLock<Vec<(&'static str, &'static [&'static str])>> =
+    std::sync::LazyLock::new(|| {
+        crate::endpoints::unimplemented::FAMILIES
+            .iter()
+            .map(|(p, m, _)| (*p, *m))
+            .collect()
+    });
 
 /// What a connection has carried: nothing yet, control requests only, or Consul requests.
 const CONN_NEW: u8 = 0;
@@ -349,8 +374,7 @@ async fn route(
         return (redirect(&cleaned, req.uri().query(), req.method()), false);
     }
     // Go's ServeMux: an exact pattern wins, else the longest matching prefix pattern.
-    let route = ROUTES
-        .iter()
+    let route = all_routes()
         .filter(|(pat, _)| {
             if pat.ends_with('/') {
                 path.starts_with(pat)
@@ -362,7 +386,7 @@ async fn route(
     let Some((pattern, methods)) = route else {
         // ServeMux redirects "/v1/kv" to the registered "/v1/kv/".
         let slash = format!("{path}/");
-        if ROUTES.iter().any(|(p, _)| *p == slash) {
+        if all_routes().any(|(p, _)| *p == slash) {
             return (redirect(&slash, req.uri().query(), req.method()), false);
         }
         if path == "/" {
@@ -387,6 +411,12 @@ async fn route(
             true,
         );
     }
+    if let Some(family) = crate::endpoints::unimplemented::family(pattern) {
+        return (
+            crate::endpoints::unimplemented::answer(method.as_str(), &path, family),
+            true,
+        );
+    }
     let query = Query::parse(req.uri().query());
     shared.count(
         format!("{} {}", method, pattern.trim_end_matches('/')),
@@ -407,8 +437,8 @@ async fn route(
     let rest = path[pattern.len()..].to_string();
     // Body-size checks that Consul makes on Content-Length before reading the body.
     if let Some(early) = match *pattern {
-        "/v1/kv/" if method == Method::PUT => crate::kv_endpoint::precheck_put(&ctx, &rest),
-        "/v1/txn" => crate::txn_endpoint::precheck(&ctx),
+        "/v1/kv/" if method == Method::PUT => crate::endpoints::kv::precheck_put(&ctx, &rest),
+        "/v1/txn" => crate::endpoints::txn::precheck(&ctx),
         _ => None,
     } {
         return (early, true);
@@ -422,8 +452,8 @@ async fn route(
         .journal
         .record(arrived, method.as_str(), &path, &raw_query, &body);
     let reply = match *pattern {
-        "/v1/kv/" => crate::kv_endpoint::handle(&ctx, &method, &rest, body).await,
-        "/v1/txn" => crate::txn_endpoint::handle(&ctx, body),
+        "/v1/kv/" => crate::endpoints::kv::handle(&ctx, &method, &rest, body).await,
+        "/v1/txn" => crate::endpoints::txn::handle(&ctx, body),
         "/v1/status/leader" if ctx.foreign_dc() => Reply::text(500, "No path to datacenter"),
         "/v1/status/leader" => {
             let leader = if shared.has_leader() {
@@ -437,22 +467,28 @@ async fn route(
                 shared.cfg.pretty_json() || ctx.query.has("pretty"),
             )
         }
-        "/v1/status/peers" => crate::agent_misc::status_peers(&ctx),
-        "/v1/connect/ca/roots" => crate::connect::ca_roots(&ctx),
+        "/v1/status/peers" => crate::endpoints::agent_misc::status_peers(&ctx),
+        "/v1/connect/ca/roots" => crate::endpoints::connect::ca_roots(&ctx),
         p if p.starts_with("/v1/agent/") => {
-            crate::agent_endpoint::handle(&ctx, &method, p, &rest, &body).await
+            crate::endpoints::agent::handle(&ctx, &method, p, &rest, &body).await
         }
         p if p.starts_with("/v1/catalog/") => {
-            crate::catalog_endpoint::handle(&ctx, p, &rest, &body).await
+            crate::endpoints::catalog::handle(&ctx, p, &rest, &body).await
         }
         p if p.starts_with("/v1/event/") || p.starts_with("/v1/coordinate/") => {
-            crate::event_endpoint::handle(&ctx, p, &rest, &body).await
+            crate::endpoints::event::handle(&ctx, p, &rest, &body).await
         }
         p if p.starts_with("/v1/acl/") => {
-            crate::acl_endpoint::handle(&ctx, &method, p, &rest, &body).await
+            crate::endpoints::acl::handle(&ctx, &method, p, &rest, &body).await
         }
-        p if p.starts_with("/v1/health/") => crate::health_endpoint::handle(&ctx, p, &rest).await,
-        p => crate::session_endpoint::handle(&ctx, p, &rest, &body).await,
+        p if p.starts_with("/v1/query") => {
+            crate::endpoints::prepared_query::handle(&ctx, &method, p, &rest, &body)
+        }
+        p if p.starts_with("/v1/operator/") => {
+            crate::endpoints::operator::handle(&ctx, &method, p, &body)
+        }
+        p if p.starts_with("/v1/health/") => crate::endpoints::health::handle(&ctx, p, &rest).await,
+        p => crate::endpoints::session::handle(&ctx, p, &rest, &body).await,
     };
     (reply, true)
 }
@@ -475,44 +511,6 @@ fn redirect(path: &str, query: Option<&str>, method: &Method) -> Reply {
         r = r.with("content-type", "text/html; charset=utf-8");
     }
     r
-}
-
-/// What an endpoint handler gets.
-pub(crate) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub query: Query,
-    pub headers: hyper::HeaderMap,
-    pub content_length: Option<u64>,
-}
-
-impl Ctx {
-    /// Whether bodies are pretty-printed for this request.
-    pub fn pretty(&self) -> bool {
-        self.shared.cfg.pretty_json() || self.query.has("pretty")
-    }
-
-    /// The RPC forwarding checks: a foreign `dc` has no path; without a leader nothing that
-    /// needs one is answered.
-    pub fn rpc_check(&self, dc: &str) -> Result<(), Reply> {
-        if !dc.is_empty() && dc != self.shared.cfg.datacenter {
-            return Err(Reply::text(500, "No path to datacenter"));
-        }
-        if !self.shared.has_leader() {
-            return Err(Reply::text(500, self.shared.leaderless.text()));
-        }
-        Ok(())
-    }
-
-    /// Whether `?dc=` names a datacenter other than this one (no path to it).
-    pub fn foreign_dc(&self) -> bool {
-        let dc = self.query.get("dc");
-        !dc.is_empty() && dc != self.shared.cfg.datacenter
-    }
-
-    /// The configured management token, when ACLs are on.
-    pub fn acl(&self) -> Option<&str> {
-        self.shared.cfg.acl_token.as_deref()
-    }
 }
 
 #[cfg(test)]

@@ -53,36 +53,22 @@
 //! 1.0.0–1.0.1 bug that kept `serfHealth` on `"Checks": []` (fixed in 1.0.2, GH-3732), the
 //! `/v1/agent/self` fields that came and went, and the older size-limit error texts.
 
-mod acl;
-mod acl_endpoint;
 mod acl_rules;
-mod acl_templates;
-mod agent_endpoint;
-mod agent_misc;
-mod catalog_endpoint;
-mod catalog_json;
 pub mod certs;
 pub mod cli;
 mod config;
-mod config_entries;
-mod connect;
 mod control;
-mod decode;
-mod event_endpoint;
-mod filter;
+mod endpoints;
 mod godur;
-mod health_endpoint;
 mod http;
 mod journal;
-mod kv_endpoint;
 mod leaderless;
 mod proxy;
 mod query;
 mod server;
-mod session_endpoint;
+mod shared;
 mod state;
 mod tls;
-mod txn_endpoint;
 mod version;
 mod watch;
 
@@ -91,6 +77,7 @@ pub use godur::{format_go_duration, parse_go_duration};
 pub use journal::JournalEntry;
 pub use leaderless::{NoLeader, NoLeaderAnswers};
 pub use proxy::{FaultProxy, ProxyFaults, ProxyStats};
-pub use server::{DevServer, RequestCounts};
+pub use server::DevServer;
+pub use shared::RequestCounts;
 pub use tls::TlsConfig;
 pub use version::ConsulVersion;

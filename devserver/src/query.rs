@@ -10,7 +10,7 @@ use hyper::HeaderMap;
 use rand::Rng;
 
 use crate::godur::parse_go_duration;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::state::{State, Topic};
 
 /// Decoded query parameters, in the order they appeared.
@@ -57,6 +57,11 @@ impl Query {
             .filter(|(k, _)| k == key)
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// Drops every pair whose key is one of `keys`.
+    pub fn remove(&mut self, keys: &[&str]) {
+        self.pairs.retain(|(k, _)| !keys.contains(&k.as_str()));
     }
 
     /// Go's `url.Values.Encode`: keys sorted, values in order, query-escaped.

@@ -9,8 +9,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::config::ConfigError;
-
 /// A Consul release, `MAJOR.MINOR.PATCH`, ordered as releases are.
 ///
 /// Parse one with [`ConsulVersion::parse`] or `str::parse`: `"1.6.1"` and `"v1.6.1"` are
@@ -234,6 +232,18 @@ pub(crate) fn go_uint64_of_float64(f: f64) -> u64 {
     let z = if y < TWO_63 { y as u64 } else { 1 << 63 };
     z | (1 << 63)
 }
+
+/// A configuration value that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
 mod tests {

@@ -75,3 +75,57 @@ fn the_binary_named_consul_starts_from_the_harness_config_and_passes_its_waits()
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// TestAPI_CatalogNodes / *_NodeMetaFilter read `node_id` and `node_meta` from the harness
+/// config; TestAPI_AgentReload passes a second, empty `-config-file`, writes a service
+/// definition into it and reloads: the service is then registered with its port and meta.
+#[test]
+fn harness_node_id_meta_and_reload_of_an_empty_config_file() {
+    let dir = std::env::temp_dir().join(format!("baton-consul-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = json!({
+        "node_name": "node-reload", "node_id": "0B6B2A4C-1111-2222-3333-444444444444",
+        "node_meta": {"somekey": "somevalue"}, "ports": {"http": 0, "serf_lan": 18401}
+    });
+    let file = dir.join("config.json");
+    std::fs::write(&file, serde_json::to_vec(&config).unwrap()).unwrap();
+    let reload = dir.join("reload.json");
+    std::fs::write(&reload, b"").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-devserver"))
+        .args(["agent", "-config-file"])
+        .arg(&file)
+        .arg("-config-file")
+        .arg(&reload)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line.trim().split_once('=').unwrap().1.parse().unwrap();
+    let nodes = Req::get("/v1/catalog/nodes?node-meta=somekey:somevalue")
+        .send_to(addr)
+        .json();
+    assert_eq!(nodes[0]["ID"], "0b6b2a4c-1111-2222-3333-444444444444");
+    assert_eq!(nodes[0]["Meta"]["somekey"], "somevalue");
+    let me = Req::get("/v1/agent/self").send_to(addr).json();
+    assert_eq!(
+        me["DebugConfig"]["SerfAdvertiseAddrLAN"],
+        "tcp://127.0.0.1:18401"
+    );
+    std::fs::write(
+        &reload,
+        br#"{"service":{"name":"redis", "port":1234, "Meta": {"some": "meta"}}}"#,
+    )
+    .unwrap();
+    let r = Req::put("/v1/agent/reload").send_to(addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let services = Req::get("/v1/agent/services").send_to(addr).json();
+    assert_eq!(services["redis"]["Port"], 1234);
+    assert_eq!(services["redis"]["Meta"]["some"], "meta");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

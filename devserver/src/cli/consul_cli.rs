@@ -5,7 +5,9 @@
 //!
 //! Read from the JSON config files (Consul's keys): `node_name`, `datacenter`, `ports.http`,
 //! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` with `acl.tokens.master` or
-//! `acl.tokens.initial_management`, `session_ttl_min`. Everything else is accepted and ignored;
+//! `acl.tokens.initial_management`, `session_ttl_min`, `node_id`, `node_meta`,
+//! `ports.serf_lan`/`serf_wan`; the files' `service`/`services` definitions are registered on
+//! `PUT /v1/agent/reload` (not at start). Everything else is accepted and ignored;
 //! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -25,6 +27,24 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
     }
     if let Some(d) = s(&["datacenter"]) {
         cfg.datacenter = d;
+    }
+    if let Some(id) = s(&["node_id"]).filter(|id| !id.is_empty()) {
+        cfg.node_id = Some(id.to_ascii_lowercase());
+    }
+    if let Some(meta) = get(v, &["node_meta"]).and_then(Value::as_object) {
+        for (k, val) in meta {
+            let val = val.as_str().ok_or(format!("node_meta.{k}: not a string"))?;
+            cfg.node_meta.retain(|(old, _)| old != k);
+            cfg.node_meta.push((k.clone(), val.to_string()));
+        }
+    }
+    for (key, slot) in [
+        ("serf_lan", &mut cfg.serf_ports.0),
+        ("serf_wan", &mut cfg.serf_ports.1),
+    ] {
+        if let Some(p) = get(v, &["ports", key]).and_then(Value::as_i64) {
+            *slot = u16::try_from(p).map_err(|_| format!("ports.{key} {p} is not a port"))?;
+        }
     }
     for key in [&["client_addr"][..], &["addresses", "http"][..]] {
         if let Some(a) = s(key).filter(|a| !a.is_empty()) {
@@ -67,10 +87,9 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
                 let path = inline
                     .or_else(|| it.next().cloned())
                     .ok_or("-config-file needs a value")?;
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-                let v: Value = serde_json::from_str(&text)
-                    .map_err(|e| format!("{path}: only JSON config files are read: {e}"))?;
+                let v = crate::config::read_config_file(std::path::Path::new(&path))?;
                 apply(&mut cfg, &v, &mut ip, &mut port)?;
+                cfg.config_files.push(path.into());
             }
             "node" => {
                 cfg.node_name = inline

@@ -94,6 +94,8 @@ pub(crate) struct Service {
     pub proxy: Value,
     pub connect: Value,
     pub locality: Value,
+    /// `SocketPath`: a Unix socket the service listens on instead of an address and port.
+    pub socket_path: String,
     pub create_index: u64,
     pub modify_index: u64,
 }
@@ -182,7 +184,7 @@ fn key(node: &str, id: &str) -> Key {
 }
 
 /// The catalog tables and their indexes.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Catalog {
     /// Nodes by lowercase name.
     pub nodes: BTreeMap<String, Node>,
@@ -413,7 +415,12 @@ impl State {
     /// What a fresh server's catalog holds after its first anti-entropy sync, in one write:
     /// its node (with `TaggedAddresses` and the network-segment meta), the `consul` service
     /// and a passing `serfHealth` (`agent/consul/leader.go` `reconcileMember`).
-    pub(crate) fn boot_catalog(&mut self, node_name: &str, node_id: &str) {
+    pub(crate) fn boot_catalog(
+        &mut self,
+        node_name: &str,
+        node_id: &str,
+        node_meta: &[(String, String)],
+    ) {
         let idx = self.next_index();
         let mut node = Node::new(node_name, "127.0.0.1");
         node.id = node_id.to_string();
@@ -425,6 +432,9 @@ impl State {
             "consul-network-segment".into(),
             Value::String(String::new()),
         );
+        for (k, v) in node_meta {
+            node.meta.insert(k.clone(), Value::String(v.clone()));
+        }
         let name = self.put_node_at(idx, node);
         let mut meta = Map::new();
         for (k, v) in [
@@ -455,6 +465,7 @@ impl State {
                 proxy: Value::Null,
                 connect: Value::Null,
                 locality: Value::Null,
+                socket_path: String::new(),
                 create_index: 0,
                 modify_index: 0,
             },
@@ -629,6 +640,7 @@ mod tests {
                 proxy: Value::Null,
                 connect: Value::Null,
                 locality: Value::Null,
+                socket_path: String::new(),
                 create_index: 0,
                 modify_index: 0,
             },

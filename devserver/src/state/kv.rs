@@ -361,7 +361,7 @@ mod tests {
     #[test]
     fn identical_write_bumps_modify_index_before_1_6() {
         let v = crate::ConsulVersion::new(1, 5, 3);
-        let mut s = State::new("n1", "node-id", Duration::from_secs(900), v);
+        let mut s = State::new("n1", "node-id", &[], Duration::from_secs(900), v);
         let i1 = s.next_index();
         s.kv_set_at(i1, Entry::new("a", b"x".to_vec(), 0));
         s.take_changes();

@@ -27,7 +27,7 @@ use kv::Tombstone;
 pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
 
 /// Raft index the store starts at, standing in for the bootstrap writes a real cluster makes.
-const BOOT_INDEX: u64 = 10;
+pub(crate) const BOOT_INDEX: u64 = 10;
 
 /// What a blocking query can wait on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +58,8 @@ struct Journal {
     kvs_index: u64,
     tombstones_index: u64,
     changes_len: usize,
+    /// The catalog as it was, when the transaction writes to it too.
+    catalog: Option<Catalog>,
 }
 
 /// The whole store.
@@ -86,6 +88,12 @@ pub(crate) struct State {
     events: events::EventsAndCoords,
     /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
     pub(crate) connect_root: Option<serde_json::Value>,
+    /// The autopilot configuration (`structs.AutopilotConfig` JSON, with its indexes), set on
+    /// first write; `None` reads as the defaults at the boot index.
+    pub(crate) autopilot: Option<serde_json::Value>,
+    /// Prepared queries (`structs.PreparedQuery` JSON) by ID, and the table's index.
+    pub(crate) prepared_queries: BTreeMap<String, serde_json::Value>,
+    pub(crate) prepared_queries_index: u64,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -96,6 +104,7 @@ impl State {
     pub fn new(
         node_name: &str,
         node_id: &str,
+        node_meta: &[(String, String)],
         tombstone_ttl: Duration,
         version: ConsulVersion,
     ) -> State {
@@ -116,10 +125,13 @@ impl State {
             acl: acl::AclTables::default(),
             events: events::EventsAndCoords::default(),
             connect_root: None,
+            autopilot: None,
+            prepared_queries: BTreeMap::new(),
+            prepared_queries_index: 0,
             changes: Vec::new(),
             journal: None,
         };
-        st.boot_catalog(node_name, node_id);
+        st.boot_catalog(node_name, node_id, node_meta);
         st
     }
 
@@ -131,6 +143,11 @@ impl State {
     /// Takes the topics changed since the last call.
     pub fn take_changes(&mut self) -> Vec<Topic> {
         std::mem::take(&mut self.changes)
+    }
+
+    /// The raft index of the last write.
+    pub fn last_index(&self) -> u64 {
+        self.index
     }
 
     /// Consumes the next raft index (every raft-equivalent write does, even a no-op one).
@@ -147,7 +164,19 @@ impl State {
             kvs_index: self.kvs_index,
             tombstones_index: self.tombstones_index,
             changes_len: self.changes.len(),
+            catalog: None,
         });
+    }
+
+    /// Like [`State::begin`], and a rollback restores the catalog tables too (a txn with
+    /// node, service or check writes). Sessions a node or check write invalidated stay
+    /// invalidated.
+    pub fn begin_with_catalog(&mut self) {
+        self.begin();
+        let snapshot = self.catalog.clone();
+        if let Some(j) = self.journal.as_mut() {
+            j.catalog = Some(snapshot);
+        }
     }
 
     /// Keeps the transaction's changes.
@@ -157,7 +186,12 @@ impl State {
 
     /// Undoes every change since `begin` (the consumed global index stays consumed, as in raft).
     pub fn rollback(&mut self) {
-        let Some(j) = self.journal.take() else { return };
+        let Some(mut j) = self.journal.take() else {
+            return;
+        };
+        if let Some(catalog) = j.catalog.take() {
+            self.catalog = catalog;
+        }
         for (key, old) in j.kv.into_iter().rev() {
             self.put_entry(&key, old);
         }
@@ -196,6 +230,7 @@ mod testutil {
         State::new(
             "n1",
             "00000000-0000-0000-0000-000000000001",
+            &[],
             Duration::from_secs(900),
             ConsulVersion::CURRENT,
         )

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::acl;
-use crate::http::Ctx;
+use crate::endpoints::access as acl;
+use crate::endpoints::ctx::Ctx;
 use crate::query::{blocking, parse_opts, parse_uint, reject_enterprise, Opts, Reply, Run};
 use crate::state::{Entry, Topic};
 

@@ -7,18 +7,20 @@
 //! linked to `global-management` may do anything,
 //! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::decode::{self, fld};
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
 use crate::godur::parse_go_duration;
-use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{new_uuid, AclTable, State};
 
-use crate::acl::GLOBAL_MANAGEMENT_ID;
+use crate::endpoints::access::{require, GLOBAL_MANAGEMENT_ID};
+use crate::endpoints::decode::is_uuid;
+use crate::godur::rfc3339;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
@@ -28,40 +30,6 @@ fn disabled() -> Reply {
 
 fn not_found() -> Reply {
     Reply::text(403, "ACL not found")
-}
-
-/// RFC 3339 in UTC with nanoseconds, as Go marshals a `time.Time`.
-pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        d.subsec_nanos()
-    )
-}
-
-/// Whether `s` is a UUID in Consul's `8-4-4-4-12` hex form.
-pub(crate) fn is_uuid(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 5
-        && parts
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Puts the built-in policy and tokens in place the first time the ACL store is used.
@@ -117,16 +85,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// Requires `perm` (e.g. `service:write`) on `resource` for `token`; Consul's 403 texts.
-pub(crate) fn require(
-    ctx: &Ctx,
-    token: Option<&str>,
-    perm: &str,
-    resource: &str,
-) -> Result<(), Reply> {
-    crate::acl::require(ctx, token, perm, resource)
-}
-
 /// Routes the `/v1/acl/` family.
 pub(crate) async fn handle(
     ctx: &Ctx,
@@ -154,6 +112,16 @@ pub(crate) async fn handle(
             ),
         )),
         "/v1/acl/login" => Err(not_found()),
+        // `ACL.ReplicationStatus`: a primary datacenter's server replicates nothing.
+        "/v1/acl/replication" => ok_json(
+            ctx,
+            json!({
+                "Enabled": false, "Running": false, "SourceDatacenter": "",
+                "ReplicationType": "", "ReplicatedIndex": 0, "ReplicatedRoleIndex": 0,
+                "ReplicatedTokenIndex": 0, "LastSuccess": "0001-01-01T00:00:00Z",
+                "LastError": "0001-01-01T00:00:00Z", "LastErrorMessage": ""
+            }),
+        ),
         "/v1/acl/logout" => logout(ctx, t),
         "/v1/acl/tokens" => list(ctx, t, Kind::Token),
         "/v1/acl/token" => write(ctx, t, Kind::Token, "", body, true),
@@ -170,7 +138,7 @@ pub(crate) async fn handle(
         "/v1/acl/binding-rules" => list(ctx, t, Kind::BindingRule),
         "/v1/acl/binding-rule" => write(ctx, t, Kind::BindingRule, "", body, true),
         "/v1/acl/binding-rule/" => item(ctx, t, method, Kind::BindingRule, rest, body),
-        _ => crate::acl_templates::handle(ctx, pattern, rest, body),
+        _ => crate::endpoints::acl_templates::handle(ctx, pattern, rest, body),
     };
     r.unwrap_or_else(|e| e)
 }
@@ -235,6 +203,7 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
     require(ctx, t, "acl:read", "")?;
     let q = &ctx.query;
     let (policy, role, method) = (q.get("policy"), q.get("role"), q.get("authmethod"));
+    let service = q.get("servicename");
     let links = |o: &Map<String, Value>, field: &str, id: &str| {
         o.get(field)
             .and_then(Value::as_array)
@@ -247,6 +216,12 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
             .filter(|o| role.is_empty() || links(o, "Roles", role))
             .filter(|o| {
                 method.is_empty() || o.get("AuthMethod").and_then(Value::as_str) == Some(method)
+            })
+            .filter(|o| {
+                service.is_empty()
+                    || o.get("ServiceIdentities")
+                        .and_then(Value::as_array)
+                        .is_some_and(|l| l.iter().any(|x| x["ServiceName"] == service))
             })
             .map(|o| Value::Object(o.clone()))
             .collect()
@@ -384,6 +359,8 @@ fn links(st: &State, kind: Kind, raw: Option<&Value>) -> Result<Option<Value>, S
                 || (id.is_empty() && o.get("Name").and_then(Value::as_str) == Some(&name))
         });
         match found {
+            // A link named twice (by ID and by name) is kept once.
+            Some(o) if out.iter().any(|l: &Value| l["ID"] == o["ID"]) => {}
             Some(o) => out.push(json!({"ID": o["ID"], "Name": o["Name"]})),
             None if !id.is_empty() => {
                 return Err(format!("No such ACL {} with ID {id:?}", kind.noun()))
@@ -564,6 +541,8 @@ fn fill(
             out.insert("Name".into(), json!(name));
             out.insert("Description".into(), json!(s("Description")));
             out.insert("Rules".into(), json!(rules));
+            // The whole policy is replaced: no `Datacenters` (or null) clears them.
+            out.remove("Datacenters");
             if let Some(dcs) = fld(body, "Datacenters").filter(|v| v.is_array()) {
                 out.insert("Datacenters".into(), dcs.clone());
             }

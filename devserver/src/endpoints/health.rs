@@ -5,10 +5,10 @@
 
 use serde_json::{json, Value};
 
-use crate::catalog_endpoint::{answer, check_readable, node_meta_ok, read_opts};
-use crate::catalog_json;
-use crate::filter::Filter;
-use crate::http::Ctx;
+use crate::endpoints::catalog::{answer, check_readable, node_meta_ok, read_opts};
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::filter::Filter;
 use crate::query::{blocking, Reply, Run};
 use crate::state::{CheckStatus, State, Topic};
 
@@ -89,7 +89,7 @@ async fn service_entries(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, 
     let (opts, access) = read_opts(ctx)?;
     let filter = Filter::from_query(&ctx.query)?;
     let passing = ctx.query.has("passing")
-        && crate::decode::parse_bool(ctx.query.get("passing")).unwrap_or(true);
+        && crate::endpoints::decode::parse_bool(ctx.query.get("passing")).unwrap_or(true);
     let tags = ctx.query.all("tag");
     let peer = ctx.query.get("peer").to_string();
     let dc = ctx.shared.cfg.datacenter.clone();
@@ -143,5 +143,12 @@ async fn service_entries(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, 
         }
     })
     .await;
-    Ok(answer(&Value::Array(run.value), &opts, run.index))
+    Ok(crate::endpoints::catalog::agent_cached(
+        ctx,
+        &format!(
+            "health/{}/{name}",
+            if connect { "connect" } else { "service" }
+        ),
+        answer(&Value::Array(run.value), &opts, run.index),
+    ))
 }

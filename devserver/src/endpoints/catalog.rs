@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::acl::Access;
-use crate::catalog_json;
-use crate::decode::{self, fld};
-use crate::filter::Filter;
-use crate::http::Ctx;
+use crate::endpoints::access::Access;
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
+use crate::endpoints::filter::Filter;
 use crate::query::{blocking, parse_opts, Opts, Reply, Run};
-use crate::state::{Check, CheckStatus, Node, Service, Topic};
+use crate::state::{Check, CheckStatus, Node, Topic};
 
 /// Routes the `/v1/catalog/` family.
 pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) -> Reply {
@@ -24,7 +24,8 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
         "/v1/catalog/services" => services(ctx).await,
         "/v1/catalog/service/" => service_nodes(ctx, rest, false).await,
         "/v1/catalog/connect/" => service_nodes(ctx, rest, true).await,
-        "/v1/catalog/node/" => node(ctx, rest).await,
+        "/v1/catalog/node/" => node(ctx, rest, false).await,
+        "/v1/catalog/node-services/" => node(ctx, rest, true).await,
         "/v1/catalog/gateway-services/" => gateway_services(ctx, rest).await,
         _ => Err(Reply::text(
             404,
@@ -39,7 +40,7 @@ pub(crate) fn read_opts(ctx: &Ctx) -> Result<(Opts, Access), Reply> {
     let opts = parse_opts(&ctx.query, &ctx.headers, ctx.shared.cfg.pretty_json())?;
     crate::query::reject_enterprise(&ctx.query, &ctx.headers)?;
     // An unknown token is refused; a known one sees what it may read (`filterACL`).
-    let access = crate::acl::resolve(ctx, opts.token.as_deref())?;
+    let access = crate::endpoints::access::resolve(ctx, opts.token.as_deref())?;
     ctx.rpc_check(&opts.dc)?;
     Ok((opts, access))
 }
@@ -58,6 +59,29 @@ pub(crate) fn answer(v: &Value, opts: &Opts, index: u64) -> Reply {
     Reply::json(200, v, opts.pretty)
         .with_meta(index)
         .with("x-consul-effective-consistency", opts.consistency)
+}
+
+/// `?cached` (the agent cache, `agent/cache`): the first such read of a path and query is a
+/// `MISS`, later ones a `HIT` of age 0 — the dev server answers from its state every time,
+/// so a hit is never stale. Without `?cached` the reply is unchanged.
+pub(crate) fn agent_cached(ctx: &Ctx, what: &str, reply: Reply) -> Reply {
+    if !ctx.query.has("cached") || reply.status != 200 {
+        return reply;
+    }
+    let mut q = ctx.query.clone();
+    q.remove(&["index", "wait", "cached"]);
+    let key = format!("{what}?{}", q.encode());
+    let hit = !ctx
+        .shared
+        .agent_cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key);
+    if hit {
+        reply.with("x-cache", "HIT").with("age", "0")
+    } else {
+        reply.with("x-cache", "MISS")
+    }
 }
 
 fn token(ctx: &Ctx) -> Option<String> {
@@ -96,7 +120,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         ));
     }
     let node_id = decode::string(&obj, "ID");
-    if !node_id.is_empty() && !crate::acl_endpoint::is_uuid(&node_id) {
+    if !node_id.is_empty() && !crate::endpoints::decode::is_uuid(&node_id) {
         // hashicorp/go-uuid ParseUUID's two errors.
         let why = if node_id.len() != 36 {
             "uuid string is wrong length"
@@ -105,7 +129,7 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         };
         return Err(Reply::text(500, format!("Bad node ID: {why}")));
     }
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), "node:write", &node_name)?;
     let mut node = Node::new(&node_name, &address);
     node.id = node_id;
     node.tagged_addresses = decode::map(&obj, "TaggedAddresses");
@@ -129,31 +153,10 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             if matches!(addr.as_str(), "0.0.0.0" | "::" | "[::]") {
                 return Err(Reply::text(500, "Invalid service address"));
             }
-            crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
-            Some(Service {
-                node: node_name.clone(),
-                id,
-                service: name,
-                tags: decode::strings(s, "Tags"),
-                address: decode::string(s, "Address"),
-                port: decode::int(s, "Port"),
-                meta: decode::map(s, "Meta"),
-                tagged_addresses: decode::map(s, "TaggedAddresses")
-                    .into_iter()
-                    .map(|(k, v)| (k, decode::camel(&v)))
-                    .collect(),
-                weights: fld(s, "Weights")
-                    .filter(|w| w.is_object())
-                    .map(decode::camel)
-                    .unwrap_or_else(|| json!({"Passing": 1, "Warning": 1})),
-                enable_tag_override: decode::boolean(s, "EnableTagOverride"),
-                kind: decode::string(s, "Kind"),
-                proxy: fld(s, "Proxy").map(decode::camel).unwrap_or(Value::Null),
-                connect: Value::Null,
-                locality: fld(s, "Locality").map(decode::camel).unwrap_or(Value::Null),
-                create_index: 0,
-                modify_index: 0,
-            })
+            crate::endpoints::access::require(ctx, token(ctx).as_deref(), "service:write", &name)?;
+            let mut svc = catalog_json::service_from(&node_name, s);
+            svc.id = id;
+            Some(svc)
         }
     };
     let mut raw: Vec<&Map<String, Value>> = Vec::new();
@@ -253,7 +256,7 @@ fn deregister(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     if node.is_empty() {
         return Err(Reply::text(500, "Must provide node"));
     }
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), "node:write", &node)?;
     let service = decode::string(&obj, "ServiceID");
     let check = decode::string(&obj, "CheckID");
     ctx.shared.write(|st| {
@@ -390,10 +393,17 @@ async fn service_nodes(ctx: &Ctx, name: &str, connect: bool) -> Result<Reply, Re
         }
     })
     .await;
-    Ok(answer(&Value::Array(run.value), &opts, run.index))
+    let what = if connect { "connect" } else { "service" };
+    Ok(agent_cached(
+        ctx,
+        &format!("catalog/{what}/{name}"),
+        answer(&Value::Array(run.value), &opts, run.index),
+    ))
 }
 
-async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
+/// `/v1/catalog/node/<n>` (services by ID) and, with `list`, `/v1/catalog/node-services/<n>`
+/// (`NodeServiceList`: services as a list; an unknown node is `{"Node": null, "Services": []}`).
+async fn node(ctx: &Ctx, name: &str, list: bool) -> Result<Reply, Reply> {
     if name.is_empty() {
         return Err(Reply::text(400, "Missing node name"));
     }
@@ -406,18 +416,27 @@ async fn node(ctx: &Ctx, name: &str) -> Result<Reply, Reply> {
             .node(name)
             .filter(|n| access.allows("node:read", &n.name))
             .map(|n| {
-                let services: Map<String, Value> = st
+                let services = st
                     .node_services(name)
                     .into_iter()
                     .filter(|s| access.allows("service:read", &s.service))
                     .map(|s| (s.id.clone(), catalog_json::node_service(s)))
-                    .filter(|(_, v)| filter.matches(v))
-                    .collect();
+                    .filter(|(_, v)| filter.matches(v));
+                let services = if list {
+                    Value::Array(services.map(|(_, v)| v).collect())
+                } else {
+                    Value::Object(services.collect())
+                };
                 json!({"Node": catalog_json::node(n, &dc), "Services": services})
             });
+        let missing = if list {
+            json!({"Node": null, "Services": []})
+        } else {
+            Value::Null
+        };
         Run {
             index: cat.nodes_index.max(cat.services_index),
-            value: value.unwrap_or(Value::Null),
+            value: value.unwrap_or(missing),
             not_found: false,
         }
     })
@@ -433,7 +452,7 @@ async fn gateway_services(ctx: &Ctx, gateway: &str) -> Result<Reply, Reply> {
     let (opts, _) = read_opts(ctx)?;
     let run = blocking(&ctx.shared, &opts, Topic::Catalog, |st| Run {
         index: st.catalog().services_index,
-        value: crate::config_entries::gateway_services(st, gateway),
+        value: crate::endpoints::config_entries::gateway_services(st, gateway),
         not_found: false,
     })
     .await;

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::endpoints::decode::{self, fld};
 use crate::state::{Check, Node, Service};
 
 /// `structs.Node` as `/v1/catalog/nodes` and `/v1/catalog/node/<n>` return it.
@@ -47,6 +48,9 @@ pub(crate) fn node_service(s: &Service) -> Value {
     }
     m.insert("Meta".into(), json!(s.meta));
     m.insert("Port".into(), json!(s.port));
+    if !s.socket_path.is_empty() {
+        m.insert("SocketPath".into(), json!(s.socket_path));
+    }
     m.insert("Weights".into(), weights(s));
     m.insert("EnableTagOverride".into(), json!(s.enable_tag_override));
     if !s.kind.is_empty() {
@@ -86,6 +90,9 @@ pub(crate) fn service_node(n: &Node, s: &Service, dc: &str) -> Value {
     m.insert("ServiceWeights".into(), weights(s));
     m.insert("ServiceMeta".into(), json!(s.meta));
     m.insert("ServicePort".into(), json!(s.port));
+    if !s.socket_path.is_empty() {
+        m.insert("ServiceSocketPath".into(), json!(s.socket_path));
+    }
     m.insert(
         "ServiceEnableTagOverride".into(),
         json!(s.enable_tag_override),
@@ -117,6 +124,9 @@ pub(crate) fn agent_service(s: &Service, dc: &str) -> Value {
     m.insert("Meta".into(), json!(s.meta));
     m.insert("Port".into(), json!(s.port));
     m.insert("Address".into(), json!(s.address));
+    if !s.socket_path.is_empty() {
+        m.insert("SocketPath".into(), json!(s.socket_path));
+    }
     if !s.tagged_addresses.is_empty() {
         m.insert("TaggedAddresses".into(), json!(s.tagged_addresses));
     }
@@ -149,4 +159,42 @@ pub(crate) fn check(c: &Check) -> Value {
         "CreateIndex": c.create_index,
         "ModifyIndex": c.modify_index,
     })
+}
+
+/// A service as a catalog registration or a txn `Service` op sends it (`structs.NodeService`
+/// fields, any case), on `node`.
+pub(crate) fn service_from(node: &str, s: &Map<String, Value>) -> Service {
+    let name = decode::string(s, "Service");
+    let mut id = decode::string(s, "ID");
+    if id.is_empty() {
+        id = name.clone();
+    }
+    Service {
+        node: node.to_string(),
+        id,
+        service: name,
+        tags: decode::strings(s, "Tags"),
+        address: decode::string(s, "Address"),
+        port: decode::int(s, "Port"),
+        meta: decode::map(s, "Meta"),
+        tagged_addresses: decode::map(s, "TaggedAddresses")
+            .into_iter()
+            .map(|(k, v)| (k, decode::camel(&v)))
+            .collect(),
+        weights: fld(s, "Weights")
+            .filter(|w| w.is_object())
+            .map(decode::camel)
+            .unwrap_or_else(|| json!({"Passing": 1, "Warning": 1})),
+        enable_tag_override: decode::boolean(s, "EnableTagOverride"),
+        kind: decode::string(s, "Kind"),
+        proxy: fld(s, "Proxy").map(decode::camel).unwrap_or(Value::Null),
+        connect: fld(s, "Connect")
+            .filter(|c| c.is_object())
+            .map(decode::camel)
+            .unwrap_or(Value::Null),
+        locality: fld(s, "Locality").map(decode::camel).unwrap_or(Value::Null),
+        socket_path: decode::string(s, "SocketPath"),
+        create_index: 0,
+        modify_index: 0,
+    }
 }

@@ -4,8 +4,8 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::catalog_endpoint::{answer, read_opts};
-use crate::http::Ctx;
+use crate::endpoints::catalog::{answer, read_opts};
+use crate::endpoints::ctx::Ctx;
 use crate::query::{blocking, Reply, Run};
 use crate::state::Topic;
 
@@ -38,7 +38,7 @@ fn fire(ctx: &Ctx, name: &str, body: &[u8]) -> Result<Reply, Reply> {
         return Err(Reply::text(400, "Missing name"));
     }
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), "event:write", name)?;
+    crate::endpoints::access::require(ctx, token.as_deref(), "event:write", name)?;
     let payload =
         (!body.is_empty()).then(|| base64::engine::general_purpose::STANDARD.encode(body));
     let ev = json!({
@@ -129,19 +129,18 @@ async fn nodes(ctx: &Ctx, node: Option<&str>) -> Result<Reply, Reply> {
 
 /// `PUT /v1/coordinate/update` with `{"Node", "Segment", "Coord"}`.
 fn update(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
-    let obj = crate::decode::object(body, "structs.CoordinateUpdateRequest")?;
+    let obj = crate::endpoints::decode::object(body, "structs.CoordinateUpdateRequest")?;
     ctx.rpc_check(ctx.query.get("dc"))?;
-    let node = crate::decode::string(&obj, "Node");
+    let node = crate::endpoints::decode::string(&obj, "Node");
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), "node:write", &node)?;
-    let coord = crate::decode::fld(&obj, "Coord")
+    crate::endpoints::access::require(ctx, token.as_deref(), "node:write", &node)?;
+    let coord = crate::endpoints::decode::fld(&obj, "Coord")
         .cloned()
         .unwrap_or(Value::Null);
     if !coord.is_object() {
         return Err(Reply::text(500, "invalid coordinate"));
     }
-    let entry =
-        json!({"Node": node, "Segment": crate::decode::string(&obj, "Segment"), "Coord": coord});
+    let entry = json!({"Node": node, "Segment": crate::endpoints::decode::string(&obj, "Segment"), "Coord": coord});
     ctx.shared.write(|st| st.set_coordinate(&node, entry));
     Ok(Reply::text(200, ""))
 }

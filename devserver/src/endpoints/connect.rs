@@ -7,7 +7,7 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::http::Ctx;
+use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::State;
 
@@ -132,7 +132,7 @@ fn self_signed_root(
 /// A fresh root as `structs.CARoot` (JSON), for a cluster whose ID is `cluster_id`.
 fn generate(cluster_id: &str, index: u64) -> Value {
     let trust_domain = format!("{cluster_id}.consul");
-    let now = crate::acl_endpoint::rfc3339(std::time::SystemTime::now());
+    let now = crate::godur::rfc3339(std::time::SystemTime::now());
     let year: i32 = now[..4].parse().unwrap_or(2026);
     let (pem, der, public) =
         self_signed_root(&trust_domain, year - 1, year + 10).unwrap_or_default();

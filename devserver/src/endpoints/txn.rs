@@ -1,4 +1,5 @@
-//! `PUT /v1/txn`: KV operations applied atomically. Decoding is strict (unknown fields are
+//! `PUT /v1/txn`: KV operations, and node, service and check operations
+//! ([`crate::endpoints::txn_catalog`]), applied atomically. Decoding is strict (unknown fields are
 //! errors, names match case-insensitively as in Go), limits are checked as Consul checks them,
 //! a txn with no write verb takes the read-only path, and any failing op makes the whole txn a
 //! 409 listing every failing op with nothing applied. Older Consul releases decoded leniently
@@ -8,12 +9,13 @@ use base64::Engine;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::acl::{self, Access};
+use crate::endpoints::access::{self as acl, Access};
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{field, json_kind};
+use crate::endpoints::kv::entry_json;
+use crate::endpoints::txn_catalog::{CatalogOp, Table};
 use crate::godur::go_quote;
-use crate::http::Ctx;
-use crate::kv_endpoint::entry_json;
 use crate::query::{parse_opts, Reply};
-use crate::session_endpoint::{field, json_kind};
 use crate::state::{Entry, State};
 use crate::version::{go_uint64_of_float64, ConsulVersion};
 
@@ -28,6 +30,22 @@ struct KvOp {
     flags: u64,
     index: u64,
     session: String,
+}
+
+/// One decoded operation of a txn.
+#[derive(Debug, Clone)]
+enum Op {
+    Kv(KvOp),
+    Catalog(CatalogOp),
+}
+
+impl Op {
+    fn is_write(&self) -> bool {
+        match self {
+            Op::Kv(k) => is_write(&k.verb),
+            Op::Catalog(c) => c.is_write(),
+        }
+    }
 }
 
 /// The size limit of a txn body: the larger of `txn_max_req_len` and `kv_max_value_size`.
@@ -126,7 +144,7 @@ fn decode_kv(obj: &Map<String, Value>, v: ConsulVersion) -> Result<KvOp, String>
 
 /// Decodes the body into its KV ops and the number of ops it listed. Errors are the text
 /// after `Failed to parse body: `.
-fn decode(body: &[u8], version: ConsulVersion) -> Result<(Vec<KvOp>, usize), String> {
+fn decode(body: &[u8], version: ConsulVersion) -> Result<(Vec<Op>, usize), String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         if e.is_eof() {
             "unexpected EOF".to_string()
@@ -164,18 +182,31 @@ fn decode(body: &[u8], version: ConsulVersion) -> Result<(Vec<KvOp>, usize), Str
                 return Err(unknown_field(k));
             }
         }
-        for other in ["Node", "Service", "Check"] {
-            if field(obj, other).is_some_and(|v| !v.is_null()) {
-                return Err(format!(
-                    "baton-devserver supports only KV operations in transactions (got a {other} operation)"
-                ));
+        // The first operation set wins, as in Consul's conversion (`KV`, `Node`, `Service`,
+        // `Check`).
+        let mut op = match field(obj, "KV") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(kv)) => Some(Op::Kv(decode_kv(kv, version)?)),
+            Some(v) => return Err(type_err(v, "TxnOp.KV", "api.KVTxnOp")),
+        };
+        for table in [Table::Node, Table::Service, Table::Check] {
+            if op.is_some() {
+                break;
+            }
+            match field(obj, table.name()) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(o)) => op = Some(Op::Catalog(CatalogOp::decode(table, o)?)),
+                Some(v) => {
+                    let name = table.name();
+                    return Err(type_err(
+                        v,
+                        &format!("TxnOp.{name}"),
+                        &format!("api.{name}TxnOp"),
+                    ));
+                }
             }
         }
-        match field(obj, "KV") {
-            None | Some(Value::Null) => ops.push(None),
-            Some(Value::Object(kv)) => ops.push(Some(decode_kv(kv, version)?)),
-            Some(v) => return Err(type_err(v, "TxnOp.KV", "api.KVTxnOp")),
-        }
+        ops.push(op);
     }
     // An op with no operation set does nothing, as in Consul's conversion.
     let count = ops.len();
@@ -214,7 +245,10 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         ));
     }
     let max_value = ctx.shared.cfg.kv_max_value_size;
-    for op in &ops {
+    for op in ops.iter().filter_map(|o| match o {
+        Op::Kv(k) => Some(k),
+        Op::Catalog(_) => None,
+    }) {
         if op.value.len() as u64 > max_value {
             return Err(Reply::text(
                 413,
@@ -226,7 +260,11 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             ));
         }
     }
-    let writes = ops.iter().any(|o| is_write(&o.verb));
+    let writes = ops.iter().any(Op::is_write);
+    let catalog_writes = ops
+        .iter()
+        .any(|o| matches!(o, Op::Catalog(c) if c.is_write()));
+    let dc_name = ctx.shared.cfg.datacenter.clone();
     let pretty = ctx.pretty();
     let (token, dc) = if writes {
         (
@@ -245,11 +283,15 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             return (Vec::new(), errors);
         }
         if !writes {
-            return run_ops(st, &ops, 0, &access, version);
+            return run_ops(st, &ops, 0, &access, version, &dc_name);
         }
         let idx = st.next_index();
-        st.begin();
-        let (results, errors) = run_ops(st, &ops, idx, &access, version);
+        if catalog_writes {
+            st.begin_with_catalog();
+        } else {
+            st.begin();
+        }
+        let (results, errors) = run_ops(st, &ops, idx, &access, version, &dc_name);
         if errors.is_empty() {
             st.commit();
         } else {
@@ -311,13 +353,14 @@ fn handle_inner(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
 /// lock-delay of `lock` ops.
 fn precheck_ops(
     st: &mut State,
-    ops: &[KvOp],
+    ops: &[Op],
     access: &Access,
     writes: bool,
     version: ConsulVersion,
 ) -> Vec<(usize, String)> {
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
+        let Op::Kv(op) = op else { continue };
         if op.key.is_empty() && op.verb != "delete-tree" {
             errors.push((i, "Must provide key".to_string()));
             continue;
@@ -347,14 +390,25 @@ fn precheck_ops(
 /// and the failing ops.
 fn run_ops(
     st: &mut State,
-    ops: &[KvOp],
+    ops: &[Op],
     idx: u64,
     access: &Access,
     version: ConsulVersion,
+    dc: &str,
 ) -> (Vec<Value>, Vec<(usize, String)>) {
     let mut results = Vec::new();
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
+        let op = match op {
+            Op::Kv(k) => k,
+            Op::Catalog(c) => {
+                match c.run(st, idx, access, dc) {
+                    Ok(rows) => results.extend(rows),
+                    Err(what) => errors.push((i, what)),
+                }
+                continue;
+            }
+        };
         let key = op.key.as_str();
         let q = go_quote(key);
         let req = Entry::new(key, op.value.clone(), op.flags);

@@ -2,9 +2,10 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::acl;
+use crate::endpoints::access as acl;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{field, json_kind};
 use crate::godur::{format_go_duration, parse_go_duration};
-use crate::http::Ctx;
 use crate::query::{blocking, parse_opts, reject_enterprise, Reply, Run};
 use crate::state::{
     Behavior, NewSession, ServiceCheck, Session, Topic, SERF_CHECK_ID, SESSION_TTL_MAX,
@@ -62,27 +63,6 @@ pub(crate) async fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) ->
         _ => read(ctx, Listing::All).await,
     };
     r.unwrap_or_else(|e| e)
-}
-
-/// Go's `json.Unmarshal` type name of a JSON value, for its error texts.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// Finds a field the way Go's decoder does: exact name first, then case-insensitively.
-pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.get(name).or_else(|| {
-        obj.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    })
 }
 
 fn type_error(v: &Value, field: &str, go_type: &str) -> String {
@@ -390,5 +370,5 @@ async fn read(ctx: &Ctx, which: Listing<'_>) -> Result<Reply, Reply> {
     let (filtered, list) = run.value;
     let body: Vec<Value> = list.iter().map(|s| session_json(s, version)).collect();
     let r = Reply::json(200, &Value::Array(body), opts.pretty).with_meta(run.index);
-    Ok(crate::kv_endpoint::filtered_header(r, filtered, &opts))
+    Ok(crate::endpoints::kv::filtered_header(r, filtered, &opts))
 }

@@ -1,12 +1,12 @@
-//! The rest of `/v1/agent/` (reload, metrics, monitor, host, version, join/leave, ACL agent
+//! The rest of `/v1/agent/` (metrics, monitor, host, version, join/leave, ACL agent
 //! tokens, local service health), and `/v1/status/peers`. Texts follow
 //! `agent/agent_endpoint.go`.
 
 use hyper::Method;
 use serde_json::{json, Value};
 
-use crate::catalog_json;
-use crate::http::Ctx;
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::CheckStatus;
 
@@ -39,12 +39,8 @@ pub(crate) fn handle(
     let t = token.as_deref();
     let node = ctx.shared.cfg.node_name.clone();
     match pattern {
-        "/v1/agent/reload" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
-            Ok(Reply::text(200, ""))
-        }
         "/v1/agent/metrics" => {
-            crate::acl_endpoint::require(ctx, t, "agent:read", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:read", &node)?;
             if ctx.query.get("format") == "prometheus" {
                 // Without prometheus_retention_time Consul answers 200 with no metrics.
                 return Ok(Reply::text(200, "").with(
@@ -52,26 +48,25 @@ pub(crate) fn handle(
                     "Prometheus is not enabled since its retention time is not positive",
                 ));
             }
-            let now = crate::acl_endpoint::rfc3339(std::time::SystemTime::now());
+            let now = crate::godur::rfc3339(std::time::SystemTime::now());
             let ts = format!("{} +0000 UTC", now.replace('T', " ").trim_end_matches('Z'));
             Ok(Reply::json(
                 200,
-                &json!({"Timestamp": ts, "Gauges": [], "Points": [], "Counters": [], "Samples": []}),
+                &json!({"Timestamp": ts, "Gauges": runtime_gauges(), "Points": [], "Counters": [], "Samples": []}),
                 ctx.pretty(),
             ))
         }
         "/v1/agent/monitor" => {
-            crate::acl_endpoint::require(ctx, t, "agent:read", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:read", &node)?;
             let level = ctx.query.get("loglevel");
             let level = if level.is_empty() { "info" } else { level };
             if !LOG_LEVELS.contains(&level.to_ascii_lowercase().as_str()) {
                 return Err(Reply::text(400, format!("Unknown log level: {level}")));
             }
-            // A dev server has no log stream to follow: answer with nothing.
-            Ok(Reply::text(200, ""))
+            Ok(monitor(ctx, &level.to_ascii_lowercase()))
         }
         "/v1/agent/host" => {
-            crate::acl_endpoint::require(ctx, t, "operator:read", "")?;
+            crate::endpoints::access::require(ctx, t, "operator:read", "")?;
             Ok(Reply::json(
                 200,
                 &json!({"Memory": {}, "CPU": [], "Host": {"os": std::env::consts::OS}, "Disk": {}, "CollectionTime": 0, "Errors": null}),
@@ -84,18 +79,18 @@ pub(crate) fn handle(
             ctx.pretty(),
         )),
         "/v1/agent/leave" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
+            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
             Err(Reply::text(
                 500,
                 "baton-devserver does not leave: stop the process instead",
             ))
         }
         "/v1/agent/join/" => {
-            crate::acl_endpoint::require(ctx, t, "agent:write", &node)?;
-            Err(Reply::text(500, format!("1 error occurred:\n\t* Failed to join {rest}: baton-devserver is a single node\n\n")))
+            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
+            join(ctx, rest)
         }
         "/v1/agent/force-leave/" => {
-            crate::acl_endpoint::require(ctx, t, "operator:write", "")?;
+            crate::endpoints::access::require(ctx, t, "operator:write", "")?;
             if rest == node {
                 return Ok(Reply::text(200, ""));
             }
@@ -120,8 +115,8 @@ fn agent_token(ctx: &Ctx, t: Option<&str>, kind: &str, body: &[u8]) -> Result<Re
     if ctx.acl().is_none() {
         return Err(Reply::text(401, "ACL support disabled"));
     }
-    crate::acl_endpoint::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
-    crate::decode::object(body, "api.AgentToken")?;
+    crate::endpoints::access::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
+    crate::endpoints::decode::object(body, "api.AgentToken")?;
     if !TOKEN_TYPES.contains(&kind) {
         return Err(Reply::text(404, format!("Token {kind:?} is unknown")));
     }
@@ -224,4 +219,65 @@ pub(crate) fn status_peers(ctx: &Ctx) -> Reply {
         return Reply::text(500, "No path to datacenter");
     }
     Reply::json(200, &json!(["127.0.0.1:8300"]), ctx.pretty())
+}
+
+/// `PUT /v1/agent/join/<addr>`: joining this agent's own serf address (LAN, or WAN with
+/// `?wan`) succeeds, as it does on a single agent; any other address fails, as a join to an
+/// agent that is not there does.
+fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
+    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
+    let (lan_port, wan_port) = ctx.shared.cfg.serf_ports;
+    let port = if wan { wan_port } else { lan_port };
+    let own = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+    if own.iter().any(|a| a == addr) {
+        return Ok(Reply::text(200, ""));
+    }
+    Err(Reply::text(
+        500,
+        format!(
+            "1 error occurred:\n\t* Failed to join {addr}: baton-devserver is a single node\n\n"
+        ),
+    ))
+}
+
+/// The runtime gauges `/v1/agent/metrics` reports (`consul.runtime.*`, as go-metrics names a
+/// Go process's; here the dev server process's resident memory where the OS tells it).
+fn runtime_gauges() -> Vec<Value> {
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<f64>().ok())
+        })
+        .map(|pages| pages * 4096.0)
+        .unwrap_or(0.0);
+    ["alloc_bytes", "sys_bytes", "heap_objects", "num_goroutines"]
+        .iter()
+        .map(|name| {
+            let value = match *name {
+                "alloc_bytes" | "sys_bytes" => rss,
+                _ => 0.0,
+            };
+            json!({"Name": format!("consul.runtime.{name}"), "Value": value, "Labels": {}})
+        })
+        .collect()
+}
+
+/// `GET /v1/agent/monitor`: the dev server keeps no log stream, so the answer is one line saying
+/// so, at INFO (none when `loglevel` asks for less), plain or as `?logjson` asks, and the
+/// stream ends.
+fn monitor(ctx: &Ctx, level: &str) -> Reply {
+    if !matches!(level, "trace" | "debug" | "info") {
+        return Reply::text(200, "");
+    }
+    let now = crate::godur::rfc3339(std::time::SystemTime::now());
+    let msg = "monitor: baton-devserver keeps no log stream; this is its only line";
+    let line = if ctx.query.has("logjson") {
+        json!({"@level": "info", "@message": msg, "@module": "agent", "@timestamp": now})
+            .to_string()
+    } else {
+        format!("{now} [INFO]  agent: {msg}")
+    };
+    Reply::text(200, format!("{line}\n"))
 }

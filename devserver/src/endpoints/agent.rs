@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
-use crate::catalog_json;
-use crate::decode::{self, fld};
+use crate::endpoints::catalog_json;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
-use crate::http::Ctx;
 use crate::query::Reply;
 use crate::state::{Check, CheckStatus, Service, State};
 
@@ -55,8 +55,11 @@ pub(crate) async fn handle(
         "/v1/agent/check/warn/" => update_ttl(ctx, rest, CheckStatus::Warning, None),
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
-        "/v1/agent/connect/ca/roots" => Ok(crate::connect::ca_roots(ctx)),
-        _ => crate::agent_misc::handle(ctx, method, pattern, rest, body),
+        "/v1/agent/connect/ca/roots" => Ok(crate::endpoints::connect::ca_roots(ctx)),
+        "/v1/agent/reload" => {
+            require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
+        }
+        _ => crate::endpoints::agent_misc::handle(ctx, method, pattern, rest, body),
     };
     r.unwrap_or_else(|e| e)
 }
@@ -66,7 +69,7 @@ fn token(ctx: &Ctx) -> Option<String> {
 }
 
 fn require(ctx: &Ctx, perm: &str, resource: &str) -> Result<(), Reply> {
-    crate::acl_endpoint::require(ctx, token(ctx).as_deref(), perm, resource)
+    crate::endpoints::access::require(ctx, token(ctx).as_deref(), perm, resource)
 }
 
 /// An agent write answers 200 with an empty body.
@@ -115,6 +118,16 @@ pub(crate) fn member(ctx: &Ctx, wan: bool) -> Value {
     })
 }
 
+/// The agent node's metadata as `/v1/agent/self` shows it.
+fn node_meta(ctx: &Ctx) -> Value {
+    let mut m = Map::new();
+    m.insert("consul-network-segment".into(), json!(""));
+    for (k, v) in &ctx.shared.cfg.node_meta {
+        m.insert(k.clone(), json!(v));
+    }
+    Value::Object(m)
+}
+
 /// `/v1/agent/self`: every top-level value an object or null (the Go client requires it),
 /// with `Stats.consul` as a server reports it.
 fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
@@ -135,7 +148,9 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
         "DebugConfig": {
             "SessionTTLMin": format_go_duration(cfg.session_ttl_min.as_nanos() as i64),
             "KVMaxValueSize": cfg.kv_max_value_size,
-            "TxnMaxReqLen": cfg.txn_max_req_len
+            "TxnMaxReqLen": cfg.txn_max_req_len,
+            "SerfAdvertiseAddrLAN": format!("tcp://127.0.0.1:{}", cfg.serf_ports.0),
+            "SerfAdvertiseAddrWAN": format!("tcp://127.0.0.1:{}", cfg.serf_ports.1)
         },
         "Coord": {"Vec": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Error": 1.5, "Adjustment": 0.0, "Height": 1e-05},
         "Member": member(ctx, false),
@@ -152,7 +167,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
             "raft": {"state": if leader { "Leader" } else { "Follower" }},
             "runtime": {"arch": std::env::consts::ARCH, "os": std::env::consts::OS}
         },
-        "Meta": {"consul-network-segment": ""},
+        "Meta": node_meta(ctx),
         "xDS": {"SupportedProxies": {"envoy": ["1.25.1"]}, "Port": -1, "Ports": {"Plaintext": -1, "TLS": -1}}
     });
     Ok(Reply::json(200, &body, ctx.pretty()))
@@ -167,9 +182,9 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
     // Listings leave out what the token may not read (`filterServices`).
-    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
+    let access = crate::endpoints::access::resolve(ctx, token(ctx).as_deref())?;
     let dc = ctx.shared.cfg.datacenter.clone();
-    let filter = crate::filter::Filter::from_query(&ctx.query)?;
+    let filter = crate::endpoints::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_services(&node)
             .into_iter()
@@ -378,6 +393,7 @@ fn register_service(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         locality: fld(&obj, "Locality")
             .map(decode::camel)
             .unwrap_or(Value::Null),
+        socket_path: decode::string(&obj, "SocketPath"),
         create_index: 0,
         modify_index: 0,
     };
@@ -475,6 +491,7 @@ fn sidecar_service(parent: &Service, sc: &Map<String, Value>) -> (Service, Vec<C
         }),
         connect: Value::Null,
         locality: parent.locality.clone(),
+        socket_path: String::new(),
         create_index: 0,
         modify_index: 0,
     };
@@ -605,8 +622,8 @@ fn node_maintenance(ctx: &Ctx) -> Result<Reply, Reply> {
 /// manage), by ID.
 fn checks(ctx: &Ctx) -> Result<Reply, Reply> {
     let node = node_name(ctx);
-    let access = crate::acl::resolve(ctx, token(ctx).as_deref())?;
-    let filter = crate::filter::Filter::from_query(&ctx.query)?;
+    let access = crate::endpoints::access::resolve(ctx, token(ctx).as_deref())?;
+    let filter = crate::endpoints::filter::Filter::from_query(&ctx.query)?;
     let out: Map<String, Value> = ctx.shared.read(|st| {
         st.node_checks(&node)
             .into_iter()
@@ -750,4 +767,32 @@ fn check_update(ctx: &Ctx, id: &str, body: &[u8]) -> Result<Reply, Reply> {
         ));
     };
     update_ttl(ctx, id, s, Some(decode::string(&obj, "Output")))
+}
+
+/// `PUT /v1/agent/reload`: reads the `-config-file` files again and registers the services
+/// they define (`service` and `services`), as an agent does on reload.
+fn reload(ctx: &Ctx) -> Result<Reply, Reply> {
+    for path in &ctx.shared.cfg.config_files {
+        let v = crate::config::read_config_file(path).map_err(|e| Reply::text(500, e))?;
+        let mut defs: Vec<&Value> = Vec::new();
+        if let Some(s) = v.get("service").filter(|s| s.is_object()) {
+            defs.push(s);
+        }
+        if let Some(Value::Array(list)) = v.get("services") {
+            defs.extend(list.iter().filter(|s| s.is_object()));
+        }
+        for def in defs {
+            let body = serde_json::to_vec(def).unwrap_or_default();
+            register_service(ctx, &body).map_err(|e| {
+                Reply::text(
+                    500,
+                    format!(
+                        "Failed reloading services: {}",
+                        String::from_utf8_lossy(&e.body)
+                    ),
+                )
+            })?;
+        }
+    }
+    Ok(Reply::text(200, ""))
 }

@@ -6,7 +6,6 @@
 use serde_json::{Map, Value};
 
 use crate::query::Reply;
-use crate::session_endpoint::json_kind;
 
 /// Parses a JSON object body; Consul's 400 `Request decode failed: ...` otherwise. `go_type`
 /// names the Go type in the type-mismatch text (e.g. `structs.RegisterRequest`).
@@ -119,7 +118,8 @@ pub(crate) fn parse_bool(s: &str) -> Option<bool> {
 }
 
 /// Re-keys an object's keys to Go's CamelCase spelling for the few nested structures
-/// (`Proxy`, `Locality`, tagged addresses) whose fields a client reads back.
+/// (`Proxy`, `Locality`, tagged addresses) whose fields a client reads back; the opaque
+/// `Config` maps inside them keep their keys.
 pub(crate) fn camel(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
@@ -135,11 +135,44 @@ pub(crate) fn camel(v: &Value) -> Value {
                             }
                         })
                         .collect::<String>();
-                    (k, camel(v))
+                    // `Config` maps (a proxy's, an upstream's) are opaque: kept as sent.
+                    let v = if k == "Config" { v.clone() } else { camel(v) };
+                    (k, v)
                 })
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(camel).collect()),
         v => v.clone(),
     }
+}
+
+/// Whether `s` is a UUID in Consul's `8-4-4-4-12` hex form.
+pub(crate) fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Go's `json.Unmarshal` type name of a JSON value, for its error texts.
+pub(crate) fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Finds a field the way Go's decoder does: exact name first, then case-insensitively.
+pub(crate) fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    obj.get(name).or_else(|| {
+        obj.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
 }

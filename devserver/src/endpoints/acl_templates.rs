@@ -4,8 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::decode;
-use crate::http::Ctx;
+use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode;
 use crate::query::Reply;
 
 /// `builtin/service`: write on the service and its sidecar, read on all services and nodes.
@@ -32,7 +32,7 @@ fn template_json(name: &str, tpl: &str, schema: &str, desc: &str) -> Value {
 /// Routes the templated-policy endpoints (anything else under `/v1/acl/` is unknown).
 pub(crate) fn handle(ctx: &Ctx, pattern: &str, rest: &str, body: &[u8]) -> Result<Reply, Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
-    crate::acl_endpoint::require(ctx, token.as_deref(), "acl:read", "")?;
+    crate::endpoints::access::require(ctx, token.as_deref(), "acl:read", "")?;
     let find = |name: &str| templates().into_iter().find(|t| t.0 == name);
     match pattern {
         "/v1/acl/templated-policies" => {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::acl_rules::{self, Rules};
-use crate::http::Ctx;
+use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
 use crate::state::State;
 

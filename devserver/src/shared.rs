@@ -1,0 +1,231 @@
+//! The state shared by the listener, the connections, the timers and the handle: the
+//! config, the store behind its lock, the blocking-query hub, and the fault switches.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use crate::config::Config;
+use crate::journal::Journal;
+use crate::leaderless::{Leaderless, NoLeader};
+use crate::state::{CheckStatus, State, SERF_CHECK_ID};
+use crate::watch::Hub;
+
+/// Requests the server has seen on `/v1/`, by route (e.g. `"PUT /v1/kv"`, `"PUT /v1/txn"`).
+/// Benchmarks use it to count the HTTP requests a client operation costs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// All `/v1/` requests.
+    pub total: u64,
+    /// Requests per `"<METHOD> <route>"`.
+    pub by_route: BTreeMap<String, u64>,
+    /// Of those, the blocking queries (a GET with `?index=` above 0), per route: a
+    /// client's watches poll on their own schedule, so a count of the requests
+    /// an operation costs leaves them out.
+    pub blocking_by_route: BTreeMap<String, u64>,
+}
+
+impl RequestCounts {
+    /// The requests on `route` (`"<METHOD> <route>"`) that were not blocking queries.
+    pub fn non_blocking(&self, route: &str) -> u64 {
+        let all = self.by_route.get(route).copied().unwrap_or(0);
+        all - self.blocking_by_route.get(route).copied().unwrap_or(0)
+    }
+}
+
+/// State shared by the listener, the connections and the handle.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    state: Mutex<State>,
+    pub hub: Hub,
+    /// True while the server "stops answering".
+    pub paused: watch::Sender<bool>,
+    /// Fixed delay added before each `/v1/` request, in nanoseconds.
+    pub latency_ns: AtomicU64,
+    /// The raft leader's presence, and how a leaderless window answers.
+    pub leaderless: Leaderless,
+    /// What clients sent, when asked to record it.
+    pub journal: Journal,
+    /// Bumped on restart: every open connection is dropped.
+    pub generation: watch::Sender<u64>,
+    /// Wakes the TTL timer task when a session timer may have moved earlier.
+    pub timer_kick: Notify,
+    counts: Mutex<RequestCounts>,
+    conns: Mutex<HashMap<IpAddr, usize>>,
+    /// The agent's NodeID (stable for the server's life).
+    pub node_id: String,
+    /// The `?cached` requests the agent cache has answered (keyed by path and query): the
+    /// first is a `MISS`, those after it a `HIT`.
+    pub agent_cache: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Shared {
+    pub(crate) fn new(cfg: Config) -> Shared {
+        let node_id = cfg.node_id.clone().unwrap_or_else(crate::state::new_uuid);
+        let state = State::new(
+            &cfg.node_name,
+            &node_id,
+            &cfg.node_meta,
+            cfg.tombstone_ttl,
+            cfg.consul_version,
+        );
+        Shared {
+            cfg,
+            state: Mutex::new(state),
+            hub: Hub::default(),
+            paused: watch::channel(false).0,
+            latency_ns: AtomicU64::new(0),
+            leaderless: Leaderless::default(),
+            journal: Journal::default(),
+            generation: watch::channel(0).0,
+            timer_kick: Notify::new(),
+            counts: Mutex::new(RequestCounts::default()),
+            conns: Mutex::new(HashMap::new()),
+            node_id,
+            agent_cache: Mutex::new(Default::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a read against the state.
+    pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        f(&self.lock())
+    }
+
+    /// Runs a write against the state, then wakes the blocking queries it affected (after the
+    /// lock is released) and the TTL timer task.
+    pub fn write<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let r = self.write_quiet(f);
+        self.timer_kick.notify_one();
+        r
+    }
+
+    /// [`Shared::write`] without waking the TTL timer task (which uses it itself).
+    pub(crate) fn write_quiet<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let (r, changed) = {
+            let mut st = self.lock();
+            let r = f(&mut st);
+            (r, st.take_changes())
+        };
+        self.hub.notify(changed);
+        r
+    }
+
+    /// Counts one `/v1/` request; `blocking` when it is a blocking query.
+    pub fn count(&self, route: String, blocking: bool) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.total += 1;
+        if blocking {
+            *c.blocking_by_route.entry(route.clone()).or_default() += 1;
+        }
+        *c.by_route.entry(route).or_default() += 1;
+    }
+
+    pub fn counts(&self) -> RequestCounts {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn reset_counts(&self) {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner()) = RequestCounts::default();
+    }
+
+    /// Registers a connection from `ip`; false when the per-client cap is reached.
+    pub fn conn_open(&self, ip: IpAddr) -> bool {
+        let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(ip).or_default();
+        if self.cfg.max_conns_per_client > 0 && *n >= self.cfg.max_conns_per_client {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// Connections open now, from every client.
+    pub fn open_connections(&self) -> usize {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .sum()
+    }
+
+    pub fn conn_closed(&self, ip: IpAddr) {
+        let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+
+    // ----- fault controls -----
+
+    pub fn set_paused(&self, p: bool) {
+        self.paused.send_replace(p);
+    }
+
+    pub fn set_latency(&self, d: Duration) {
+        self.latency_ns
+            .store(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
+    }
+
+    pub fn latency(&self) -> Duration {
+        Duration::from_nanos(self.latency_ns.load(Ordering::SeqCst))
+    }
+
+    pub fn set_leader(&self, present: bool, mode: Option<NoLeader>) {
+        self.leaderless.set(present, mode);
+    }
+
+    pub fn has_leader(&self) -> bool {
+        self.leaderless.has_leader()
+    }
+
+    /// Loses all state, as a dev agent restarted without a data dir would, and drops every
+    /// open connection.
+    pub fn restart(&self) {
+        {
+            let mut st = self.lock();
+            *st = State::new(
+                &self.cfg.node_name,
+                &self.node_id,
+                &self.cfg.node_meta,
+                self.cfg.tombstone_ttl,
+                self.cfg.consul_version,
+            );
+        }
+        self.agent_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.generation.send_modify(|g| *g += 1);
+        self.hub.notify_all();
+        self.timer_kick.notify_one();
+    }
+
+    pub fn invalidate_session(&self, id: &str) -> bool {
+        self.write(|st| st.session_invalidate(id))
+    }
+
+    pub fn set_serf_health(&self, status: CheckStatus) {
+        let node = self.cfg.node_name.clone();
+        self.write(|st| st.register_node(&node, "", &[(SERF_CHECK_ID.to_string(), status)]));
+    }
+
+    /// Waits while the server is paused.
+    pub async fn wait_unpaused(&self) {
+        let mut rx = self.paused.subscribe();
+        let _ = rx.wait_for(|p| !*p).await;
+    }
+}
