@@ -81,6 +81,9 @@ pub(crate) struct Learned {
     /// The op cap a server told us, 0 while unknown.
     max_txn_ops: AtomicUsize,
     get_or_empty_unknown: std::sync::atomic::AtomicBool,
+    /// A txn-number probe got an answer that did not tell (a refusal, another
+    /// text): not asked again, so no call pays for it twice.
+    probe_untold: std::sync::atomic::AtomicBool,
 }
 
 impl Learned {
@@ -115,6 +118,15 @@ impl Learned {
     /// lock key carrying the rounded lock flag).
     pub(crate) fn learn_lossy(&self) {
         self.txn_numbers.store(LOSSY, Ordering::Relaxed);
+    }
+
+    /// Whether an answered probe could not tell (see `probe_untold`).
+    pub(crate) fn probe_untold(&self) -> bool {
+        self.probe_untold.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn learn_probe_untold(&self) {
+        self.probe_untold.store(true, Ordering::Relaxed);
     }
 
     /// Notes what a probe found (nothing when it could not tell).

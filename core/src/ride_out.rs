@@ -43,7 +43,7 @@ const WARN_AFTER: Duration = Duration::from_secs(10);
 /// answered keeps its outcome: someone else holds the key, or Consul could not
 /// decide in time (no leader, 429, 503).
 pub(crate) fn judge_reach(
-    core: &Conn,
+    conn: &Conn,
     what: &str,
     call: impl FnOnce() -> Result<bool>,
 ) -> Result<bool> {
@@ -61,7 +61,7 @@ pub(crate) fn judge_reach(
     let Some((tries, last)) = reach.unreached() else {
         return result;
     };
-    let address = core.transport.address();
+    let address = conn.transport.address();
     // The last failure may already name the address (a refused connection does).
     let at = if last.contains(&address) {
         String::new()

@@ -315,32 +315,43 @@ impl Conn {
     /// above 2^53) always fails, so nothing is written, and Consul's refusal
     /// quotes the index as it decoded it. Needs the write permission on `key`
     /// the caller's own write needs. Leaves it unknown when the answer does not
-    /// tell (a refusal, an unreachable server); errors are not the caller's.
+    /// tell (a refusal, an unreachable server; only the latter is asked again);
+    /// errors are not the caller's. The refusal's text ("failed index check for
+    /// key …, current modify index N != M") is the state store's in Consul's
+    /// source from before 1.0 (`consul/state/kvs.go`) to today.
     pub(crate) fn learn_txn_numbers(&self, key: &str) -> TxnNumbers {
         let learned = &self.learned;
-        if learned.txn_numbers() != TxnNumbers::Unknown {
+        if learned.txn_numbers() != TxnNumbers::Unknown || learned.probe_untold() {
             return learned.txn_numbers();
         }
         let ops = [KvOp::set(key, b"", 0), KvOp::check_index(key, PROBE_INDEX)];
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
-        let found = match self.send(&req).and_then(|resp| txn_answer(&req, resp)) {
-            Err(e) => e
-                .txn_errors()
-                .iter()
-                .filter(|t| t.op_index == 1)
-                .map(|t| probe_answer(&t.what))
-                .find(|n| *n != TxnNumbers::Unknown)
-                .unwrap_or(TxnNumbers::Unknown),
+        let (found, answered) = match self.send(&req).and_then(|resp| txn_answer(&req, resp)) {
+            Err(e) => {
+                let found = e
+                    .txn_errors()
+                    .iter()
+                    .filter(|t| t.op_index == 1)
+                    .map(|t| probe_answer(&t.what))
+                    .find(|n| *n != TxnNumbers::Unknown)
+                    .unwrap_or(TxnNumbers::Unknown);
+                (found, e.status().is_some())
+            }
             Ok(_) => {
                 log::warn!(
                     "baton: the txn-number probe on {key:?} was applied (index {PROBE_INDEX})"
                 );
-                TxnNumbers::Unknown
+                (TxnNumbers::Unknown, true)
             }
         };
         log::debug!("baton: txn numbers on this server: {found:?}");
         learned.learn(found);
+        // No answer (Consul unreachable): asked again next time. An answer that
+        // does not tell: never again (lock keys then go Go's way, exact everywhere).
+        if found == TxnNumbers::Unknown && answered {
+            learned.learn_probe_untold();
+        }
         found
     }
 

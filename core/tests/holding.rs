@@ -586,3 +586,40 @@ fn a_holder_learns_of_a_restarted_server_from_its_watches() {
     s.wait_lost(Some(PATIENCE), None)
         .expect("the session is lost after the restart");
 }
+
+/// The txn-number probe is made once per client: an answer that does not tell
+/// (here a refusal with a text of no Consul version) is not asked again on the
+/// next acquire, and the lock goes Go's way (flags in the query string).
+#[test]
+fn a_probe_answer_that_does_not_tell_is_not_asked_again() {
+    let f = Fixture::start();
+    let probes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = probes.clone();
+    let shim = Rewriter::start(
+        &f.addr,
+        Arc::new(move |x: &Exchange| {
+            let probe = x.method == "PUT"
+                && x.target.starts_with("/v1/txn")
+                && String::from_utf8_lossy(&x.request_body).contains("9007199254740993");
+            if !probe {
+                return None;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some((
+                409,
+                br#"{"Results":null,"Errors":[{"OpIndex":1,"What":"no such check here"}]}"#
+                    .to_vec(),
+            ))
+        }),
+    );
+    let c = patient_client(&shim.addr);
+    let key = unique("probe-once");
+    let lock = c.lock(&key).unwrap();
+    for _ in 0..3 {
+        assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+        assert!(lock.release().unwrap());
+    }
+    assert_eq!(probes.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(shim.count("PUT /v1/txn"), 1, "locks went Go's way");
+    assert!(c.close(Duration::from_secs(5)));
+}

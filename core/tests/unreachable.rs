@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use baton::{CancelToken, Client, ErrorKind};
@@ -130,8 +130,11 @@ fn contention_and_a_leaderless_cluster_still_mean_not_acquired() {
     assert!(matches!(r, Ok(false)), "{r:?}");
 }
 
-/// Collects baton's warnings.
-struct Warnings(Mutex<Vec<(Instant, String)>>);
+/// Collects baton's warnings, and wakes whoever waits for one.
+struct Warnings {
+    seen: Mutex<Vec<(Instant, String)>>,
+    added: Condvar,
+}
 
 impl log::Log for Warnings {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
@@ -139,16 +142,20 @@ impl log::Log for Warnings {
     }
     fn log(&self, r: &log::Record<'_>) {
         if r.level() <= log::Level::Warn && r.target().starts_with("baton") {
-            self.0
+            self.seen
                 .lock()
                 .unwrap()
                 .push((Instant::now(), r.args().to_string()));
+            self.added.notify_all();
         }
     }
     fn flush(&self) {}
 }
 
-static WARNINGS: Warnings = Warnings(Mutex::new(Vec::new()));
+static WARNINGS: Warnings = Warnings {
+    seen: Mutex::new(Vec::new()),
+    added: Condvar::new(),
+};
 
 #[test]
 fn an_untimed_acquire_says_so_at_warn_level_within_about_a_second() {
@@ -163,21 +170,21 @@ fn an_untimed_acquire_says_so_at_warn_level_within_about_a_second() {
         let (lock, cancel) = (lock.clone(), cancel.clone());
         std::thread::spawn(move || lock.acquire(None, Some(&cancel)))
     };
-    let end = started + Duration::from_secs(20);
-    let warned = loop {
-        let found = WARNINGS
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(_, m)| m.contains("lock acquire"))
-            .cloned();
-        if let Some(w) = found {
-            break w;
-        }
-        assert!(Instant::now() < end, "no warning in 20 s");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (seen, timeout) = WARNINGS
+        .added
+        .wait_timeout_while(
+            WARNINGS.seen.lock().unwrap(),
+            Duration::from_secs(20),
+            |seen| !seen.iter().any(|(_, m)| m.contains("lock acquire")),
+        )
+        .unwrap();
+    assert!(!timeout.timed_out(), "no warning in 20 s");
+    let warned = seen
+        .iter()
+        .find(|(_, m)| m.contains("lock acquire"))
+        .cloned()
+        .expect("found");
+    drop(seen);
     cancel.cancel();
     let e = waiter.join().unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Cancelled, "{e}");
