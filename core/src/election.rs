@@ -15,6 +15,7 @@ use crate::client::Client;
 use crate::compat::through_f64;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
+use crate::holding::Hold;
 use crate::http::{Consistency, QueryOptions};
 use crate::keyhub::KeySub;
 use crate::kv::KvPair;
@@ -162,9 +163,20 @@ impl Election {
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
         self.lock.set_value(value);
-        crate::ride_out::judge_reach(self.lock.shared_client().core(), "campaign", || {
-            self.lock.acquire_unjudged(timeout, cancel)
-        })
+        self.campaign_as_set(timeout, cancel)
+    }
+
+    /// [`Election::campaign`] with the value already set.
+    fn campaign_as_set(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        let outcome =
+            crate::ride_out::judge_reach(self.lock.shared_client().core(), "campaign", || {
+                self.lock.acquire_unjudged(timeout, cancel)
+            });
+        crate::holding::settle(outcome, cancel, "campaign", || self.lock.abandon())
     }
 
     /// Steps down (releases the key, no lock-delay). `Ok(false)` if not leader.
@@ -242,6 +254,50 @@ impl Election {
     /// A token cancelled when leadership ends (see [`Lock::cancel_token`]).
     pub fn cancel_token(&self) -> CancelToken {
         self.lock.cancel_token()
+    }
+}
+
+/// An election as a [`Hold`]: `acquire` campaigns with the value last set
+/// (by [`Election::campaign`], [`Election::proclaim`] or the options),
+/// `release` resigns.
+impl Hold for Election {
+    type Lost = LockLost;
+    fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        self.campaign_as_set(timeout, cancel)
+    }
+    fn release(&self) -> Result<bool> {
+        self.resign()
+    }
+    fn is_held(&self) -> bool {
+        self.is_leader()
+    }
+    fn last_lost(&self) -> Option<LockLost> {
+        Election::last_lost(self)
+    }
+    fn cancel_token(&self) -> CancelToken {
+        Election::cancel_token(self)
+    }
+    fn on_lost(&self, callback: Box<dyn Fn(LockLost) + Send + Sync + 'static>) -> CallbackId {
+        Election::on_lost(self, callback)
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Election::remove_callback(self, id)
+    }
+    fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockLost> {
+        Election::wait_lost(self, timeout, cancel)
+    }
+    fn not_held_message(&self) -> String {
+        Election::not_held_message(self)
+    }
+    fn sequencer(&self) -> Option<Sequencer> {
+        Election::sequencer(self)
+    }
+    fn describe(&self) -> String {
+        format!("election {:?}", self.lock.key())
     }
 }
 

@@ -48,7 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("client", &["client"]),
     (
         "recipes",
-        &["lock", "semaphore", "election", "fence", "adopt"],
+        &["holding", "lock", "semaphore", "election", "fence", "adopt"],
     ),
     ("crate", &["crate"]),
 ];

@@ -15,17 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::select;
-
 use crate::cancel::{CancelToken, HookGuard};
 use crate::claim::{hand_over_claim, unclaim};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
+use crate::holding::{settle, Held, Hold, HoldLost, Holder, Lifecycle, Loss};
 use crate::http::QueryOptions;
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
-use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::lease::{CallbackId, LostReason, Session};
 use crate::ride_out::RideOut;
 use crate::sync::lock;
 use crate::txn::KvOp;
@@ -129,7 +128,25 @@ impl fmt::Display for LockLost {
     }
 }
 
-type LostCallback = Arc<dyn Fn(LockLost) + Send + Sync + 'static>;
+impl HoldLost for LockLost {
+    fn name(self) -> &'static str {
+        LockLost::name(self)
+    }
+    fn session_reason(self) -> Option<LostReason> {
+        LockLost::session_reason(self)
+    }
+}
+
+impl Loss for LockLost {
+    const RELEASED: Self = LockLost::Released;
+    const CLIENT_CLOSED: Self = LockLost::ClientClosed;
+    fn session_lost(reason: LostReason) -> Self {
+        LockLost::SessionLost(reason)
+    }
+    fn name(self) -> &'static str {
+        LockLost::name(self)
+    }
+}
 
 /// A state of the key this lock learnt, with the raft index it is current as of
 /// and when it was learnt.
@@ -140,27 +157,21 @@ struct Known {
     seen_at: Instant,
 }
 
-struct Holding {
+/// What a lock keeps with a holding (beside its session, token and generation).
+pub(crate) struct LockHeld {
     /// Process-unique id of this holding (key of `Core::held_keys`).
     held_id: u64,
-    session: Session,
     sequencer: Sequencer,
-    generation: u64,
-    token: CancelToken,
     sub: Option<KeySub>,
     _session_hook: Option<HookGuard>,
 }
 
 struct Inner {
     value: Vec<u8>,
-    holding: Option<Holding>,
-    generation: u64,
+    life: Lifecycle<LockLost, LockHeld>,
     known: Option<Known>,
     /// The last other session seen holding the key, and its LockDelay if looked up.
     last_holder: Option<(String, Option<Duration>)>,
-    callbacks: Vec<(u64, LostCallback)>,
-    next_callback: u64,
-    last_lost: Option<LockLost>,
 }
 
 pub(crate) struct LockShared {
@@ -210,7 +221,7 @@ impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
             .field("key", &self.shared.key)
-            .field("held", &lock(&self.shared.inner).holding.is_some())
+            .field("held", &lock(&self.shared.inner).life.held().is_some())
             .finish()
     }
 }
@@ -241,13 +252,9 @@ impl Client {
                 id: NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
-                    holding: None,
-                    generation: 0,
+                    life: Lifecycle::new(),
                     known: None,
                     last_holder: None,
-                    callbacks: Vec::new(),
-                    next_callback: 0,
-                    last_lost: None,
                 }),
                 acquiring: Mutex::new(()),
             }),
@@ -280,8 +287,8 @@ impl Lock {
     /// if it was given in the options.
     pub fn session(&self) -> Option<Session> {
         let g = lock(&self.shared.inner);
-        g.holding
-            .as_ref()
+        g.life
+            .held()
             .map(|h| h.session.clone())
             .or_else(|| self.shared.explicit_session.clone())
     }
@@ -301,10 +308,16 @@ impl Lock {
     /// fails with kind `Connection`, naming the address, instead of `Ok(false)`:
     /// "not acquired" means someone else holds the key, or Consul answered but
     /// could not decide in time.
+    ///
+    /// Cancelled means nothing is held: if `cancel` fires before this
+    /// returns, the answer is `Cancelled`, and a holding the acquire won
+    /// meanwhile has been released.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        crate::ride_out::judge_reach(self.shared.client.core(), "lock acquire", || {
-            self.acquire_unjudged(timeout, cancel)
-        })
+        let outcome =
+            crate::ride_out::judge_reach(self.shared.client.core(), "lock acquire", || {
+                self.acquire_unjudged(timeout, cancel)
+            });
+        settle(outcome, cancel, "lock acquire", || self.abandon())
     }
 
     /// [`Lock::acquire`] without telling an unreachable Consul from
@@ -393,23 +406,20 @@ impl Lock {
         let sh = &self.shared;
         let (holding, value) = {
             let mut g = lock(&sh.inner);
-            let Some(h) = g.holding.take() else {
+            let Some(h) = g.life.release() else {
                 return Ok(false);
             };
-            g.last_lost = Some(LockLost::Released);
             g.known = None;
             (h, g.value.clone())
         };
-        lock(&sh.client.core().held_keys).remove(&holding.held_id);
-        let Holding {
+        lock(&sh.client.core().held_keys).remove(&holding.extra.held_id);
+        let Held {
             session,
             token,
-            sub,
-            _session_hook,
+            extra,
             ..
         } = holding;
-        drop(sub);
-        drop(_session_hook);
+        drop(extra);
         token.cancel();
         let result = wire::unlock(&sh.client, &sh.key, &value, session.id(), sh.flags);
         if result.is_ok() {
@@ -450,25 +460,22 @@ impl Lock {
     /// Whether the lock is held: acquired, not released, not lost, and the
     /// session's local lease deadline has not passed (checked without network).
     pub fn is_held(&self) -> bool {
-        self.shared.held_generation().is_some()
+        self.shared.is_held()
     }
 
     /// Why the last holding ended (`None` while held or before the first
     /// acquire). With [`LockLost::SessionLost`] it says why the session was
     /// lost, the reason the session itself reports.
     pub fn last_lost(&self) -> Option<LockLost> {
-        let _ = self.is_held();
-        lock(&self.shared.inner).last_lost
+        self.shared.last_lost()
     }
 
     /// Why [`Lock::release`] found nothing to release, in words: never
     /// acquired or already released, the client closed, or lost and why (the
     /// text the bindings' not-held errors carry).
     pub fn not_held_message(&self) -> String {
-        crate::lease::not_held_message(
-            &format!("lock {:?}", self.key()),
-            self.last_lost().map(|l| (l.name(), l.to_string())),
-        )
+        self.shared
+            .not_held_message(&format!("lock {:?}", self.key()))
     }
 
     /// The fencing sequencer of the current holding.
@@ -477,41 +484,27 @@ impl Lock {
             return None;
         }
         lock(&self.shared.inner)
-            .holding
-            .as_ref()
-            .map(|h| h.sequencer.clone())
+            .life
+            .held()
+            .map(|h| h.extra.sequencer.clone())
     }
 
     /// A token cancelled when the current holding ends (already cancelled when
     /// not held), for the holder's work to watch.
     pub fn cancel_token(&self) -> CancelToken {
-        let _ = self.is_held();
-        match &lock(&self.shared.inner).holding {
-            Some(h) => h.token.clone(),
-            None => {
-                let t = CancelToken::new();
-                t.cancel();
-                t
-            }
-        }
+        self.shared.cancel_token()
     }
 
     /// Registers a callback run once per lost holding (not for
     /// [`Lock::release`], not after the client is closed), on the client's
     /// dispatcher thread, never under a library lock. A panic in it is caught.
     pub fn on_lost(&self, callback: impl Fn(LockLost) + Send + Sync + 'static) -> CallbackId {
-        let mut g = lock(&self.shared.inner);
-        let id = g.next_callback;
-        g.next_callback += 1;
-        g.callbacks.push((id, Arc::new(callback)));
-        CallbackId::new(id)
+        self.shared.on_lost(callback)
     }
 
     /// Removes a callback. It may still run once if already queued.
     pub fn remove_callback(&self, id: CallbackId) {
-        lock(&self.shared.inner)
-            .callbacks
-            .retain(|(i, _)| *i != id.get());
+        self.shared.remove_callback(id)
     }
 
     /// Blocks until the current holding ends and returns why; returns at once
@@ -522,43 +515,7 @@ impl Lock {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<LockLost> {
-        let end = crate::scope::deadline_after(timeout);
-        let never = crossbeam_channel::never();
-        let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
-        loop {
-            if self.shared.held_generation().is_none() {
-                let g = lock(&self.shared.inner);
-                return Ok(g.last_lost.unwrap_or(LockLost::Released));
-            }
-            let (token, session) = {
-                let g = lock(&self.shared.inner);
-                match &g.holding {
-                    None => continue,
-                    Some(h) => (h.token.clone(), h.session.clone()),
-                }
-            };
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(Error::new(
-                    ErrorKind::Cancelled,
-                    "wait for lock loss cancelled",
-                ));
-            }
-            let now = Instant::now();
-            if end.is_some_and(|e| e <= now) {
-                return Err(Error::new(ErrorKind::Timeout, "lock still held at timeout"));
-            }
-            let mut wake = end;
-            if let Some(until) = session.valid_until() {
-                wake = Some(wake.map_or(until, |w| w.min(until)));
-            }
-            let tick = wake.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-            let lost = token.receiver();
-            select! {
-                recv(lost) -> _ => {}
-                recv(cancel_rx) -> _ => {}
-                recv(tick) -> _ => {}
-            }
-        }
+        self.shared.wait_lost(timeout, cancel)
     }
 
     /// Deletes the lock's key if nobody holds it (Go's `Destroy`). Errors: kind
@@ -583,15 +540,15 @@ impl Lock {
         let sh = &self.shared;
         let (session, generation, held_id) = {
             let g = lock(&sh.inner);
-            match &g.holding {
-                Some(h) => (h.session.clone(), h.generation, h.held_id),
+            match g.life.held() {
+                Some(h) => (h.session.clone(), h.generation, h.extra.held_id),
                 None => return Err(Error::new(ErrorKind::Conflict, "Lock not held")),
             }
         };
         let lock_index = lock(&sh.inner)
-            .holding
-            .as_ref()
-            .map_or(0, |h| h.sequencer.lock_index);
+            .life
+            .held()
+            .map_or(0, |h| h.extra.sequencer.lock_index);
         match wire::relock(
             &sh.client,
             &sh.key,
@@ -609,7 +566,7 @@ impl Lock {
                 // Observers in this process see the new value without waiting for a
                 // poll (the txn answer carries no Value: it is the one we wrote).
                 pair.value.get_or_insert_with(|| value.to_vec());
-                if let Some(sub) = g.holding.as_ref().and_then(|h| h.sub.as_ref()) {
+                if let Some(sub) = g.life.held().and_then(|h| h.extra.sub.as_ref()) {
                     // An unchanged value is a no-op that keeps the ModifyIndex, but
                     // Consul 1.6.0-1.7.x answered a txn with the new raft index
                     // anyway (GH-7832): keep the index we know.
@@ -634,6 +591,47 @@ impl Lock {
                 ))
             }
         }
+    }
+}
+
+impl Hold for Lock {
+    type Lost = LockLost;
+    fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        Lock::acquire(self, timeout, cancel)
+    }
+    fn release(&self) -> Result<bool> {
+        Lock::release(self)
+    }
+    fn is_held(&self) -> bool {
+        Lock::is_held(self)
+    }
+    fn last_lost(&self) -> Option<LockLost> {
+        Lock::last_lost(self)
+    }
+    fn cancel_token(&self) -> CancelToken {
+        Lock::cancel_token(self)
+    }
+    fn on_lost(&self, callback: Box<dyn Fn(LockLost) + Send + Sync + 'static>) -> CallbackId {
+        Lock::on_lost(self, callback)
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Lock::remove_callback(self, id)
+    }
+    fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<LockLost> {
+        Lock::wait_lost(self, timeout, cancel)
+    }
+    fn not_held_message(&self) -> String {
+        Lock::not_held_message(self)
+    }
+    fn sequencer(&self) -> Option<Sequencer> {
+        Lock::sequencer(self)
+    }
+    fn describe(&self) -> String {
+        format!("lock {:?}", self.key())
     }
 }
 
@@ -673,7 +671,7 @@ pub(crate) fn destroy_key(
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if lock(&self.shared.inner).holding.is_some() && !self.shared.client.is_closed() {
+        if lock(&self.shared.inner).life.held().is_some() && !self.shared.client.is_closed() {
             if let Err(e) = self.release() {
                 log::warn!(
                     "baton lock {}: release on drop failed: {e}",

@@ -456,27 +456,6 @@ impl LockShared {
             .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == self.flags))
     }
 
-    /// The generation of the current holding if it is still valid, ending it
-    /// first if its session was found lost.
-    pub(super) fn held_generation(&self) -> Option<u64> {
-        let (session, generation) = {
-            let g = lock(&self.inner);
-            let h = g.holding.as_ref()?;
-            (h.session.clone(), h.generation)
-        };
-        if !session.is_valid() {
-            // The session is lost (maybe another thread is still signalling it):
-            // end the holding now rather than report it held meanwhile.
-            self.lose(generation, session_lost_reason(&session));
-            return None;
-        }
-        let g = lock(&self.inner);
-        g.holding
-            .as_ref()
-            .is_some_and(|h| h.generation == generation)
-            .then_some(generation)
-    }
-
     fn holding_valid(&self, generation: u64) -> bool {
         self.held_generation() == Some(generation)
     }
@@ -485,11 +464,7 @@ impl LockShared {
     fn hold(self: &Arc<Self>, session: &Session, pair: KvPair, sub: Option<KeySub>) -> Result<u64> {
         drop(sub);
         let core = self.client.core().clone();
-        let generation = {
-            let mut g = lock(&self.inner);
-            g.generation += 1;
-            g.generation
-        };
+        let generation = lock(&self.inner).life.next_generation();
         let sequencer = Sequencer {
             key: self.key.clone(),
             session: session.id().to_string(),
@@ -542,7 +517,7 @@ impl LockShared {
             let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
                 return;
             };
-            sh.lose(generation, lost_reason_of(s.state()));
+            sh.lose(generation, LockLost::of_session(s.state()));
         });
         let current = key_sub.view();
         let held_id = NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed);
@@ -555,22 +530,19 @@ impl LockShared {
                 self.flags,
             ),
         );
-        {
-            let mut g = lock(&self.inner);
-            g.holding = Some(Holding {
+        lock(&self.inner).life.start(
+            generation,
+            session,
+            LockHeld {
                 held_id,
-                session: session.clone(),
                 sequencer,
-                generation,
-                token: CancelToken::new(),
                 sub: Some(key_sub),
                 _session_hook: Some(session_hook),
-            });
-            g.last_lost = None;
-        }
+            },
+        );
         // The session may have died, or the hub seen the key change, in between.
         if !session.is_valid() {
-            self.lose(generation, session_lost_reason(session));
+            self.lose(generation, LockLost::of_session(session.state()));
         } else if let Some(v) = current {
             if v.entry
                 .as_ref()
@@ -585,38 +557,38 @@ impl LockShared {
     /// Ends holding `generation` (idempotent), signalling loss: the holding
     /// ends first, then its token and callbacks fire; logging and the
     /// best-effort unlock come after, off this thread.
-    pub(crate) fn lose(&self, generation: u64, reason: LockLost) {
-        let (holding, callbacks, value) = {
+    fn end(&self, generation: u64, reason: LockLost) {
+        let (ended, value) = {
             let mut g = lock(&self.inner);
-            match &g.holding {
-                Some(h) if h.generation == generation => {}
-                _ => return,
-            }
-            let h = g.holding.take();
-            g.last_lost = Some(reason);
+            let Some(ended) = g.life.end(generation, reason) else {
+                return;
+            };
             g.known = None;
-            let cbs: Vec<LostCallback> = g.callbacks.iter().map(|(_, c)| c.clone()).collect();
-            (h, cbs, g.value.clone())
+            (ended, g.value.clone())
         };
-        let Some(h) = holding else { return };
-        lock(&self.client.core().held_keys).remove(&h.held_id);
+        let h = &ended.held;
+        lock(&self.client.core().held_keys).remove(&h.extra.held_id);
         h.token.cancel();
         unclaim(h.session.id(), &self.key, self.id);
-        let core = self.client.core().clone();
-        if reason != LockLost::ClientClosed {
-            for cb in callbacks {
-                core.post(Box::new(move || cb(reason)));
-            }
-            let key = self.key.clone();
-            core.post(Box::new(move || {
-                log::warn!("baton lock {key} lost: {reason}")
-            }));
-        }
+        ended.signal(self.client.core(), &format!("lock {}", self.key));
         if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
             // Consul may still think we hold it: release it as soon as we can reach it.
             unlock_later(&self.client, &self.key, value, self.flags, &h.session, None);
         }
-        drop(h);
+    }
+}
+
+impl Holder for LockShared {
+    type Lost = LockLost;
+    type Extra = LockHeld;
+    const NOUN: &'static str = "lock";
+
+    fn with<T>(&self, f: impl FnOnce(&mut Lifecycle<LockLost, LockHeld>) -> T) -> T {
+        f(&mut lock(&self.inner).life)
+    }
+
+    fn lose(&self, generation: u64, reason: LockLost) {
+        self.end(generation, reason)
     }
 }
 
@@ -657,19 +629,6 @@ fn lost_while_acquiring(session: &Session) -> Error {
         ErrorKind::SessionInvalidated,
         format!("session {} was lost while acquiring the lock", session.id()),
     )
-}
-
-/// Why a holding ends when its session is in `state`.
-pub(crate) fn lost_reason_of(state: SessionState) -> LockLost {
-    match state {
-        SessionState::Lost(LostReason::ClientClosed) => LockLost::ClientClosed,
-        SessionState::Lost(r) => LockLost::SessionLost(r),
-        _ => LockLost::SessionLost(LostReason::Invalidated),
-    }
-}
-
-fn session_lost_reason(session: &Session) -> LockLost {
-    lost_reason_of(session.state())
 }
 
 /// Queues an unlock of `key` by `session` on the clean-up thread (an `unlock`

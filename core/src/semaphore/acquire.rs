@@ -143,11 +143,7 @@ impl Semaphore {
             let as_of = entry.as_ref().map_or(meta.index, |p| p.modify_index);
             (entry, as_of)
         };
-        let generation = {
-            let mut g = lock(&sh.inner);
-            g.generation += 1;
-            g.generation
-        };
+        let generation = lock(&sh.inner).life.next_generation();
         let sid = session.id().to_string();
         let on_contender: Hook = {
             let weak = Arc::downgrade(sh);
@@ -201,27 +197,24 @@ impl Semaphore {
             let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
                 return;
             };
-            sh.lose(generation, sem_lost_reason(s.state()));
+            sh.lose(generation, SemaphoreLost::of_session(s.state()));
         });
         let views: Vec<Option<KvPair>> = subs
             .iter()
             .map(|s| s.view().and_then(|v| v.entry))
             .collect();
-        {
-            let mut g = lock(&sh.inner);
-            g.holding = Some(Holding {
-                session: session.clone(),
-                generation,
-                token: CancelToken::new(),
+        lock(&sh.inner).life.start(
+            generation,
+            session,
+            SemaphoreHeld {
                 _subs: subs,
                 _session_hook: Some(session_hook),
-            });
-            g.last_lost = None;
-        }
+            },
+        );
         // Re-check now that the holding is recorded: the session may have died, or
         // the views shown our slot gone, in between.
         if !session.is_valid() {
-            sh.lose(generation, sem_lost_reason(session.state()));
+            sh.lose(generation, SemaphoreLost::of_session(session.state()));
         } else if !contender_ours(views[0].as_ref(), &sid)
             || !listed(views[1].as_ref(), &sid, sh.limit)
         {

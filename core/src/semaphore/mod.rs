@@ -16,16 +16,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::select;
-
 use crate::cancel::{CancelToken, HookGuard};
 use crate::claim::{release_claim, take_claim};
 use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::holding::{settle, Hold, HoldLost, Holder, Lifecycle, Loss};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
-use crate::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::lease::{CallbackId, LostReason, Session};
 use crate::ride_out::RideOut;
 use crate::session_api::Behavior;
 use crate::sync::lock;
@@ -112,23 +111,36 @@ impl fmt::Display for SemaphoreLost {
     }
 }
 
-type LostCallback = Arc<dyn Fn(SemaphoreLost) + Send + Sync + 'static>;
+impl HoldLost for SemaphoreLost {
+    fn name(self) -> &'static str {
+        SemaphoreLost::name(self)
+    }
+    fn session_reason(self) -> Option<LostReason> {
+        SemaphoreLost::session_reason(self)
+    }
+}
 
-struct Holding {
-    session: Session,
-    generation: u64,
-    token: CancelToken,
+impl Loss for SemaphoreLost {
+    const RELEASED: Self = SemaphoreLost::Released;
+    const CLIENT_CLOSED: Self = SemaphoreLost::ClientClosed;
+    fn session_lost(reason: LostReason) -> Self {
+        SemaphoreLost::SessionLost(reason)
+    }
+    fn name(self) -> &'static str {
+        SemaphoreLost::name(self)
+    }
+}
+
+/// What a semaphore keeps with a holding: the watches of its contender key
+/// and `.lock`, and the hook on its session.
+pub(crate) struct SemaphoreHeld {
     _subs: Vec<KeySub>,
     _session_hook: Option<HookGuard>,
 }
 
 struct Inner {
     value: Vec<u8>,
-    holding: Option<Holding>,
-    generation: u64,
-    callbacks: Vec<(u64, LostCallback)>,
-    next_callback: u64,
-    last_lost: Option<SemaphoreLost>,
+    life: Lifecycle<SemaphoreLost, SemaphoreHeld>,
     /// The session of a lost holding whose slot has not been given back yet
     /// (our entry in `.lock`, our contender key). Its local claim is kept until
     /// then, so no other local contender of the session runs meanwhile.
@@ -182,7 +194,7 @@ impl fmt::Debug for Semaphore {
         f.debug_struct("Semaphore")
             .field("prefix", &self.shared.prefix)
             .field("limit", &self.shared.limit)
-            .field("held", &lock(&self.shared.inner).holding.is_some())
+            .field("held", &lock(&self.shared.inner).life.held().is_some())
             .finish()
     }
 }
@@ -223,11 +235,7 @@ impl Client {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
-                    holding: None,
-                    generation: 0,
-                    callbacks: Vec::new(),
-                    next_callback: 0,
-                    last_lost: None,
+                    life: Lifecycle::new(),
                     unreleased: None,
                 }),
                 acquiring: Mutex::new(()),
@@ -252,7 +260,7 @@ impl Semaphore {
     /// use: the explicit one, or the semaphore's own once it has one.
     pub fn session(&self) -> Option<Session> {
         let sh = &self.shared;
-        if let Some(h) = &lock(&sh.inner).holding {
+        if let Some(h) = lock(&sh.inner).life.held() {
             return Some(h.session.clone());
         }
         sh.explicit_session
@@ -275,10 +283,13 @@ impl Semaphore {
     /// or when already held; `Cancelled`, `Closed`, `SessionInvalidated`.
     /// A timed acquire in which no request got an answer from Consul fails
     /// with kind `Connection` instead of `Ok(false)` (see [`Lock::acquire`](crate::Lock::acquire)).
+    /// Cancelled means nothing is held (see [`Lock::acquire`](crate::Lock::acquire)).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        crate::ride_out::judge_reach(self.shared.client.core(), "semaphore acquire", || {
-            self.acquire_unjudged(timeout, cancel)
-        })
+        let outcome =
+            crate::ride_out::judge_reach(self.shared.client.core(), "semaphore acquire", || {
+                self.acquire_unjudged(timeout, cancel)
+            });
+        settle(outcome, cancel, "semaphore acquire", || self.abandon())
     }
 
     fn acquire_unjudged(
@@ -345,16 +356,7 @@ impl Semaphore {
     /// `Release` does) and returns `Ok(false)`.
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
-        let holding = {
-            let mut g = lock(&sh.inner);
-            match g.holding.take() {
-                Some(h) => {
-                    g.last_lost = Some(SemaphoreLost::Released);
-                    Some(h)
-                }
-                None => None,
-            }
-        };
+        let holding = lock(&sh.inner).life.release();
         let Some(holding) = holding else {
             return sh.give_back_lost_slot().map(|()| false);
         };
@@ -366,53 +368,36 @@ impl Semaphore {
 
     /// Whether a slot is held (false once lost or past the session's deadline).
     pub fn is_held(&self) -> bool {
-        self.shared.held_generation().is_some()
+        self.shared.is_held()
     }
 
     /// Why the last holding ended (`None` while held or before the first
     /// acquire); see [`Lock::last_lost`](crate::Lock::last_lost).
     pub fn last_lost(&self) -> Option<SemaphoreLost> {
-        let _ = self.is_held();
-        lock(&self.shared.inner).last_lost
+        self.shared.last_lost()
     }
 
     /// Why [`Semaphore::release`] found nothing to release, in words (see
     /// [`Lock::not_held_message`](crate::Lock::not_held_message)).
     pub fn not_held_message(&self) -> String {
-        crate::lease::not_held_message(
-            &format!("a slot of semaphore {:?}", self.shared.prefix),
-            self.last_lost().map(|l| (l.name(), l.to_string())),
-        )
+        self.shared
+            .not_held_message(&format!("a slot of semaphore {:?}", self.shared.prefix))
     }
 
     /// A token cancelled when the current holding ends (cancelled when not held).
     pub fn cancel_token(&self) -> CancelToken {
-        let _ = self.is_held();
-        match &lock(&self.shared.inner).holding {
-            Some(h) => h.token.clone(),
-            None => {
-                let t = CancelToken::new();
-                t.cancel();
-                t
-            }
-        }
+        self.shared.cancel_token()
     }
 
     /// Registers a callback run once per lost holding (not for a release), on the
     /// dispatcher thread.
     pub fn on_lost(&self, callback: impl Fn(SemaphoreLost) + Send + Sync + 'static) -> CallbackId {
-        let mut g = lock(&self.shared.inner);
-        let id = g.next_callback;
-        g.next_callback += 1;
-        g.callbacks.push((id, Arc::new(callback)));
-        CallbackId::new(id)
+        self.shared.on_lost(callback)
     }
 
     /// Removes a callback.
     pub fn remove_callback(&self, id: CallbackId) {
-        lock(&self.shared.inner)
-            .callbacks
-            .retain(|(i, _)| *i != id.get());
+        self.shared.remove_callback(id)
     }
 
     /// Blocks until the holding ends; returns at once when not held. Errors:
@@ -422,42 +407,7 @@ impl Semaphore {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<SemaphoreLost> {
-        let end = crate::scope::deadline_after(timeout);
-        let never = crossbeam_channel::never();
-        let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
-        loop {
-            if self.shared.held_generation().is_none() {
-                let g = lock(&self.shared.inner);
-                return Ok(g.last_lost.unwrap_or(SemaphoreLost::Released));
-            }
-            let (token, session) = {
-                let g = lock(&self.shared.inner);
-                match &g.holding {
-                    None => continue,
-                    Some(h) => (h.token.clone(), h.session.clone()),
-                }
-            };
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(Error::new(ErrorKind::Cancelled, "wait cancelled"));
-            }
-            if end.is_some_and(|e| e <= Instant::now()) {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    "semaphore still held at timeout",
-                ));
-            }
-            let mut wake = end;
-            if let Some(u) = session.valid_until() {
-                wake = Some(wake.map_or(u, |w| w.min(u)));
-            }
-            let tick = wake.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-            let lost = token.receiver();
-            select! {
-                recv(lost) -> _ => {}
-                recv(cancel_rx) -> _ => {}
-                recv(tick) -> _ => {}
-            }
-        }
+        self.shared.wait_lost(timeout, cancel)
     }
 
     /// Deletes `.lock` when no live holder remains (Go's `Destroy`). Errors: kind
@@ -488,11 +438,49 @@ impl Semaphore {
     }
 }
 
+impl Hold for Semaphore {
+    type Lost = SemaphoreLost;
+    fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        Semaphore::acquire(self, timeout, cancel)
+    }
+    fn release(&self) -> Result<bool> {
+        Semaphore::release(self)
+    }
+    fn is_held(&self) -> bool {
+        Semaphore::is_held(self)
+    }
+    fn last_lost(&self) -> Option<SemaphoreLost> {
+        Semaphore::last_lost(self)
+    }
+    fn cancel_token(&self) -> CancelToken {
+        Semaphore::cancel_token(self)
+    }
+    fn on_lost(&self, callback: Box<dyn Fn(SemaphoreLost) + Send + Sync + 'static>) -> CallbackId {
+        Semaphore::on_lost(self, callback)
+    }
+    fn remove_callback(&self, id: CallbackId) {
+        Semaphore::remove_callback(self, id)
+    }
+    fn wait_lost(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<SemaphoreLost> {
+        Semaphore::wait_lost(self, timeout, cancel)
+    }
+    fn not_held_message(&self) -> String {
+        Semaphore::not_held_message(self)
+    }
+    fn describe(&self) -> String {
+        format!("semaphore {:?}", self.prefix())
+    }
+}
+
 impl Drop for Semaphore {
     fn drop(&mut self) {
         let pending = {
             let g = lock(&self.shared.inner);
-            g.holding.is_some() || g.unreleased.is_some()
+            g.life.held().is_some() || g.unreleased.is_some()
         };
         if pending && !self.shared.client.is_closed() {
             if let Err(e) = self.release() {
@@ -530,38 +518,25 @@ impl Shared {
     /// Ends holding `generation` (idempotent): the holding ends first, then its
     /// token and callbacks fire; logging and giving the slot back come after,
     /// off this thread.
-    fn lose(self: &Arc<Self>, generation: u64, reason: SemaphoreLost) {
-        let (holding, callbacks) = {
+    fn end(self: &Arc<Self>, generation: u64, reason: SemaphoreLost) {
+        let ended = {
             let mut g = lock(&self.inner);
-            match &g.holding {
-                Some(h) if h.generation == generation => {}
-                _ => return,
-            }
-            let h = g.holding.take();
-            g.last_lost = Some(reason);
+            let Some(ended) = g.life.end(generation, reason) else {
+                return;
+            };
             if reason != SemaphoreLost::ClientClosed {
-                g.unreleased = h.as_ref().map(|h| h.session.clone());
+                g.unreleased = Some(ended.held.session.clone());
             }
-            let cbs: Vec<LostCallback> = g.callbacks.iter().map(|(_, c)| c.clone()).collect();
-            (h, cbs)
+            ended
         };
-        let Some(h) = holding else { return };
-        h.token.cancel();
-        let session = h.session.clone();
-        drop(h);
-        let core = self.client.core().clone();
+        ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
+        let session = ended.held.session.clone();
+        drop(ended);
         if reason == SemaphoreLost::ClientClosed {
             let contender = path_join(&self.prefix, session.id());
             release_claim(&session, &contender, self.id);
             return;
         }
-        for cb in callbacks {
-            core.post(Box::new(move || cb(reason)));
-        }
-        let prefix = self.prefix.clone();
-        core.post(Box::new(move || {
-            log::warn!("baton semaphore {prefix} lost: {reason}")
-        }));
         // Give our slot back (our `.lock` entry may outlive the holding: a session
         // that passed its deadline can still be alive at Consul).
         let weak = Arc::downgrade(self);
@@ -582,33 +557,19 @@ impl Shared {
             }
         });
     }
-
-    /// The generation of the current holding if it is still valid, ending it
-    /// first if its session was found lost.
-    fn held_generation(self: &Arc<Self>) -> Option<u64> {
-        let (session, generation) = {
-            let g = lock(&self.inner);
-            let h = g.holding.as_ref()?;
-            (h.session.clone(), h.generation)
-        };
-        if !session.is_valid() {
-            self.lose(generation, sem_lost_reason(session.state()));
-            return None;
-        }
-        let g = lock(&self.inner);
-        g.holding
-            .as_ref()
-            .is_some_and(|h| h.generation == generation)
-            .then_some(generation)
-    }
 }
 
-/// Why a holding ends when its session is in `state`.
-fn sem_lost_reason(state: SessionState) -> SemaphoreLost {
-    match state {
-        SessionState::Lost(LostReason::ClientClosed) => SemaphoreLost::ClientClosed,
-        SessionState::Lost(r) => SemaphoreLost::SessionLost(r),
-        _ => SemaphoreLost::SessionLost(LostReason::Invalidated),
+impl Holder for Arc<Shared> {
+    type Lost = SemaphoreLost;
+    type Extra = SemaphoreHeld;
+    const NOUN: &'static str = "semaphore";
+
+    fn with<T>(&self, f: impl FnOnce(&mut Lifecycle<SemaphoreLost, SemaphoreHeld>) -> T) -> T {
+        f(&mut lock(&self.inner).life)
+    }
+
+    fn lose(&self, generation: u64, reason: SemaphoreLost) {
+        self.end(generation, reason)
     }
 }
 
