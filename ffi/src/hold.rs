@@ -2,12 +2,8 @@
 //! timeout and cancel, release, "held", lost callbacks and `wait_lost`.
 
 use std::ffi::{c_char, c_void};
-use std::time::Duration;
 
-use baton::{
-    CallbackId, CancelToken, Election, Lock, LockLost, LostReason, Semaphore, SemaphoreLost,
-    Sequencer,
-};
+use baton::{Election, Hold, HoldLost, Lock, Semaphore};
 
 use crate::callback::{baton_userdata_free, Callbacks, Registration};
 use crate::cancel::baton_cancel;
@@ -89,172 +85,53 @@ pub(crate) type LostFn = unsafe extern "C" fn(*mut c_void, baton_hold_lost, bato
 
 type Why = (baton_hold_lost, baton_lost_reason);
 
-fn session_lost(r: LostReason) -> Why {
-    (baton_hold_lost::BATON_HOLD_SESSION_LOST, r.into())
+/// The C pair for a core reason: the reason by its stable name, and the
+/// session's reason when the session was lost.
+fn why<L: HoldLost>(l: L) -> Why {
+    let reason = baton_hold_lost::ALL
+        .into_iter()
+        .find(|r| r.name_nul().trim_end_matches('\0') == l.name())
+        .unwrap_or(baton_hold_lost::BATON_HOLD_KEY_CHANGED);
+    let session = l
+        .session_reason()
+        .map_or(baton_lost_reason::BATON_LOST_NONE, Into::into);
+    (reason, session)
 }
 
-fn from_lock(l: LockLost) -> Why {
-    match l {
-        LockLost::Released => (
-            baton_hold_lost::BATON_HOLD_RELEASED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-        LockLost::KeyChanged => (
-            baton_hold_lost::BATON_HOLD_KEY_CHANGED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-        LockLost::SessionLost(r) => session_lost(r),
-        LockLost::ClientClosed => (
-            baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-    }
-}
-
-fn from_semaphore(l: SemaphoreLost) -> Why {
-    match l {
-        SemaphoreLost::Released => (
-            baton_hold_lost::BATON_HOLD_RELEASED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-        SemaphoreLost::Removed => (
-            baton_hold_lost::BATON_HOLD_REMOVED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-        SemaphoreLost::SessionLost(r) => session_lost(r),
-        SemaphoreLost::ClientClosed => (
-            baton_hold_lost::BATON_HOLD_CLIENT_CLOSED,
-            baton_lost_reason::BATON_LOST_NONE,
-        ),
-    }
-}
-
-type LostHook = Box<dyn Fn(Why) + Send + Sync + 'static>;
-
-/// The core object behind a handle.
-pub(crate) trait Hold: Send + Sync + 'static {
-    /// For messages: `lock "k"`, `semaphore "p"`, `election "k"`.
-    fn what(&self) -> String;
+/// The core object behind a handle: the core's [`Hold`] (the one lifecycle
+/// of locks, semaphores and elections), plus the C words for a try-once
+/// acquire that found it taken.
+pub(crate) trait CHold: Hold + 'static {
     /// Why a try-once acquire failed.
     fn busy(&self) -> String;
-    /// Why a release found nothing to release (the core's words: never
-    /// acquired or released, client closed, or lost and why).
-    fn not_held(&self) -> String;
-    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool>;
-    fn release(&self) -> baton::Result<bool>;
-    fn is_held(&self) -> bool;
-    fn on_lost(&self, hook: LostHook) -> CallbackId;
-    fn remove_callback(&self, id: CallbackId);
-    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why>;
-    fn sequencer(&self) -> Option<Sequencer> {
-        None
+}
+
+impl CHold for Lock {
+    fn busy(&self) -> String {
+        format!("{} is held by another session", self.describe())
     }
 }
 
-impl Hold for Lock {
-    fn what(&self) -> String {
-        format!("lock {:?}", self.key())
-    }
+impl CHold for Election {
     fn busy(&self) -> String {
-        format!("{} is held by another session", self.what())
-    }
-    fn not_held(&self) -> String {
-        Lock::not_held_message(self)
-    }
-    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
-        Lock::acquire(self, t, c)
-    }
-    fn release(&self) -> baton::Result<bool> {
-        Lock::release(self)
-    }
-    fn is_held(&self) -> bool {
-        Lock::is_held(self)
-    }
-    fn on_lost(&self, hook: LostHook) -> CallbackId {
-        Lock::on_lost(self, move |l| hook(from_lock(l)))
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Lock::remove_callback(self, id)
-    }
-    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
-        Lock::wait_lost(self, t, c).map(from_lock)
-    }
-    fn sequencer(&self) -> Option<Sequencer> {
-        Lock::sequencer(self)
+        format!("{} has another leader", self.describe())
     }
 }
 
-impl Hold for Election {
-    fn what(&self) -> String {
-        format!("election {:?}", self.key())
-    }
+impl CHold for Semaphore {
     fn busy(&self) -> String {
-        format!("{} has another leader", self.what())
-    }
-    fn not_held(&self) -> String {
-        Election::not_held_message(self)
-    }
-    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
-        self.lock().acquire(t, c)
-    }
-    fn release(&self) -> baton::Result<bool> {
-        self.resign()
-    }
-    fn is_held(&self) -> bool {
-        self.is_leader()
-    }
-    fn on_lost(&self, hook: LostHook) -> CallbackId {
-        Election::on_lost(self, move |l| hook(from_lock(l)))
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Election::remove_callback(self, id)
-    }
-    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
-        Election::wait_lost(self, t, c).map(from_lock)
-    }
-    fn sequencer(&self) -> Option<Sequencer> {
-        Election::sequencer(self)
-    }
-}
-
-impl Hold for Semaphore {
-    fn what(&self) -> String {
-        format!("semaphore {:?}", self.prefix())
-    }
-    fn busy(&self) -> String {
-        format!("{} has all {} slots taken", self.what(), self.limit())
-    }
-    fn not_held(&self) -> String {
-        Semaphore::not_held_message(self)
-    }
-    fn acquire(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<bool> {
-        Semaphore::acquire(self, t, c)
-    }
-    fn release(&self) -> baton::Result<bool> {
-        Semaphore::release(self)
-    }
-    fn is_held(&self) -> bool {
-        Semaphore::is_held(self)
-    }
-    fn on_lost(&self, hook: LostHook) -> CallbackId {
-        Semaphore::on_lost(self, move |l| hook(from_semaphore(l)))
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Semaphore::remove_callback(self, id)
-    }
-    fn wait_lost(&self, t: Option<Duration>, c: Option<&CancelToken>) -> baton::Result<Why> {
-        Semaphore::wait_lost(self, t, c).map(from_semaphore)
+        format!("{} has all {} slots taken", self.describe(), self.limit())
     }
 }
 
 /// A handle's core object plus what the C side keeps for it.
-pub(crate) struct Held<T: Hold> {
+pub(crate) struct Held<T: CHold> {
     pub(crate) inner: T,
     pid: u32,
     callbacks: Callbacks<LostFn>,
 }
 
-impl<T: Hold> Held<T> {
+impl<T: CHold> Held<T> {
     pub(crate) fn new(inner: T) -> Held<T> {
         Held {
             inner,
@@ -291,7 +168,7 @@ impl<T: Hold> Held<T> {
         let msg = if ms == 0 {
             h.busy()
         } else {
-            format!("{} not acquired within {ms} ms", h.what())
+            format!("{} not acquired within {ms} ms", h.describe())
         };
         Err(Failure::new(baton_result::BATON_TIMEOUT, msg))
     }
@@ -303,7 +180,10 @@ impl<T: Hold> Held<T> {
         if h.release()? {
             Ok(())
         } else {
-            Err(Failure::new(baton_result::BATON_NOT_HELD, h.not_held()))
+            Err(Failure::new(
+                baton_result::BATON_NOT_HELD,
+                h.not_held_message(),
+            ))
         }
     }
 
@@ -325,7 +205,8 @@ impl<T: Hold> Held<T> {
         let h = self.get()?;
         let reg = Registration::new(cb, userdata, userdata_free);
         self.callbacks.add(reg, |r| {
-            h.on_lost(Box::new(move |(why, session)| {
+            h.on_lost(Box::new(move |lost| {
+                let (why, session) = why(lost);
                 r.invoke(|cb, ud| {
                     // SAFETY: the caller's function with the documented signature.
                     unsafe { cb(ud, why, session) }
@@ -349,7 +230,7 @@ impl<T: Hold> Held<T> {
         let h = self.get()?;
         // SAFETY: forwarded caller guarantee.
         let cancel = unsafe { cancel.as_ref() }.map(|c| &c.token);
-        let (why, session) = h.wait_lost(timeout_ms(ms), cancel)?;
+        let (why, session) = why(h.wait_lost(timeout_ms(ms), cancel)?);
         // SAFETY: forwarded caller guarantee.
         unsafe {
             write_opt(reason_out, why);
@@ -373,7 +254,7 @@ impl<T: Hold> Held<T> {
         let Some(seq) = h.sequencer() else {
             return Err(Failure::new(
                 baton_result::BATON_NOT_HELD,
-                format!("{} is not held: there is no sequencer", h.what()),
+                format!("{} is not held: there is no sequencer", h.describe()),
             ));
         };
         // SAFETY: forwarded caller guarantee.
@@ -399,7 +280,7 @@ impl<T: Hold> Held<T> {
 ///
 /// # Safety
 /// `p` is NULL or a pointer from `into_handle::<H>`, freed once.
-pub(crate) unsafe fn free_handle<H, T: Hold>(p: *mut H, held: impl Fn(&H) -> &Held<T>) {
+pub(crate) unsafe fn free_handle<H, T: CHold>(p: *mut H, held: impl Fn(&H) -> &Held<T>) {
     if p.is_null() {
         return;
     }
@@ -424,6 +305,7 @@ pub(crate) unsafe fn into_handle<H>(h: H, out: *mut *mut H) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton::{LockLost, LostReason, SemaphoreLost};
     use std::ffi::CStr;
 
     fn name(p: *const c_char) -> &'static str {
@@ -460,20 +342,25 @@ mod tests {
         }
         let mut seen = std::collections::HashSet::new();
         for l in locks {
-            let (why, session) = from_lock(l);
-            assert_eq!(name(baton_hold_lost_name(why as u32)), l.name());
+            let (reason, session) = why(l);
+            assert_eq!(name(baton_hold_lost_name(reason as u32)), l.name());
             if let LockLost::SessionLost(r) = l {
                 assert_eq!(
                     name(crate::session::baton_lost_reason_name(session as u32)),
                     r.name()
                 );
             }
-            seen.insert(why as u32);
+            seen.insert(reason as u32);
         }
         for l in sems {
-            let (why, _) = from_semaphore(l);
-            assert_eq!(name(baton_hold_lost_name(why as u32)), l.name());
-            seen.insert(why as u32);
+            let (reason, session) = why(l);
+            assert_eq!(name(baton_hold_lost_name(reason as u32)), l.name());
+            assert_eq!(
+                session,
+                l.session_reason()
+                    .map_or(baton_lost_reason::BATON_LOST_NONE, Into::into)
+            );
+            seen.insert(reason as u32);
         }
         // Every C value is reachable from a core one.
         assert_eq!(seen.len(), baton_hold_lost::ALL.len());
