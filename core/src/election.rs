@@ -15,7 +15,7 @@ use crate::client::Client;
 use crate::compat::through_f64;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
-use crate::holding::Hold;
+use crate::holding::{hold_lifecycle, Hold};
 use crate::http::{Consistency, QueryOptions};
 use crate::keyhub::KeySub;
 use crate::kv::KvPair;
@@ -261,7 +261,7 @@ impl Election {
 /// (by [`Election::campaign`], [`Election::proclaim`] or the options),
 /// `release` resigns.
 impl Hold for Election {
-    type Lost = LockLost;
+    hold_lifecycle!(LockLost);
     fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
         self.campaign_as_set(timeout, cancel)
     }
@@ -270,28 +270,6 @@ impl Hold for Election {
     }
     fn is_held(&self) -> bool {
         self.is_leader()
-    }
-    fn last_lost(&self) -> Option<LockLost> {
-        Election::last_lost(self)
-    }
-    fn cancel_token(&self) -> CancelToken {
-        Election::cancel_token(self)
-    }
-    fn on_lost(&self, callback: Box<dyn Fn(LockLost) + Send + Sync + 'static>) -> CallbackId {
-        Election::on_lost(self, callback)
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Election::remove_callback(self, id)
-    }
-    fn wait_lost(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<LockLost> {
-        Election::wait_lost(self, timeout, cancel)
-    }
-    fn not_held_message(&self) -> String {
-        Election::not_held_message(self)
     }
     fn sequencer(&self) -> Option<Sequencer> {
         Election::sequencer(self)

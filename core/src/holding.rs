@@ -96,16 +96,15 @@ pub trait Hold: Send + Sync {
 }
 
 /// Why a holding ended, as a recipe names it ([`LockLost`](crate::LockLost),
-/// [`SemaphoreLost`](crate::SemaphoreLost)).
-pub(crate) trait Loss: Copy + PartialEq + fmt::Display + Send + Sync + 'static {
+/// [`SemaphoreLost`](crate::SemaphoreLost)): what the lifecycle needs to
+/// build the reasons it records.
+pub(crate) trait Loss: HoldLost {
     /// The owner released it.
     const RELEASED: Self;
     /// The client was closed.
     const CLIENT_CLOSED: Self;
     /// The holding's session was lost for `reason`.
     fn session_lost(reason: LostReason) -> Self;
-    /// The stable lowercase name.
-    fn name(self) -> &'static str;
 
     /// Why a holding ends when its session is in `state`.
     fn of_session(state: SessionState) -> Self {
@@ -116,6 +115,43 @@ pub(crate) trait Loss: Copy + PartialEq + fmt::Display + Send + Sync + 'static {
         }
     }
 }
+
+/// For a recipe's loss enum with variants `Released`, `SessionLost(LostReason)`
+/// and `ClientClosed` and inherent `name`/`session_reason`: [`Loss`],
+/// [`HoldLost`], and `Display` as the name followed by the session's reason
+/// for a lost session (`session_lost (deadline_exceeded)`).
+macro_rules! loss_reason {
+    ($t:ident) => {
+        impl $crate::holding::HoldLost for $t {
+            fn name(self) -> &'static str {
+                $t::name(self)
+            }
+            fn session_reason(self) -> Option<$crate::LostReason> {
+                $t::session_reason(self)
+            }
+        }
+
+        impl $crate::holding::Loss for $t {
+            const RELEASED: Self = $t::Released;
+            const CLIENT_CLOSED: Self = $t::ClientClosed;
+            fn session_lost(reason: $crate::LostReason) -> Self {
+                $t::SessionLost(reason)
+            }
+        }
+
+        /// The name, followed by the session's reason for a lost session:
+        /// `session_lost (deadline_exceeded)`.
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self.session_reason() {
+                    Some(r) => write!(f, "{} ({})", self.name(), r.name()),
+                    None => f.write_str(self.name()),
+                }
+            }
+        }
+    };
+}
+pub(crate) use loss_reason;
 
 type Callback<R> = Arc<dyn Fn(R) + Send + Sync + 'static>;
 
@@ -339,6 +375,41 @@ pub(crate) trait Holder {
         crate::lease::not_held_message(what, self.last_lost().map(|l| (l.name(), l.to_string())))
     }
 }
+
+/// The [`Hold`] methods a recipe answers with its inherent method of the
+/// same name (the lifecycle's; `acquire`, `release`, `is_held`,
+/// `sequencer` and `describe` are written per recipe, as they differ).
+macro_rules! hold_lifecycle {
+    ($lost:ty) => {
+        type Lost = $lost;
+        fn last_lost(&self) -> Option<$lost> {
+            Self::last_lost(self)
+        }
+        fn cancel_token(&self) -> $crate::CancelToken {
+            Self::cancel_token(self)
+        }
+        fn on_lost(
+            &self,
+            callback: Box<dyn Fn($lost) + Send + Sync + 'static>,
+        ) -> $crate::CallbackId {
+            Self::on_lost(self, callback)
+        }
+        fn remove_callback(&self, id: $crate::CallbackId) {
+            Self::remove_callback(self, id)
+        }
+        fn wait_lost(
+            &self,
+            timeout: Option<std::time::Duration>,
+            cancel: Option<&$crate::CancelToken>,
+        ) -> $crate::Result<$lost> {
+            Self::wait_lost(self, timeout, cancel)
+        }
+        fn not_held_message(&self) -> String {
+            Self::not_held_message(self)
+        }
+    };
+}
+pub(crate) use hold_lifecycle;
 
 /// The outcome of an acquire given `cancel`: "cancelled means nothing is
 /// held". A success that raced the cancel is undone with `release` and

@@ -20,7 +20,7 @@ use crate::claim::{hand_over_claim, unclaim};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
-use crate::holding::{settle, Held, Hold, HoldLost, Holder, Lifecycle, Loss};
+use crate::holding::{hold_lifecycle, loss_reason, settle, Held, Hold, Holder, Lifecycle, Loss};
 use crate::http::QueryOptions;
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
@@ -117,36 +117,7 @@ impl LockLost {
     }
 }
 
-/// The name, followed by the session's reason for a lost session:
-/// `session_lost (deadline_exceeded)`.
-impl fmt::Display for LockLost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.session_reason() {
-            Some(r) => write!(f, "{} ({})", self.name(), r.name()),
-            None => f.write_str(self.name()),
-        }
-    }
-}
-
-impl HoldLost for LockLost {
-    fn name(self) -> &'static str {
-        LockLost::name(self)
-    }
-    fn session_reason(self) -> Option<LostReason> {
-        LockLost::session_reason(self)
-    }
-}
-
-impl Loss for LockLost {
-    const RELEASED: Self = LockLost::Released;
-    const CLIENT_CLOSED: Self = LockLost::ClientClosed;
-    fn session_lost(reason: LostReason) -> Self {
-        LockLost::SessionLost(reason)
-    }
-    fn name(self) -> &'static str {
-        LockLost::name(self)
-    }
-}
+loss_reason!(LockLost);
 
 /// A state of the key this lock learnt, with the raft index it is current as of
 /// and when it was learnt.
@@ -595,7 +566,7 @@ impl Lock {
 }
 
 impl Hold for Lock {
-    type Lost = LockLost;
+    hold_lifecycle!(LockLost);
     fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
         Lock::acquire(self, timeout, cancel)
     }
@@ -604,28 +575,6 @@ impl Hold for Lock {
     }
     fn is_held(&self) -> bool {
         Lock::is_held(self)
-    }
-    fn last_lost(&self) -> Option<LockLost> {
-        Lock::last_lost(self)
-    }
-    fn cancel_token(&self) -> CancelToken {
-        Lock::cancel_token(self)
-    }
-    fn on_lost(&self, callback: Box<dyn Fn(LockLost) + Send + Sync + 'static>) -> CallbackId {
-        Lock::on_lost(self, callback)
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Lock::remove_callback(self, id)
-    }
-    fn wait_lost(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<LockLost> {
-        Lock::wait_lost(self, timeout, cancel)
-    }
-    fn not_held_message(&self) -> String {
-        Lock::not_held_message(self)
     }
     fn sequencer(&self) -> Option<Sequencer> {
         Lock::sequencer(self)

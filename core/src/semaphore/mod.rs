@@ -21,7 +21,7 @@ use crate::claim::{release_claim, take_claim};
 use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::holding::{settle, Hold, HoldLost, Holder, Lifecycle, Loss};
+use crate::holding::{hold_lifecycle, loss_reason, settle, Hold, Holder, Lifecycle, Loss};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session};
@@ -100,36 +100,7 @@ impl SemaphoreLost {
     }
 }
 
-/// The name, followed by the session's reason for a lost session:
-/// `session_lost (invalidated)`.
-impl fmt::Display for SemaphoreLost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.session_reason() {
-            Some(r) => write!(f, "{} ({})", self.name(), r.name()),
-            None => f.write_str(self.name()),
-        }
-    }
-}
-
-impl HoldLost for SemaphoreLost {
-    fn name(self) -> &'static str {
-        SemaphoreLost::name(self)
-    }
-    fn session_reason(self) -> Option<LostReason> {
-        SemaphoreLost::session_reason(self)
-    }
-}
-
-impl Loss for SemaphoreLost {
-    const RELEASED: Self = SemaphoreLost::Released;
-    const CLIENT_CLOSED: Self = SemaphoreLost::ClientClosed;
-    fn session_lost(reason: LostReason) -> Self {
-        SemaphoreLost::SessionLost(reason)
-    }
-    fn name(self) -> &'static str {
-        SemaphoreLost::name(self)
-    }
-}
+loss_reason!(SemaphoreLost);
 
 /// What a semaphore keeps with a holding: the watches of its contender key
 /// and `.lock`, and the hook on its session.
@@ -439,7 +410,7 @@ impl Semaphore {
 }
 
 impl Hold for Semaphore {
-    type Lost = SemaphoreLost;
+    hold_lifecycle!(SemaphoreLost);
     fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
         Semaphore::acquire(self, timeout, cancel)
     }
@@ -448,28 +419,6 @@ impl Hold for Semaphore {
     }
     fn is_held(&self) -> bool {
         Semaphore::is_held(self)
-    }
-    fn last_lost(&self) -> Option<SemaphoreLost> {
-        Semaphore::last_lost(self)
-    }
-    fn cancel_token(&self) -> CancelToken {
-        Semaphore::cancel_token(self)
-    }
-    fn on_lost(&self, callback: Box<dyn Fn(SemaphoreLost) + Send + Sync + 'static>) -> CallbackId {
-        Semaphore::on_lost(self, callback)
-    }
-    fn remove_callback(&self, id: CallbackId) {
-        Semaphore::remove_callback(self, id)
-    }
-    fn wait_lost(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<SemaphoreLost> {
-        Semaphore::wait_lost(self, timeout, cancel)
-    }
-    fn not_held_message(&self) -> String {
-        Semaphore::not_held_message(self)
     }
     fn describe(&self) -> String {
         format!("semaphore {:?}", self.prefix())
