@@ -318,13 +318,7 @@ impl Core {
                 continue;
             }
             let result = until_answered(deadline, |left| {
-                let mut req = Request::new(
-                    "PUT",
-                    format!(
-                        "/v1/session/destroy/{}",
-                        crate::http::encode_component(&s.id)
-                    ),
-                );
+                let mut req = crate::session_api::session_request("destroy", &s.id);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });
@@ -448,11 +442,9 @@ pub(crate) struct SessionApiCore<'a> {
 
 impl SessionApiCore<'_> {
     pub(crate) fn destroy(&self, id: &str) -> Result<()> {
-        let req = Request::new(
-            "PUT",
-            format!("/v1/session/destroy/{}", crate::http::encode_component(id)),
-        );
-        self.core.transport.call(&req)?;
+        self.core
+            .transport
+            .call(&crate::session_api::session_request("destroy", id))?;
         Ok(())
     }
 }

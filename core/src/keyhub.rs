@@ -23,7 +23,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use crate::cancel::CancelToken;
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{encode_key, QueryOptions, Request};
+use crate::http::QueryOptions;
 use crate::kv::KvPair;
 use crate::sync::lock;
 use crate::threads::Worker;
@@ -430,32 +430,19 @@ fn run(core: Weak<Conn>, group: Arc<Group>, wake: Receiver<()>) {
             .clone();
         let a2 = a.clone();
         let _interrupt = round.on_cancel(move || a2.shutdown());
-        let (path, recurse) = match &want {
-            Target::Key(k) => (format!("/v1/kv/{}", encode_key(k)), false),
-            Target::Prefix(p) => (format!("/v1/kv/{}", encode_key(p)), true),
+        let (key, recurse) = match &want {
+            Target::Key(k) => (k, false),
+            Target::Prefix(p) => (p, true),
         };
-        let mut req = Request::new("GET", path);
-        if recurse {
-            req.flag("recurse");
-        }
         let opts = if index == 0 {
             QueryOptions::default()
         } else {
             QueryOptions::blocking(index, HUB_WAIT)
         };
-        opts.apply(&mut req);
         pacer.sending();
-        let result = core
-            .transport
-            .send_on(&a, &req, Some(&core.closing))
-            .and_then(|resp| {
-                if resp.status == 404 {
-                    return Ok((Vec::new(), resp.meta));
-                }
-                let resp = crate::http::check(&req, resp)?;
-                let entries: Vec<KvPair> = resp.json(&req.endpoint())?;
-                Ok((entries, resp.meta))
-            });
+        let result = crate::kv::read(key, recurse, &opts, |req| {
+            core.transport.send_on(&a, req, Some(&core.closing))
+        });
         // Consul answering any thread again ends a pause after a failure.
         let back = core.transport.availability.next_answer();
         drop(core);

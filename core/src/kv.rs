@@ -73,6 +73,29 @@ pub(crate) fn kv_path(key: &str) -> String {
     format!("/v1/kv/{}", encode_key(key))
 }
 
+/// The one KV read: `GET /v1/kv/<key>` (with `recurse`, every entry under the
+/// prefix), a 404 read as no entries. `send` sends it — a caller's
+/// deadline-bounded send, or a background thread's poll on its own agent
+/// (the key hub, a watch): the same request and decoding either way.
+pub(crate) fn read(
+    key: &str,
+    recurse: bool,
+    options: &QueryOptions,
+    send: impl FnOnce(&Request) -> Result<crate::http::Response>,
+) -> Result<(Vec<KvPair>, QueryMeta)> {
+    let mut req = Request::new("GET", kv_path(key));
+    if recurse {
+        req.flag("recurse");
+    }
+    options.apply(&mut req);
+    let resp = send(&req)?;
+    if resp.status == 404 {
+        return Ok((Vec::new(), resp.meta));
+    }
+    let resp = crate::http::check(&req, resp)?;
+    Ok((resp.json(&req.endpoint())?, resp.meta))
+}
+
 impl Kv<'_> {
     /// Reads one key; `None` if it does not exist.
     pub fn get(&self, key: &str) -> Result<Option<KvPair>> {
@@ -85,15 +108,10 @@ impl Kv<'_> {
         key: &str,
         options: &QueryOptions,
     ) -> Result<(Option<KvPair>, QueryMeta)> {
-        let mut req = Request::new("GET", kv_path(crate::keys::key(key)?));
-        options.apply(&mut req);
-        let resp = self.conn.send(&req)?;
-        if resp.status == 404 {
-            return Ok((None, resp.meta));
-        }
-        let resp = crate::http::check(&req, resp)?;
-        let list: Vec<KvPair> = resp.json(&req.endpoint())?;
-        Ok((list.into_iter().next(), resp.meta))
+        let (list, meta) = read(crate::keys::key(key)?, false, options, |r| {
+            self.conn.send(r)
+        })?;
+        Ok((list.into_iter().next(), meta))
     }
 
     /// Lists every entry whose key starts with `prefix` (plain string prefix).
@@ -107,15 +125,9 @@ impl Kv<'_> {
         prefix: &str,
         options: &QueryOptions,
     ) -> Result<(Vec<KvPair>, QueryMeta)> {
-        let mut req = Request::new("GET", kv_path(crate::keys::prefix(prefix)?));
-        req.flag("recurse");
-        options.apply(&mut req);
-        let resp = self.conn.send(&req)?;
-        if resp.status == 404 {
-            return Ok((Vec::new(), resp.meta));
-        }
-        let resp = crate::http::check(&req, resp)?;
-        Ok((resp.json(&req.endpoint())?, resp.meta))
+        read(crate::keys::prefix(prefix)?, true, options, |r| {
+            self.conn.send(r)
+        })
     }
 
     /// Lists key names under `prefix`; with a `separator`, keys are cut after

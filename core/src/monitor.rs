@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use crate::conn::Conn;
 use crate::error::ErrorKind;
-use crate::http::{QueryOptions, Request};
+use crate::http::QueryOptions;
 use crate::lease::LostReason;
 use crate::lease::SessionShared;
-use crate::session_api::SessionEntry;
 use crate::threads::Worker;
 use crate::watch::{next_index, Backoff, Pacer};
 
@@ -34,19 +33,15 @@ fn run(core: Arc<Conn>, live: LiveSessions) {
         if core.closing.is_cancelled() {
             return;
         }
-        let mut req = Request::new("GET", "/v1/session/list");
         let opts = if index == 0 {
             QueryOptions::default()
         } else {
             QueryOptions::blocking(index, MONITOR_WAIT)
         };
-        opts.apply(&mut req);
         pacer.sending();
-        let result = core
-            .transport
-            .send_on(&agent, &req, Some(&core.closing))
-            .and_then(|r| crate::http::check(&req, r))
-            .and_then(|r| Ok((r.json::<Vec<SessionEntry>>(&req.endpoint())?, r.meta)));
+        let result = crate::session_api::read_list(&opts, |req| {
+            core.transport.send_on(&agent, req, Some(&core.closing))
+        });
         match result {
             Ok((list, meta)) => {
                 backoff.reset();

@@ -10,7 +10,6 @@ use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::conn::Conn;
 use crate::error::ErrorKind;
-use crate::http::Request;
 use crate::lease::SessionShared;
 use crate::threads::Worker;
 
@@ -214,10 +213,7 @@ fn run(core: Arc<Conn>, rx: Receiver<Command>) {
                 .min(ttl / 3)
                 .min(until.saturating_duration_since(sent))
                 .max(Duration::from_millis(50));
-            let mut req = Request::new(
-                "PUT",
-                format!("/v1/session/renew/{}", crate::http::encode_component(&s.id)),
-            );
+            let mut req = crate::session_api::session_request("renew", &s.id);
             req.timeout = Some(timeout);
             let result = core
                 .transport

@@ -22,6 +22,29 @@ pub(crate) fn info_on(
     Ok(list.into_iter().next())
 }
 
+/// `PUT /v1/session/<verb>/<id>` (`renew`, `destroy`), the ID sent as one
+/// path segment: the request users send through [`SessionApi`] and the
+/// library's own threads send for the sessions it manages (the renewer,
+/// `close`).
+pub(crate) fn session_request(verb: &str, id: &str) -> Request {
+    Request::new(
+        "PUT",
+        format!("/v1/session/{verb}/{}", encode_component(id)),
+    )
+}
+
+/// The one read of `GET /v1/session/list`: `send` sends it — a caller's
+/// deadline-bounded send, or the session monitor's poll on its own agent.
+pub(crate) fn read_list(
+    options: &QueryOptions,
+    send: impl FnOnce(&Request) -> Result<crate::http::Response>,
+) -> Result<(Vec<SessionEntry>, QueryMeta)> {
+    let mut req = Request::new("GET", "/v1/session/list");
+    options.apply(&mut req);
+    let resp = crate::http::check(&req, send(&req)?)?;
+    Ok((resp.json(&req.endpoint())?, resp.meta))
+}
+
 /// A session as Consul describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct SessionEntry {
@@ -138,11 +161,8 @@ impl SessionApi<'_> {
     /// the dot segments `.` and `..` (which would name another endpoint) are
     /// refused, with [`ErrorKind::InvalidArgument`].
     pub fn destroy(&self, id: &str) -> Result<()> {
-        let req = Request::new(
-            "PUT",
-            format!("/v1/session/destroy/{}", path_segment("session ID", id)?),
-        );
-        self.conn.call(&req)?;
+        path_segment("session ID", id)?;
+        self.conn.call(&session_request("destroy", id))?;
         Ok(())
     }
 
@@ -152,11 +172,8 @@ impl SessionApi<'_> {
     /// one of kind [`ErrorKind::BadResponse`]. `id` is checked as for
     /// [`SessionApi::destroy`].
     pub fn renew(&self, id: &str) -> Result<SessionEntry> {
-        let req = Request::new(
-            "PUT",
-            format!("/v1/session/renew/{}", path_segment("session ID", id)?),
-        );
-        self.renew_req(&req)
+        path_segment("session ID", id)?;
+        self.renew_req(&session_request("renew", id))
     }
 
     pub(crate) fn renew_req(&self, req: &Request) -> Result<SessionEntry> {
@@ -199,10 +216,7 @@ impl SessionApi<'_> {
 
     /// Like [`SessionApi::list`], with blocking/consistency options.
     pub fn list_with(&self, options: &QueryOptions) -> Result<(Vec<SessionEntry>, QueryMeta)> {
-        let mut req = Request::new("GET", "/v1/session/list");
-        options.apply(&mut req);
-        let resp = self.conn.call(&req)?;
-        Ok((resp.json(&req.endpoint())?, resp.meta))
+        read_list(options, |r| self.conn.send(r))
     }
 
     /// `GET /v1/session/node/<node>`: the sessions of one node. The node name is

@@ -11,7 +11,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use crate::cancel::CancelToken;
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{encode_key, QueryOptions, Request};
+use crate::http::QueryOptions;
 use crate::kv::KvPair;
 use crate::sync::lock;
 use crate::threads::Worker;
@@ -376,32 +376,19 @@ fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
         if shared.stop.is_cancelled() || core.closing.is_cancelled() {
             return;
         }
-        let (path, list) = match &shared.target {
-            WatchTarget::Key(k) => (format!("/v1/kv/{}", encode_key(k)), false),
-            WatchTarget::Prefix(p) => (format!("/v1/kv/{}", encode_key(p)), true),
+        let (key, recurse) = match &shared.target {
+            WatchTarget::Key(k) => (k, false),
+            WatchTarget::Prefix(p) => (p, true),
         };
-        let mut req = Request::new("GET", path);
-        if list {
-            req.flag("recurse");
-        }
         let opts = if index == 0 {
             QueryOptions::default()
         } else {
             QueryOptions::blocking(index, WATCH_WAIT)
         };
-        opts.apply(&mut req);
         pacer.sending();
-        let result = core
-            .transport
-            .send_on(&agent, &req, Some(&core.closing))
-            .and_then(|resp| {
-                if resp.status == 404 {
-                    return Ok((Vec::new(), resp.meta));
-                }
-                let resp = crate::http::check(&req, resp)?;
-                let entries: Vec<KvPair> = resp.json(&req.endpoint())?;
-                Ok((entries, resp.meta))
-            });
+        let result = crate::kv::read(key, recurse, &opts, |req| {
+            core.transport.send_on(&agent, req, Some(&core.closing))
+        });
         if shared.stop.is_cancelled() || core.closing.is_cancelled() {
             return;
         }
