@@ -54,9 +54,11 @@ pub(crate) struct Core {
     pub(crate) watches: Arc<Watches>,
     /// Single-key interests (locks, elections) multiplexed over a few long polls.
     pub(crate) keyhub: KeyHub,
-    /// Unlocks owed to Consul (a release that failed, an unlock after a lost
-    /// lease) and not yet confirmed: `close` tries them too.
-    owed_unlocks: Mutex<HashMap<u64, HeldKey>>,
+    /// Work a drop, a failed release or a loss left owed to Consul (an
+    /// unlock, a semaphore slot to give back) and not yet confirmed: the
+    /// clean-up thread makes it, and `close` makes what is still owed, or
+    /// reports it — one list for every recipe.
+    owed: Mutex<HashMap<u64, OwedItem>>,
     /// The client handle, for clean-ups queued by the core itself.
     handle: OnceLock<Weak<Handle>>,
 }
@@ -141,11 +143,12 @@ impl Core {
         self.default_options.clone()
     }
 
-    /// Records an unlock owed to Consul until the returned guard drops.
-    pub(crate) fn owe_unlock(self: &Arc<Self>, key: HeldKey) -> OwedUnlock {
+    /// Records work owed to Consul until the returned guard drops (the
+    /// clean-up task that makes it holds the guard).
+    pub(crate) fn owe(self: &Arc<Self>, item: OwedItem) -> OwedGuard {
         let id = NEXT_OWED.fetch_add(1, Ordering::Relaxed);
-        lock(&self.owed_unlocks).insert(id, key);
-        OwedUnlock {
+        lock(&self.owed).insert(id, item);
+        OwedGuard {
             core: Arc::downgrade(self),
             id,
         }
@@ -243,9 +246,16 @@ impl Core {
             // The threads do not exist in a forked child: nothing to join.
             return report;
         }
-        // Unlocks still owed to Consul (a failed release, an unlock after a lost
-        // lease): the clean-up thread stops below, so they are made here.
-        let owed: Vec<HeldKey> = lock(&self.owed_unlocks).drain().map(|(_, h)| h).collect();
+        // Work still owed to Consul (a failed release, an unlock after a lost
+        // lease, a slot to give back): the clean-up thread stops below, so it
+        // is made here.
+        let (mut owed, mut owed_work) = (Vec::new(), Vec::new());
+        for (_, item) in lock(&self.owed).drain() {
+            match item {
+                OwedItem::Unlock(h) => owed.push(h),
+                OwedItem::Work { key, run } => owed_work.push((key, run)),
+            }
+        }
         self.closing.cancel();
         let rt = std::mem::take(&mut *lock(&self.runtime));
         let mut joined = |ok: bool| {
@@ -296,6 +306,16 @@ impl Core {
                     log::warn!("baton: could not release lock {key} on close: {e}");
                     report.unconfirmed_releases.push(key);
                 }
+            }
+        }
+        for (key, run) in owed_work {
+            // Through the same API calls the clean-up thread makes, let
+            // through although the client is now closed.
+            let _finishing = crate::scope::finishing();
+            let _bound = crate::scope::deadline(Some(deadline));
+            if let Err(e) = until_answered(deadline, |_| run(&self.conn)) {
+                log::warn!("baton: could not give back {key} on close: {e}");
+                report.unconfirmed_releases.push(key);
             }
         }
         let sessions: Vec<Arc<SessionShared>> =
@@ -364,10 +384,12 @@ pub struct CloseReport {
     /// Background threads that had not stopped by the timeout (they stop on
     /// their own; no callback runs after close returns either way).
     pub threads_not_joined: usize,
-    /// Lock keys whose release Consul did not confirm by the timeout: held
-    /// locks, and releases that had failed earlier and were still being retried.
-    /// Such a key stays held until Consul expires the session (TTL, then
-    /// lock-delay), or until the session's destroy below frees it.
+    /// Keys whose release Consul did not confirm by the timeout: held locks,
+    /// releases that had failed earlier and were still being retried, and
+    /// the contender keys of semaphore slots still owed back (a slot given
+    /// back late, after a loss or a failed release). Such a key stays held
+    /// until Consul expires the session (TTL, then lock-delay), or until the
+    /// session's destroy below frees it.
     pub unconfirmed_releases: Vec<String>,
     /// IDs of sessions this client created that Consul was not seen to destroy.
     pub sessions_not_destroyed: Vec<String>,
@@ -421,16 +443,28 @@ impl fmt::Display for CloseReport {
 
 static NEXT_OWED: AtomicU64 = AtomicU64::new(0);
 
-/// An entry of `Core::owed_unlocks`, removed when dropped.
-pub(crate) struct OwedUnlock {
+/// Work owed to Consul, as `close` makes it.
+pub(crate) enum OwedItem {
+    /// Unlock a key (merged by `close` with the keys still held).
+    Unlock(HeldKey),
+    /// Anything else, made by the same API calls the clean-up thread makes;
+    /// `key` names it in [`CloseReport::unconfirmed_releases`] if it fails.
+    Work { key: String, run: OwedRun },
+}
+
+/// Owed work, made by the same API calls wherever it runs.
+pub(crate) type OwedRun = Arc<dyn Fn(&Conn) -> Result<()> + Send + Sync>;
+
+/// An entry of `Core::owed`, removed when dropped.
+pub(crate) struct OwedGuard {
     core: Weak<Core>,
     id: u64,
 }
 
-impl Drop for OwedUnlock {
+impl Drop for OwedGuard {
     fn drop(&mut self) {
         if let Some(core) = self.core.upgrade() {
-            lock(&core.owed_unlocks).remove(&self.id);
+            lock(&core.owed).remove(&self.id);
         }
     }
 }
@@ -525,7 +559,7 @@ impl Client {
             held_keys: Mutex::new(HashMap::new()),
             watches: Arc::default(),
             keyhub: KeyHub::default(),
-            owed_unlocks: Mutex::new(HashMap::new()),
+            owed: Mutex::new(HashMap::new()),
             handle: OnceLock::new(),
         });
         let handle = Arc::new(Handle { core: core.clone() });

@@ -104,10 +104,15 @@ impl Conn {
     /// Sends a request, bounded by the calling thread's call scope (the time
     /// left of an acquire's deadline; see `scope`).
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
-        self.check_usable()?;
+        // `close` making owed work passes the closed check and is not
+        // interrupted by the closing token (its deadline bounds it).
+        let finishing = crate::scope::is_finishing();
+        if !finishing {
+            self.check_usable()?;
+        }
         let (left, cancel) = crate::scope::limits(&req.endpoint())?;
         let agent = self.transport.shared_agent();
-        let closing = Some(&self.closing);
+        let closing = (!finishing).then_some(&self.closing);
         if left.is_none() && cancel.is_none() {
             return self.transport.send_on(&agent, req, closing);
         }

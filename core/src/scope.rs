@@ -19,6 +19,8 @@ use crate::error::{Error, ErrorKind, Result};
 struct Scope {
     deadline: Option<Instant>,
     cancel: Option<CancelToken>,
+    /// `close` making owed work: requests pass the closed check.
+    finishing: bool,
 }
 
 thread_local! {
@@ -118,6 +120,17 @@ pub(crate) fn deadline(deadline: Option<Instant>) -> ScopeGuard {
             s.deadline = Some(s.deadline.map_or(d, |old| old.min(d)));
         }
     })
+}
+
+/// Lets the calling thread's requests through a closed client until the
+/// guard drops: `close` itself making the work still owed to Consul.
+pub(crate) fn finishing() -> ScopeGuard {
+    enter(|s| s.finishing = true)
+}
+
+/// Whether the calling thread is making `close`'s owed work ([`finishing`]).
+pub(crate) fn is_finishing() -> bool {
+    CURRENT.with(|c| c.borrow().finishing)
 }
 
 /// Makes the calling thread's requests interruptible by `cancel` until the

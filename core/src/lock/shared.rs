@@ -8,6 +8,7 @@ use super::wire::{flags_match, is_lock_flags};
 use super::*;
 use crate::claim::{hand_over_claim, take_claim, unclaim, wait_signals, ClaimGuard, Woke};
 use crate::cleanup::{Next, Owed};
+use crate::client::OwedItem;
 use crate::compat::TxnNumbers;
 use crate::ride_out::RideOut;
 
@@ -567,14 +568,16 @@ impl LockShared {
             (ended, g.value.clone())
         };
         let h = &ended.held;
+        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
+            // Consul may still think we hold it: release it as soon as we can
+            // reach it — owed before anyone hears of the loss, so a `close`
+            // that follows the signal finds it owed.
+            unlock_later(&self.client, &self.key, value, self.flags, &h.session, None);
+        }
         lock(&self.client.core().held_keys).remove(&h.extra.held_id);
         h.token.cancel();
         unclaim(h.session.id(), &self.key, self.id);
         ended.signal(self.client.core(), &format!("lock {}", self.key));
-        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
-            // Consul may still think we hold it: release it as soon as we can reach it.
-            unlock_later(&self.client, &self.key, value, self.flags, &h.session, None);
-        }
     }
 }
 
@@ -647,9 +650,12 @@ pub(crate) fn unlock_later(
     let sid = session.id().to_string();
     let mut owed = Owed::new(session);
     // Until Consul confirms it, `close` knows this unlock is owed and tries it too.
-    let entry = client
-        .core()
-        .owe_unlock((key.clone(), sid.clone(), value.clone(), flags));
+    let entry = client.core().owe(OwedItem::Unlock((
+        key.clone(),
+        sid.clone(),
+        value.clone(),
+        flags,
+    )));
     client.clean_up(move |c| {
         let _claim = &claim;
         let _entry = &entry;

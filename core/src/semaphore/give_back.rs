@@ -6,6 +6,9 @@ use std::sync::Arc;
 use super::*;
 use crate::claim::{hand_over_claim, release_claim, ClaimGuard};
 use crate::cleanup::{Next, Owed};
+use crate::client::{OwedGuard, OwedItem, OwedRun};
+use crate::conn::Conn;
+use crate::kv::Kv;
 
 impl Shared {
     /// Gives back the slot of a lost holding, if one is pending (Go's `Release`
@@ -16,7 +19,7 @@ impl Shared {
             return Ok(());
         };
         let contender = path_join(&self.prefix, session.id());
-        let result = give_back(&self.client, &self.prefix, self.limit, session.id());
+        let result = give_back(self.client.kv(), &self.prefix, self.limit, session.id());
         let gone = !session.is_valid()
             && result
                 .as_ref()
@@ -54,10 +57,10 @@ impl Shared {
 
 /// Go's `Release` steps for session `sid`: remove it from `.lock` by CAS, then
 /// delete its contender key.
-pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) -> Result<()> {
+pub(super) fn give_back(kv: Kv<'_>, prefix: &str, limit: u64, sid: &str) -> Result<()> {
     let lock_key = path_join(prefix, ".lock");
     loop {
-        let current = client.kv().get(&lock_key)?;
+        let current = kv.get(&lock_key)?;
         let (raw, index) = match &current {
             Some(p) => (p.value.as_deref(), p.modify_index),
             None => (None, 0),
@@ -66,7 +69,7 @@ pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) ->
         if doc.holders.remove(sid).is_none() {
             break;
         }
-        let ok = client.kv().put_with(
+        let ok = kv.put_with(
             &lock_key,
             &doc.encode(),
             &WriteOptions {
@@ -79,7 +82,7 @@ pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) ->
             break;
         }
     }
-    client.kv().delete(&path_join(prefix, sid))?;
+    kv.delete(&path_join(prefix, sid))?;
     Ok(())
 }
 
@@ -89,7 +92,7 @@ pub(super) fn give_back(client: &Client, prefix: &str, limit: u64, sid: &str) ->
 pub(super) fn give_back_now(sh: &Arc<Shared>, session: &Session, listed: bool) -> Result<()> {
     let contender = path_join(&sh.prefix, session.id());
     let result = if listed {
-        give_back(&sh.client, &sh.prefix, sh.limit, session.id())
+        give_back(sh.client.kv(), &sh.prefix, sh.limit, session.id())
     } else {
         sh.client.kv().delete(&contender).map(|_| ())
     };
@@ -106,12 +109,13 @@ pub(super) fn give_back_now(sh: &Arc<Shared>, session: &Session, listed: bool) -
 /// [`Owed`] says;
 /// `claim` is freed when the task ends.
 pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
-    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
-    let sid = session.id().to_string();
+    let prefix = sh.prefix.clone();
+    let (run, entry) = owe_give_back(sh, session);
     let mut owed = Owed::new(session);
     sh.client.clean_up(move |c| {
         let _claim = &claim;
-        match give_back(c, &prefix, limit, &sid) {
+        let _entry = &entry;
+        match run(c.conn()) {
             Ok(()) => Next::Done,
             Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
                 Next::Done
@@ -122,4 +126,19 @@ pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimG
             }
         }
     });
+}
+
+/// The give-back of `session`'s slot as work owed to Consul: the clean-up
+/// thread makes it, and until it is done (the guard drops) `close` knows it
+/// is owed and makes it too.
+pub(super) fn owe_give_back(sh: &Shared, session: &Session) -> (OwedRun, OwedGuard) {
+    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
+    let sid = session.id().to_string();
+    let key = path_join(&prefix, &sid);
+    let run: OwedRun = Arc::new(move |conn: &Conn| give_back(Kv { conn }, &prefix, limit, &sid));
+    let guard = sh.client.core().owe(OwedItem::Work {
+        key,
+        run: run.clone(),
+    });
+    (run, guard)
 }

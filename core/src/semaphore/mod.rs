@@ -478,29 +478,39 @@ impl Shared {
             }
             ended
         };
-        ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
         let session = ended.held.session.clone();
+        if reason != SemaphoreLost::ClientClosed {
+            // Owe the slot back before anyone hears of the loss, so a `close`
+            // that follows the signal finds it owed.
+            self.give_back_lost_later(&session);
+        }
+        ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
         drop(ended);
         if reason == SemaphoreLost::ClientClosed {
             let contender = path_join(&self.prefix, session.id());
             release_claim(&session, &contender, self.id);
-            return;
         }
-        // Give our slot back (our `.lock` entry may outlive the holding: a session
-        // that passed its deadline can still be alive at Consul).
+    }
+
+    /// Gives our lost holding's slot back on the clean-up thread (our `.lock`
+    /// entry may outlive the holding: a session that passed its deadline can
+    /// still be alive at Consul). Owed until done, even if the semaphore is
+    /// dropped meanwhile.
+    fn give_back_lost_later(self: &Arc<Self>, session: &Session) {
         let weak = Arc::downgrade(self);
-        let mut owed = Owed::new(&session);
-        self.client.clean_up(move |_| {
-            let Some(sh) = weak.upgrade() else {
-                return Next::Done;
+        let (run, entry) = give_back::owe_give_back(self, session);
+        let prefix = self.prefix.clone();
+        let mut owed = Owed::new(session);
+        self.client.clean_up(move |c| {
+            let _entry = &entry;
+            let result = match weak.upgrade() {
+                Some(sh) => sh.give_back_lost_slot(),
+                None => run(c.conn()),
             };
-            match sh.give_back_lost_slot() {
+            match result {
                 Ok(()) => Next::Done,
                 Err(e) => {
-                    log::debug!(
-                        "baton semaphore {}: giving a lost slot back: {e}",
-                        sh.prefix
-                    );
+                    log::debug!("baton semaphore {prefix}: giving a lost slot back: {e}");
                     owed.failed(&e)
                 }
             }
