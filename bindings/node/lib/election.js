@@ -2,10 +2,9 @@
 // Leader election.
 
 const { kToken } = require('./symbols.js')
-const { settle, callSync, timeoutError } = require('./errors.js')
-const { waitOptions, toBuffer } = require('./checks.js')
-const { cancellable } = require('./cancel.js')
-const { Holdable } = require('./holdable.js')
+const { settle, callSync } = require('./errors.js')
+const { toBuffer } = require('./checks.js')
+const { Holdable, kAcquire, kRelease } = require('./holdable.js')
 const { Sequencer, Leader } = require('./values.js')
 const { LeaderObserver } = require('./observer.js')
 
@@ -17,7 +16,7 @@ class Election extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.election() to make an Election')
-    super(`leadership of ${JSON.stringify(n.key)}`)
+    super(`leadership of ${JSON.stringify(n.key)}`, n)
     this.#native = n
   }
   get key() {
@@ -30,40 +29,21 @@ class Election extends Holdable {
    */
   async campaign(value, options) {
     const v = toBuffer('value', value)
-    const { timeoutMs, signal } = waitOptions('campaign', options)
-    const won = await cancellable(
-      signal,
-      (c) => this.#native.campaign(v, timeoutMs, c),
-      (w) => w && this.#native.resign(),
-    )
-    if (!won) throw timeoutError(`not elected for ${JSON.stringify(this.key)} within ${timeoutMs} ms`)
-    this._started()
-    return this
+    const notElected = (t) => `not elected for ${JSON.stringify(this.key)} within ${t} ms`
+    return this[kAcquire]('campaign', options, (t, c) => this.#native.campaign(v, t, c), notElected)
   }
   /** Steps down (no lock-delay); resolves false if not leader. */
   async resign() {
-    this._ended('released')
-    return settle(() => this.#native.resign())
+    return this[kRelease]()
   }
   /** Replaces the leader's value, keeping the LockIndex (sequencers stay valid). */
   async proclaim(value) {
     const v = toBuffer('value', value)
     return settle(() => this.#native.proclaim(v))
   }
-  /** Why the last leadership ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
-  get lostReason() {
-    return this.#native.lostReason()
-  }
-  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
-  get lostSessionReason() {
-    return this.#native.lostSessionReason()
-  }
   /** Whether this participant leads (local check). */
   isLeader() {
-    return this.#native.isLeader()
-  }
-  isHeld() {
-    return this.#native.isLeader()
+    return this.isHeld()
   }
   /** The current leader (one consistent read), or null. */
   async leader() {
@@ -78,17 +58,6 @@ class Election extends Holdable {
   get sequencer() {
     const s = this.#native.sequencer()
     return s ? new Sequencer(s) : null
-  }
-  /**
-   * Resolves with why leadership ended (at once when not leading). `lostSignal` is aborted
-   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
-   */
-  async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions('waitLost', options)
-    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
-  }
-  async [Symbol.asyncDispose]() {
-    await this.resign()
   }
 }
 

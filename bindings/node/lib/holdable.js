@@ -4,10 +4,12 @@
 
 const { EventEmitter } = require('node:events')
 const { kLost, kClientClosed } = require('./symbols.js')
-const { LostError } = require('./errors.js')
+const { LostError, settle, timeoutError } = require('./errors.js')
+const { waitOptions } = require('./checks.js')
+const { cancellable } = require('./cancel.js')
 
-// id -> WeakRef of a Lock, Semaphore or Election, for the loss notifications of every client
-// of this JS environment. Entries go when their object is collected.
+// id -> WeakRef of a Lock, Semaphore, Election or Session, for the loss notifications of every
+// client of this JS environment. Entries go when their object is collected.
 const holders = new Map()
 const collected = new FinalizationRegistry(({ id, owned }) => {
   holders.delete(id)
@@ -41,7 +43,16 @@ function dispatchLost(id, reason) {
   }
 }
 
-/** What Lock, Semaphore and Election share: the 'lost' event and `lostSignal`. */
+// The protected part of Holdable, for its subclasses (symbols: not on the public surface).
+const kAcquire = Symbol('baton.acquire')
+const kRelease = Symbol('baton.release')
+
+/**
+ * The one holding lifecycle of Lock, Semaphore and Election, over their native object (the
+ * addon gives the three the same methods, src/holding.rs: release, abandon, isHeld,
+ * lostReason, lostSessionReason, waitLost): the 'lost' event, `lostSignal`, `isHeld()`,
+ * `lostReason`, `waitLost()`, the acquisition and the release.
+ */
 class Holdable extends EventEmitter {
   // The signal of the current holding is made when first asked for: most holdings are never
   // asked, and an AbortController with a LostError (an Error captures a stack trace) per
@@ -50,9 +61,11 @@ class Holdable extends EventEmitter {
   #holding = false
   #lastReason = 'released'
   #what
-  constructor(what) {
+  #native
+  constructor(what, native) {
     super()
     this.#what = what
+    this.#native = native
   }
 
   /**
@@ -66,6 +79,68 @@ class Holdable extends EventEmitter {
       if (!this.#holding) this.#controller.abort(new LostError(this.#what, this.#lastReason))
     }
     return this.#controller.signal
+  }
+
+  /**
+   * Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost',
+   * 'client_closed'), or null while held and before the first acquire.
+   */
+  get lostReason() {
+    return this.#native.lostReason()
+  }
+
+  /**
+   * With `lostReason` 'session_lost': why the session was lost, as the session itself reports
+   * it ('invalidated', 'deadline_exceeded', 'destroyed'); else null.
+   */
+  get lostSessionReason() {
+    return this.#native.lostSessionReason()
+  }
+
+  /** Whether held: acquired, not released or lost, session deadline not passed (local check). */
+  isHeld() {
+    return this.#native.isHeld()
+  }
+
+  /**
+   * Resolves with why the current holding ended (at once when not held). `lostSignal` is aborted
+   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
+   */
+  async waitLost(options) {
+    const { timeoutMs, signal } = waitOptions('waitLost', options)
+    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
+  }
+
+  /**
+   * An acquisition (`name`: 'acquire', 'tryAcquire', 'campaign'): `start(timeoutMs, cancel)`
+   * runs the native wait. An abort that reaches it in time cancels it (the core then holds
+   * nothing); a success that was already on its way when `options.signal` aborted is handed
+   * back with the native `abandon` (see cancellable). With `notAcquired(timeoutMs)` (the
+   * message of a miss) it resolves with this object and rejects with BATON_TIMEOUT at the
+   * timeout; without, it tries once by default and resolves whether held.
+   */
+  async [kAcquire](name, options, start, notAcquired) {
+    const { timeoutMs, signal } = waitOptions(name, options, notAcquired ? undefined : 0)
+    const held = await cancellable(
+      signal,
+      (c) => start(timeoutMs, c),
+      (h) => h && this.#native.abandon(),
+    )
+    if (held) this._started()
+    if (!notAcquired) return held
+    if (!held) throw timeoutError(notAcquired(timeoutMs))
+    return this
+  }
+
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
+  async [kRelease]() {
+    this._ended('released')
+    return settle(() => this.#native.release())
+  }
+
+  /** Gives the holding up if held (for `await using`). */
+  async [Symbol.asyncDispose]() {
+    await this[kRelease]()
   }
 
   /** Called once an acquire succeeded: a new holding, a new signal. */
@@ -103,4 +178,4 @@ class Holdable extends EventEmitter {
   }
 }
 
-module.exports = { holders, freeId, register, dispatchLost, Holdable }
+module.exports = { holders, freeId, register, dispatchLost, Holdable, kAcquire, kRelease }

@@ -2,10 +2,9 @@
 // Locks.
 
 const { kToken } = require('./symbols.js')
-const { settle, timeoutError } = require('./errors.js')
-const { waitOptions, toBuffer } = require('./checks.js')
-const { cancellable } = require('./cancel.js')
-const { Holdable } = require('./holdable.js')
+const { settle } = require('./errors.js')
+const { toBuffer } = require('./checks.js')
+const { Holdable, kAcquire, kRelease } = require('./holdable.js')
 const { Sequencer } = require('./values.js')
 
 /**
@@ -16,7 +15,7 @@ class Lock extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.lock() to make a Lock')
-    super(`lock ${JSON.stringify(n.key)}`)
+    super(`lock ${JSON.stringify(n.key)}`, n)
     this.#native = n
   }
   /** The key. */
@@ -37,64 +36,25 @@ class Lock extends Holdable {
    * that time), an AbortError when `signal` aborts.
    */
   async acquire(options) {
-    const { timeoutMs, signal } = waitOptions('acquire', options)
-    const held = await cancellable(
-      signal,
-      (c) => this.#native.acquire(timeoutMs, c),
-      (h) => h && this.#native.release(),
-    )
-    if (!held) throw timeoutError(`lock ${JSON.stringify(this.key)} not acquired within ${timeoutMs} ms`)
-    this._started()
-    return this
+    const notAcquired = (t) => `lock ${JSON.stringify(this.key)} not acquired within ${t} ms`
+    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
   }
   /** Like acquire, but resolves false instead of rejecting at the timeout (default 0: try once). */
   async tryAcquire(options) {
-    const { timeoutMs, signal } = waitOptions('tryAcquire', options, 0)
-    const held = await cancellable(
-      signal,
-      (c) => this.#native.acquire(timeoutMs, c),
-      (h) => h && this.#native.release(),
-    )
-    if (held) this._started()
-    return held
+    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
   }
   /** Releases the lock (no lock-delay for the next holder); resolves false if it was not held. */
   async release() {
-    this._ended('released')
-    return settle(() => this.#native.release())
-  }
-  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
-  get lostReason() {
-    return this.#native.lostReason()
-  }
-  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
-  get lostSessionReason() {
-    return this.#native.lostSessionReason()
-  }
-  /** Whether the lock is held: acquired, not released or lost, session deadline not passed. */
-  isHeld() {
-    return this.#native.isHeld()
+    return this[kRelease]()
   }
   /** The fencing sequencer of the current holding, or null. */
   get sequencer() {
     const s = this.#native.sequencer()
     return s ? new Sequencer(s) : null
   }
-  /**
-   * Resolves with why the current holding ended (at once when not held). `lostSignal` is aborted
-   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
-   */
-  async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions('waitLost', options)
-    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
-  }
   /** Deletes the key if nobody holds it (Go's `Destroy`). */
   destroy() {
     return settle(() => this.#native.destroy())
-  }
-  /** Releases the lock if held (for `await using`). */
-  async [Symbol.asyncDispose]() {
-    await this.release()
   }
 }
 

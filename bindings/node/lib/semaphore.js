@@ -2,10 +2,8 @@
 // Semaphores.
 
 const { kToken } = require('./symbols.js')
-const { settle, timeoutError } = require('./errors.js')
-const { waitOptions } = require('./checks.js')
-const { cancellable } = require('./cancel.js')
-const { Holdable } = require('./holdable.js')
+const { settle } = require('./errors.js')
+const { Holdable, kAcquire, kRelease } = require('./holdable.js')
 
 /**
  * A counting semaphore on a prefix, wire-compatible with Go's `api.Semaphore`. Emits 'lost'
@@ -15,7 +13,7 @@ class Semaphore extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.semaphore() to make a Semaphore')
-    super(`semaphore ${JSON.stringify(n.prefix)}`)
+    super(`semaphore ${JSON.stringify(n.prefix)}`, n)
     this.#native = n
   }
   /** The prefix. */
@@ -28,58 +26,20 @@ class Semaphore extends Holdable {
   }
   /** Waits for a slot and resolves with the semaphore; BATON_TIMEOUT / AbortError as for locks. */
   async acquire(options) {
-    const { timeoutMs, signal } = waitOptions('acquire', options)
-    const held = await cancellable(
-      signal,
-      (c) => this.#native.acquire(timeoutMs, c),
-      (h) => h && this.#native.release(),
-    )
-    if (!held) throw timeoutError(`semaphore ${JSON.stringify(this.prefix)}: no slot within ${timeoutMs} ms`)
-    this._started()
-    return this
+    const notAcquired = (t) => `semaphore ${JSON.stringify(this.prefix)}: no slot within ${t} ms`
+    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
   }
   /** Resolves true with a slot, false at the timeout (default 0: try once). */
   async tryAcquire(options) {
-    const { timeoutMs, signal } = waitOptions('tryAcquire', options, 0)
-    const held = await cancellable(
-      signal,
-      (c) => this.#native.acquire(timeoutMs, c),
-      (h) => h && this.#native.release(),
-    )
-    if (held) this._started()
-    return held
+    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
   }
   /** Gives the slot back; resolves false if not held. */
   async release() {
-    this._ended('released')
-    return settle(() => this.#native.release())
-  }
-  /** Why the last holding ended ('released', 'key_changed', 'removed', 'session_lost', 'client_closed'), or null while held and before the first acquire. */
-  get lostReason() {
-    return this.#native.lostReason()
-  }
-  /** With `lostReason` 'session_lost': why the session was lost, as the session itself reports it ('invalidated', 'deadline_exceeded', 'destroyed'); else null. */
-  get lostSessionReason() {
-    return this.#native.lostSessionReason()
-  }
-  /** Whether a slot is held. */
-  isHeld() {
-    return this.#native.isHeld()
-  }
-  /**
-   * Resolves with why the current holding ended (at once when not held). `lostSignal` is aborted
-   * by the time it resolves; the 'lost' event comes through its own queue and may follow.
-   */
-  async waitLost(options) {
-    const { timeoutMs, signal } = waitOptions('waitLost', options)
-    return this._lostAnswer(await cancellable(signal, (c) => this.#native.waitLost(timeoutMs, c)))
+    return this[kRelease]()
   }
   /** Deletes the coordination key when no live holder remains (Go's `Destroy`). */
   destroy() {
     return settle(() => this.#native.destroy())
-  }
-  async [Symbol.asyncDispose]() {
-    await this.release()
   }
 }
 
