@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A cancel token that `index.js` ties to an `AbortSignal`. */
+/** A cancel token that `lib/cancel.js` ties to an `AbortSignal`. */
 export declare class NativeCancel {
   /** A new, uncancelled token. */
   constructor()
@@ -84,71 +84,75 @@ export declare class NativeClient {
   close(timeoutMs?: number | undefined | null): Promise<boolean>
 }
 
-/** A participant in a leader election (see `Election` in index.js). */
+/** A participant in a leader election (see `Election` in lib/election.js); `release` resigns. */
 export declare class NativeElection {
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
+  release(): Promise<boolean>
+  /** Gives back an acquisition whose caller went away meanwhile (an aborted signal). */
+  abandon(): Promise<void>
+  /** Whether held (local check, no network). */
+  isHeld(): boolean
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as it reports it. */
+  lostSessionReason(): string | null
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
   /** The election's key. */
   get key(): string
   /**
    * Resolves true once elected, false when `timeoutMs` passes; rejects with
-   * `BATON_CANCELLED` when `cancel` fires (resigning a leadership won meanwhile).
+   * `BATON_CANCELLED` when `cancel` fires (not leader then).
    */
   campaign(value: Buffer, timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
-  /** Steps down; resolves false if not leader. */
-  resign(): Promise<boolean>
   /** Replaces the leader's value, keeping the LockIndex. */
   proclaim(value: Buffer): Promise<void>
-  /**
-   * Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
-   * `client_closed`), or null while held and before the first acquire.
-   */
-  lostReason(): string | null
-  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
-  lostSessionReason(): string | null
-  /** Whether this participant leads (local check). */
-  isLeader(): boolean
   /** The current leader (one consistent read), or null. */
   leader(): Promise<NativeLeader | null>
   /** A follower of this election's leader changes. */
   observe(): NativeObserver
   /** The sequencer while leading, or null. */
   sequencer(): NativeSequencer | null
-  /** Resolves with why leadership ended (at once if not leading). */
-  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
 }
 
-/** A lock on one key (see `Lock` in index.js). */
+/** A lock on one key (see `Lock` in lib/lock.js). */
 export declare class NativeLock {
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
+  release(): Promise<boolean>
+  /** Gives back an acquisition whose caller went away meanwhile (an aborted signal). */
+  abandon(): Promise<void>
+  /** Whether held (local check, no network). */
+  isHeld(): boolean
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as it reports it. */
+  lostSessionReason(): string | null
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /**
+   * Resolves true once held, false when `timeoutMs` passes first; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (nothing is held then).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
   /** The key. */
   get key(): string
   /** The value written on acquire. */
   value(): Buffer
   /** Sets the value written by the next acquire. */
   setValue(value: Buffer): void
-  /**
-   * Resolves true once held, false when `timeoutMs` passes first; rejects with
-   * `BATON_CANCELLED` when `cancel` fires (releasing a lock acquired meanwhile).
-   */
-  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
-  /** Releases the lock; resolves false if it was not held (or no longer ours). */
-  release(): Promise<boolean>
-  /**
-   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
-   * `client_closed`), or null while held and before the first acquire.
-   */
-  lostReason(): string | null
-  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
-  lostSessionReason(): string | null
-  /** Whether the lock is held (local check, no network). */
-  isHeld(): boolean
   /** The sequencer of the current holding, or null. */
   sequencer(): NativeSequencer | null
-  /** Resolves with why the current holding ended (at once if not held). */
-  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
   /** Deletes the key if nobody holds it (Go's `Destroy`). */
   destroy(): Promise<void>
 }
 
-/** Follows an election's leader (see `Election.observe` in index.js). */
+/** Follows an election's leader (see `LeaderObserver` in lib/observer.js). */
 export declare class NativeObserver {
   /** The key observed. */
   get key(): string
@@ -162,30 +166,32 @@ export declare class NativeObserver {
   close(): void
 }
 
-/** A counting semaphore on a prefix (see `Semaphore` in index.js). */
+/** A counting semaphore on a prefix (see `Semaphore` in lib/semaphore.js). */
 export declare class NativeSemaphore {
-  /** The prefix. */
-  get prefix(): string
-  /** The number of slots, decimal. */
-  get limit(): string
-  /**
-   * Resolves true once a slot is held, false at the timeout; rejects with
-   * `BATON_CANCELLED` when `cancel` fires (giving back a slot taken meanwhile).
-   */
-  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
-  /** Gives the slot back; resolves false if not held. */
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
   release(): Promise<boolean>
+  /** Gives back an acquisition whose caller went away meanwhile (an aborted signal). */
+  abandon(): Promise<void>
+  /** Whether held (local check, no network). */
+  isHeld(): boolean
   /**
    * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
    * `client_closed`), or null while held and before the first acquire.
    */
   lostReason(): string | null
-  /** With `lost_reason` `session_lost`: why the session was lost, as the session reports it. */
+  /** With `lost_reason` `session_lost`: why the session was lost, as it reports it. */
   lostSessionReason(): string | null
-  /** Whether a slot is held (local check). */
-  isHeld(): boolean
   /** Resolves with why the current holding ended (at once if not held). */
   waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /**
+   * Resolves true once held, false when `timeoutMs` passes first; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (nothing is held then).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** The prefix. */
+  get prefix(): string
+  /** The number of slots, decimal. */
+  get limit(): string
   /** Deletes the coordination key when no live holder remains. */
   destroy(): Promise<void>
 }
@@ -318,11 +324,11 @@ export interface SessionOptions {
   /**
    * TTL in milliseconds, positive; omitted: 15000 (15 s, the default session's and C's).
    * Consul accepts 10 s to 24 h (its `session_ttl_min` may differ). `0` is refused (Consul
-   * would read it as "no TTL"); `ttlMs: null` in index.js asks for no TTL (`noTtl`).
+   * would read it as "no TTL"); `ttlMs: null` in lib/checks.js asks for no TTL (`noTtl`).
    */
   ttlMs?: number
   /**
-   * A session without a TTL (what `index.js` sends for `ttlMs: null`): it lives until
+   * A session without a TTL (what `lib/checks.js` sends for `ttlMs: null`): it lives until
    * destroyed or its node fails, so a crashed process keeps its locks while its node lives.
    */
   noTtl?: boolean

@@ -336,8 +336,9 @@ def node_package(work: pathlib.Path):
     tgz = DIST / f"consul-baton-{version()}.tgz"
     with tarfile.open(tgz) as t:
         files = {n[len("package/"):] for n in t.getnames()}
+    lib = [f"lib/{p.name}" for p in sorted((NODE_DIR / "lib").glob("*.js"))]  # index.js's modules
     for f in ["package.json", "index.js", "spin.js", "native.js", "devserver.js", "index.d.ts", "devserver.d.ts", "LICENSE",
-              "README.md", "consul-baton.linux-x64-gnu.node", "bin/baton-devserver-linux-x64", "bin/baton-devserver.js"]:
+              "README.md", "consul-baton.linux-x64-gnu.node", "bin/baton-devserver-linux-x64", "bin/baton-devserver.js", *lib]:
         assert f in files, f"the tarball lacks {f}"
     stray = [f for f in files if f.startswith(("src/", "__test__/", "node_modules/", "target/"))]
     assert not stray, f"the tarball carries {stray}"

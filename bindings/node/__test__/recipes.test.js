@@ -158,6 +158,33 @@ test('lock: an acquire racing its abort is released before the promise rejects',
   assert.equal(won + aborted, 20)
 })
 
+test('lock: a success already on its way to JavaScript when the signal aborts is handed back', async () => {
+  // The core cannot see this abort (its acquire has returned): the JS side gives it back.
+  const a = client()
+  const b = client()
+  const key = freshKey('late-abort')
+  const la = a.lock(key)
+  const lb = b.lock(key)
+  await la.acquire()
+  const ac = new AbortController()
+  const p = lb.acquire({ signal: ac.signal }).then(() => 'held', (e) => e)
+  const released = la.release()
+  // Keep the JS thread busy until the core holds the lock for lb: its answer then waits in the
+  // queue, and the abort below comes after the acquire returned.
+  const end = Date.now() + 10_000
+  while (!lb.isHeld() && Date.now() < end) {
+    // the native isHeld is a local check, answered while the JS thread spins
+  }
+  assert.equal(lb.isHeld(), true, 'lb did not get the lock within 10 s')
+  ac.abort()
+  await released
+  const r = await p
+  assert.equal(r.name, 'AbortError', String(r))
+  assert.equal(lb.isHeld(), false)
+  const entry = await rawEntry(addr, key)
+  assert.equal(entry.Session, undefined, 'the key must be free once the promise rejected')
+})
+
 test('waiting calls reuse baton threads instead of starting one each', { skip: !fs.existsSync('/proc/self/task') && 'reads thread names from /proc' }, async () => {
   const callThreads = () =>
     fs.readdirSync('/proc/self/task').filter((tid) => {

@@ -1,5 +1,5 @@
 //! Sessions bound to health checks: the agent's check and service endpoints
-//! (`client.agent` in `index.js`) and adopting an existing session.
+//! (`client.agent`, `lib/agent.js`) and adopting an existing session.
 
 use napi::bindgen_prelude::Object;
 use napi::{Env, Result};

@@ -1,7 +1,11 @@
 //! The native half of the `baton` npm package. Every call that can wait returns a Promise that
 //! is settled from a thread of baton's own, never from libuv's small thread pool, so waiting
-//! calls cannot starve `fs` or `dns` work. `index.js` wraps these classes with the JavaScript
-//! surface (errors with `code`, AbortSignal, events, BigInt).
+//! calls cannot starve `fs` or `dns` work. The modules under `lib/` (behind `index.js`) wrap
+//! these classes with the JavaScript surface (errors with `code`, AbortSignal, events, BigInt).
+
+// napi-derive registers what it exports only outside `cfg(test)`: in the unit-test build the
+// exported functions of private modules (`setLogger`, `parseSequencer`, ...) look unused.
+#![cfg_attr(test, allow(dead_code))]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +16,7 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
 mod agent;
+mod holding;
 mod logging;
 mod recipes;
 mod settle;
@@ -21,7 +26,7 @@ const DETAILS_SEPARATOR: char = '\u{1f}';
 
 /// Maps a core error to a JS error whose message is `<CODE>: <text>`, optionally followed by
 /// [`DETAILS_SEPARATOR`] and a JSON object `{status, serverText, endpoint, txnErrors}`;
-/// `index.js` turns the code into `err.code` and the details into properties.
+/// `lib/errors.js` turns the code into `err.code` and the details into properties.
 pub(crate) fn js_err(e: baton::Error) -> Error {
     let mut details = serde_json::Map::new();
     if let Some(s) = e.status() {
@@ -82,7 +87,7 @@ impl<T: Send + 'static> Drop for OffThread<T> {
     }
 }
 
-/// The function `index.js` gives each client: called with `(id, reason)` on the JS thread
+/// The function `lib/client.js` gives each client: called with `(id, reason)` on the JS thread
 /// when the holding of the lock, semaphore or election registered under `id` is lost. Weak
 /// (unref'd): a pending loss notification never keeps the process alive.
 pub(crate) type LostFn =
@@ -174,9 +179,9 @@ pub struct SessionOptions {
     pub name: Option<String>,
     /// TTL in milliseconds, positive; omitted: 15000 (15 s, the default session's and C's).
     /// Consul accepts 10 s to 24 h (its `session_ttl_min` may differ). `0` is refused (Consul
-    /// would read it as "no TTL"); `ttlMs: null` in index.js asks for no TTL (`noTtl`).
+    /// would read it as "no TTL"); `ttlMs: null` in lib/checks.js asks for no TTL (`noTtl`).
     pub ttl_ms: Option<f64>,
-    /// A session without a TTL (what `index.js` sends for `ttlMs: null`): it lives until
+    /// A session without a TTL (what `lib/checks.js` sends for `ttlMs: null`): it lives until
     /// destroyed or its node fails, so a crashed process keeps its locks while its node lives.
     pub no_ttl: Option<bool>,
     /// Lock-delay in milliseconds; omitted: Consul's default (15 s); 0 really means none.
@@ -438,7 +443,7 @@ impl NativeSession {
     }
 }
 
-/// A cancel token that `index.js` ties to an `AbortSignal`.
+/// A cancel token that `lib/cancel.js` ties to an `AbortSignal`.
 #[napi(js_name = "NativeCancel")]
 pub struct NativeCancel {
     pub(crate) inner: baton::CancelToken,

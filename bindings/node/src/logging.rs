@@ -1,7 +1,7 @@
 //! baton's log records in Node, which has no `log` logger of its own: the core's bridge
 //! (`baton::log_sink`) is installed when the addon loads, so warnings and errors (a Consul
 //! that cannot be reached, a session lost, ...) reach standard error as `baton warn: ...`
-//! lines by default, and `setLogger` (index.js) routes them to a JavaScript function instead.
+//! lines by default, and `setLogger` (lib/logging.js) routes them to a JavaScript function instead.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

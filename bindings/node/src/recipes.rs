@@ -1,10 +1,9 @@
 //! Locks, semaphores, elections, sequencers and guarded writes for Node.
 //!
 //! Every wait runs on one of baton's threads (see [`on_thread`]) with a core `CancelToken` that
-//! `index.js` cancels from an `AbortSignal`. An acquire or campaign that succeeded although
-//! its token was cancelled meanwhile is undone on that thread before the promise rejects with
-//! `BATON_CANCELLED`, so an aborted call never leaves anything held. 64-bit numbers cross the
-//! boundary as decimal strings; `index.js` turns them into BigInt.
+//! `lib/cancel.js` cancels from an `AbortSignal`. The holding lifecycle the three recipe classes
+//! share (acquire, release, isHeld, lostReason, waitLost) is written once, in `holding.rs`.
+//! 64-bit numbers cross the boundary as decimal strings; `lib/` turns them into BigInt.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,21 +11,11 @@ use napi::bindgen_prelude::{Buffer, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
 
+use crate::holding::{self, holding_methods, token_of, watched};
 use crate::{
     invalid, js_err, lost_notifier, millis, on_thread, NativeCancel, NativeClient, NativeSession,
     OffThread,
 };
-
-fn cancelled(what: &str) -> baton::Error {
-    baton::Error::new(
-        baton::ErrorKind::Cancelled,
-        format!("{what} cancelled (what was acquired meanwhile was released)"),
-    )
-}
-
-fn token_of(cancel: Option<&NativeCancel>) -> baton::CancelToken {
-    cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone())
-}
 
 fn parse_u64(name: &str, text: &str) -> Result<u64> {
     text.parse::<u64>().map_err(|_| {
@@ -166,11 +155,13 @@ fn txn_op(op: NativeTxnOp) -> Result<baton::KvOp> {
     Ok(o)
 }
 
-/// A lock on one key (see `Lock` in index.js).
+/// A lock on one key (see `Lock` in lib/lock.js).
 #[napi(js_name = "NativeLock")]
 pub struct NativeLock {
     inner: OffThread<Arc<baton::Lock>>,
 }
+
+holding_methods!(NativeLock, acquire);
 
 #[napi]
 impl NativeLock {
@@ -192,75 +183,10 @@ impl NativeLock {
         self.inner.set_value(value.to_vec())
     }
 
-    /// Resolves true once held, false when `timeoutMs` passes first; rejects with
-    /// `BATON_CANCELLED` when `cancel` fires (releasing a lock acquired meanwhile).
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn acquire<'e>(
-        &self,
-        env: &'e Env,
-        timeout_ms: Option<f64>,
-        cancel: Option<&NativeCancel>,
-    ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (l, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
-            let held = l.acquire(t, Some(&token))?;
-            if held && token.is_cancelled() {
-                let _ = l.release();
-                return Err(cancelled("acquire"));
-            }
-            Ok(held)
-        })
-    }
-
-    /// Releases the lock; resolves false if it was not held (or no longer ours).
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-        let l = self.inner.clone();
-        on_thread(env, move || l.release())
-    }
-
-    /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
-    /// `client_closed`), or null while held and before the first acquire.
-    #[napi]
-    pub fn lost_reason(&self) -> Option<&'static str> {
-        self.inner.last_lost().map(|r| r.name())
-    }
-
-    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
-    #[napi]
-    pub fn lost_session_reason(&self) -> Option<&'static str> {
-        self.inner
-            .last_lost()
-            .and_then(|r| r.session_reason())
-            .map(|r| r.name())
-    }
-
-    /// Whether the lock is held (local check, no network).
-    #[napi]
-    pub fn is_held(&self) -> bool {
-        self.inner.is_held()
-    }
-
     /// The sequencer of the current holding, or null.
     #[napi]
     pub fn sequencer(&self) -> Option<NativeSequencer> {
         self.inner.sequencer().map(NativeSequencer::from)
-    }
-
-    /// Resolves with why the current holding ended (at once if not held).
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn wait_lost<'e>(
-        &self,
-        env: &'e Env,
-        timeout_ms: Option<f64>,
-        cancel: Option<&NativeCancel>,
-    ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (l, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
-            l.wait_lost(t, Some(&token)).map(baton::LockLost::name)
-        })
     }
 
     /// Deletes the key if nobody holds it (Go's `Destroy`).
@@ -271,11 +197,13 @@ impl NativeLock {
     }
 }
 
-/// A counting semaphore on a prefix (see `Semaphore` in index.js).
+/// A counting semaphore on a prefix (see `Semaphore` in lib/semaphore.js).
 #[napi(js_name = "NativeSemaphore")]
 pub struct NativeSemaphore {
     inner: OffThread<Arc<baton::Semaphore>>,
 }
+
+holding_methods!(NativeSemaphore, acquire);
 
 #[napi]
 impl NativeSemaphore {
@@ -291,71 +219,6 @@ impl NativeSemaphore {
         self.inner.limit().to_string()
     }
 
-    /// Resolves true once a slot is held, false at the timeout; rejects with
-    /// `BATON_CANCELLED` when `cancel` fires (giving back a slot taken meanwhile).
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn acquire<'e>(
-        &self,
-        env: &'e Env,
-        timeout_ms: Option<f64>,
-        cancel: Option<&NativeCancel>,
-    ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (s, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
-            let held = s.acquire(t, Some(&token))?;
-            if held && token.is_cancelled() {
-                let _ = s.release();
-                return Err(cancelled("semaphore acquire"));
-            }
-            Ok(held)
-        })
-    }
-
-    /// Gives the slot back; resolves false if not held.
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-        let s = self.inner.clone();
-        on_thread(env, move || s.release())
-    }
-
-    /// Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
-    /// `client_closed`), or null while held and before the first acquire.
-    #[napi]
-    pub fn lost_reason(&self) -> Option<&'static str> {
-        self.inner.last_lost().map(|r| r.name())
-    }
-
-    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
-    #[napi]
-    pub fn lost_session_reason(&self) -> Option<&'static str> {
-        self.inner
-            .last_lost()
-            .and_then(|r| r.session_reason())
-            .map(|r| r.name())
-    }
-
-    /// Whether a slot is held (local check).
-    #[napi]
-    pub fn is_held(&self) -> bool {
-        self.inner.is_held()
-    }
-
-    /// Resolves with why the current holding ended (at once if not held).
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn wait_lost<'e>(
-        &self,
-        env: &'e Env,
-        timeout_ms: Option<f64>,
-        cancel: Option<&NativeCancel>,
-    ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (s, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
-            s.wait_lost(t, Some(&token)).map(baton::SemaphoreLost::name)
-        })
-    }
-
     /// Deletes the coordination key when no live holder remains.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn destroy<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
@@ -364,12 +227,14 @@ impl NativeSemaphore {
     }
 }
 
-/// A participant in a leader election (see `Election` in index.js).
+/// A participant in a leader election (see `Election` in lib/election.js); `release` resigns.
 #[napi(js_name = "NativeElection")]
 pub struct NativeElection {
     inner: OffThread<Arc<baton::Election>>,
     client: OffThread<baton::Client>,
 }
+
+holding_methods!(NativeElection);
 
 #[napi]
 impl NativeElection {
@@ -380,7 +245,7 @@ impl NativeElection {
     }
 
     /// Resolves true once elected, false when `timeoutMs` passes; rejects with
-    /// `BATON_CANCELLED` when `cancel` fires (resigning a leadership won meanwhile).
+    /// `BATON_CANCELLED` when `cancel` fires (not leader then).
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn campaign<'e>(
         &self,
@@ -389,23 +254,10 @@ impl NativeElection {
         timeout_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
     ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (e, token, v) = (self.inner.clone(), token_of(cancel), value.to_vec());
-        on_thread(env, move || {
-            let won = e.campaign(&v, t, Some(&token))?;
-            if won && token.is_cancelled() {
-                let _ = e.resign();
-                return Err(cancelled("campaign"));
-            }
-            Ok(won)
+        let v = value.to_vec();
+        holding::wait(env, &self.inner, timeout_ms, cancel, move |e, t, c| {
+            e.campaign(&v, t, Some(c))
         })
-    }
-
-    /// Steps down; resolves false if not leader.
-    #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn resign<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-        let e = self.inner.clone();
-        on_thread(env, move || e.resign())
     }
 
     /// Replaces the leader's value, keeping the LockIndex.
@@ -413,28 +265,6 @@ impl NativeElection {
     pub fn proclaim<'e>(&self, env: &'e Env, value: Buffer) -> Result<Object<'e>> {
         let (e, v) = (self.inner.clone(), value.to_vec());
         on_thread(env, move || e.proclaim(&v))
-    }
-
-    /// Why the last leadership ended (`released`, `key_changed`, `removed`, `session_lost`,
-    /// `client_closed`), or null while held and before the first acquire.
-    #[napi]
-    pub fn lost_reason(&self) -> Option<&'static str> {
-        self.inner.last_lost().map(|r| r.name())
-    }
-
-    /// With `lost_reason` `session_lost`: why the session was lost, as the session reports it.
-    #[napi]
-    pub fn lost_session_reason(&self) -> Option<&'static str> {
-        self.inner
-            .last_lost()
-            .and_then(|r| r.session_reason())
-            .map(|r| r.name())
-    }
-
-    /// Whether this participant leads (local check).
-    #[napi]
-    pub fn is_leader(&self) -> bool {
-        self.inner.is_leader()
     }
 
     /// The current leader (one consistent read), or null.
@@ -459,24 +289,9 @@ impl NativeElection {
     pub fn sequencer(&self) -> Option<NativeSequencer> {
         self.inner.sequencer().map(NativeSequencer::from)
     }
-
-    /// Resolves with why leadership ended (at once if not leading).
-    #[napi(ts_return_type = "Promise<string>")]
-    pub fn wait_lost<'e>(
-        &self,
-        env: &'e Env,
-        timeout_ms: Option<f64>,
-        cancel: Option<&NativeCancel>,
-    ) -> Result<Object<'e>> {
-        let t = millis("timeoutMs", timeout_ms)?;
-        let (e, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
-            e.wait_lost(t, Some(&token)).map(baton::LockLost::name)
-        })
-    }
 }
 
-/// Follows an election's leader (see `Election.observe` in index.js).
+/// Follows an election's leader (see `LeaderObserver` in lib/observer.js).
 #[napi(js_name = "NativeObserver")]
 pub struct NativeObserver {
     key: String,
@@ -563,9 +378,8 @@ impl NativeClient {
             o = o.session(s.inner.clone());
         }
         let l = self.inner.lock_with(&key, o).map_err(js_err)?;
-        l.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
         Ok(NativeLock {
-            inner: OffThread::new(Arc::new(l)),
+            inner: watched(l, &self.lost, id),
         })
     }
 
@@ -594,9 +408,8 @@ impl NativeClient {
             .inner
             .semaphore_with(&prefix, limit, o)
             .map_err(js_err)?;
-        s.on_lost(lost_notifier(&self.lost, id, baton::SemaphoreLost::name));
         Ok(NativeSemaphore {
-            inner: OffThread::new(Arc::new(s)),
+            inner: watched(s, &self.lost, id),
         })
     }
 
@@ -617,9 +430,8 @@ impl NativeClient {
             o = o.flags(parse_u64("flags", &f)?);
         }
         let e = self.inner.election_with(&key, o).map_err(js_err)?;
-        e.on_lost(lost_notifier(&self.lost, id, baton::LockLost::name));
         Ok(NativeElection {
-            inner: OffThread::new(Arc::new(e)),
+            inner: watched(e, &self.lost, id),
             client: OffThread::new(self.inner.clone()),
         })
     }
