@@ -330,7 +330,7 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
         cfg.node_name,
         cfg.datacenter,
         cfg.session_ttl_min,
-        if cfg.acl_token.is_some() { "on" } else { "off" }
+        if cfg.acls_enabled() { "on" } else { "off" }
     );
     let sig = signals.wait();
     log::info!("baton-devserver: received {sig}, shutting down");

@@ -38,6 +38,16 @@ pub struct Config {
     /// HTTP calls, so a test in any language can start a server with them
     /// (`--acl-token-rules SECRET=RULES`).
     pub acl_tokens: Vec<(String, String)>,
+    /// ACLs on without a management token (Consul's `acl.enabled` with no
+    /// `acl.tokens.initial_management`): the ACL system starts not bootstrapped, and
+    /// `PUT /v1/acl/bootstrap` creates the management token, once. Until then a request with a
+    /// token is refused with `ACL system must be bootstrapped before making any requests that
+    /// require authorization: ACL not found`. Implied by [`Config::acl_token`].
+    pub acl_enabled: bool,
+    /// Consul's `acl.default_policy` with ACLs on: `false` (the default here, `deny`) denies
+    /// the anonymous token everything; `true` (`allow`) allows it everything but the ACL
+    /// system itself.
+    pub acl_default_allow: bool,
     /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
     /// `?pretty` on a request has the same effect for that request. When
     /// [`Config::consul_version`] is older than 1.17.0 every body is indented whatever this
@@ -85,6 +95,8 @@ impl Default for Config {
             max_conns_per_client: 200,
             acl_token: None,
             acl_tokens: Vec::new(),
+            acl_enabled: false,
+            acl_default_allow: false,
             pretty: false,
             tombstone_ttl: Duration::from_secs(15 * 60),
             default_query_time: Duration::from_secs(300),
@@ -106,6 +118,11 @@ impl Config {
     /// ([`ConsulVersion::dev_agent_always_pretty`]).
     pub fn pretty_json(&self) -> bool {
         self.pretty || self.consul_version.dev_agent_always_pretty()
+    }
+
+    /// Whether ACLs are on: [`Config::acl_token`] or [`Config::acl_enabled`].
+    pub fn acls_enabled(&self) -> bool {
+        self.acl_enabled || self.acl_token.is_some()
     }
 
     /// Checks the settings for values Consul itself would refuse to start with.

@@ -273,7 +273,7 @@ async fn handle(
     let (reply, wrapped) = reply;
     let mut resp = finish(reply);
     if wrapped {
-        let policy = if shared.cfg.acl_token.is_some() {
+        let policy = if shared.cfg.acls_enabled() && !shared.cfg.acl_default_allow {
             "deny"
         } else {
             "allow"

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("endpoints::connect", 9),
     ("endpoints::acl_templates", 9),
     ("endpoints::agent_misc", 9),
+    ("endpoints::agent_service", 9),
     ("endpoints::txn_catalog", 9),
     ("endpoints::unimplemented", 9),
     ("endpoints::kv", 10),

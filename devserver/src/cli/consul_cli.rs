@@ -4,9 +4,10 @@
 //! unmodified with the dev server on `$PATH` as `consul`.
 //!
 //! Read from the JSON config files (Consul's keys): `node_name`, `datacenter`, `ports.http`,
-//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` with `acl.tokens.master` or
-//! `acl.tokens.initial_management`, `session_ttl_min`, `node_id`, `node_meta`,
-//! `ports.serf_lan`/`serf_wan`; the files' `service`/`services` definitions are registered on
+//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` (with `acl.tokens.master` or
+//! `acl.tokens.initial_management`, or neither: then not bootstrapped), `acl.default_policy`
+//! (absent means `deny` here, where Consul's default is `allow`), `session_ttl_min`,
+//! `node_id`, `node_meta`, `ports.serf_lan`/`serf_wan`; the files' `service`/`services` definitions are registered on
 //! `PUT /v1/agent/reload` (not at start). Everything else is accepted and ignored;
 //! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
 
@@ -61,7 +62,11 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
     let token =
         s(&["acl", "tokens", "initial_management"]).or_else(|| s(&["acl", "tokens", "master"]));
     if enabled {
-        cfg.acl_token = Some(token.ok_or("acl.enabled needs acl.tokens.initial_management")?);
+        cfg.acl_enabled = true;
+        cfg.acl_token = token;
+    }
+    if let Some(p) = s(&["acl", "default_policy"]) {
+        cfg.acl_default_allow = p == "allow";
     }
     if let Some(d) = s(&["session_ttl_min"]) {
         let ns = parse_go_duration(&d).map_err(|e| format!("session_ttl_min: {e}"))?;

@@ -3,8 +3,9 @@
 //! resolved for the agent, catalog and health endpoints.
 //!
 //! With ACLs on (`--acl-token`), the store holds what `initial_management` bootstraps: the
-//! `global-management` policy, the initial management token and the anonymous token. A token
-//! linked to `global-management` may do anything,
+//! `global-management` policy, the initial management token and the anonymous token. With ACLs
+//! on and no management token (`Config::acl_enabled`), the first `PUT /v1/acl/bootstrap`
+//! makes one. A token linked to `global-management` may do anything,
 //! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
 use std::time::{Duration, SystemTime};
@@ -32,8 +33,9 @@ fn not_found() -> Reply {
     Reply::text(403, "ACL not found")
 }
 
-/// Puts the built-in policy and tokens in place the first time the ACL store is used.
-fn ensure_bootstrapped(st: &mut State, management: &str) {
+/// Puts the built-in policy and the anonymous token in place the first time the ACL store is
+/// used, and the initial management token when one is configured (`management`).
+pub(crate) fn ensure_bootstrapped(st: &mut State, management: Option<&str>) {
     if st.acl().bootstrapped {
         return;
     }
@@ -52,17 +54,6 @@ fn ensure_bootstrapped(st: &mut State, management: &str) {
     });
     acl.policies
         .insert(GLOBAL_MANAGEMENT_ID.into(), obj(policy));
-    let mgmt = json!({
-        "AccessorID": new_uuid(),
-        "SecretID": management,
-        "Description": "Initial Management Token",
-        "Policies": [{"ID": GLOBAL_MANAGEMENT_ID, "Name": "global-management"}],
-        "Local": false,
-        "CreateTime": now,
-        "Hash": "",
-        "CreateIndex": idx,
-        "ModifyIndex": idx
-    });
     let anon = json!({
         "AccessorID": ANONYMOUS_ID,
         "SecretID": "anonymous",
@@ -73,9 +64,59 @@ fn ensure_bootstrapped(st: &mut State, management: &str) {
         "CreateIndex": idx,
         "ModifyIndex": idx
     });
-    let id = mgmt["AccessorID"].as_str().unwrap_or_default().to_string();
-    acl.tokens.insert(id, obj(mgmt));
     acl.tokens.insert(ANONYMOUS_ID.into(), obj(anon));
+    if let Some(secret) = management {
+        acl.bootstrap_index = idx;
+        let mgmt = management_token(secret, "Initial Management Token", &now, idx);
+        let id = mgmt["AccessorID"].as_str().unwrap_or_default().to_string();
+        acl.tokens.insert(id, mgmt);
+    }
+}
+
+/// A token linked to `global-management`.
+fn management_token(secret: &str, description: &str, now: &str, idx: u64) -> Map<String, Value> {
+    obj(json!({
+        "AccessorID": new_uuid(),
+        "SecretID": secret,
+        "Description": description,
+        "Policies": [{"ID": GLOBAL_MANAGEMENT_ID, "Name": "global-management"}],
+        "Local": false,
+        "CreateTime": now,
+        "Hash": "",
+        "CreateIndex": idx,
+        "ModifyIndex": idx
+    }))
+}
+
+/// `PUT /v1/acl/bootstrap` (`ACL.BootstrapTokens`): the management token, once; after that
+/// (or with an initial management token configured) 403 naming the bootstrap's index.
+fn bootstrap(ctx: &Ctx) -> Result<Reply, Reply> {
+    let made = ctx.shared.write(|st| {
+        let done = st.acl().bootstrap_index;
+        if done > 0 {
+            return Err(done);
+        }
+        let idx = st.acl_write_index();
+        let now = rfc3339(SystemTime::now());
+        let token = management_token(
+            &new_uuid(),
+            "Bootstrap Token (Global Management)",
+            &now,
+            idx,
+        );
+        let acl = st.acl_mut();
+        acl.bootstrap_index = idx;
+        let id = token["AccessorID"].as_str().unwrap_or_default().to_string();
+        acl.tokens.insert(id, token.clone());
+        Ok(token)
+    });
+    match made {
+        Ok(token) => ok_json(ctx, Value::Object(token)),
+        Err(index) => Err(Reply::text(
+            403,
+            format!("Permission denied: ACL bootstrap no longer allowed (reset index: {index})"),
+        )),
+    }
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -93,24 +134,20 @@ pub(crate) async fn handle(
     rest: &str,
     body: &[u8],
 ) -> Reply {
-    let Some(management) = ctx.acl().map(str::to_string) else {
+    if !ctx.acls_enabled() {
         return disabled();
-    };
+    }
+    let management = ctx.acl().map(str::to_string);
     // ACL RPCs are routed by `?dc=` like every other read and write.
     if ctx.foreign_dc() {
         return Reply::text(500, "No path to datacenter");
     }
-    ctx.shared.write(|st| ensure_bootstrapped(st, &management));
+    ctx.shared
+        .write(|st| ensure_bootstrapped(st, management.as_deref()));
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let t = token.as_deref();
     let r = match pattern {
-        "/v1/acl/bootstrap" => Err(Reply::text(
-            403,
-            format!(
-                "Permission denied: ACL bootstrap no longer allowed (reset index: {})",
-                ctx.shared.read(|st| st.acl().index)
-            ),
-        )),
+        "/v1/acl/bootstrap" => bootstrap(ctx),
         "/v1/acl/login" => Err(not_found()),
         // `ACL.ReplicationStatus`: a primary datacenter's server replicates nothing.
         "/v1/acl/replication" => ok_json(

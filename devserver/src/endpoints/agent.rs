@@ -43,7 +43,7 @@ pub(crate) async fn handle(
         "/v1/agent/self" => agent_self(ctx),
         "/v1/agent/members" => members(ctx),
         "/v1/agent/services" => services(ctx),
-        "/v1/agent/service/" => service(ctx, rest),
+        "/v1/agent/service/" => crate::endpoints::agent_service::service(ctx, rest).await,
         "/v1/agent/service/register" => register_service(ctx, body),
         "/v1/agent/service/deregister/" => deregister_service(ctx, rest),
         "/v1/agent/service/maintenance/" => service_maintenance(ctx, rest),
@@ -95,7 +95,7 @@ pub(crate) fn member(ctx: &Ctx, wan: bool) -> Value {
         "Addr": "127.0.0.1",
         "Port": if wan { 8302 } else { 8301 },
         "Tags": {
-            "acls": if cfg.acl_token.is_some() { "1" } else { "0" },
+            "acls": if cfg.acls_enabled() { "1" } else { "0" },
             "build": format!("{}:baton-devserver", cfg.consul_version),
             "dc": cfg.datacenter,
             "id": ctx.shared.node_id,
@@ -157,7 +157,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
         "Stats": {
             "agent": {"check_monitors": "0", "check_ttls": "0", "checks": "0", "services": "0"},
             "consul": {
-                "acl": if cfg.acl_token.is_some() { "enabled" } else { "disabled" },
+                "acl": if cfg.acls_enabled() { "enabled" } else { "disabled" },
                 "bootstrap": "false",
                 "known_datacenters": "1",
                 "leader": if leader { "true" } else { "false" },
@@ -194,20 +194,6 @@ fn services(ctx: &Ctx) -> Result<Reply, Reply> {
             .collect()
     });
     Ok(Reply::json(200, &Value::Object(out), ctx.pretty()))
-}
-
-fn service(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
-    let node = node_name(ctx);
-    let dc = ctx.shared.cfg.datacenter.clone();
-    match ctx.shared.read(|st| st.service(&node, id).cloned()) {
-        Some(s) if s.id != "consul" => {
-            require(ctx, "service:read", &s.service)?;
-            let mut v = catalog_json::agent_service(&s, &dc);
-            v["ContentHash"] = json!(format!("{:016x}", s.modify_index));
-            Ok(Reply::json(200, &v, ctx.pretty()))
-        }
-        _ => Err(Reply::text(404, format!("unknown service ID: {id}"))),
-    }
 }
 
 /// What a check definition (`structs.CheckType`/`CheckDefinition`) describes.

@@ -112,7 +112,7 @@ pub(crate) fn handle(
 /// `PUT /v1/agent/token/<type>`: 401 with ACLs off; a known type with `acl:write` is accepted
 /// (and not used: the dev server has one management token).
 fn agent_token(ctx: &Ctx, t: Option<&str>, kind: &str, body: &[u8]) -> Result<Reply, Reply> {
-    if ctx.acl().is_none() {
+    if !ctx.acls_enabled() {
         return Err(Reply::text(401, "ACL support disabled"));
     }
     crate::endpoints::access::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
