@@ -44,6 +44,15 @@ pub struct Config {
     /// token is refused with `ACL system must be bootstrapped before making any requests that
     /// require authorization: ACL not found`. Implied by [`Config::acl_token`].
     pub acl_enabled: bool,
+    /// A server agent (Consul's `server`, the default) or a client agent (`false`): what its
+    /// member tags (`role`) and `/v1/agent/self` say.
+    pub server: bool,
+    /// Listen on the serf ports ([`Config::serf_ports`], 0 for any free port) for other dev
+    /// servers' joins, as `consul agent` does (the `consul agent` command line turns it on).
+    /// Then `PUT /v1/agent/join/<addr>` with another dev server's serf address joins the two:
+    /// each lists the other in `/v1/agent/members` (`?wan` for the WAN pool), and
+    /// `PUT /v1/agent/leave` shows this one as left (status 3) to those it joined.
+    pub serf_listen: bool,
     /// Consul's `acl.default_policy` with ACLs on: `false` (the default here, `deny`) denies
     /// the anonymous token everything; `true` (`allow`) allows it everything but the ACL
     /// system itself.
@@ -96,6 +105,8 @@ impl Default for Config {
             acl_token: None,
             acl_tokens: Vec::new(),
             acl_enabled: false,
+            server: true,
+            serf_listen: false,
             acl_default_allow: false,
             pretty: false,
             tombstone_ttl: Duration::from_secs(15 * 60),

@@ -93,6 +93,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/operator/raft/transfer-leader", &["POST"]),
     ("/v1/operator/autopilot/configuration", &["GET", "PUT"]),
     ("/v1/operator/autopilot/health", &["GET"]),
+    ("/v1/operator/autopilot/state", &["GET"]),
     ("/v1/operator/usage", &["GET"]),
     ("/v1/acl/bootstrap", &["PUT"]),
     ("/v1/acl/login", &["POST"]),

@@ -84,6 +84,33 @@ impl DevServer {
             Some((l, _)) => Some(l.local_addr()?),
             None => None,
         };
+        // Serf's LAN and WAN ports, for other dev servers' joins. A port another process holds
+        // leaves that pool unreachable (a warning), rather than failing the start.
+        let mut config = config;
+        let mut serf = Vec::new();
+        if config.serf_listen {
+            let _in_runtime = rt.enter();
+            for (i, pool) in [crate::serf::Pool::Lan, crate::serf::Pool::Wan]
+                .into_iter()
+                .enumerate()
+            {
+                let port = if i == 0 {
+                    &mut config.serf_ports.0
+                } else {
+                    &mut config.serf_ports.1
+                };
+                match std::net::TcpListener::bind((config.addr.ip(), *port)).and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    tokio::net::TcpListener::from_std(l)
+                }) {
+                    Ok(l) => {
+                        *port = l.local_addr()?.port();
+                        serf.push((l, pool));
+                    }
+                    Err(e) => eprintln!("baton-devserver: serf port {port} not served: {e}"),
+                }
+            }
+        }
         let shared = Arc::new(Shared::new(config));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s2 = shared.clone();
@@ -93,6 +120,13 @@ impl DevServer {
                 rt.block_on(async move {
                     tokio::spawn(ttl_timers(s2.clone()));
                     tokio::spawn(tombstone_reaper(s2.clone()));
+                    for (l, pool) in serf {
+                        let s3 = s2.clone();
+                        let me = crate::serf::member(&s3.cfg, &s3.node_id, pool);
+                        tokio::spawn(
+                            async move { crate::serf::listen(l, pool, me, &s3.serf).await },
+                        );
+                    }
                     let https_loop = async {
                         match https {
                             Some((l, acceptor)) => {

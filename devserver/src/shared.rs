@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     /// The `?cached` requests the agent cache has answered (keyed by path and query): the
     /// first is a `MISS`, those after it a `HIT`.
     pub agent_cache: Mutex<std::collections::HashSet<String>>,
+    /// The other agents this one joined or was joined by.
+    pub serf: crate::serf::Pools,
 }
 
 impl Shared {
@@ -87,6 +89,7 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             node_id,
             agent_cache: Mutex::new(Default::default()),
+            serf: Default::default(),
         }
     }
 

@@ -185,3 +185,129 @@ fn acl_bootstrap_is_refused_with_an_initial_management_token() {
         r.text()
     );
 }
+
+/// A dev server listening on its serf ports, as `consul agent` does.
+fn agent(node: &str, dc: &str, server: bool) -> DevServer {
+    start_with(|c| {
+        c.node_name = node.into();
+        c.datacenter = dc.into();
+        c.server = server;
+        c.serf_listen = true;
+        c.serf_ports = (0, 0);
+    })
+}
+
+/// The serf address `/v1/agent/self` advertises (`tcp://` stripped): `LAN` or `WAN`.
+fn serf_addr(s: &DevServer, pool: &str) -> String {
+    let me = ok_json(get(s, "/v1/agent/self"));
+    me["DebugConfig"][format!("SerfAdvertiseAddr{pool}")]
+        .as_str()
+        .unwrap()
+        .strip_prefix("tcp://")
+        .unwrap()
+        .to_string()
+}
+
+/// TestAPI_AgentMembersOpts: a server of dc2 joins the first one's WAN address; the first one
+/// then lists both in its WAN pool (`?wan=1`), and still only itself on the LAN.
+#[test]
+fn agent_members_wan_lists_the_joined_server() {
+    let s1 = agent("node1", "dc1", true);
+    let s2 = agent("node2", "dc2", true);
+    let r = put(
+        &s2,
+        &format!("/v1/agent/join/{}?wan=1", serf_addr(&s1, "WAN")),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let wan = ok_json(get(&s1, "/v1/agent/members?wan=1"));
+    let mut names: Vec<&str> = wan
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["node1.dc1", "node2.dc2"]);
+    let node2 = wan
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["Name"] == "node2.dc2");
+    assert_eq!(node2.unwrap()["Tags"]["dc"], "dc2");
+    assert_eq!(
+        ok_json(get(&s1, "/v1/agent/members"))
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // The joiner learnt the other server too.
+    assert_eq!(
+        ok_json(get(&s2, "/v1/agent/members?wan=1"))
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// TestAPI_AgentLeave: a client agent joins the server's LAN address and leaves; the server
+/// lists it with Serf's `StatusLeft` (3).
+#[test]
+fn agent_leave_shows_the_member_as_left() {
+    let s1 = agent("node1", "dc1", true);
+    let s2 = agent("node2", "dc1", false);
+    let r = put(
+        &s2,
+        &format!("/v1/agent/join/{}", serf_addr(&s1, "LAN")),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let members = ok_json(get(&s1, "/v1/agent/members"));
+    let other = |list: &Value| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["Name"] != "node1")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(other(&members)["Status"], 1);
+    assert_eq!(other(&members)["Tags"]["role"], "node");
+    let r = put(&s2, "/v1/agent/leave", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let members = ok_json(get(&s1, "/v1/agent/members"));
+    assert_eq!(members.as_array().unwrap().len(), 2);
+    assert_eq!(other(&members)["Name"], "node2");
+    assert_eq!(other(&members)["Status"], 3);
+}
+
+/// A join to a serf address nobody listens on fails with Serf's text for it.
+#[test]
+fn agent_join_of_a_closed_port_is_refused() {
+    let s = agent("node1", "dc1", true);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap();
+    drop(free);
+    put(&s, &format!("/v1/agent/join/{addr}"), b"").assert(
+        500,
+        &format!("1 error occurred:\n\t* Failed to join {addr}: dial tcp {addr}: connect: connection refused\n\n"),
+    );
+}
+
+/// TestAPI_OperatorAutopilotState: the servers by node ID; this one healthy, under its name,
+/// the leader and the only voter.
+#[test]
+fn operator_autopilot_state_is_this_healthy_server() {
+    let s = start_with(|c| c.node_id = Some("0b6b2a4c-1111-2222-3333-444444444444".into()));
+    let id = "0b6b2a4c-1111-2222-3333-444444444444";
+    let v = ok_json(get(&s, "/v1/operator/autopilot/state"));
+    let srv = &v["Servers"][id];
+    assert_eq!(srv["Healthy"], true);
+    assert_eq!(srv["Name"], s.node_name());
+    assert_eq!(srv["Status"], "leader");
+    assert_eq!(v["Leader"], id);
+    assert_eq!(v["Voters"], json!([id]));
+    assert_eq!(v["Servers"].as_object().unwrap().len(), 1);
+}

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("state", 3),
     // What the listener, connections, timers and handle share.
     ("watch", 4),
+    ("serf", 4),
     ("shared", 5),
     // Requests and replies, blocking queries.
     ("query", 6),

@@ -7,7 +7,8 @@
 //! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` (with `acl.tokens.master` or
 //! `acl.tokens.initial_management`, or neither: then not bootstrapped), `acl.default_policy`
 //! (absent means `deny` here, where Consul's default is `allow`), `session_ttl_min`,
-//! `node_id`, `node_meta`, `ports.serf_lan`/`serf_wan`; the files' `service`/`services` definitions are registered on
+//! `node_id`, `node_meta`, `server`, `ports.serf_lan`/`serf_wan` (listened on, for other
+//! agents' joins); the files' `service`/`services` definitions are registered on
 //! `PUT /v1/agent/reload` (not at start). Everything else is accepted and ignored;
 //! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
 
@@ -68,6 +69,9 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
     if let Some(p) = s(&["acl", "default_policy"]) {
         cfg.acl_default_allow = p == "allow";
     }
+    if let Some(server) = get(v, &["server"]).and_then(Value::as_bool) {
+        cfg.server = server;
+    }
     if let Some(d) = s(&["session_ttl_min"]) {
         let ns = parse_go_duration(&d).map_err(|e| format!("session_ttl_min: {e}"))?;
         cfg.session_ttl_min = Duration::from_nanos(ns.max(1) as u64);
@@ -125,6 +129,8 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
         }
     }
     cfg.addr = SocketAddr::new(ip, port);
+    // A `consul agent` listens on its serf ports: other agents of a test join it there.
+    cfg.serf_listen = true;
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }

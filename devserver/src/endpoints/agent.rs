@@ -14,6 +14,7 @@ use crate::endpoints::ctx::Ctx;
 use crate::endpoints::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::Reply;
+use crate::serf::Pool;
 use crate::state::{Check, CheckStatus, Service, State};
 
 /// `structs.NodeMaint`: the check node maintenance mode registers.
@@ -56,6 +57,8 @@ pub(crate) async fn handle(
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
         "/v1/agent/connect/ca/roots" => Ok(crate::endpoints::connect::ca_roots(ctx)),
+        "/v1/agent/join/" => crate::endpoints::agent_misc::join(ctx, rest).await,
+        "/v1/agent/leave" => crate::endpoints::agent_misc::leave(ctx).await,
         "/v1/agent/reload" => {
             require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
         }
@@ -84,38 +87,8 @@ fn node_name(ctx: &Ctx) -> String {
 /// `Member` of `/v1/agent/self` and each of `/v1/agent/members` (`?wan` names it
 /// `<node>.<dc>`, as the WAN pool does).
 pub(crate) fn member(ctx: &Ctx, wan: bool) -> Value {
-    let cfg = &ctx.shared.cfg;
-    let name = if wan {
-        format!("{}.{}", cfg.node_name, cfg.datacenter)
-    } else {
-        cfg.node_name.clone()
-    };
-    json!({
-        "Name": name,
-        "Addr": "127.0.0.1",
-        "Port": if wan { 8302 } else { 8301 },
-        "Tags": {
-            "acls": if cfg.acls_enabled() { "1" } else { "0" },
-            "build": format!("{}:baton-devserver", cfg.consul_version),
-            "dc": cfg.datacenter,
-            "id": ctx.shared.node_id,
-            "port": "8300",
-            "raft_vsn": "3",
-            "role": "consul",
-            "segment": "",
-            "vsn": "2",
-            "vsn_max": "3",
-            "vsn_min": "2",
-            "wan_join_port": "8302"
-        },
-        "Status": 1,
-        "ProtocolMin": 1,
-        "ProtocolMax": 5,
-        "ProtocolCur": 2,
-        "DelegateMin": 2,
-        "DelegateMax": 5,
-        "DelegateCur": 4
-    })
+    let pool = if wan { Pool::Wan } else { Pool::Lan };
+    crate::serf::member(&ctx.shared.cfg, &ctx.shared.node_id, pool)
 }
 
 /// The agent node's metadata as `/v1/agent/self` shows it.
@@ -141,7 +114,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
             "NodeName": cfg.node_name,
             "NodeID": ctx.shared.node_id,
             "Revision": "baton-devserver",
-            "Server": true,
+            "Server": cfg.server,
             "Version": cfg.consul_version.to_string(),
             "BuildDate": "2023-01-27T00:00:00Z"
         },
@@ -173,10 +146,17 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
     Ok(Reply::json(200, &body, ctx.pretty()))
 }
 
+/// `/v1/agent/members`: this agent and those it joined or was joined by.
 fn members(ctx: &Ctx) -> Result<Reply, Reply> {
     require(ctx, "node:read", &node_name(ctx))?;
     let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
-    Ok(Reply::json(200, &json!([member(ctx, wan)]), ctx.pretty()))
+    let mut all = vec![member(ctx, wan)];
+    all.extend(
+        ctx.shared
+            .serf
+            .others(if wan { Pool::Wan } else { Pool::Lan }),
+    );
+    Ok(Reply::json(200, &Value::Array(all), ctx.pretty()))
 }
 
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use crate::endpoints::catalog_json;
 use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
+use crate::serf::Pool;
 use crate::state::CheckStatus;
 
 /// Log levels `consul monitor` accepts (`logging.ValidateLogLevel`).
@@ -78,17 +79,6 @@ pub(crate) fn handle(
             &json!({"SHA": "", "BuildDate": "2023-01-27T00:00:00Z", "HumanVersion": ctx.shared.cfg.consul_version.to_string(), "FIPS": ""}),
             ctx.pretty(),
         )),
-        "/v1/agent/leave" => {
-            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
-            Err(Reply::text(
-                500,
-                "baton-devserver does not leave: stop the process instead",
-            ))
-        }
-        "/v1/agent/join/" => {
-            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
-            join(ctx, rest)
-        }
         "/v1/agent/force-leave/" => {
             crate::endpoints::access::require(ctx, t, "operator:write", "")?;
             if rest == node {
@@ -222,22 +212,48 @@ pub(crate) fn status_peers(ctx: &Ctx) -> Reply {
 }
 
 /// `PUT /v1/agent/join/<addr>`: joining this agent's own serf address (LAN, or WAN with
-/// `?wan`) succeeds, as it does on a single agent; any other address fails, as a join to an
-/// agent that is not there does.
-fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
+/// `?wan`) succeeds, as it does on a single agent; another dev server's serf address joins the
+/// two ([`crate::serf`]); anything else fails as a join to an agent that is not there does.
+pub(crate) async fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let cfg = &ctx.shared.cfg;
+    crate::endpoints::access::require(ctx, token.as_deref(), "agent:write", &cfg.node_name)?;
     let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
-    let (lan_port, wan_port) = ctx.shared.cfg.serf_ports;
-    let port = if wan { wan_port } else { lan_port };
+    let (lan_port, wan_port) = cfg.serf_ports;
+    let (port, pool) = if wan {
+        (wan_port, Pool::Wan)
+    } else {
+        (lan_port, Pool::Lan)
+    };
     let own = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
     if own.iter().any(|a| a == addr) {
         return Ok(Reply::text(200, ""));
     }
-    Err(Reply::text(
-        500,
-        format!(
-            "1 error occurred:\n\t* Failed to join {addr}: baton-devserver is a single node\n\n"
-        ),
-    ))
+    let me = crate::serf::member(cfg, &ctx.shared.node_id, pool);
+    match crate::serf::join(&ctx.shared.serf, pool, addr, &me).await {
+        Ok(()) => Ok(Reply::text(200, "")),
+        Err(e) => Err(Reply::text(
+            500,
+            format!("1 error occurred:\n\t* Failed to join {addr}: {e}\n\n"),
+        )),
+    }
+}
+
+/// `PUT /v1/agent/leave`: the agents this one joined are told it left (they list it with
+/// status 3). A Consul agent then shuts down; the dev server keeps answering.
+pub(crate) async fn leave(ctx: &Ctx) -> Result<Reply, Reply> {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let cfg = &ctx.shared.cfg;
+    crate::endpoints::access::require(ctx, token.as_deref(), "agent:write", &cfg.node_name)?;
+    let lan = crate::serf::member(cfg, &ctx.shared.node_id, Pool::Lan);
+    let wan = crate::serf::member(cfg, &ctx.shared.node_id, Pool::Wan);
+    crate::serf::leave(
+        &ctx.shared.serf,
+        lan["Name"].as_str().unwrap_or_default(),
+        wan["Name"].as_str().unwrap_or_default(),
+    )
+    .await;
+    Ok(Reply::text(200, ""))
 }
 
 /// The runtime gauges `/v1/agent/metrics` reports (`consul.runtime.*`, as go-metrics names a
