@@ -267,17 +267,22 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
 }
 
 fn logout(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
-    let Some(secret) = t else {
-        return Err(not_found());
+    // `ACLLogout`: no token is 401; `ACL.Logout`: an unknown one is not found, one that no
+    // login made may not be logged out.
+    let Some(secret) = t.filter(|s| !s.is_empty()) else {
+        return Err(Reply::text(401, "Supplied token does not exist"));
     };
     let found = ctx.shared.read(|st| {
-        st.acl().tokens.values().any(|o| {
-            o.get("SecretID").and_then(Value::as_str) == Some(secret)
-                && o.get("AuthMethod").is_some()
-        })
+        st.acl()
+            .tokens
+            .values()
+            .find(|o| o.get("SecretID").and_then(Value::as_str) == Some(secret))
+            .map(|o| o.get("AuthMethod").is_some())
     });
-    if !found {
-        return Err(not_found());
+    match found {
+        None => return Err(not_found()),
+        Some(false) => return Err(Reply::text(403, "Permission denied")),
+        Some(true) => {}
     }
     ctx.shared.write(|st| {
         st.acl_write_index();
@@ -338,7 +343,15 @@ fn item(
     body: &[u8],
 ) -> Result<Reply, Reply> {
     if rest.is_empty() && *method != Method::PUT {
-        return Err(Reply::text(400, format!("Missing {} ID", kind.noun())));
+        // `ACL*CRUD`: what each names the missing part.
+        let what = match kind {
+            Kind::Token => "token AccessorID",
+            Kind::AuthMethod => "auth method name",
+            Kind::Policy => "policy ID",
+            Kind::Role => "role ID",
+            Kind::BindingRule => "binding rule ID",
+        };
+        return Err(Reply::text(400, format!("Missing {what}")));
     }
     if *method == Method::PUT {
         return write(ctx, t, kind, rest, body, false);

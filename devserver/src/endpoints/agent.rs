@@ -148,8 +148,13 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
 
 /// `/v1/agent/members`: this agent and those it joined or was joined by.
 fn members(ctx: &Ctx) -> Result<Reply, Reply> {
+    // `AgentMembers`: any non-empty `?wan=` asks for the WAN pool, which has no segments.
+    let wan = !ctx.query.get("wan").is_empty();
+    let segment = ctx.query.get("segment");
+    if wan && !segment.is_empty() && segment != "_all" {
+        return Err(Reply::text(400, "Cannot provide a segment with wan=true"));
+    }
     require(ctx, "node:read", &node_name(ctx))?;
-    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
     let mut all = vec![member(ctx, wan)];
     all.extend(
         ctx.shared

@@ -81,7 +81,12 @@ pub(crate) fn handle(
         )),
         "/v1/agent/force-leave/" => {
             crate::endpoints::access::require(ctx, t, "operator:write", "")?;
-            if rest == node {
+            // `ForceLeave`: a member this agent knows, itself or one it joined.
+            let known = [Pool::Lan, Pool::Wan]
+                .into_iter()
+                .flat_map(|p| ctx.shared.serf.others(p))
+                .any(|m| m["Name"] == rest);
+            if rest == node || known {
                 return Ok(Reply::text(200, ""));
             }
             Err(Reply::text(
@@ -218,7 +223,8 @@ pub(crate) async fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let cfg = &ctx.shared.cfg;
     crate::endpoints::access::require(ctx, token.as_deref(), "agent:write", &cfg.node_name)?;
-    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
+    // `AgentJoin`: any non-empty `?wan=` joins the WAN pool.
+    let wan = !ctx.query.get("wan").is_empty();
     let (lan_port, wan_port) = cfg.serf_ports;
     let (port, pool) = if wan {
         (wan_port, Pool::Wan)

@@ -47,6 +47,14 @@ fn not_found() -> Reply {
     Reply::text(404, "Query not found")
 }
 
+/// `PreparedQuery.Apply` on an ID no query has (update, delete).
+fn no_such_query(id: &str) -> Reply {
+    Reply::text(
+        500,
+        format!("Cannot modify non-existent prepared query: '{id}'"),
+    )
+}
+
 /// The stored form: the defaults of every field, then what the request set.
 fn normalize(body: &Map<String, Value>, id: &str) -> Value {
     let mut def = json!({
@@ -100,7 +108,11 @@ fn create(ctx: &Ctx, t: Option<&str>, body: &[u8]) -> Result<Reply, Reply> {
 
 fn validate(def: &Value) -> Result<(), Reply> {
     if def["Service"]["Service"].as_str().unwrap_or("").is_empty() {
-        return Err(Reply::text(400, "Must provide a Service name to query"));
+        // `PreparedQuery.Apply` wraps `parseQuery`'s error; an RPC error is a 500.
+        return Err(Reply::text(
+            500,
+            "Invalid prepared query: Must provide a Service name to query",
+        ));
     }
     Ok(())
 }
@@ -109,11 +121,12 @@ fn update(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Re
     require(ctx, t, "query:write", "")?;
     let obj = decode::object(body, "structs.PreparedQuery")?;
     let mut def = normalize(&obj, id);
-    validate(&def)?;
     ctx.shared.write(|st| {
+        // `Apply` looks the query up before it parses the new definition.
         let Some(old) = st.prepared_queries.get(id) else {
-            return Err(not_found());
+            return Err(no_such_query(id));
         };
+        validate(&def)?;
         def["CreateIndex"] = old["CreateIndex"].clone();
         let idx = st.next_index();
         def["ModifyIndex"] = json!(idx);
@@ -128,7 +141,7 @@ fn delete(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
     require(ctx, t, "query:write", "")?;
     ctx.shared.write(|st| {
         if st.prepared_queries.remove(id).is_none() {
-            return Err(not_found());
+            return Err(no_such_query(id));
         }
         st.prepared_queries_index = st.next_index();
         Ok(())
