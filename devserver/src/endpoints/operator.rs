@@ -119,7 +119,8 @@ fn autopilot_defaults(index: u64) -> Value {
 fn autopilot_get(ctx: &Ctx) -> Result<Reply, Reply> {
     allowed(ctx, "operator:read")?;
     let v = ctx.shared.read(|st| {
-        st.autopilot
+        st.operator
+            .autopilot
             .clone()
             .unwrap_or_else(|| autopilot_defaults(crate::state::BOOT_INDEX))
     });
@@ -143,6 +144,7 @@ fn autopilot_set(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     };
     let stored = ctx.shared.write(|st| {
         let current = st
+            .operator
             .autopilot
             .clone()
             .unwrap_or_else(|| autopilot_defaults(crate::state::BOOT_INDEX));
@@ -163,7 +165,7 @@ fn autopilot_set(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             };
             next.insert(k.clone(), v);
         }
-        st.autopilot = Some(Value::Object(next));
+        st.operator.autopilot = Some(Value::Object(next));
         true
     });
     Ok(Reply::json(200, &json!(stored), ctx.pretty()))

@@ -100,8 +100,8 @@ fn create(ctx: &Ctx, t: Option<&str>, body: &[u8]) -> Result<Reply, Reply> {
         let idx = st.next_index();
         def["CreateIndex"] = json!(idx);
         def["ModifyIndex"] = json!(idx);
-        st.prepared_queries.insert(id.clone(), def);
-        st.prepared_queries_index = idx;
+        st.operator.prepared_queries.insert(id.clone(), def);
+        st.operator.prepared_queries_index = idx;
     });
     Ok(Reply::json(200, &json!({"ID": id}), ctx.pretty()))
 }
@@ -123,15 +123,15 @@ fn update(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Re
     let mut def = normalize(&obj, id);
     ctx.shared.write(|st| {
         // `Apply` looks the query up before it parses the new definition.
-        let Some(old) = st.prepared_queries.get(id) else {
+        let Some(old) = st.operator.prepared_queries.get(id) else {
             return Err(no_such_query(id));
         };
         validate(&def)?;
         def["CreateIndex"] = old["CreateIndex"].clone();
         let idx = st.next_index();
         def["ModifyIndex"] = json!(idx);
-        st.prepared_queries.insert(id.to_string(), def);
-        st.prepared_queries_index = idx;
+        st.operator.prepared_queries.insert(id.to_string(), def);
+        st.operator.prepared_queries_index = idx;
         Ok(())
     })?;
     Ok(Reply::text(200, ""))
@@ -140,10 +140,10 @@ fn update(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Re
 fn delete(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
     require(ctx, t, "query:write", "")?;
     ctx.shared.write(|st| {
-        if st.prepared_queries.remove(id).is_none() {
+        if st.operator.prepared_queries.remove(id).is_none() {
             return Err(no_such_query(id));
         }
-        st.prepared_queries_index = st.next_index();
+        st.operator.prepared_queries_index = st.next_index();
         Ok(())
     })?;
     Ok(Reply::text(200, ""))
@@ -153,8 +153,8 @@ fn read(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
     require(ctx, t, "query:read", "")?;
     let (def, index) = ctx.shared.read(|st| {
         (
-            st.prepared_queries.get(id).cloned(),
-            st.prepared_queries_index,
+            st.operator.prepared_queries.get(id).cloned(),
+            st.operator.prepared_queries_index,
         )
     });
     let def = def.ok_or_else(not_found)?;
@@ -164,8 +164,8 @@ fn read(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
 fn list(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
     require(ctx, t, "query:read", "")?;
     let (defs, index) = ctx.shared.read(|st| {
-        let defs: Vec<Value> = st.prepared_queries.values().cloned().collect();
-        (defs, st.prepared_queries_index)
+        let defs: Vec<Value> = st.operator.prepared_queries.values().cloned().collect();
+        (defs, st.operator.prepared_queries_index)
     });
     Ok(Reply::json(200, &Value::Array(defs), ctx.pretty()).with_meta(index))
 }
@@ -173,14 +173,15 @@ fn list(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
 /// The query an ID or name names: by ID, by exact name, else the template whose name is the
 /// longest prefix of it.
 fn resolve(st: &State, id_or_name: &str) -> Option<Value> {
-    if let Some(d) = st.prepared_queries.get(id_or_name) {
+    if let Some(d) = st.operator.prepared_queries.get(id_or_name) {
         return Some(d.clone());
     }
     let by_name = |d: &&Value| d["Name"].as_str() == Some(id_or_name);
-    if let Some(d) = st.prepared_queries.values().find(by_name) {
+    if let Some(d) = st.operator.prepared_queries.values().find(by_name) {
         return Some(d.clone());
     }
-    st.prepared_queries
+    st.operator
+        .prepared_queries
         .values()
         .filter(|d| d["Template"]["Type"] == "name_prefix_match")
         .filter(|d| id_or_name.starts_with(d["Name"].as_str().unwrap_or("")))
