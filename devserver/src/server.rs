@@ -114,6 +114,7 @@ impl DevServer {
         let shared = Arc::new(Shared::new(config));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s2 = shared.clone();
+        let after = shared.clone();
         let thread = std::thread::Builder::new()
             .name("baton-devserver".into())
             .spawn(move || {
@@ -135,13 +136,28 @@ impl DevServer {
                             None => std::future::pending().await,
                         }
                     };
+                    let mut left = s2.left.subscribe();
                     tokio::select! {
                         _ = crate::http::accept_loop(listener, s2.clone(), None) => {}
                         _ = https_loop => {}
                         _ = rx => {}
+                        _ = left.wait_for(|l| *l) => {}
                     }
                 });
                 rt.shutdown_timeout(Duration::from_secs(2));
+                if *after.left.borrow() {
+                    after
+                        .stopped_after_leave
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    let hook = after
+                        .on_left
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
+                    if let Some(f) = hook {
+                        f();
+                    }
+                }
             })?;
         Ok(DevServer {
             shared,
@@ -282,6 +298,23 @@ impl DevServer {
     /// The last raft-equivalent index handed out.
     pub fn current_index(&self) -> u64 {
         self.shared.read(|st| st.current_index())
+    }
+
+    /// Whether the server has stopped because it was asked to leave (`PUT /v1/agent/leave`):
+    /// then nothing answers on its addresses any more.
+    pub fn has_left(&self) -> bool {
+        self.shared
+            .stopped_after_leave
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Runs `f` once, on the server's thread, when the server stops after a leave.
+    pub(crate) fn on_left(&self, f: impl FnOnce() + Send + 'static) {
+        *self
+            .shared
+            .on_left
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
     }
 
     /// Stops the server and joins its thread.

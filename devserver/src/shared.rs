@@ -63,6 +63,13 @@ pub(crate) struct Shared {
     pub agent_cache: Mutex<std::collections::HashSet<String>>,
     /// The other agents this one joined or was joined by.
     pub serf: crate::serf::Pools,
+    /// Set once a `PUT /v1/agent/leave` has been answered: the server then stops, as a Consul
+    /// agent shuts down after leaving.
+    pub left: watch::Sender<bool>,
+    /// Set when the server has stopped after a leave (its listeners are closed).
+    pub stopped_after_leave: std::sync::atomic::AtomicBool,
+    /// Run once the server has stopped after a leave (the command line exits then).
+    pub on_left: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Shared {
@@ -90,6 +97,9 @@ impl Shared {
             node_id,
             agent_cache: Mutex::new(Default::default()),
             serf: Default::default(),
+            left: watch::channel(false).0,
+            stopped_after_leave: Default::default(),
+            on_left: Mutex::new(None),
         }
     }
 

@@ -252,8 +252,8 @@ fn agent_members_wan_lists_the_joined_server() {
     );
 }
 
-/// TestAPI_AgentLeave: a client agent joins the server's LAN address and leaves; the server
-/// lists it with Serf's `StatusLeft` (3).
+/// TestAPI_AgentLeave: a client agent joins the server's LAN address and leaves; it then stops
+/// answering, and the server lists it with Serf's `StatusLeft` (3).
 #[test]
 fn agent_leave_shows_the_member_as_left() {
     let s1 = agent("node1", "dc1", true);
@@ -277,6 +277,12 @@ fn agent_leave_shows_the_member_as_left() {
     assert_eq!(other(&members)["Tags"]["role"], "node");
     let r = put(&s2, "/v1/agent/leave", b"");
     assert_eq!(r.status, 200, "{}", r.text());
+    // The leaver then shuts down, as a Consul agent does: nothing answers on its address.
+    assert!(
+        poll_until(Duration::from_secs(20), || s2.has_left()).is_some(),
+        "the agent did not stop after leave"
+    );
+    assert!(std::net::TcpStream::connect(s2.addr()).is_err());
     let members = ok_json(get(&s1, "/v1/agent/members"));
     assert_eq!(members.as_array().unwrap().len(), 2);
     assert_eq!(other(&members)["Name"], "node2");

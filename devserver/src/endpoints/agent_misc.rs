@@ -246,7 +246,8 @@ pub(crate) async fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
 }
 
 /// `PUT /v1/agent/leave`: the agents this one joined are told it left (they list it with
-/// status 3). A Consul agent then shuts down; the dev server keeps answering.
+/// status 3); once the answer is out the server stops, as a Consul agent shuts down after
+/// leaving (`http.rs` closes the connection after the answer and signals the stop).
 pub(crate) async fn leave(ctx: &Ctx) -> Result<Reply, Reply> {
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let cfg = &ctx.shared.cfg;
