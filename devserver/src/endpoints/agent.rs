@@ -44,7 +44,9 @@ pub(crate) async fn handle(
         "/v1/agent/self" => agent_self(ctx),
         "/v1/agent/members" => members(ctx),
         "/v1/agent/services" => services(ctx),
-        "/v1/agent/service/" => crate::endpoints::agent_service::service(ctx, rest).await,
+        // Boxed: the request future of every connection, blocking KV reads included, is as big as
+        // its biggest branch, and these rarely used ones hold timers and sockets.
+        "/v1/agent/service/" => Box::pin(crate::endpoints::agent_service::service(ctx, rest)).await,
         "/v1/agent/service/register" => register_service(ctx, body),
         "/v1/agent/service/deregister/" => deregister_service(ctx, rest),
         "/v1/agent/service/maintenance/" => service_maintenance(ctx, rest),
@@ -57,8 +59,8 @@ pub(crate) async fn handle(
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
         "/v1/agent/connect/ca/roots" => Ok(crate::endpoints::connect::ca_roots(ctx)),
-        "/v1/agent/join/" => crate::endpoints::agent_misc::join(ctx, rest).await,
-        "/v1/agent/leave" => crate::endpoints::agent_misc::leave(ctx).await,
+        "/v1/agent/join/" => Box::pin(crate::endpoints::agent_misc::join(ctx, rest)).await,
+        "/v1/agent/leave" => Box::pin(crate::endpoints::agent_misc::leave(ctx)).await,
         "/v1/agent/reload" => {
             require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
         }
