@@ -110,3 +110,90 @@ fn prepared_query_apply_texts() {
     );
     get(&s, &format!("/v1/query/{id}")).assert(404, "Query not found");
 }
+
+fn as_root(method: &str, path: &str) -> Req {
+    Req::new(method, path).header("X-Consul-Token", "root")
+}
+
+/// `agent/consul/acl_endpoint.go` `TokenDelete`, `PolicyDelete`, `RoleDelete`: deleting what
+/// is not there succeeds; the anonymous token, the caller's own token and the builtin policy
+/// may not be deleted; an accessor must be a UUID.
+#[test]
+fn acl_delete_texts() {
+    let s = acl_server();
+    let unknown = "0b6b2a4c-aaaa-bbbb-cccc-444444444444";
+    for kind in ["token", "policy", "role"] {
+        let r = as_root("DELETE", &format!("/v1/acl/{kind}/{unknown}")).send(&s);
+        assert_eq!((r.status, r.json()), (200, json!(true)), "{kind}");
+    }
+    as_root("DELETE", "/v1/acl/token/nope")
+        .send(&s)
+        .assert(500, "Accessor ID is missing or an invalid UUID");
+    as_root(
+        "DELETE",
+        "/v1/acl/token/00000000-0000-0000-0000-000000000002",
+    )
+    .send(&s)
+    .assert(500, "Delete operation not permitted on the anonymous token");
+    as_root(
+        "DELETE",
+        "/v1/acl/policy/00000000-0000-0000-0000-000000000001",
+    )
+    .send(&s)
+    .assert(
+        500,
+        "Delete operation not permitted on the builtin global-management policy",
+    );
+    let me = as_root("GET", "/v1/acl/token/self").send(&s).json();
+    let own = me["AccessorID"].as_str().unwrap();
+    as_root("DELETE", &format!("/v1/acl/token/{own}"))
+        .send(&s)
+        .assert(
+            500,
+            "Deletion of the request's authorization token is not permitted",
+        );
+}
+
+/// `agent/consul/acl_endpoint.go` `PolicySet`, `RoleSet`: the name first, then the ID's form,
+/// then whether it exists; a name clash is worded one way on create and another on rename.
+#[test]
+fn acl_policy_and_role_set_texts() {
+    let s = acl_server();
+    for (kind, what) in [("policy", "Policy"), ("role", "Role")] {
+        as_root("PUT", &format!("/v1/acl/{kind}"))
+            .json(&json!({"Name": ""}))
+            .send(&s)
+            .assert(500, &format!("Invalid {what}: no Name is set"));
+        as_root("PUT", &format!("/v1/acl/{kind}/nope"))
+            .json(&json!({"Name": "x"}))
+            .send(&s)
+            .assert(500, &format!("{what} ID invalid UUID"));
+        let unknown = "0b6b2a4c-aaaa-bbbb-cccc-444444444444";
+        as_root("PUT", &format!("/v1/acl/{kind}/{unknown}"))
+            .json(&json!({"Name": "x"}))
+            .send(&s)
+            .assert(500, &format!("cannot find {kind} {unknown}"));
+        let a = as_root("PUT", &format!("/v1/acl/{kind}"))
+            .json(&json!({"Name": "a"}))
+            .send(&s)
+            .json();
+        as_root("PUT", &format!("/v1/acl/{kind}"))
+            .json(&json!({"Name": "b"}))
+            .send(&s);
+        as_root("PUT", &format!("/v1/acl/{kind}"))
+            .json(&json!({"Name": "a"}))
+            .send(&s)
+            .assert(
+                500,
+                &format!("Invalid {what}: A {what} with Name \"a\" already exists"),
+            );
+        let id = a["ID"].as_str().unwrap();
+        as_root("PUT", &format!("/v1/acl/{kind}/{id}"))
+            .json(&json!({"Name": "b"}))
+            .send(&s)
+            .assert(
+                500,
+                &format!("Invalid {what}: A {kind} with name \"b\" already exists"),
+            );
+    }
+}

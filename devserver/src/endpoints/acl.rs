@@ -334,6 +334,52 @@ fn lookup_error(kind: Kind, id: &str) -> Option<Reply> {
     })
 }
 
+/// What `ACL.TokenDelete` and `ACL.PolicyDelete` refuse (RPC errors, 500).
+fn refuse_delete(ctx: &Ctx, t: Option<&str>, kind: Kind, id: &str) -> Result<(), Reply> {
+    let refused = |text: &str| Err(Reply::text(500, text.to_string()));
+    match kind {
+        Kind::Token if !is_uuid(id) => refused("Accessor ID is missing or an invalid UUID"),
+        Kind::Token if id == ANONYMOUS_ID => {
+            refused("Delete operation not permitted on the anonymous token")
+        }
+        Kind::Token => {
+            let own = ctx.shared.read(|st| {
+                st.acl()
+                    .tokens
+                    .get(id)
+                    .and_then(|o| o.get("SecretID").cloned())
+            });
+            match (own, t) {
+                (Some(Value::String(secret)), Some(t)) if secret == t => {
+                    refused("Deletion of the request's authorization token is not permitted")
+                }
+                _ => Ok(()),
+            }
+        }
+        Kind::Policy if id == GLOBAL_MANAGEMENT_ID => {
+            refused("Delete operation not permitted on the builtin global-management policy")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The error of an update of an object that is not there (`ACL.PolicySet`, `ACL.RoleSet`
+/// check the name and the ID's form first).
+fn missing_text(kind: Kind, id: &str, body: &Map<String, Value>) -> String {
+    let (what, noun) = match kind {
+        Kind::Policy => ("Policy", "policy"),
+        Kind::Role => ("Role", "role"),
+        _ => return format!("Cannot find {} {id:?}", kind.noun()),
+    };
+    if decode::string(body, "Name").is_empty() {
+        format!("Invalid {what}: no Name is set")
+    } else if !is_uuid(id) {
+        format!("{what} ID invalid UUID")
+    } else {
+        format!("cannot find {noun} {id}")
+    }
+}
+
 fn item(
     ctx: &Ctx,
     t: Option<&str>,
@@ -359,19 +405,13 @@ fn item(
     let by_name = rest.strip_prefix("name/");
     if *method == Method::DELETE {
         require(ctx, t, "acl:write", "")?;
-        let gone = ctx.shared.write(|st| {
-            let removed = kind.table_mut(st).remove(rest).is_some();
-            if removed {
+        refuse_delete(ctx, t, kind, rest)?;
+        // `ACL.*Delete`: deleting what is not there does nothing and succeeds.
+        ctx.shared.write(|st| {
+            if kind.table_mut(st).remove(rest).is_some() {
                 st.acl_write_index();
             }
-            removed
         });
-        if !gone && matches!(kind, Kind::Token | Kind::Policy | Kind::Role) {
-            return Err(Reply::text(
-                404,
-                format!("Cannot find {} to delete", kind.noun()),
-            ));
-        }
         return Ok(Reply::json(200, &json!(true), ctx.pretty()));
     }
     require(ctx, t, "acl:read", "")?;
@@ -492,7 +532,7 @@ fn write(
         }
         let existing = kind.table(st).get(&id).cloned();
         if !create && existing.is_none() {
-            return Err(Reply::text(500, format!("Cannot find {noun} {id:?}")));
+            return Err(Reply::text(500, missing_text(kind, &id, &body)));
         }
         if create && kind == Kind::Token && existing.is_some() {
             return Err(Reply::text(
@@ -573,14 +613,20 @@ fn fill(
         Kind::Policy => {
             let name = s("Name");
             if name.is_empty() {
-                return Err("Invalid Policy: no name set".into());
+                return Err("Invalid Policy: no Name is set".into());
             }
             let clash = st.acl().policies.values().any(|p| {
                 p.get("Name").and_then(Value::as_str) == Some(&name) && p.get("ID") != out.get("ID")
             });
-            if clash {
+            // `ACL.PolicySet` words a create's and a rename's clash differently.
+            if clash && fresh {
                 return Err(format!(
                     "Invalid Policy: A Policy with Name {name:?} already exists"
+                ));
+            }
+            if clash {
+                return Err(format!(
+                    "Invalid Policy: A policy with name {name:?} already exists"
                 ));
             }
             let rules = match fld(body, "Rules") {
@@ -601,7 +647,20 @@ fn fill(
         Kind::Role => {
             let name = s("Name");
             if name.is_empty() {
-                return Err("Invalid Role: no name set".into());
+                return Err("Invalid Role: no Name is set".into());
+            }
+            let clash = st.acl().roles.values().any(|r| {
+                r.get("Name").and_then(Value::as_str) == Some(&name) && r.get("ID") != out.get("ID")
+            });
+            if clash && fresh {
+                return Err(format!(
+                    "Invalid Role: A Role with Name {name:?} already exists"
+                ));
+            }
+            if clash {
+                return Err(format!(
+                    "Invalid Role: A role with name {name:?} already exists"
+                ));
             }
             out.insert("Name".into(), json!(name));
             out.insert("Description".into(), json!(s("Description")));
