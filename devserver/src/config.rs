@@ -27,9 +27,9 @@ pub struct Config {
     /// Consul's `limits.http_max_conns_per_client` (default 200); 0 means no limit. Connections
     /// beyond it from one IP are answered `429 Too Many Requests` and closed.
     pub max_conns_per_client: usize,
-    /// When set, ACLs are enabled with default policy `deny` and this is the only token that is
-    /// allowed anything (a management token). Requests without a token act as the anonymous
-    /// token and are denied; unknown tokens get `ACL not found`.
+    /// When set, ACLs are enabled (default policy `deny` unless [`Config::acl_default_allow`])
+    /// and this is the initial management token, allowed anything. Requests without a token
+    /// act as the anonymous token; unknown tokens get `ACL not found`.
     pub acl_token: Option<String>,
     /// Further tokens, each allowed what its rules grant (Consul's policy language, HCL or JSON,
     /// e.g. `key_prefix "jobs/" { policy = "write" }`), as if an operator had created a policy
