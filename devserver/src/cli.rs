@@ -309,6 +309,11 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
             return 1;
         }
     };
+    // A `PUT /v1/agent/leave` stops the server; the process then exits, as a Consul agent's
+    // does after leaving. Set before the address is out, so no leave can come first.
+    server.on_left(|| {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGTERM);
+    });
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "BATON_DEVSERVER_ADDR={}", server.http_addr());
     if let Some(a) = server.https_addr() {
@@ -330,10 +335,14 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
         cfg.node_name,
         cfg.datacenter,
         cfg.session_ttl_min,
-        if cfg.acl_token.is_some() { "on" } else { "off" }
+        if cfg.acls_enabled() { "on" } else { "off" }
     );
     let sig = signals.wait();
-    log::info!("baton-devserver: received {sig}, shutting down");
+    if server.has_left() {
+        log::info!("baton-devserver: left the cluster, shutting down");
+    } else {
+        log::info!("baton-devserver: received {sig}, shutting down");
+    }
     server.stop();
     0
 }

@@ -27,9 +27,9 @@ pub struct Config {
     /// Consul's `limits.http_max_conns_per_client` (default 200); 0 means no limit. Connections
     /// beyond it from one IP are answered `429 Too Many Requests` and closed.
     pub max_conns_per_client: usize,
-    /// When set, ACLs are enabled with default policy `deny` and this is the only token that is
-    /// allowed anything (a management token). Requests without a token act as the anonymous
-    /// token and are denied; unknown tokens get `ACL not found`.
+    /// When set, ACLs are enabled (default policy `deny` unless [`Config::acl_default_allow`])
+    /// and this is the initial management token, allowed anything. Requests without a token
+    /// act as the anonymous token; unknown tokens get `ACL not found`.
     pub acl_token: Option<String>,
     /// Further tokens, each allowed what its rules grant (Consul's policy language, HCL or JSON,
     /// e.g. `key_prefix "jobs/" { policy = "write" }`), as if an operator had created a policy
@@ -38,6 +38,25 @@ pub struct Config {
     /// HTTP calls, so a test in any language can start a server with them
     /// (`--acl-token-rules SECRET=RULES`).
     pub acl_tokens: Vec<(String, String)>,
+    /// ACLs on without a management token (Consul's `acl.enabled` with no
+    /// `acl.tokens.initial_management`): the ACL system starts not bootstrapped, and
+    /// `PUT /v1/acl/bootstrap` creates the management token, once. Until then a request with a
+    /// token is refused with `ACL system must be bootstrapped before making any requests that
+    /// require authorization: ACL not found`. Implied by [`Config::acl_token`].
+    pub acl_enabled: bool,
+    /// A server agent (Consul's `server`, the default) or a client agent (`false`): what its
+    /// member tags (`role`) and `/v1/agent/self` say.
+    pub server: bool,
+    /// Listen on the serf ports ([`Config::serf_ports`], 0 for any free port) for other dev
+    /// servers' joins, as `consul agent` does (the `consul agent` command line turns it on).
+    /// Then `PUT /v1/agent/join/<addr>` with another dev server's serf address joins the two:
+    /// each lists the other in `/v1/agent/members` (`?wan` for the WAN pool), and
+    /// `PUT /v1/agent/leave` shows this one as left (status 3) to those it joined.
+    pub serf_listen: bool,
+    /// Consul's `acl.default_policy` with ACLs on: `false` (the default here, `deny`) denies
+    /// the anonymous token everything; `true` (`allow`) allows it everything but the ACL
+    /// system itself.
+    pub acl_default_allow: bool,
     /// Indent JSON bodies as `consul agent -dev` does (4 spaces plus a trailing newline).
     /// `?pretty` on a request has the same effect for that request. When
     /// [`Config::consul_version`] is older than 1.17.0 every body is indented whatever this
@@ -85,6 +104,10 @@ impl Default for Config {
             max_conns_per_client: 200,
             acl_token: None,
             acl_tokens: Vec::new(),
+            acl_enabled: false,
+            server: true,
+            serf_listen: false,
+            acl_default_allow: false,
             pretty: false,
             tombstone_ttl: Duration::from_secs(15 * 60),
             default_query_time: Duration::from_secs(300),
@@ -106,6 +129,11 @@ impl Config {
     /// ([`ConsulVersion::dev_agent_always_pretty`]).
     pub fn pretty_json(&self) -> bool {
         self.pretty || self.consul_version.dev_agent_always_pretty()
+    }
+
+    /// Whether ACLs are on: [`Config::acl_token`] or [`Config::acl_enabled`].
+    pub fn acls_enabled(&self) -> bool {
+        self.acl_enabled || self.acl_token.is_some()
     }
 
     /// Checks the settings for values Consul itself would refuse to start with.

@@ -93,6 +93,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/v1/operator/raft/transfer-leader", &["POST"]),
     ("/v1/operator/autopilot/configuration", &["GET", "PUT"]),
     ("/v1/operator/autopilot/health", &["GET"]),
+    ("/v1/operator/autopilot/state", &["GET"]),
     ("/v1/operator/usage", &["GET"]),
     ("/v1/acl/bootstrap", &["PUT"]),
     ("/v1/acl/login", &["POST"]),
@@ -136,6 +137,9 @@ static UNIMPLEMENTED: std::sync::LazyLock<Vec<(&'static str, &'static [&'static 
 const CONN_NEW: u8 = 0;
 const CONN_CONTROL: u8 = 1;
 const CONN_CONSUL: u8 = 2;
+/// The connection carried the answer to `PUT /v1/agent/leave`: when it closes, the server
+/// stops.
+const CONN_LEFT: u8 = 3;
 
 /// Accepts connections until the task is dropped.
 pub(crate) async fn accept_loop(
@@ -238,6 +242,10 @@ where
         }
     }
     shared.conn_closed(ip);
+    if carried.load(Ordering::SeqCst) == CONN_LEFT {
+        // The leave's answer is written (the connection closed after it): stop now.
+        shared.left.send_replace(true);
+    }
 }
 
 /// One request, start to end.
@@ -270,10 +278,15 @@ async fn handle(
     let reply = route(&shared, req, arrived).await;
     // A response that completes while paused is held back too.
     shared.wait_unpaused().await;
-    let (reply, wrapped) = reply;
+    let (mut reply, wrapped) = reply;
+    if raw_path == "/v1/agent/leave" && reply.status == 200 {
+        // The agent shuts down once the answer is out: this connection closes after it.
+        carried.store(CONN_LEFT, Ordering::SeqCst);
+        reply = reply.with("connection", "close");
+    }
     let mut resp = finish(reply);
     if wrapped {
-        let policy = if shared.cfg.acl_token.is_some() {
+        let policy = if shared.cfg.acls_enabled() && !shared.cfg.acl_default_allow {
             "deny"
         } else {
             "allow"

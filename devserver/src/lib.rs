@@ -65,6 +65,7 @@ mod journal;
 mod leaderless;
 mod proxy;
 mod query;
+mod serf;
 mod server;
 mod shared;
 mod state;

@@ -84,15 +84,50 @@ impl DevServer {
             Some((l, _)) => Some(l.local_addr()?),
             None => None,
         };
+        // Serf's LAN and WAN ports, for other dev servers' joins. A port another process holds
+        // leaves that pool unreachable (a warning), rather than failing the start.
+        let mut config = config;
+        let mut serf = Vec::new();
+        if config.serf_listen {
+            let _in_runtime = rt.enter();
+            for (i, pool) in [crate::serf::Pool::Lan, crate::serf::Pool::Wan]
+                .into_iter()
+                .enumerate()
+            {
+                let port = if i == 0 {
+                    &mut config.serf_ports.0
+                } else {
+                    &mut config.serf_ports.1
+                };
+                match std::net::TcpListener::bind((config.addr.ip(), *port)).and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    tokio::net::TcpListener::from_std(l)
+                }) {
+                    Ok(l) => {
+                        *port = l.local_addr()?.port();
+                        serf.push((l, pool));
+                    }
+                    Err(e) => eprintln!("baton-devserver: serf port {port} not served: {e}"),
+                }
+            }
+        }
         let shared = Arc::new(Shared::new(config));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let s2 = shared.clone();
+        let after = shared.clone();
         let thread = std::thread::Builder::new()
             .name("baton-devserver".into())
             .spawn(move || {
                 rt.block_on(async move {
                     tokio::spawn(ttl_timers(s2.clone()));
                     tokio::spawn(tombstone_reaper(s2.clone()));
+                    for (l, pool) in serf {
+                        let s3 = s2.clone();
+                        let me = crate::serf::member(&s3.cfg, &s3.node_id, pool);
+                        tokio::spawn(
+                            async move { crate::serf::listen(l, pool, me, &s3.serf).await },
+                        );
+                    }
                     let https_loop = async {
                         match https {
                             Some((l, acceptor)) => {
@@ -101,13 +136,28 @@ impl DevServer {
                             None => std::future::pending().await,
                         }
                     };
+                    let mut left = s2.left.subscribe();
                     tokio::select! {
                         _ = crate::http::accept_loop(listener, s2.clone(), None) => {}
                         _ = https_loop => {}
                         _ = rx => {}
+                        _ = left.wait_for(|l| *l) => {}
                     }
                 });
                 rt.shutdown_timeout(Duration::from_secs(2));
+                if *after.left.borrow() {
+                    after
+                        .stopped_after_leave
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    let hook = after
+                        .on_left
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
+                    if let Some(f) = hook {
+                        f();
+                    }
+                }
             })?;
         Ok(DevServer {
             shared,
@@ -248,6 +298,23 @@ impl DevServer {
     /// The last raft-equivalent index handed out.
     pub fn current_index(&self) -> u64 {
         self.shared.read(|st| st.current_index())
+    }
+
+    /// Whether the server has stopped because it was asked to leave (`PUT /v1/agent/leave`):
+    /// then nothing answers on its addresses any more.
+    pub fn has_left(&self) -> bool {
+        self.shared
+            .stopped_after_leave
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Runs `f` once, on the server's thread, when the server stops after a leave.
+    pub(crate) fn on_left(&self, f: impl FnOnce() + Send + 'static) {
+        *self
+            .shared
+            .on_left
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(f));
     }
 
     /// Stops the server and joins its thread.

@@ -61,6 +61,15 @@ pub(crate) struct Shared {
     /// The `?cached` requests the agent cache has answered (keyed by path and query): the
     /// first is a `MISS`, those after it a `HIT`.
     pub agent_cache: Mutex<std::collections::HashSet<String>>,
+    /// The other agents this one joined or was joined by.
+    pub serf: crate::serf::Pools,
+    /// Set once a `PUT /v1/agent/leave` has been answered: the server then stops, as a Consul
+    /// agent shuts down after leaving.
+    pub left: watch::Sender<bool>,
+    /// Set when the server has stopped after a leave (its listeners are closed).
+    pub stopped_after_leave: std::sync::atomic::AtomicBool,
+    /// Run once the server has stopped after a leave (the command line exits then).
+    pub on_left: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Shared {
@@ -87,6 +96,10 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             node_id,
             agent_cache: Mutex::new(Default::default()),
+            serf: Default::default(),
+            left: watch::channel(false).0,
+            stopped_after_leave: Default::default(),
+            on_left: Mutex::new(None),
         }
     }
 

@@ -778,19 +778,21 @@ fn txn_writes_nodes_services_and_checks_atomically() {
     assert!(get(&s, "/v1/catalog/node/n1").json().is_null());
 }
 
-/// TestAPI_PreparedQuery: create, read back (the same definition), list, update, execute by
-/// ID and by name (the healthy instance, with its node's tagged addresses and datacenter), a
-/// critical check hides an instance unless its ID is in `IgnoreCheckIDs`, delete.
+/// TestAPI_PreparedQuery: create (with `NodeMeta` and `ServiceMeta` filters), read back (the
+/// same definition), list, update, execute by ID and by name (the healthy instance, with its
+/// node's tagged addresses and datacenter), a critical check hides an instance unless its ID
+/// is in `IgnoreCheckIDs`, delete.
 #[test]
 fn prepared_query_lifecycle_and_execution() {
     let s = start();
     let reg = json!({"Datacenter": "dc1", "Node": "foobar", "Address": "192.168.10.10",
                      "TaggedAddresses": {"wan": "127.0.0.1"}, "NodeMeta": {"somekey": "somevalue"},
                      "Service": {"ID": "redis1", "Service": "redis", "Tags": ["master", "v1"],
-                                 "Port": 8000}});
+                                 "Meta": {"redis-version": "4.0"}, "Port": 8000}});
     ok_json(put_json(&s, "/v1/catalog/register", &reg));
     let def = json!({"Name": "test",
-                     "Service": {"Service": "redis", "NodeMeta": {"somekey": "somevalue"}}});
+                     "Service": {"Service": "redis", "NodeMeta": {"somekey": "somevalue"},
+                                 "ServiceMeta": {"redis-version": "4.0"}}});
     let created = ok_json(Req::new("POST", "/v1/query").json(&def).send(&s));
     let id = created["ID"].as_str().unwrap().to_string();
     let read = ok_json(get(&s, &format!("/v1/query/{id}")));
@@ -801,6 +803,10 @@ fn prepared_query_lifecycle_and_execution() {
     assert_eq!(
         read[0]["Service"]["NodeMeta"],
         json!({"somekey": "somevalue"})
+    );
+    assert_eq!(
+        read[0]["Service"]["ServiceMeta"],
+        json!({"redis-version": "4.0"})
     );
     assert!(read[0]["Service"]["IgnoreCheckIDs"].is_null());
     let list = ok_json(get(&s, "/v1/query"));

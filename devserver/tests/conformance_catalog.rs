@@ -354,7 +354,7 @@ fn catalog_register_validation_texts() {
 
 /// agent/acl_endpoint.go: policies are created, read back (by ID and name), listed and deleted;
 /// a missing policy reads as 404 (`ACLPolicyRead`), a non-UUID ID is a lookup error, and a
-/// name is required (`Invalid Policy: no name set`).
+/// name is required (`Invalid Policy: no Name is set`, `ACL.PolicySet`).
 #[test]
 fn acl_policy_crud() {
     let s = start_with(|c| c.acl_token = Some("root".into()));
@@ -366,7 +366,7 @@ fn acl_policy_crud() {
     };
     let get_root = |path: &str| Req::get(path).header("X-Consul-Token", "root").send(&s);
     put_policy("/v1/acl/policy", json!({"Description": "x"}))
-        .assert(500, "Invalid Policy: no name set");
+        .assert(500, "Invalid Policy: no Name is set");
     let p = put_policy(
         "/v1/acl/policy",
         json!({"Name": "kv-read", "Rules": "key_prefix \"\" { policy = \"read\" }"}),

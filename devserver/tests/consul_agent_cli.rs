@@ -129,3 +129,43 @@ fn harness_node_id_meta_and_reload_of_an_empty_config_file() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// TestAPI_AgentLeave (the leaver's side): `PUT /v1/agent/leave` is answered, then the agent
+/// shuts down and its process exits with status 0, as `consul agent` does after a leave.
+#[test]
+fn leave_ends_the_consul_agent_process() {
+    let dir = std::env::temp_dir().join(format!("baton-consul-leave-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config =
+        json!({"node_name": "node-leave", "ports": {"http": 0, "serf_lan": 0, "serf_wan": 0}});
+    let file = dir.join("config.json");
+    std::fs::write(&file, serde_json::to_vec(&config).unwrap()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-devserver"))
+        .args(["agent", "-config-file"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line.trim().split_once('=').unwrap().1.parse().unwrap();
+    let r = Req::put("/v1/agent/leave").send_to(addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut status = None;
+    let exited = poll_until(std::time::Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the agent process did not exit after leave");
+    }
+    assert!(status.unwrap().success(), "{status:?}");
+    // Nothing answers on its address any more.
+    assert!(std::net::TcpStream::connect(addr).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("state", 3),
     // What the listener, connections, timers and handle share.
     ("watch", 4),
+    ("serf", 4),
     ("shared", 5),
     // Requests and replies, blocking queries.
     ("query", 6),
@@ -39,6 +40,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("endpoints::connect", 9),
     ("endpoints::acl_templates", 9),
     ("endpoints::agent_misc", 9),
+    ("endpoints::agent_service", 9),
     ("endpoints::txn_catalog", 9),
     ("endpoints::unimplemented", 9),
     ("endpoints::kv", 10),

@@ -4,9 +4,11 @@
 //! unmodified with the dev server on `$PATH` as `consul`.
 //!
 //! Read from the JSON config files (Consul's keys): `node_name`, `datacenter`, `ports.http`,
-//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` with `acl.tokens.master` or
-//! `acl.tokens.initial_management`, `session_ttl_min`, `node_id`, `node_meta`,
-//! `ports.serf_lan`/`serf_wan`; the files' `service`/`services` definitions are registered on
+//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` (with `acl.tokens.master` or
+//! `acl.tokens.initial_management`, or neither: then not bootstrapped), `acl.default_policy`
+//! (absent means `deny` here, where Consul's default is `allow`), `session_ttl_min`,
+//! `node_id`, `node_meta`, `server`, `ports.serf_lan`/`serf_wan` (listened on, for other
+//! agents' joins); the files' `service`/`services` definitions are registered on
 //! `PUT /v1/agent/reload` (not at start). Everything else is accepted and ignored;
 //! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
 
@@ -61,7 +63,14 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
     let token =
         s(&["acl", "tokens", "initial_management"]).or_else(|| s(&["acl", "tokens", "master"]));
     if enabled {
-        cfg.acl_token = Some(token.ok_or("acl.enabled needs acl.tokens.initial_management")?);
+        cfg.acl_enabled = true;
+        cfg.acl_token = token;
+    }
+    if let Some(p) = s(&["acl", "default_policy"]) {
+        cfg.acl_default_allow = p == "allow";
+    }
+    if let Some(server) = get(v, &["server"]).and_then(Value::as_bool) {
+        cfg.server = server;
     }
     if let Some(d) = s(&["session_ttl_min"]) {
         let ns = parse_go_duration(&d).map_err(|e| format!("session_ttl_min: {e}"))?;
@@ -120,6 +129,8 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
         }
     }
     cfg.addr = SocketAddr::new(ip, port);
+    // A `consul agent` listens on its serf ports: other agents of a test join it there.
+    cfg.serf_listen = true;
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }

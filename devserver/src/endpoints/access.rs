@@ -22,6 +22,8 @@ pub(crate) enum Access {
     /// No token (or `anonymous`): the anonymous token, which the default-deny policy allows
     /// nothing.
     Anonymous,
+    /// The anonymous token under the default-allow policy: everything but the ACL system.
+    AnonymousAllowed,
     /// A token with policies: allowed what its merged rules grant.
     Token {
         /// Its AccessorID, named in denials.
@@ -36,6 +38,7 @@ impl Access {
         match self {
             Access::All => true,
             Access::Anonymous => false,
+            Access::AnonymousAllowed => !perm.starts_with("acl:"),
             Access::Token { rules, .. } => rules.allows(perm, resource),
         }
     }
@@ -128,14 +131,17 @@ fn rules_of(st: &State, obj: &serde_json::Map<String, Value>, rules: &mut Rules)
 
 /// Resolves the request's token. An unknown token is an error in itself (`ACL not found`, 403).
 pub(crate) fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Access, Reply> {
-    let Some(management) = ctx.acl() else {
+    if !ctx.acls_enabled() {
         return Ok(Access::All);
-    };
+    }
     let token = match token {
+        None | Some("") | Some("anonymous") if ctx.shared.cfg.acl_default_allow => {
+            return Ok(Access::AnonymousAllowed)
+        }
         None | Some("") | Some("anonymous") => return Ok(Access::Anonymous),
         Some(t) => t,
     };
-    if token == management {
+    if ctx.acl() == Some(token) {
         return Ok(Access::All);
     }
     // The tokens of `Config::acl_tokens`, each with its own policy; AccessorIDs by position.
@@ -160,6 +166,13 @@ pub(crate) fn resolve(ctx: &Ctx, token: Option<&str>) -> Result<Access, Reply> {
             .values()
             .find(|t| t.get("SecretID").and_then(Value::as_str) == Some(token));
         let Some(t) = found else {
+            // `ResolveIdentityFromToken`: before the bootstrap, Consul says what is missing.
+            if ctx.acl().is_none() && st.acl().bootstrap_index == 0 {
+                return Err(Reply::text(
+                    403,
+                    "ACL system must be bootstrapped before making any requests that require authorization: ACL not found",
+                ));
+            }
             return Err(Reply::text(403, "ACL not found"));
         };
         let mut rules = Rules::default();

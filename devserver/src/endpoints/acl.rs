@@ -3,8 +3,9 @@
 //! resolved for the agent, catalog and health endpoints.
 //!
 //! With ACLs on (`--acl-token`), the store holds what `initial_management` bootstraps: the
-//! `global-management` policy, the initial management token and the anonymous token. A token
-//! linked to `global-management` may do anything,
+//! `global-management` policy, the initial management token and the anonymous token. With ACLs
+//! on and no management token (`Config::acl_enabled`), the first `PUT /v1/acl/bootstrap`
+//! makes one. A token linked to `global-management` may do anything,
 //! and any other token is allowed what its policies' rules grant (`acl_rules.rs`).
 
 use std::time::{Duration, SystemTime};
@@ -32,8 +33,9 @@ fn not_found() -> Reply {
     Reply::text(403, "ACL not found")
 }
 
-/// Puts the built-in policy and tokens in place the first time the ACL store is used.
-fn ensure_bootstrapped(st: &mut State, management: &str) {
+/// Puts the built-in policy and the anonymous token in place the first time the ACL store is
+/// used, and the initial management token when one is configured (`management`).
+pub(crate) fn ensure_bootstrapped(st: &mut State, management: Option<&str>) {
     if st.acl().bootstrapped {
         return;
     }
@@ -52,17 +54,6 @@ fn ensure_bootstrapped(st: &mut State, management: &str) {
     });
     acl.policies
         .insert(GLOBAL_MANAGEMENT_ID.into(), obj(policy));
-    let mgmt = json!({
-        "AccessorID": new_uuid(),
-        "SecretID": management,
-        "Description": "Initial Management Token",
-        "Policies": [{"ID": GLOBAL_MANAGEMENT_ID, "Name": "global-management"}],
-        "Local": false,
-        "CreateTime": now,
-        "Hash": "",
-        "CreateIndex": idx,
-        "ModifyIndex": idx
-    });
     let anon = json!({
         "AccessorID": ANONYMOUS_ID,
         "SecretID": "anonymous",
@@ -73,9 +64,59 @@ fn ensure_bootstrapped(st: &mut State, management: &str) {
         "CreateIndex": idx,
         "ModifyIndex": idx
     });
-    let id = mgmt["AccessorID"].as_str().unwrap_or_default().to_string();
-    acl.tokens.insert(id, obj(mgmt));
     acl.tokens.insert(ANONYMOUS_ID.into(), obj(anon));
+    if let Some(secret) = management {
+        acl.bootstrap_index = idx;
+        let mgmt = management_token(secret, "Initial Management Token", &now, idx);
+        let id = mgmt["AccessorID"].as_str().unwrap_or_default().to_string();
+        acl.tokens.insert(id, mgmt);
+    }
+}
+
+/// A token linked to `global-management`.
+fn management_token(secret: &str, description: &str, now: &str, idx: u64) -> Map<String, Value> {
+    obj(json!({
+        "AccessorID": new_uuid(),
+        "SecretID": secret,
+        "Description": description,
+        "Policies": [{"ID": GLOBAL_MANAGEMENT_ID, "Name": "global-management"}],
+        "Local": false,
+        "CreateTime": now,
+        "Hash": "",
+        "CreateIndex": idx,
+        "ModifyIndex": idx
+    }))
+}
+
+/// `PUT /v1/acl/bootstrap` (`ACL.BootstrapTokens`): the management token, once; after that
+/// (or with an initial management token configured) 403 naming the bootstrap's index.
+fn bootstrap(ctx: &Ctx) -> Result<Reply, Reply> {
+    let made = ctx.shared.write(|st| {
+        let done = st.acl().bootstrap_index;
+        if done > 0 {
+            return Err(done);
+        }
+        let idx = st.acl_write_index();
+        let now = rfc3339(SystemTime::now());
+        let token = management_token(
+            &new_uuid(),
+            "Bootstrap Token (Global Management)",
+            &now,
+            idx,
+        );
+        let acl = st.acl_mut();
+        acl.bootstrap_index = idx;
+        let id = token["AccessorID"].as_str().unwrap_or_default().to_string();
+        acl.tokens.insert(id, token.clone());
+        Ok(token)
+    });
+    match made {
+        Ok(token) => ok_json(ctx, Value::Object(token)),
+        Err(index) => Err(Reply::text(
+            403,
+            format!("Permission denied: ACL bootstrap no longer allowed (reset index: {index})"),
+        )),
+    }
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -93,24 +134,20 @@ pub(crate) async fn handle(
     rest: &str,
     body: &[u8],
 ) -> Reply {
-    let Some(management) = ctx.acl().map(str::to_string) else {
+    if !ctx.acls_enabled() {
         return disabled();
-    };
+    }
+    let management = ctx.acl().map(str::to_string);
     // ACL RPCs are routed by `?dc=` like every other read and write.
     if ctx.foreign_dc() {
         return Reply::text(500, "No path to datacenter");
     }
-    ctx.shared.write(|st| ensure_bootstrapped(st, &management));
+    ctx.shared
+        .write(|st| ensure_bootstrapped(st, management.as_deref()));
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let t = token.as_deref();
     let r = match pattern {
-        "/v1/acl/bootstrap" => Err(Reply::text(
-            403,
-            format!(
-                "Permission denied: ACL bootstrap no longer allowed (reset index: {})",
-                ctx.shared.read(|st| st.acl().index)
-            ),
-        )),
+        "/v1/acl/bootstrap" => bootstrap(ctx),
         "/v1/acl/login" => Err(not_found()),
         // `ACL.ReplicationStatus`: a primary datacenter's server replicates nothing.
         "/v1/acl/replication" => ok_json(
@@ -230,17 +267,22 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
 }
 
 fn logout(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
-    let Some(secret) = t else {
-        return Err(not_found());
+    // `ACLLogout`: no token is 401; `ACL.Logout`: an unknown one is not found, one that no
+    // login made may not be logged out.
+    let Some(secret) = t.filter(|s| !s.is_empty()) else {
+        return Err(Reply::text(401, "Supplied token does not exist"));
     };
     let found = ctx.shared.read(|st| {
-        st.acl().tokens.values().any(|o| {
-            o.get("SecretID").and_then(Value::as_str) == Some(secret)
-                && o.get("AuthMethod").is_some()
-        })
+        st.acl()
+            .tokens
+            .values()
+            .find(|o| o.get("SecretID").and_then(Value::as_str) == Some(secret))
+            .map(|o| o.get("AuthMethod").is_some())
     });
-    if !found {
-        return Err(not_found());
+    match found {
+        None => return Err(not_found()),
+        Some(false) => return Err(Reply::text(403, "Permission denied")),
+        Some(true) => {}
     }
     ctx.shared.write(|st| {
         st.acl_write_index();
@@ -292,6 +334,52 @@ fn lookup_error(kind: Kind, id: &str) -> Option<Reply> {
     })
 }
 
+/// What `ACL.TokenDelete` and `ACL.PolicyDelete` refuse (RPC errors, 500).
+fn refuse_delete(ctx: &Ctx, t: Option<&str>, kind: Kind, id: &str) -> Result<(), Reply> {
+    let refused = |text: &str| Err(Reply::text(500, text.to_string()));
+    match kind {
+        Kind::Token if !is_uuid(id) => refused("Accessor ID is missing or an invalid UUID"),
+        Kind::Token if id == ANONYMOUS_ID => {
+            refused("Delete operation not permitted on the anonymous token")
+        }
+        Kind::Token => {
+            let own = ctx.shared.read(|st| {
+                st.acl()
+                    .tokens
+                    .get(id)
+                    .and_then(|o| o.get("SecretID").cloned())
+            });
+            match (own, t) {
+                (Some(Value::String(secret)), Some(t)) if secret == t => {
+                    refused("Deletion of the request's authorization token is not permitted")
+                }
+                _ => Ok(()),
+            }
+        }
+        Kind::Policy if id == GLOBAL_MANAGEMENT_ID => {
+            refused("Delete operation not permitted on the builtin global-management policy")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The error of an update of an object that is not there (`ACL.PolicySet`, `ACL.RoleSet`
+/// check the name and the ID's form first).
+fn missing_text(kind: Kind, id: &str, body: &Map<String, Value>) -> String {
+    let (what, noun) = match kind {
+        Kind::Policy => ("Policy", "policy"),
+        Kind::Role => ("Role", "role"),
+        _ => return format!("Cannot find {} {id:?}", kind.noun()),
+    };
+    if decode::string(body, "Name").is_empty() {
+        format!("Invalid {what}: no Name is set")
+    } else if !is_uuid(id) {
+        format!("{what} ID invalid UUID")
+    } else {
+        format!("cannot find {noun} {id}")
+    }
+}
+
 fn item(
     ctx: &Ctx,
     t: Option<&str>,
@@ -301,7 +389,15 @@ fn item(
     body: &[u8],
 ) -> Result<Reply, Reply> {
     if rest.is_empty() && *method != Method::PUT {
-        return Err(Reply::text(400, format!("Missing {} ID", kind.noun())));
+        // `ACL*CRUD`: what each names the missing part.
+        let what = match kind {
+            Kind::Token => "token AccessorID",
+            Kind::AuthMethod => "auth method name",
+            Kind::Policy => "policy ID",
+            Kind::Role => "role ID",
+            Kind::BindingRule => "binding rule ID",
+        };
+        return Err(Reply::text(400, format!("Missing {what}")));
     }
     if *method == Method::PUT {
         return write(ctx, t, kind, rest, body, false);
@@ -309,19 +405,13 @@ fn item(
     let by_name = rest.strip_prefix("name/");
     if *method == Method::DELETE {
         require(ctx, t, "acl:write", "")?;
-        let gone = ctx.shared.write(|st| {
-            let removed = kind.table_mut(st).remove(rest).is_some();
-            if removed {
+        refuse_delete(ctx, t, kind, rest)?;
+        // `ACL.*Delete`: deleting what is not there does nothing and succeeds.
+        ctx.shared.write(|st| {
+            if kind.table_mut(st).remove(rest).is_some() {
                 st.acl_write_index();
             }
-            removed
         });
-        if !gone && matches!(kind, Kind::Token | Kind::Policy | Kind::Role) {
-            return Err(Reply::text(
-                404,
-                format!("Cannot find {} to delete", kind.noun()),
-            ));
-        }
         return Ok(Reply::json(200, &json!(true), ctx.pretty()));
     }
     require(ctx, t, "acl:read", "")?;
@@ -442,7 +532,7 @@ fn write(
         }
         let existing = kind.table(st).get(&id).cloned();
         if !create && existing.is_none() {
-            return Err(Reply::text(500, format!("Cannot find {noun} {id:?}")));
+            return Err(Reply::text(500, missing_text(kind, &id, &body)));
         }
         if create && kind == Kind::Token && existing.is_some() {
             return Err(Reply::text(
@@ -523,14 +613,20 @@ fn fill(
         Kind::Policy => {
             let name = s("Name");
             if name.is_empty() {
-                return Err("Invalid Policy: no name set".into());
+                return Err("Invalid Policy: no Name is set".into());
             }
             let clash = st.acl().policies.values().any(|p| {
                 p.get("Name").and_then(Value::as_str) == Some(&name) && p.get("ID") != out.get("ID")
             });
-            if clash {
+            // `ACL.PolicySet` words a create's and a rename's clash differently.
+            if clash && fresh {
                 return Err(format!(
                     "Invalid Policy: A Policy with Name {name:?} already exists"
+                ));
+            }
+            if clash {
+                return Err(format!(
+                    "Invalid Policy: A policy with name {name:?} already exists"
                 ));
             }
             let rules = match fld(body, "Rules") {
@@ -551,7 +647,20 @@ fn fill(
         Kind::Role => {
             let name = s("Name");
             if name.is_empty() {
-                return Err("Invalid Role: no name set".into());
+                return Err("Invalid Role: no Name is set".into());
+            }
+            let clash = st.acl().roles.values().any(|r| {
+                r.get("Name").and_then(Value::as_str) == Some(&name) && r.get("ID") != out.get("ID")
+            });
+            if clash && fresh {
+                return Err(format!(
+                    "Invalid Role: A Role with Name {name:?} already exists"
+                ));
+            }
+            if clash {
+                return Err(format!(
+                    "Invalid Role: A role with name {name:?} already exists"
+                ));
             }
             out.insert("Name".into(), json!(name));
             out.insert("Description".into(), json!(s("Description")));

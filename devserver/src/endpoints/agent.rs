@@ -14,6 +14,7 @@ use crate::endpoints::ctx::Ctx;
 use crate::endpoints::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::Reply;
+use crate::serf::Pool;
 use crate::state::{Check, CheckStatus, Service, State};
 
 /// `structs.NodeMaint`: the check node maintenance mode registers.
@@ -43,7 +44,9 @@ pub(crate) async fn handle(
         "/v1/agent/self" => agent_self(ctx),
         "/v1/agent/members" => members(ctx),
         "/v1/agent/services" => services(ctx),
-        "/v1/agent/service/" => service(ctx, rest),
+        // Boxed: the request future of every connection, blocking KV reads included, is as big as
+        // its biggest branch, and these rarely used ones hold timers and sockets.
+        "/v1/agent/service/" => Box::pin(crate::endpoints::agent_service::service(ctx, rest)).await,
         "/v1/agent/service/register" => register_service(ctx, body),
         "/v1/agent/service/deregister/" => deregister_service(ctx, rest),
         "/v1/agent/service/maintenance/" => service_maintenance(ctx, rest),
@@ -56,6 +59,8 @@ pub(crate) async fn handle(
         "/v1/agent/check/fail/" => update_ttl(ctx, rest, CheckStatus::Critical, None),
         "/v1/agent/check/update/" => check_update(ctx, rest, body),
         "/v1/agent/connect/ca/roots" => Ok(crate::endpoints::connect::ca_roots(ctx)),
+        "/v1/agent/join/" => Box::pin(crate::endpoints::agent_misc::join(ctx, rest)).await,
+        "/v1/agent/leave" => Box::pin(crate::endpoints::agent_misc::leave(ctx)).await,
         "/v1/agent/reload" => {
             require(ctx, "agent:write", &node_name(ctx)).and_then(|()| reload(ctx))
         }
@@ -84,38 +89,8 @@ fn node_name(ctx: &Ctx) -> String {
 /// `Member` of `/v1/agent/self` and each of `/v1/agent/members` (`?wan` names it
 /// `<node>.<dc>`, as the WAN pool does).
 pub(crate) fn member(ctx: &Ctx, wan: bool) -> Value {
-    let cfg = &ctx.shared.cfg;
-    let name = if wan {
-        format!("{}.{}", cfg.node_name, cfg.datacenter)
-    } else {
-        cfg.node_name.clone()
-    };
-    json!({
-        "Name": name,
-        "Addr": "127.0.0.1",
-        "Port": if wan { 8302 } else { 8301 },
-        "Tags": {
-            "acls": if cfg.acl_token.is_some() { "1" } else { "0" },
-            "build": format!("{}:baton-devserver", cfg.consul_version),
-            "dc": cfg.datacenter,
-            "id": ctx.shared.node_id,
-            "port": "8300",
-            "raft_vsn": "3",
-            "role": "consul",
-            "segment": "",
-            "vsn": "2",
-            "vsn_max": "3",
-            "vsn_min": "2",
-            "wan_join_port": "8302"
-        },
-        "Status": 1,
-        "ProtocolMin": 1,
-        "ProtocolMax": 5,
-        "ProtocolCur": 2,
-        "DelegateMin": 2,
-        "DelegateMax": 5,
-        "DelegateCur": 4
-    })
+    let pool = if wan { Pool::Wan } else { Pool::Lan };
+    crate::serf::member(&ctx.shared.cfg, &ctx.shared.node_id, pool)
 }
 
 /// The agent node's metadata as `/v1/agent/self` shows it.
@@ -141,7 +116,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
             "NodeName": cfg.node_name,
             "NodeID": ctx.shared.node_id,
             "Revision": "baton-devserver",
-            "Server": true,
+            "Server": cfg.server,
             "Version": cfg.consul_version.to_string(),
             "BuildDate": "2023-01-27T00:00:00Z"
         },
@@ -157,7 +132,7 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
         "Stats": {
             "agent": {"check_monitors": "0", "check_ttls": "0", "checks": "0", "services": "0"},
             "consul": {
-                "acl": if cfg.acl_token.is_some() { "enabled" } else { "disabled" },
+                "acl": if cfg.acls_enabled() { "enabled" } else { "disabled" },
                 "bootstrap": "false",
                 "known_datacenters": "1",
                 "leader": if leader { "true" } else { "false" },
@@ -173,10 +148,22 @@ fn agent_self(ctx: &Ctx) -> Result<Reply, Reply> {
     Ok(Reply::json(200, &body, ctx.pretty()))
 }
 
+/// `/v1/agent/members`: this agent and those it joined or was joined by.
 fn members(ctx: &Ctx) -> Result<Reply, Reply> {
+    // `AgentMembers`: any non-empty `?wan=` asks for the WAN pool, which has no segments.
+    let wan = !ctx.query.get("wan").is_empty();
+    let segment = ctx.query.get("segment");
+    if wan && !segment.is_empty() && segment != "_all" {
+        return Err(Reply::text(400, "Cannot provide a segment with wan=true"));
+    }
     require(ctx, "node:read", &node_name(ctx))?;
-    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
-    Ok(Reply::json(200, &json!([member(ctx, wan)]), ctx.pretty()))
+    let mut all = vec![member(ctx, wan)];
+    all.extend(
+        ctx.shared
+            .serf
+            .others(if wan { Pool::Wan } else { Pool::Lan }),
+    );
+    Ok(Reply::json(200, &Value::Array(all), ctx.pretty()))
 }
 
 fn services(ctx: &Ctx) -> Result<Reply, Reply> {
@@ -194,20 +181,6 @@ fn services(ctx: &Ctx) -> Result<Reply, Reply> {
             .collect()
     });
     Ok(Reply::json(200, &Value::Object(out), ctx.pretty()))
-}
-
-fn service(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
-    let node = node_name(ctx);
-    let dc = ctx.shared.cfg.datacenter.clone();
-    match ctx.shared.read(|st| st.service(&node, id).cloned()) {
-        Some(s) if s.id != "consul" => {
-            require(ctx, "service:read", &s.service)?;
-            let mut v = catalog_json::agent_service(&s, &dc);
-            v["ContentHash"] = json!(format!("{:016x}", s.modify_index));
-            Ok(Reply::json(200, &v, ctx.pretty()))
-        }
-        _ => Err(Reply::text(404, format!("unknown service ID: {id}"))),
-    }
 }
 
 /// What a check definition (`structs.CheckType`/`CheckDefinition`) describes.

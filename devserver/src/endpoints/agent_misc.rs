@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use crate::endpoints::catalog_json;
 use crate::endpoints::ctx::Ctx;
 use crate::query::Reply;
+use crate::serf::Pool;
 use crate::state::CheckStatus;
 
 /// Log levels `consul monitor` accepts (`logging.ValidateLogLevel`).
@@ -78,20 +79,14 @@ pub(crate) fn handle(
             &json!({"SHA": "", "BuildDate": "2023-01-27T00:00:00Z", "HumanVersion": ctx.shared.cfg.consul_version.to_string(), "FIPS": ""}),
             ctx.pretty(),
         )),
-        "/v1/agent/leave" => {
-            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
-            Err(Reply::text(
-                500,
-                "baton-devserver does not leave: stop the process instead",
-            ))
-        }
-        "/v1/agent/join/" => {
-            crate::endpoints::access::require(ctx, t, "agent:write", &node)?;
-            join(ctx, rest)
-        }
         "/v1/agent/force-leave/" => {
             crate::endpoints::access::require(ctx, t, "operator:write", "")?;
-            if rest == node {
+            // `ForceLeave`: a member this agent knows, itself or one it joined.
+            let known = [Pool::Lan, Pool::Wan]
+                .into_iter()
+                .flat_map(|p| ctx.shared.serf.others(p))
+                .any(|m| m["Name"] == rest);
+            if rest == node || known {
                 return Ok(Reply::text(200, ""));
             }
             Err(Reply::text(
@@ -112,7 +107,7 @@ pub(crate) fn handle(
 /// `PUT /v1/agent/token/<type>`: 401 with ACLs off; a known type with `acl:write` is accepted
 /// (and not used: the dev server has one management token).
 fn agent_token(ctx: &Ctx, t: Option<&str>, kind: &str, body: &[u8]) -> Result<Reply, Reply> {
-    if ctx.acl().is_none() {
+    if !ctx.acls_enabled() {
         return Err(Reply::text(401, "ACL support disabled"));
     }
     crate::endpoints::access::require(ctx, t, "agent:write", &ctx.shared.cfg.node_name)?;
@@ -222,22 +217,50 @@ pub(crate) fn status_peers(ctx: &Ctx) -> Reply {
 }
 
 /// `PUT /v1/agent/join/<addr>`: joining this agent's own serf address (LAN, or WAN with
-/// `?wan`) succeeds, as it does on a single agent; any other address fails, as a join to an
-/// agent that is not there does.
-fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
-    let wan = ctx.query.has("wan") && ctx.query.get("wan") != "0";
-    let (lan_port, wan_port) = ctx.shared.cfg.serf_ports;
-    let port = if wan { wan_port } else { lan_port };
+/// `?wan`) succeeds, as it does on a single agent; another dev server's serf address joins the
+/// two ([`crate::serf`]); anything else fails as a join to an agent that is not there does.
+pub(crate) async fn join(ctx: &Ctx, addr: &str) -> Result<Reply, Reply> {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let cfg = &ctx.shared.cfg;
+    crate::endpoints::access::require(ctx, token.as_deref(), "agent:write", &cfg.node_name)?;
+    // `AgentJoin`: any non-empty `?wan=` joins the WAN pool.
+    let wan = !ctx.query.get("wan").is_empty();
+    let (lan_port, wan_port) = cfg.serf_ports;
+    let (port, pool) = if wan {
+        (wan_port, Pool::Wan)
+    } else {
+        (lan_port, Pool::Lan)
+    };
     let own = [format!("127.0.0.1:{port}"), format!("localhost:{port}")];
     if own.iter().any(|a| a == addr) {
         return Ok(Reply::text(200, ""));
     }
-    Err(Reply::text(
-        500,
-        format!(
-            "1 error occurred:\n\t* Failed to join {addr}: baton-devserver is a single node\n\n"
-        ),
-    ))
+    let me = crate::serf::member(cfg, &ctx.shared.node_id, pool);
+    match crate::serf::join(&ctx.shared.serf, pool, addr, &me).await {
+        Ok(()) => Ok(Reply::text(200, "")),
+        Err(e) => Err(Reply::text(
+            500,
+            format!("1 error occurred:\n\t* Failed to join {addr}: {e}\n\n"),
+        )),
+    }
+}
+
+/// `PUT /v1/agent/leave`: the agents this one joined are told it left (they list it with
+/// status 3); once the answer is out the server stops, as a Consul agent shuts down after
+/// leaving (`http.rs` closes the connection after the answer and signals the stop).
+pub(crate) async fn leave(ctx: &Ctx) -> Result<Reply, Reply> {
+    let token = crate::query::request_token(&ctx.query, &ctx.headers);
+    let cfg = &ctx.shared.cfg;
+    crate::endpoints::access::require(ctx, token.as_deref(), "agent:write", &cfg.node_name)?;
+    let lan = crate::serf::member(cfg, &ctx.shared.node_id, Pool::Lan);
+    let wan = crate::serf::member(cfg, &ctx.shared.node_id, Pool::Wan);
+    crate::serf::leave(
+        &ctx.shared.serf,
+        lan["Name"].as_str().unwrap_or_default(),
+        wan["Name"].as_str().unwrap_or_default(),
+    )
+    .await;
+    Ok(Reply::text(200, ""))
 }
 
 /// The runtime gauges `/v1/agent/metrics` reports (`consul.runtime.*`, as go-metrics names a

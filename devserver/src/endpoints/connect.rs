@@ -158,12 +158,12 @@ fn generate(cluster_id: &str, index: u64) -> Value {
 
 /// The state's root, generated on first use.
 fn root(st: &mut State) -> Value {
-    if st.connect_root.is_none() {
+    if st.operator.connect_root.is_none() {
         let cluster = crate::state::new_uuid();
         let idx = st.next_index();
-        st.connect_root = Some(generate(&cluster, idx));
+        st.operator.connect_root = Some(generate(&cluster, idx));
     }
-    st.connect_root.clone().unwrap_or(Value::Null)
+    st.operator.connect_root.clone().unwrap_or(Value::Null)
 }
 
 /// `GET /v1/agent/connect/ca/roots`, `GET /v1/connect/ca/roots` (`structs.IndexedCARoots`).

@@ -38,8 +38,13 @@ impl Ctx {
         !dc.is_empty() && dc != self.shared.cfg.datacenter
     }
 
-    /// The configured management token, when ACLs are on.
+    /// The configured management token, when ACLs are on with one.
     pub fn acl(&self) -> Option<&str> {
         self.shared.cfg.acl_token.as_deref()
+    }
+
+    /// Whether ACLs are on (with or without a configured management token).
+    pub fn acls_enabled(&self) -> bool {
+        self.shared.cfg.acls_enabled()
     }
 }

@@ -7,6 +7,7 @@ pub(crate) mod acl;
 pub(crate) mod acl_templates;
 pub(crate) mod agent;
 pub(crate) mod agent_misc;
+pub(crate) mod agent_service;
 pub(crate) mod catalog;
 pub(crate) mod catalog_json;
 pub(crate) mod config_entries;

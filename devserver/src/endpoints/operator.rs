@@ -24,6 +24,7 @@ pub(crate) fn handle(ctx: &Ctx, method: &Method, pattern: &str, body: &[u8]) -> 
         }
         "/v1/operator/autopilot/configuration" => autopilot_get(ctx),
         "/v1/operator/autopilot/health" => autopilot_health(ctx),
+        "/v1/operator/autopilot/state" => autopilot_state(ctx),
         "/v1/operator/usage" => usage(ctx),
         _ => Err(Reply::text(
             404,
@@ -118,7 +119,8 @@ fn autopilot_defaults(index: u64) -> Value {
 fn autopilot_get(ctx: &Ctx) -> Result<Reply, Reply> {
     allowed(ctx, "operator:read")?;
     let v = ctx.shared.read(|st| {
-        st.autopilot
+        st.operator
+            .autopilot
             .clone()
             .unwrap_or_else(|| autopilot_defaults(crate::state::BOOT_INDEX))
     });
@@ -142,6 +144,7 @@ fn autopilot_set(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
     };
     let stored = ctx.shared.write(|st| {
         let current = st
+            .operator
             .autopilot
             .clone()
             .unwrap_or_else(|| autopilot_defaults(crate::state::BOOT_INDEX));
@@ -162,7 +165,7 @@ fn autopilot_set(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
             };
             next.insert(k.clone(), v);
         }
-        st.autopilot = Some(Value::Object(next));
+        st.operator.autopilot = Some(Value::Object(next));
         true
     });
     Ok(Reply::json(200, &json!(stored), ctx.pretty()))
@@ -198,6 +201,46 @@ fn autopilot_health(ctx: &Ctx) -> Result<Reply, Reply> {
             "Voter": true,
             "StableSince": crate::godur::rfc3339(std::time::SystemTime::now()),
         }],
+    });
+    Ok(Reply::json(200, &body, ctx.pretty()))
+}
+
+/// `/v1/operator/autopilot/state` (`api.AutopilotState`): this server, healthy, the leader and
+/// only voter, keyed by its node ID.
+fn autopilot_state(ctx: &Ctx) -> Result<Reply, Reply> {
+    allowed(ctx, "operator:read")?;
+    let index = ctx.shared.read(|st| st.last_index());
+    let id = ctx.shared.node_id.clone();
+    let mut meta = serde_json::Map::new();
+    meta.insert("consul-network-segment".into(), json!(""));
+    for (k, v) in &ctx.shared.cfg.node_meta {
+        meta.insert(k.clone(), json!(v));
+    }
+    let server = json!({
+        "ID": id,
+        "Name": ctx.shared.cfg.node_name,
+        "Address": RAFT_ADDR,
+        "NodeStatus": "alive",
+        "Version": ctx.shared.cfg.consul_version.to_string(),
+        "LastContact": "0s",
+        "LastTerm": 2,
+        "LastIndex": index,
+        "Healthy": true,
+        "StableSince": crate::godur::rfc3339(std::time::SystemTime::now()),
+        "ReadReplica": false,
+        "Status": "leader",
+        "Meta": meta,
+        "NodeType": "voter",
+    });
+    let mut servers = serde_json::Map::new();
+    servers.insert(id.clone(), server);
+    let body = json!({
+        "Healthy": true,
+        "FailureTolerance": 0,
+        "OptimisticFailureTolerance": 0,
+        "Servers": servers,
+        "Leader": id,
+        "Voters": [id],
     });
     Ok(Reply::json(200, &body, ctx.pretty()))
 }

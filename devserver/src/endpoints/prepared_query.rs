@@ -47,6 +47,14 @@ fn not_found() -> Reply {
     Reply::text(404, "Query not found")
 }
 
+/// `PreparedQuery.Apply` on an ID no query has (update, delete).
+fn no_such_query(id: &str) -> Reply {
+    Reply::text(
+        500,
+        format!("Cannot modify non-existent prepared query: '{id}'"),
+    )
+}
+
 /// The stored form: the defaults of every field, then what the request set.
 fn normalize(body: &Map<String, Value>, id: &str) -> Value {
     let mut def = json!({
@@ -92,15 +100,19 @@ fn create(ctx: &Ctx, t: Option<&str>, body: &[u8]) -> Result<Reply, Reply> {
         let idx = st.next_index();
         def["CreateIndex"] = json!(idx);
         def["ModifyIndex"] = json!(idx);
-        st.prepared_queries.insert(id.clone(), def);
-        st.prepared_queries_index = idx;
+        st.operator.prepared_queries.insert(id.clone(), def);
+        st.operator.prepared_queries_index = idx;
     });
     Ok(Reply::json(200, &json!({"ID": id}), ctx.pretty()))
 }
 
 fn validate(def: &Value) -> Result<(), Reply> {
     if def["Service"]["Service"].as_str().unwrap_or("").is_empty() {
-        return Err(Reply::text(400, "Must provide a Service name to query"));
+        // `PreparedQuery.Apply` wraps `parseQuery`'s error; an RPC error is a 500.
+        return Err(Reply::text(
+            500,
+            "Invalid prepared query: Must provide a Service name to query",
+        ));
     }
     Ok(())
 }
@@ -109,16 +121,17 @@ fn update(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Re
     require(ctx, t, "query:write", "")?;
     let obj = decode::object(body, "structs.PreparedQuery")?;
     let mut def = normalize(&obj, id);
-    validate(&def)?;
     ctx.shared.write(|st| {
-        let Some(old) = st.prepared_queries.get(id) else {
-            return Err(not_found());
+        // `Apply` looks the query up before it parses the new definition.
+        let Some(old) = st.operator.prepared_queries.get(id) else {
+            return Err(no_such_query(id));
         };
+        validate(&def)?;
         def["CreateIndex"] = old["CreateIndex"].clone();
         let idx = st.next_index();
         def["ModifyIndex"] = json!(idx);
-        st.prepared_queries.insert(id.to_string(), def);
-        st.prepared_queries_index = idx;
+        st.operator.prepared_queries.insert(id.to_string(), def);
+        st.operator.prepared_queries_index = idx;
         Ok(())
     })?;
     Ok(Reply::text(200, ""))
@@ -127,10 +140,10 @@ fn update(ctx: &Ctx, t: Option<&str>, id: &str, body: &[u8]) -> Result<Reply, Re
 fn delete(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
     require(ctx, t, "query:write", "")?;
     ctx.shared.write(|st| {
-        if st.prepared_queries.remove(id).is_none() {
-            return Err(not_found());
+        if st.operator.prepared_queries.remove(id).is_none() {
+            return Err(no_such_query(id));
         }
-        st.prepared_queries_index = st.next_index();
+        st.operator.prepared_queries_index = st.next_index();
         Ok(())
     })?;
     Ok(Reply::text(200, ""))
@@ -140,8 +153,8 @@ fn read(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
     require(ctx, t, "query:read", "")?;
     let (def, index) = ctx.shared.read(|st| {
         (
-            st.prepared_queries.get(id).cloned(),
-            st.prepared_queries_index,
+            st.operator.prepared_queries.get(id).cloned(),
+            st.operator.prepared_queries_index,
         )
     });
     let def = def.ok_or_else(not_found)?;
@@ -151,8 +164,8 @@ fn read(ctx: &Ctx, t: Option<&str>, id: &str) -> Result<Reply, Reply> {
 fn list(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
     require(ctx, t, "query:read", "")?;
     let (defs, index) = ctx.shared.read(|st| {
-        let defs: Vec<Value> = st.prepared_queries.values().cloned().collect();
-        (defs, st.prepared_queries_index)
+        let defs: Vec<Value> = st.operator.prepared_queries.values().cloned().collect();
+        (defs, st.operator.prepared_queries_index)
     });
     Ok(Reply::json(200, &Value::Array(defs), ctx.pretty()).with_meta(index))
 }
@@ -160,14 +173,15 @@ fn list(ctx: &Ctx, t: Option<&str>) -> Result<Reply, Reply> {
 /// The query an ID or name names: by ID, by exact name, else the template whose name is the
 /// longest prefix of it.
 fn resolve(st: &State, id_or_name: &str) -> Option<Value> {
-    if let Some(d) = st.prepared_queries.get(id_or_name) {
+    if let Some(d) = st.operator.prepared_queries.get(id_or_name) {
         return Some(d.clone());
     }
     let by_name = |d: &&Value| d["Name"].as_str() == Some(id_or_name);
-    if let Some(d) = st.prepared_queries.values().find(by_name) {
+    if let Some(d) = st.operator.prepared_queries.values().find(by_name) {
         return Some(d.clone());
     }
-    st.prepared_queries
+    st.operator
+        .prepared_queries
         .values()
         .filter(|d| d["Template"]["Type"] == "name_prefix_match")
         .filter(|d| id_or_name.starts_with(d["Name"].as_str().unwrap_or("")))

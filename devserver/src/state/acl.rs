@@ -14,8 +14,11 @@ pub(crate) type Table = BTreeMap<String, Map<String, Value>>;
 /// The ACL tables.
 #[derive(Default)]
 pub(crate) struct AclTables {
-    /// Whether the built-in policy and tokens are in place.
+    /// Whether the built-in policy and the anonymous token are in place.
     pub bootstrapped: bool,
+    /// The index of the ACL bootstrap (the initial management token's creation, or
+    /// `PUT /v1/acl/bootstrap`); 0 while the system can still be bootstrapped.
+    pub bootstrap_index: u64,
     /// Tokens by AccessorID.
     pub tokens: Table,
     pub policies: Table,

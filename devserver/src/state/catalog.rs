@@ -578,10 +578,9 @@ impl State {
 
     pub(super) fn invalidate_where(&mut self, idx: u64, pred: impl Fn(&Session) -> bool) {
         let victims: Vec<Session> = self
-            .sessions
-            .values()
+            .sessions_sorted()
+            .into_iter()
             .filter(|s| pred(s))
-            .cloned()
             .collect();
         for s in victims {
             self.invalidate_at(idx, s);
@@ -680,7 +679,7 @@ mod tests {
         s.put_check_at(i, c).unwrap();
         let id = sess(&mut s, Behavior::Release, 0);
         s.sessions
-            .get_mut(&id)
+            .session_mut(&id)
             .unwrap()
             .node_checks
             .push("web-ttl".into());

@@ -1,8 +1,11 @@
-//! The replicated-state equivalent, split by table as Consul's state store is: KV entries and
-//! tombstones plus the leader-only lock-delay map ([`kv`]), sessions and their TTL timers
-//! ([`sessions`]), nodes and their checks ([`catalog`]). This module holds what they share: the
-//! [`State`] itself, the global raft-like index, the write journal (begin/commit/rollback) and
-//! the watch topics a write changed.
+//! The replicated-state equivalent, split by table as Consul's state store is
+//! (`agent/consul/state/*.go`): KV entries ([`kvs`], `kvs.go`), the tombstones of deleted keys
+//! ([`graveyard`], `graveyard.go`), the leader-only lock-delay map ([`delay`], `delay.go`),
+//! sessions and their TTL timers ([`sessions`], `session.go`), nodes, services and checks
+//! ([`catalog`], `catalog.go`), the ACL tables ([`acl`]), user events and coordinates
+//! ([`events`]), prepared queries and the operator's records ([`operator`]). Each table keeps
+//! its own index. This module holds what they share: the [`State`] itself, the global raft-like
+//! index, the write journal (begin/commit/rollback) and the watch topics a write changed.
 //!
 //! Everything here is synchronous and runs under one mutex (see `server.rs`). Each method that
 //! corresponds to a raft write consumes the next global index exactly where Consul would — also
@@ -11,19 +14,25 @@
 
 mod acl;
 mod catalog;
+mod delay;
 mod events;
-mod kv;
+mod graveyard;
+mod kvs;
+mod operator;
 mod sessions;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::version::ConsulVersion;
 
 pub(crate) use acl::Table as AclTable;
 pub(crate) use catalog::{Catalog, Check, CheckStatus, Node, Service, SERF_CHECK_ID};
-pub(crate) use kv::Entry;
-use kv::Tombstone;
+use delay::Delay;
+use graveyard::{Graveyard, Tombstone};
+pub(crate) use kvs::Entry;
+use kvs::Kvs;
+pub(crate) use operator::OperatorTables;
+use sessions::SessionTable;
 pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
 
 /// Raft index the store starts at, standing in for the bootstrap writes a real cluster makes.
@@ -68,32 +77,22 @@ pub(crate) struct State {
     version: ConsulVersion,
     tombstone_ttl: Duration,
     index: u64,
-    kvs_index: u64,
-    tombstones_index: u64,
-    sessions_index: u64,
-    kv: BTreeMap<String, Entry>,
-    tombstones: BTreeMap<String, Tombstone>,
-    /// Sessions by lowercase ID (Consul looks IDs up case-insensitively).
-    sessions: HashMap<String, Session>,
-    /// Keys held, by lowercase session ID.
-    held: HashMap<String, BTreeSet<String>>,
-    /// TTL timers: (deadline, lowercase session ID).
-    timers: BTreeSet<(Instant, String)>,
-    lock_delays: HashMap<String, Instant>,
+    /// KV entries.
+    kvs: Kvs,
+    /// Tombstones of deleted keys.
+    graveyard: Graveyard,
+    /// The leader's lock-delays (not replicated).
+    delay: Delay,
+    /// Sessions, the keys they hold, their TTL timers.
+    sessions: SessionTable,
     /// Nodes, services and checks.
     catalog: Catalog,
     /// Tokens, policies, roles, auth methods, binding rules.
     acl: acl::AclTables,
     /// User events and coordinates.
     events: events::EventsAndCoords,
-    /// The Connect CA root (`structs.CARoot` JSON), generated on first use.
-    pub(crate) connect_root: Option<serde_json::Value>,
-    /// The autopilot configuration (`structs.AutopilotConfig` JSON, with its indexes), set on
-    /// first write; `None` reads as the defaults at the boot index.
-    pub(crate) autopilot: Option<serde_json::Value>,
-    /// Prepared queries (`structs.PreparedQuery` JSON) by ID, and the table's index.
-    pub(crate) prepared_queries: BTreeMap<String, serde_json::Value>,
-    pub(crate) prepared_queries_index: u64,
+    /// Prepared queries, the autopilot configuration, the Connect CA root.
+    pub(crate) operator: OperatorTables,
     changes: Vec<Topic>,
     journal: Option<Journal>,
 }
@@ -112,22 +111,14 @@ impl State {
             version,
             tombstone_ttl,
             index: BOOT_INDEX,
-            kvs_index: 0,
-            tombstones_index: 0,
-            sessions_index: 0,
-            kv: BTreeMap::new(),
-            tombstones: BTreeMap::new(),
-            sessions: HashMap::new(),
-            held: HashMap::new(),
-            timers: BTreeSet::new(),
-            lock_delays: HashMap::new(),
+            kvs: Kvs::default(),
+            graveyard: Graveyard::default(),
+            delay: Delay::default(),
+            sessions: SessionTable::default(),
             catalog: Catalog::default(),
             acl: acl::AclTables::default(),
             events: events::EventsAndCoords::default(),
-            connect_root: None,
-            autopilot: None,
-            prepared_queries: BTreeMap::new(),
-            prepared_queries_index: 0,
+            operator: OperatorTables::default(),
             changes: Vec::new(),
             journal: None,
         };
@@ -161,8 +152,8 @@ impl State {
         self.journal = Some(Journal {
             kv: Vec::new(),
             tombstones: Vec::new(),
-            kvs_index: self.kvs_index,
-            tombstones_index: self.tombstones_index,
+            kvs_index: self.kvs.index(),
+            tombstones_index: self.graveyard.index(),
             changes_len: self.changes.len(),
             catalog: None,
         });
@@ -196,13 +187,10 @@ impl State {
             self.put_entry(&key, old);
         }
         for (key, old) in j.tombstones.into_iter().rev() {
-            match old {
-                Some(t) => self.tombstones.insert(key, t),
-                None => self.tombstones.remove(&key),
-            };
+            self.graveyard.restore(key, old);
         }
-        self.kvs_index = j.kvs_index;
-        self.tombstones_index = j.tombstones_index;
+        self.kvs.set_index(j.kvs_index);
+        self.graveyard.set_index(j.tombstones_index);
         self.changes.truncate(j.changes_len);
     }
 }
@@ -269,6 +257,6 @@ mod tests {
             .unwrap();
         s.rollback();
         assert_eq!(s.kv_get("k").1, before.1);
-        assert!(s.held.is_empty());
+        assert!(s.sessions.nothing_held());
     }
 }

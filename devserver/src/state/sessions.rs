@@ -1,9 +1,11 @@
-//! The sessions table: sessions, the keys each holds, TTL timers (2×TTL, as Consul's leader
-//! arms them) and invalidation (release or delete of held keys, then lock-delay).
+//! The sessions table (Consul's `state/session.go`): sessions with the table's own index, the
+//! keys each holds, TTL timers (2×TTL, as Consul's leader arms them, `session_ttl.go`) and
+//! invalidation (release or delete of held keys, then lock-delay).
 
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use super::kv::effective_lock_delay;
+use super::delay::effective_lock_delay;
 use super::{new_uuid, ApplyError, CheckStatus, State, Topic};
 
 /// Consul's `SessionTTLMultiplier`: a session expires about 2×TTL after its last renew.
@@ -79,20 +81,70 @@ pub(crate) struct NewSession {
     pub checks: Option<Vec<String>>,
 }
 
+/// The sessions table: sessions by lowercase ID (Consul looks IDs up case-insensitively), the
+/// keys each holds, the TTL timers, and the table index.
+#[derive(Default)]
+pub(crate) struct SessionTable {
+    by_id: HashMap<String, Session>,
+    /// Keys held, by lowercase session ID.
+    held: HashMap<String, BTreeSet<String>>,
+    /// TTL timers: (deadline, lowercase session ID).
+    timers: BTreeSet<(Instant, String)>,
+    index: u64,
+}
+
+impl SessionTable {
+    /// Records that session `sid` holds `key` (nothing for an empty `sid`).
+    pub(super) fn hold(&mut self, sid: &str, key: &str) {
+        if !sid.is_empty() {
+            self.held
+                .entry(sid.to_ascii_lowercase())
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+
+    /// Records that session `sid` no longer holds `key`.
+    pub(super) fn unhold(&mut self, sid: &str, key: &str) {
+        if sid.is_empty() {
+            return;
+        }
+        let lid = sid.to_ascii_lowercase();
+        if let Some(set) = self.held.get_mut(&lid) {
+            set.remove(key);
+            if set.is_empty() {
+                self.held.remove(&lid);
+            }
+        }
+    }
+
+    /// A session to change in place (tests that bind checks after the create).
+    #[cfg(test)]
+    pub(super) fn session_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.by_id.get_mut(&id.to_ascii_lowercase())
+    }
+
+    /// Whether no session holds any key.
+    #[cfg(test)]
+    pub(super) fn nothing_held(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
 impl State {
     /// Looks a session up case-insensitively.
     pub fn session(&self, id: &str) -> Option<&Session> {
-        self.sessions.get(&id.to_ascii_lowercase())
+        self.sessions.by_id.get(&id.to_ascii_lowercase())
     }
 
     /// The sessions table index.
     pub fn sessions_index(&self) -> u64 {
-        self.sessions_index
+        self.sessions.index
     }
 
     /// All sessions, ordered by ID.
     pub fn sessions_sorted(&self) -> Vec<Session> {
-        let mut v: Vec<Session> = self.sessions.values().cloned().collect();
+        let mut v: Vec<Session> = self.sessions.by_id.values().cloned().collect();
         v.sort_by_key(|s| s.id.to_ascii_lowercase());
         v
     }
@@ -131,7 +183,7 @@ impl State {
         }
         let id = loop {
             let id = new_uuid();
-            if !self.sessions.contains_key(&id) {
+            if !self.sessions.by_id.contains_key(&id) {
                 break id;
             }
         };
@@ -154,10 +206,10 @@ impl State {
             expires_at,
         };
         if let Some(at) = expires_at {
-            self.timers.insert((at, id.clone()));
+            self.sessions.timers.insert((at, id.clone()));
         }
-        self.sessions.insert(id.clone(), s);
-        self.sessions_index = idx;
+        self.sessions.by_id.insert(id.clone(), s);
+        self.sessions.index = idx;
         self.changes.push(Topic::Sessions);
         Ok(id)
     }
@@ -166,14 +218,15 @@ impl State {
     /// `None` when the session does not exist.
     pub fn session_renew(&mut self, id: &str) -> Option<Session> {
         let lid = id.to_ascii_lowercase();
-        let s = self.sessions.get_mut(&lid)?;
+        let table = &mut self.sessions;
+        let s = table.by_id.get_mut(&lid)?;
         if let Some(ttl) = s.ttl_dur {
             if let Some(old) = s.expires_at {
-                self.timers.remove(&(old, lid.clone()));
+                table.timers.remove(&(old, lid.clone()));
             }
             let at = Instant::now() + ttl * SESSION_TTL_MULTIPLIER;
             s.expires_at = Some(at);
-            self.timers.insert((at, lid));
+            table.timers.insert((at, lid));
         }
         Some(s.clone())
     }
@@ -183,7 +236,7 @@ impl State {
     /// no index is consumed).
     pub fn session_invalidate(&mut self, id: &str) -> bool {
         let lid = id.to_ascii_lowercase();
-        let Some(s) = self.sessions.remove(&lid) else {
+        let Some(s) = self.sessions.by_id.remove(&lid) else {
             return false;
         };
         let idx = self.next_index();
@@ -193,13 +246,14 @@ impl State {
 
     pub(super) fn invalidate_at(&mut self, idx: u64, s: Session) {
         let lid = s.id.to_ascii_lowercase();
-        self.sessions.remove(&lid);
+        self.sessions.by_id.remove(&lid);
         if let Some(at) = s.expires_at {
-            self.timers.remove(&(at, lid.clone()));
+            self.sessions.timers.remove(&(at, lid.clone()));
         }
-        self.sessions_index = idx;
+        self.sessions.index = idx;
         self.changes.push(Topic::Sessions);
         let keys: Vec<String> = self
+            .sessions
             .held
             .get(&lid)
             .map(|k| k.iter().cloned().collect())
@@ -209,11 +263,11 @@ impl State {
         for key in keys {
             match s.behavior {
                 Behavior::Release => {
-                    if let Some(mut e) = self.kv.get(&key).cloned() {
+                    if let Some(mut e) = self.kvs.get(&key).cloned() {
                         e.session.clear();
                         e.modify_index = idx;
                         self.put_entry(&key, Some(e));
-                        self.kvs_index = self.kvs_index.max(idx);
+                        self.kvs.bump(idx);
                     }
                 }
                 Behavior::Delete => self.kv_delete_at(idx, &key),
@@ -226,25 +280,27 @@ impl State {
 
     /// Restarts every TTL timer at a full 2×TTL, as a newly elected leader does.
     pub fn rearm_all_timers(&mut self) {
-        self.timers.clear();
+        let table = &mut self.sessions;
+        table.timers.clear();
         let now = Instant::now();
-        for (lid, s) in self.sessions.iter_mut() {
+        for (lid, s) in table.by_id.iter_mut() {
             if let Some(ttl) = s.ttl_dur {
                 let at = now + ttl * SESSION_TTL_MULTIPLIER;
                 s.expires_at = Some(at);
-                self.timers.insert((at, lid.clone()));
+                table.timers.insert((at, lid.clone()));
             }
         }
     }
 
     /// The earliest TTL timer, if any.
     pub fn next_timer(&self) -> Option<Instant> {
-        self.timers.iter().next().map(|(at, _)| *at)
+        self.sessions.timers.iter().next().map(|(at, _)| *at)
     }
 
     /// Invalidates every session whose TTL timer has fired. Returns how many.
     pub fn expire_sessions(&mut self, now: Instant) -> usize {
         let due: Vec<String> = self
+            .sessions
             .timers
             .iter()
             .take_while(|(at, _)| *at <= now)
@@ -262,7 +318,8 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::super::kv::{Entry, MAX_LOCK_DELAY};
+    use super::super::delay::MAX_LOCK_DELAY;
+    use super::super::kvs::Entry;
     use super::super::testutil::{sess, st};
     use super::*;
 
@@ -276,7 +333,7 @@ mod tests {
             .unwrap();
         let before = Instant::now();
         assert!(s.session_invalidate(&id));
-        let until = s.lock_delays["k"];
+        let until = s.delay.until("k").unwrap();
         assert!(until <= before + MAX_LOCK_DELAY + Duration::from_secs(1));
         assert!(until >= before + MAX_LOCK_DELAY - Duration::from_secs(1));
     }

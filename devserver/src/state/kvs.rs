@@ -1,12 +1,11 @@
-//! The KV table: entries, tombstones (deleted keys still counted by list queries) and the
-//! leader-only lock-delay map, with Consul's `kvs*Txn` write semantics.
+//! The KV table (Consul's `state/kvs.go`): entries by key with the table's own index, and the
+//! `kvs*Txn` write semantics, which also touch the graveyard (deletes), the sessions table
+//! (who holds a key) and the lock-delays (acquire).
 
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Instant;
 
 use super::{State, Topic};
-
-/// Lock-delays longer than this are capped when applied (`structs.MaxLockDelay`).
-pub(super) const MAX_LOCK_DELAY: Duration = Duration::from_secs(60);
 
 /// One KV pair as Consul stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,20 +43,54 @@ impl Entry {
     }
 }
 
-/// A deleted key (or deleted prefix) still counted by list queries until it is reaped.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Tombstone {
+/// The entries by key, and the `kvs` table index.
+#[derive(Default)]
+pub(crate) struct Kvs {
+    entries: BTreeMap<String, Entry>,
+    /// The highest index an entry was written or deleted at.
     index: u64,
-    at: Instant,
 }
 
-/// How long a key stays lock-delayed after its holder's session is invalidated: the session's
-/// LockDelay, capped at [`MAX_LOCK_DELAY`] (zero or negative means none).
-pub(super) fn effective_lock_delay(lock_delay_ns: i64) -> Duration {
-    if lock_delay_ns > 0 {
-        Duration::from_nanos(lock_delay_ns as u64).min(MAX_LOCK_DELAY)
-    } else {
-        Duration::ZERO
+impl Kvs {
+    /// The `kvs` table index.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// Raises the table index to `idx` (a write at `idx`).
+    pub fn bump(&mut self, idx: u64) {
+        self.index = self.index.max(idx);
+    }
+
+    /// Puts the table index back (a rolled-back transaction).
+    pub fn set_index(&mut self, index: u64) {
+        self.index = index;
+    }
+
+    /// The entry of `key`.
+    pub fn get(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// Whether `key` has an entry.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Stores (`Some`) or removes (`None`) the entry of `key`; returns the one it replaced.
+    fn put(&mut self, key: &str, new: Option<Entry>) -> Option<Entry> {
+        match new {
+            Some(e) => self.entries.insert(key.to_string(), e),
+            None => self.entries.remove(key),
+        }
+    }
+
+    /// The entries under `prefix` (plain string prefix), in key order.
+    pub fn range<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.entries
+            .range(prefix.to_string()..)
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .map(|(_, e)| e)
     }
 }
 
@@ -65,28 +98,12 @@ impl State {
     // ----- low-level mutation (journaled) -----
 
     pub(super) fn put_entry(&mut self, key: &str, new: Option<Entry>) {
-        let old = match &new {
-            Some(e) => self.kv.insert(key.to_string(), e.clone()),
-            None => self.kv.remove(key),
-        };
+        let old = self.kvs.put(key, new.clone());
         if let Some(o) = &old {
-            if !o.session.is_empty() {
-                let sid = o.session.to_ascii_lowercase();
-                if let Some(set) = self.held.get_mut(&sid) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.held.remove(&sid);
-                    }
-                }
-            }
+            self.sessions.unhold(&o.session, key);
         }
         if let Some(n) = &new {
-            if !n.session.is_empty() {
-                self.held
-                    .entry(n.session.to_ascii_lowercase())
-                    .or_default()
-                    .insert(key.to_string());
-            }
+            self.sessions.hold(&n.session, key);
         }
         if let Some(j) = &mut self.journal {
             j.kv.push((key.to_string(), old));
@@ -96,17 +113,10 @@ impl State {
     }
 
     fn put_tombstone(&mut self, key: &str, idx: u64) {
-        let old = self.tombstones.insert(
-            key.to_string(),
-            Tombstone {
-                index: idx,
-                at: Instant::now(),
-            },
-        );
+        let old = self.graveyard.insert(key, idx);
         if let Some(j) = &mut self.journal {
             j.tombstones.push((key.to_string(), old));
         }
-        self.tombstones_index = self.tombstones_index.max(idx);
     }
 
     // ----- KV reads -----
@@ -114,9 +124,9 @@ impl State {
     /// A single key and the index a read of it reports: its ModifyIndex when present,
     /// otherwise the KV activity index (max of the kvs and tombstones tables).
     pub fn kv_get(&self, key: &str) -> (u64, Option<Entry>) {
-        match self.kv.get(key) {
+        match self.kvs.get(key) {
             Some(e) => (e.modify_index, Some(e.clone())),
-            None => (self.kvs_index.max(self.tombstones_index), None),
+            None => (self.kvs.index().max(self.graveyard.index()), None),
         }
     }
 
@@ -150,24 +160,15 @@ impl State {
     }
 
     fn range<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
-        self.kv
-            .range(prefix.to_string()..)
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .map(|(_, e)| e)
+        self.kvs.range(prefix)
     }
 
     fn list_index(&self, prefix: &str, entries_max: u64) -> u64 {
-        let table = self.kvs_index.max(self.tombstones_index);
+        let table = self.kvs.index().max(self.graveyard.index());
         if prefix.is_empty() {
             return table;
         }
-        let graves = self
-            .tombstones
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, t)| t.index)
-            .max()
-            .unwrap_or(0);
+        let graves = self.graveyard.max_index_under(prefix);
         match entries_max.max(graves) {
             0 => table,
             n => n,
@@ -186,7 +187,7 @@ impl State {
     /// request LockIndex is 0) resets it to 0 even on a locked key, while keeping the holder.
     /// (`consul-semantics.md` §6.1 says LockIndex is preserved; the source disagrees.)
     fn set_at(&mut self, idx: u64, mut req: Entry, update_session: bool) -> Entry {
-        let existing = self.kv.get(&req.key).cloned();
+        let existing = self.kvs.get(&req.key).cloned();
         match &existing {
             Some(e) => {
                 req.create_index = e.create_index;
@@ -208,7 +209,7 @@ impl State {
             }
         }
         req.modify_index = idx;
-        self.kvs_index = self.kvs_index.max(idx);
+        self.kvs.bump(idx);
         let key = req.key.clone();
         self.put_entry(&key, Some(req.clone()));
         req
@@ -221,7 +222,7 @@ impl State {
 
     /// PUT `?cas=` / txn `cas`: `None` when the index does not match.
     pub fn kv_cas_at(&mut self, idx: u64, req: Entry, cas: u64) -> Option<Entry> {
-        match (self.kv.get(&req.key), cas) {
+        match (self.kvs.get(&req.key), cas) {
             (Some(_), 0) | (None, 1..) => return None,
             (Some(e), n) if e.modify_index != n => return None,
             _ => {}
@@ -231,14 +232,7 @@ impl State {
 
     /// Whether a lock-delay is in force on `key` (the leader's pre-apply check).
     pub fn lock_delayed(&mut self, key: &str) -> bool {
-        match self.lock_delays.get(key) {
-            Some(until) if *until > Instant::now() => true,
-            Some(_) => {
-                self.lock_delays.remove(key);
-                false
-            }
-            None => false,
-        }
+        self.delay.delayed(key)
     }
 
     /// `kvsLockTxn` (after the lock-delay pre-check): `Ok(None)` when another session holds it.
@@ -251,14 +245,14 @@ impl State {
         if session.is_empty() {
             return Err("missing session".into());
         }
-        if !self.sessions.contains_key(&session.to_ascii_lowercase()) {
+        if self.session(session).is_none() {
             return Err(format!(
                 "invalid session {}",
                 crate::godur::go_quote(session)
             ));
         }
         req.session = session.to_string();
-        match self.kv.get(&req.key) {
+        match self.kvs.get(&req.key) {
             Some(e) if e.session == session => {
                 req.lock_index = e.lock_index;
             }
@@ -280,7 +274,7 @@ impl State {
         if session.is_empty() {
             return Err("missing session".into());
         }
-        let Some(e) = self.kv.get(&req.key) else {
+        let Some(e) = self.kvs.get(&req.key) else {
             return Ok(None);
         };
         if e.session != session {
@@ -293,16 +287,16 @@ impl State {
 
     /// Deletes one key (no-op when missing), leaving a tombstone.
     pub fn kv_delete_at(&mut self, idx: u64, key: &str) {
-        if self.kv.contains_key(key) {
+        if self.kvs.contains(key) {
             self.put_entry(key, None);
             self.put_tombstone(key, idx);
-            self.kvs_index = self.kvs_index.max(idx);
+            self.kvs.bump(idx);
         }
     }
 
     /// Delete with `cas`: true when the key is missing or its ModifyIndex matches.
     pub fn kv_delete_cas_at(&mut self, idx: u64, key: &str, cas: u64) -> bool {
-        match self.kv.get(key) {
+        match self.kvs.get(key) {
             None => true,
             Some(e) if e.modify_index != cas => false,
             Some(_) => {
@@ -324,20 +318,17 @@ impl State {
         if !prefix.is_empty() {
             self.put_tombstone(prefix, idx);
         }
-        self.kvs_index = self.kvs_index.max(idx);
+        self.kvs.bump(idx);
     }
 
     /// Forgets tombstones older than the tombstone TTL. Returns whether any went.
     pub fn reap_tombstones(&mut self) -> bool {
-        let ttl = self.tombstone_ttl;
-        let before = self.tombstones.len();
-        self.tombstones.retain(|_, t| t.at.elapsed() < ttl);
-        before != self.tombstones.len()
+        self.graveyard.reap(self.tombstone_ttl)
     }
 
     /// Starts a lock-delay on `key` until `until` (the leader's in-memory `Delay` map).
     pub(super) fn set_lock_delay(&mut self, key: String, until: Instant) {
-        self.lock_delays.insert(key, until);
+        self.delay.set(key, until);
     }
 }
 
@@ -346,6 +337,7 @@ mod tests {
     use super::super::testutil::{sess, st};
     use super::super::Behavior;
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn identical_write_keeps_modify_index() {
