@@ -485,7 +485,8 @@ starts! {
     // The native halves of `baton.aio.Client`'s requests: each runs on a baton thread, never
     // on the event loop nor in its default executor.
     impl Client {
-        fn _start_default_session(&self) -> session [c = (*self.inner).clone()] |_| c.default_session();
+        fn _start_default_session(&self) -> session
+            [c = (*self.inner).clone()] |_| c.default_session();
 
         fn _start_kv_get(&self, key: &str) -> kv_value
             [c = (*self.inner).clone(), k = key.to_string()] |_| c.kv().get(&k);
