@@ -2,10 +2,13 @@
 //! and report its outcome to a Python callback, with a handle to cancel it.
 //!
 //! `baton/aio.py` turns the callback into an asyncio future (through
-//! `loop.call_soon_threadsafe`), so waits never occupy the event loop nor the
-//! default executor's few threads. Cancelling the awaiting task cancels the
-//! core call; an acquisition that succeeded while the cancel was on its way is
-//! undone here (or, if the cancel came later still, by `aio.py`).
+//! `loop.call_soon_threadsafe`, or the loop's [`Hub`]), so waits never occupy the event loop
+//! nor the default executor's few threads. Cancelling the awaiting task cancels the core
+//! call, and the core then gives back what it took meanwhile. An acquire's success that
+//! nobody will take — the cancel came after the core call returned, the task was cancelled
+//! with the outcome on its way, the event loop is gone — is given back here, in one place
+//! for every holding ([`Unclaimed`], through `baton::Hold::abandon`). The `_start_*` methods
+//! are all made by one macro ([`starts!`]).
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -14,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use baton::HoldLost;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -27,6 +31,7 @@ use crate::{seconds, to_py, Client, Session};
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Pending {
     cancel: baton::CancelToken,
+    unclaimed: Unclaimed,
 }
 
 #[pymethods]
@@ -40,6 +45,71 @@ impl Pending {
     /// Whether `cancel()` was called.
     fn cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Gives back what the call acquired, which nobody will take (its task was cancelled
+    /// after the call succeeded): released on a baton thread, which then calls
+    /// `finished()`. False, and `finished` is not called, when there is nothing to give back.
+    fn _give_back(&self, finished: Py<PyAny>) -> bool {
+        self.unclaimed.give_back_then(move || {
+            let _ = crate::attach_from_thread(|py| {
+                if let Err(err) = finished.call0(py) {
+                    err.write_unraisable(py, Some(finished.bind(py)));
+                }
+            });
+        })
+    }
+}
+
+/// A holding, for giving it back: [`baton::Hold::abandon`] behind a type every recipe shares.
+trait Abandon: Send + Sync {
+    fn abandon(&self);
+}
+
+impl<H: baton::Hold> Abandon for H {
+    fn abandon(&self) {
+        baton::Hold::abandon(self)
+    }
+}
+
+/// What an acquire's success holds until someone takes it: the one place `baton.aio` gives
+/// anything back. Armed when the core call returned True, given back at most once: on the
+/// call's thread when the cancel came after the core call returned, by
+/// [`Pending::_give_back`] when `aio.py` finds the task cancelled with the outcome on its way
+/// (or taken by nobody), when the outcome is dropped undelivered (its event loop is gone).
+#[derive(Clone, Default)]
+struct Unclaimed(Arc<Mutex<Option<Arc<dyn Abandon>>>>);
+
+impl Unclaimed {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Abandon>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn arm(&self, hold: Arc<dyn Abandon>) {
+        *self.slot() = Some(hold);
+    }
+
+    /// Gives it back now (requests: on a baton thread only).
+    fn give_back(&self) {
+        let hold = self.slot().take();
+        if let Some(hold) = hold {
+            hold.abandon();
+        }
+    }
+
+    /// Gives it back on a pooled baton thread, then runs `then` there; whether there was
+    /// anything to give back (and a thread to do it: without one the holding is left to its
+    /// session, and `then` does not run).
+    fn give_back_then(&self, then: impl FnOnce() + Send + 'static) -> bool {
+        let Some(hold) = self.slot().take() else {
+            return false;
+        };
+        CALLS
+            .run(move || {
+                hold.abandon();
+                then
+            })
+            .is_ok()
     }
 }
 
@@ -57,7 +127,7 @@ pub(crate) fn stop_pool(deadline: std::time::Instant) {
 /// the interpreter), or, for `(hub, weakref_to_done)`, `done` called on the event loop's
 /// thread by [`Hub::drain`]. The reference is weak so that a pending call does not keep its
 /// event loop alive: a loop closed and dropped with the call still pending frees `done`, and
-/// the outcome is then undone rather than reported.
+/// the outcome is then given back rather than reported.
 enum Target {
     Thread(Py<PyAny>),
     Loop(Weak<HubInner>, Py<PyAny>),
@@ -65,13 +135,39 @@ enum Target {
 
 /// Runs `call` on a pooled baton thread (see `pool.rs`), then reports `done(True, value)` or
 /// `done(False, exception)` as the target says (`done`, or `(hub, done)`). If the token was
-/// cancelled by the time `call` succeeded, `undo` gets the value and `done` a
-/// `CancelledError`; an outcome nobody will take (its event loop and hub gone) is undone too.
-/// An exception raised by `done` goes to `sys.unraisablehook`.
-fn start<T: Send + 'static, U: FnOnce(T) + Send + 'static>(
+/// cancelled by the time `call` succeeded, `done` gets a `CancelledError` (and an acquire's
+/// success is given back). An exception raised by `done` goes to `sys.unraisablehook`.
+fn start<T: Send + 'static>(
     done: Py<PyAny>,
     call: impl FnOnce(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
-    undo: U,
+    convert: Convert<T>,
+) -> PyResult<Pending> {
+    launch(done, move |c, _| call(c), convert)
+}
+
+/// [`start`] for an acquire of `hold`: a success is armed in the call's [`Unclaimed`].
+fn start_holding<H: baton::Hold + 'static>(
+    done: Py<PyAny>,
+    hold: Arc<H>,
+    call: impl FnOnce(&baton::CancelToken) -> baton::Result<bool> + Send + 'static,
+    convert: Convert<bool>,
+) -> PyResult<Pending> {
+    launch(
+        done,
+        move |c, unclaimed| {
+            let held = call(c)?;
+            if held {
+                unclaimed.arm(hold);
+            }
+            Ok(held)
+        },
+        convert,
+    )
+}
+
+fn launch<T: Send + 'static>(
+    done: Py<PyAny>,
+    call: impl FnOnce(&baton::CancelToken, &Unclaimed) -> baton::Result<T> + Send + 'static,
     convert: Convert<T>,
 ) -> PyResult<Pending> {
     let target = Python::attach(|py| -> PyResult<Target> {
@@ -93,19 +189,21 @@ fn start<T: Send + 'static, U: FnOnce(T) + Send + 'static>(
         Ok(Target::Thread(done.clone_ref(py)))
     })?;
     let cancel = baton::CancelToken::new();
-    let token = cancel.clone();
+    let unclaimed = Unclaimed::default();
+    let (token, mine) = (cancel.clone(), unclaimed.clone());
     CALLS
         .run(move || {
-            let (outcome, undo) = match call(&token) {
-                Ok(v) if token.is_cancelled() => {
-                    undo(v);
-                    let e = baton::Error::new(
+            let outcome = match call(&token, &mine) {
+                // Cancelled after the core call returned (before, it returns `Cancelled`
+                // with nothing held): the task that awaits it is gone.
+                Ok(_) if token.is_cancelled() => {
+                    mine.give_back();
+                    Err(baton::Error::new(
                         baton::ErrorKind::Cancelled,
                         "cancelled while the call finished",
-                    );
-                    (Err(e), None)
+                    ))
                 }
-                other => (other, Some(undo)),
+                other => other,
             };
             move || match target {
                 Target::Thread(done) => {
@@ -114,11 +212,11 @@ fn start<T: Send + 'static, U: FnOnce(T) + Send + 'static>(
                 Target::Loop(hub, done) => {
                     let settled = Box::new(Settled {
                         outcome: Some(outcome),
-                        undo,
+                        unclaimed: mine,
                         done,
                         convert,
                     });
-                    // With the hub gone, dropping `settled` undoes it.
+                    // With the hub gone, dropping `settled` gives back.
                     if let Some(hub) = hub.upgrade() {
                         hub.push(settled);
                     }
@@ -126,7 +224,7 @@ fn start<T: Send + 'static, U: FnOnce(T) + Send + 'static>(
             }
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-    Ok(Pending { cancel })
+    Ok(Pending { cancel, unclaimed })
 }
 
 /// Calls `done(ok, value)` with `outcome` converted.
@@ -144,9 +242,9 @@ fn report<T>(py: Python<'_>, done: &Py<PyAny>, outcome: baton::Result<T>, conver
 }
 
 /// A call's outcome waiting in a [`Hub`] for its event loop (`done`: a weak reference).
-struct Settled<T: Send + 'static, U: FnOnce(T) + Send + 'static> {
+struct Settled<T: Send + 'static> {
     outcome: Option<baton::Result<T>>,
-    undo: Option<U>,
+    unclaimed: Unclaimed,
     done: Py<PyAny>,
     convert: Convert<T>,
 }
@@ -156,9 +254,9 @@ trait Deliver: Send {
     fn deliver(self: Box<Self>, py: Python<'_>);
 }
 
-impl<T: Send + 'static, U: FnOnce(T) + Send + 'static> Deliver for Settled<T, U> {
+impl<T: Send + 'static> Deliver for Settled<T> {
     fn deliver(mut self: Box<Self>, py: Python<'_>) {
-        // `done` is a weak reference: dead, nobody awaits, and dropping `self` undoes.
+        // `done` is a weak reference: dead, nobody awaits, and dropping `self` gives back.
         let Ok(done) = self.done.call0(py) else {
             return;
         };
@@ -171,17 +269,13 @@ impl<T: Send + 'static, U: FnOnce(T) + Send + 'static> Deliver for Settled<T, U>
     }
 }
 
-impl<T: Send + 'static, U: FnOnce(T) + Send + 'static> Drop for Settled<T, U> {
-    /// Never reported (the loop is gone): a success is undone, on a baton thread (never
-    /// while holding the interpreter).
+impl<T: Send + 'static> Drop for Settled<T> {
+    /// Never reported (the loop is gone): a success is given back, on a baton thread (never
+    /// while holding the interpreter). A failure to start a thread leaves the holding to its
+    /// session.
     fn drop(&mut self) {
-        if let (Some(Ok(v)), Some(undo)) = (self.outcome.take(), self.undo.take()) {
-            // `Settled` is only dropped unreported where nothing awaits; a failure to start a
-            // thread leaves the holding to its session.
-            let _ = CALLS.run(move || {
-                undo(v);
-                || ()
-            });
+        if let Some(Ok(_)) = self.outcome.take() {
+            self.unclaimed.give_back_then(|| ());
         }
     }
 }
@@ -283,13 +377,13 @@ fn leader_opt(py: Python<'_>, l: Option<baton::Leader>) -> PyResult<Py<PyAny>> {
 
 /// Native half of `baton.aio`'s short synchronous calls (the `Agent` methods, `close`): runs
 /// `call()` on a pooled baton thread, attached to the interpreter (the synchronous methods
-/// detach while they wait), then `done(ok, value)` as for every other call. Nothing to undo.
+/// detach while they wait), then `done(ok, value)` as for every other call. Nothing to give
+/// back.
 #[pyfunction]
 pub(crate) fn _start_call(done: Py<PyAny>, call: Py<PyAny>) -> PyResult<Pending> {
     start(
         done,
         move |_| Ok(crate::attach_from_thread(|py| call.call0(py))),
-        |_| {},
         |_, outcome| {
             outcome
                 .unwrap_or_else(|| Err(PyRuntimeError::new_err("the interpreter is shutting down")))
@@ -302,183 +396,196 @@ fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
     seconds("timeout", t)
 }
 
-#[pymethods]
-impl Lock {
-    /// Native half of `baton.aio.Lock.acquire`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let (l, u) = (self.inner.clone(), self.inner.clone());
-        start(
-            done,
-            move |c| l.acquire(t, Some(c)),
-            move |held| {
-                if held {
-                    let _ = u.release();
-                }
-            },
-            any,
-        )
-    }
-
-    /// Native half of `baton.aio.Lock.release`.
-    fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let l = self.inner.clone();
-        start(
-            done,
-            move |_| {
-                if l.release()? {
-                    return Ok(None);
-                }
-                Ok(Some(l.not_held_message()))
-            },
-            |_| {},
-            released,
-        )
-    }
-
-    /// Native half of `baton.aio.Lock.wait_lost`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let l = self.inner.clone();
-        start(
-            done,
-            move |c| l.wait_lost(t, Some(c)).map(|r| r.name()),
-            |_| {},
-            any,
-        )
-    }
+/// A release for `baton.aio`: `None` when released, the `NotHeldError` message otherwise.
+fn release<H: baton::Hold>(hold: &H) -> baton::Result<Option<String>> {
+    Ok((!hold.release()?).then(|| hold.not_held_message()))
 }
 
-#[pymethods]
-impl Semaphore {
-    /// Native half of `baton.aio.Semaphore.acquire`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let (s, u) = (self.inner.clone(), self.inner.clone());
-        start(
-            done,
-            move |c| s.acquire(t, Some(c)),
-            move |held| {
-                if held {
-                    let _ = u.release();
-                }
-            },
-            any,
-        )
-    }
-
-    /// Native half of `baton.aio.Semaphore.release`.
-    fn _start_release(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let s = self.inner.clone();
-        start(
-            done,
-            move |_| {
-                if s.release()? {
-                    return Ok(None);
-                }
-                Ok(Some(s.not_held_message()))
-            },
-            |_| {},
-            released,
-        )
-    }
-
-    /// Native half of `baton.aio.Semaphore.wait_lost`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let s = self.inner.clone();
-        start(
-            done,
-            move |c| s.wait_lost(t, Some(c)).map(|r| r.name()),
-            |_| {},
-            any,
-        )
-    }
+/// Makes the native halves of `baton.aio`'s calls, all of one shape. For each
+/// `fn _start_x(&self, args) -> convert [name = value, ...] |token| call;` it makes a method
+/// `_start_x(done, args)` that binds the names (errors raise at once), runs `call` on a baton
+/// thread ([`start`]) and reports `convert(outcome)` to `done`. With `-> convert, giving back
+/// hold` the call is an acquire of `hold` whose success is given back when nobody takes it
+/// ([`start_holding`]). `impl A, B { ... }` gives A and B the same methods.
+macro_rules! starts {
+    ($(impl $($class:ident),+ { $($methods:tt)* })*) => {
+        $(starts!(@classes [$($class)+] { $($methods)* });)*
+    };
+    (@classes [$($class:ident)+] $methods:tt) => {
+        $(starts!(@class $class $methods);)+
+    };
+    (@class $class:ident {$(
+        $(#[$($attr:tt)*])*
+        fn $name:ident(&$s:ident $($params:tt)*) -> $convert:ident $(, giving back $hold:ident)?
+            [$($var:ident = $val:expr),* $(,)?] |$c:pat_param| $call:expr;
+    )*}) => {
+        #[pymethods]
+        impl $class {$(
+            $(#[$($attr)*])*
+            fn $name(&$s, done: Py<PyAny> $($params)*) -> PyResult<Pending> {
+                $(let $var = $val;)*
+                starts!(@start done, $convert, [$($hold)?], move |$c: &baton::CancelToken| $call)
+            }
+        )*}
+    };
+    (@start $done:ident, $convert:ident, [], $call:expr) => {
+        start($done, $call, $convert)
+    };
+    (@start $done:ident, $convert:ident, [$hold:ident], $call:expr) => {
+        start_holding($done, Arc::clone(&$hold), $call, $convert)
+    };
 }
 
-#[pymethods]
-impl Election {
-    /// Native half of `baton.aio.Election.campaign`.
-    #[pyo3(signature = (done, value, timeout=None))]
-    fn _start_campaign(
-        &self,
-        done: Py<PyAny>,
-        value: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
-    ) -> PyResult<Pending> {
-        let value = value_bytes("value", value)?;
-        let t = self::timeout(timeout)?;
-        let (e, u) = (self.inner.clone(), self.inner.clone());
-        start(
-            done,
-            move |c| e.campaign(&value, t, Some(c)),
-            move |won| {
-                if won {
-                    let _ = u.resign();
-                }
-            },
-            any,
-        )
+starts! {
+    impl Lock, Semaphore {
+        /// Native half of `baton.aio.Lock.acquire` (and `Semaphore.acquire`).
+        #[pyo3(signature = (done, timeout=None))]
+        fn _start_acquire(&self, timeout: Option<f64>) -> any, giving back h
+            [h = self.inner.hold(), t = self::timeout(timeout)?] |c| h.acquire(t, Some(c));
+
+        /// Native half of `baton.aio.Lock.release` (and `Semaphore.release`).
+        fn _start_release(&self) -> released [h = self.inner.hold()] |_| release(&*h);
     }
 
-    /// Native half of `baton.aio.Election.resign`.
-    fn _start_resign(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let e = self.inner.clone();
-        start(done, move |_| e.resign(), |_| {}, any)
+    impl Lock, Semaphore, Election {
+        /// Native half of `baton.aio`'s `wait_lost` of a lock, semaphore or election.
+        #[pyo3(signature = (done, timeout=None))]
+        fn _start_wait_lost(&self, timeout: Option<f64>) -> any
+            [h = self.inner.hold(), t = self::timeout(timeout)?]
+            |c| h.wait_lost(t, Some(c)).map(HoldLost::name);
     }
 
-    /// Native half of `baton.aio.Election.proclaim`.
-    fn _start_proclaim(&self, done: Py<PyAny>, value: &Bound<'_, PyAny>) -> PyResult<Pending> {
-        let value = value_bytes("value", value)?;
-        let e = self.inner.clone();
-        start(
-            done,
-            move |_| e.proclaim(&value),
-            |_| {},
-            |py, ()| Ok(py.None()),
-        )
+    impl Election {
+        /// Native half of `baton.aio.Election.campaign`.
+        #[pyo3(signature = (done, value, timeout=None))]
+        fn _start_campaign(&self, value: &Bound<'_, PyAny>, timeout: Option<f64>) -> any,
+            giving back e
+            [v = value_bytes("value", value)?, t = self::timeout(timeout)?, e = self.inner.hold()]
+            |c| e.campaign(&v, t, Some(c));
+
+        /// Native half of `baton.aio.Election.resign`.
+        fn _start_resign(&self) -> any [e = self.inner.hold()] |_| e.resign();
+
+        /// Native half of `baton.aio.Election.proclaim`.
+        fn _start_proclaim(&self, value: &Bound<'_, PyAny>) -> none
+            [v = value_bytes("value", value)?, e = self.inner.hold()] |_| e.proclaim(&v);
+
+        /// Native half of `baton.aio.Election.leader`.
+        fn _start_leader(&self) -> leader_opt [e = self.inner.hold()] |_| e.leader();
     }
 
-    /// Native half of `baton.aio.Election.leader`.
-    fn _start_leader(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let e = self.inner.clone();
-        start(done, move |_| e.leader(), |_| {}, leader_opt)
+    impl Observer {
+        /// Native half of `baton.aio`'s `async for` over `Election.observe()`.
+        #[pyo3(signature = (done, timeout=None))]
+        fn _start_next(&self, timeout: Option<f64>) -> leader_event
+            [t = self::timeout(timeout)?, o = self.inner.clone()]
+            |c| o.lock().unwrap_or_else(|p| p.into_inner()).next(t, Some(c));
     }
 
-    /// Native half of `baton.aio.Election.wait_lost`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let e = self.inner.clone();
-        start(
-            done,
-            move |c| e.wait_lost(t, Some(c)).map(|r| r.name()),
-            |_| {},
-            any,
-        )
-    }
-}
+    // The native halves of `baton.aio.Client`'s requests: each runs on a baton thread, never
+    // on the event loop nor in its default executor.
+    impl Client {
+        fn _start_default_session(&self) -> session
+            [c = (*self.inner).clone()] |_| c.default_session();
 
-#[pymethods]
-impl Observer {
-    /// Native half of `baton.aio`'s `async for` over `Election.observe()`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_next(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let o = self.inner.clone();
-        start(
-            done,
-            move |c| {
-                let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
-                g.next(t, Some(c))
-            },
-            |_| {},
-            leader_event,
-        )
+        fn _start_kv_get(&self, key: &str) -> kv_value
+            [c = (*self.inner).clone(), k = key.to_string()] |_| c.kv().get(&k);
+
+        fn _start_kv_get_entry(&self, key: &str) -> kv_entry
+            [c = (*self.inner).clone(), k = key.to_string()] |_| c.kv().get(&k);
+
+        #[pyo3(signature = (done, key, value, flags=0, cas=None))]
+        fn _start_kv_put(
+            &self,
+            key: &str,
+            value: &Bound<'_, PyAny>,
+            flags: u64,
+            cas: Option<u64>,
+        ) -> any [
+            v = value_bytes("value", value)?,
+            c = (*self.inner).clone(),
+            k = key.to_string(),
+            options = baton::WriteOptions { flags, cas, ..Default::default() },
+        ] |_| c.kv().put_with(&k, &v, &options);
+
+        #[pyo3(signature = (done, key, cas=None))]
+        fn _start_kv_delete(&self, key: &str, cas: Option<u64>) -> any
+            [c = (*self.inner).clone(), k = key.to_string()]
+            |_| match cas {
+                Some(index) => c.kv().delete_cas(&k, index),
+                None => c.kv().delete(&k),
+            };
+
+        fn _start_leader(&self, key: &str) -> leader_opt
+            [c = (*self.inner).clone(), k = key.to_string()] |_| c.leader(&k);
+
+        fn _start_check_sequencer(&self, sequencer: PyRef<'_, Sequencer>) -> any
+            [c = (*self.inner).clone(), s = sequencer.inner.clone()] |_| c.check_sequencer(&s);
+
+        fn _start_guarded_put(
+            &self,
+            sequencer: PyRef<'_, Sequencer>,
+            key: &str,
+            value: &Bound<'_, PyAny>,
+        ) -> none [
+            v = value_bytes("value", value)?,
+            c = (*self.inner).clone(),
+            s = sequencer.inner.clone(),
+            k = key.to_string(),
+        ] |_| c.guarded_txn(&s, &[baton::KvOp::set(&k, &v, 0)]).map(|_| ());
+
+        fn _start_guarded_txn(&self, sequencer: PyRef<'_, Sequencer>, ops: Vec<Bound<'_, PyAny>>)
+            -> kv_entries [
+            ops = ops
+                .iter()
+                .enumerate()
+                .map(|(i, op)| txn_op(i, op))
+                .collect::<PyResult<Vec<_>>>()?,
+            c = (*self.inner).clone(),
+            s = sequencer.inner.clone(),
+        ] |_| c.guarded_txn(&s, &ops);
+
+        /// Native half of `baton.aio.Client.create_session` (keywords as `create_session`'s).
+        #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+        #[allow(clippy::too_many_arguments)]
+        fn _start_create_session(
+            &self,
+            py: Python<'_>,
+            name: Option<String>,
+            ttl: Option<f64>,
+            lock_delay: Option<f64>,
+            behavior: &str,
+            node: Option<String>,
+            node_checks: Option<Vec<String>>,
+            service_checks: Option<Vec<String>>,
+        ) -> session [
+            o = crate::args::SessionArgs {
+                in_dict: false,
+                name,
+                ttl,
+                lock_delay,
+                behavior: behavior.to_string(),
+                node,
+                node_checks,
+                service_checks,
+            }
+            .options(py)?,
+            c = (*self.inner).clone(),
+        ] |_| c.create_session(&o);
+
+        fn _start_adopt_session(&self, session_id: String) -> session
+            [c = (*self.inner).clone()] |_| c.adopt_session(&session_id);
+    }
+
+    impl Session {
+        /// Native half of `baton.aio`'s `wait_session_lost`.
+        #[pyo3(signature = (done, timeout=None))]
+        fn _start_wait_lost(&self, timeout: Option<f64>) -> any
+            [t = self::timeout(timeout)?, s = self.inner.clone()]
+            |c| s.wait_lost(t, Some(c)).map(|r| r.name());
+
+        /// Native half of `baton.aio`'s `destroy_session`.
+        fn _start_destroy(&self) -> none [s = self.inner.clone()] |_| s.destroy();
     }
 }
 
@@ -508,172 +615,4 @@ fn kv_entries(py: Python<'_>, v: Vec<baton::KvPair>) -> PyResult<Py<PyAny>> {
 
 fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
     Ok(py.None())
-}
-
-/// The native halves of `baton.aio.Client`'s requests: each runs on a baton thread, never on
-/// the event loop nor in its default executor.
-#[pymethods]
-impl Client {
-    fn _start_default_session(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let c = (*self.inner).clone();
-        start(done, move |_| c.default_session(), |_| {}, session)
-    }
-
-    fn _start_kv_get(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(done, move |_| c.kv().get(&k), |_| {}, kv_value)
-    }
-
-    fn _start_kv_get_entry(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(done, move |_| c.kv().get(&k), |_| {}, kv_entry)
-    }
-
-    #[pyo3(signature = (done, key, value, flags=0, cas=None))]
-    fn _start_kv_put(
-        &self,
-        done: Py<PyAny>,
-        key: &str,
-        value: &Bound<'_, PyAny>,
-        flags: u64,
-        cas: Option<u64>,
-    ) -> PyResult<Pending> {
-        let v = value_bytes("value", value)?;
-        let (c, k) = ((*self.inner).clone(), key.to_string());
-        let options = baton::WriteOptions {
-            flags,
-            cas,
-            ..Default::default()
-        };
-        start(
-            done,
-            move |_| c.kv().put_with(&k, &v, &options),
-            |_| {},
-            any,
-        )
-    }
-
-    #[pyo3(signature = (done, key, cas=None))]
-    fn _start_kv_delete(&self, done: Py<PyAny>, key: &str, cas: Option<u64>) -> PyResult<Pending> {
-        let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(
-            done,
-            move |_| match cas {
-                Some(index) => c.kv().delete_cas(&k, index),
-                None => c.kv().delete(&k),
-            },
-            |_| {},
-            any,
-        )
-    }
-
-    fn _start_leader(&self, done: Py<PyAny>, key: &str) -> PyResult<Pending> {
-        let (c, k) = ((*self.inner).clone(), key.to_string());
-        start(done, move |_| c.leader(&k), |_| {}, leader_opt)
-    }
-
-    fn _start_check_sequencer(
-        &self,
-        done: Py<PyAny>,
-        sequencer: PyRef<'_, Sequencer>,
-    ) -> PyResult<Pending> {
-        let (c, s) = ((*self.inner).clone(), sequencer.inner.clone());
-        start(done, move |_| c.check_sequencer(&s), |_| {}, any)
-    }
-
-    fn _start_guarded_put(
-        &self,
-        done: Py<PyAny>,
-        sequencer: PyRef<'_, Sequencer>,
-        key: &str,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<Pending> {
-        let v = value_bytes("value", value)?;
-        let (c, s, k) = (
-            (*self.inner).clone(),
-            sequencer.inner.clone(),
-            key.to_string(),
-        );
-        start(
-            done,
-            move |_| {
-                c.guarded_txn(&s, &[baton::KvOp::set(&k, &v, 0)])
-                    .map(|_| ())
-            },
-            |_| {},
-            none,
-        )
-    }
-
-    fn _start_guarded_txn(
-        &self,
-        done: Py<PyAny>,
-        sequencer: PyRef<'_, Sequencer>,
-        ops: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<Pending> {
-        let ops = ops
-            .iter()
-            .enumerate()
-            .map(|(i, op)| txn_op(i, op))
-            .collect::<PyResult<Vec<_>>>()?;
-        let (c, s) = ((*self.inner).clone(), sequencer.inner.clone());
-        start(done, move |_| c.guarded_txn(&s, &ops), |_| {}, kv_entries)
-    }
-
-    /// Native half of `baton.aio.Client.create_session` (keywords as `create_session`'s).
-    #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn _start_create_session(
-        &self,
-        py: Python<'_>,
-        done: Py<PyAny>,
-        name: Option<String>,
-        ttl: Option<f64>,
-        lock_delay: Option<f64>,
-        behavior: &str,
-        node: Option<String>,
-        node_checks: Option<Vec<String>>,
-        service_checks: Option<Vec<String>>,
-    ) -> PyResult<Pending> {
-        let o = crate::args::SessionArgs {
-            in_dict: false,
-            name,
-            ttl,
-            lock_delay,
-            behavior: behavior.to_string(),
-            node,
-            node_checks,
-            service_checks,
-        }
-        .options(py)?;
-        let c = (*self.inner).clone();
-        start(done, move |_| c.create_session(&o), |_| {}, session)
-    }
-
-    fn _start_adopt_session(&self, done: Py<PyAny>, session_id: String) -> PyResult<Pending> {
-        let c = (*self.inner).clone();
-        start(done, move |_| c.adopt_session(&session_id), |_| {}, session)
-    }
-}
-
-#[pymethods]
-impl Session {
-    /// Native half of `baton.aio`'s `wait_session_lost`.
-    #[pyo3(signature = (done, timeout=None))]
-    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
-        let t = self::timeout(timeout)?;
-        let s = self.inner.clone();
-        start(
-            done,
-            move |c| s.wait_lost(t, Some(c)).map(|r| r.name()),
-            |_| {},
-            any,
-        )
-    }
-
-    /// Native half of `baton.aio`'s `destroy_session`.
-    fn _start_destroy(&self, done: Py<PyAny>) -> PyResult<Pending> {
-        let s = self.inner.clone();
-        start(done, move |_| s.destroy(), |_| {}, none)
-    }
 }

@@ -1,4 +1,5 @@
-//! `baton.CancelToken` (the core's `CancelToken` for Python) and the ids `on_lost` returns.
+//! `baton.CancelToken` (the core's `CancelToken` for Python), the `on_lost` callbacks and the
+//! ids `on_lost` returns.
 //!
 //! A token made in Python (`baton.CancelToken()`) is passed as `cancel=` to a blocking call
 //! and cancelled from any other thread: the call ends with `baton.CancelledError`, and what
@@ -8,7 +9,7 @@
 //! one would tell baton the holding had ended).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pyo3::exceptions::PyTypeError;
@@ -121,6 +122,28 @@ impl CallbackIds {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1.remove(&n)
     }
+}
+
+/// `callback(reason)` as a core loss callback (`name` gives the reason's Python string): run
+/// from baton's dispatcher, attached to the interpreter (never one that is shutting down),
+/// its exceptions sent to `sys.unraisablehook`. `TypeError` if it is not callable.
+pub(crate) fn lost_callback<R: Send + 'static>(
+    callback: Py<PyAny>,
+    name: fn(R) -> &'static str,
+) -> PyResult<impl Fn(R) + Send + Sync + 'static> {
+    let ok = Python::attach(|py| callback.bind(py).is_callable());
+    if !ok {
+        return Err(PyTypeError::new_err("callback must be callable"));
+    }
+    let callback = Arc::new(callback);
+    Ok(move |reason: R| {
+        let cb = callback.clone();
+        let _ = crate::attach_from_thread(|py| {
+            if let Err(err) = cb.call1(py, (name(reason),)) {
+                err.write_unraisable(py, Some(cb.bind(py)));
+            }
+        });
+    })
 }
 
 /// The token of a `cancel=` argument.

@@ -6,8 +6,9 @@
 //! *wakeup fd* (`signal.set_wakeup_fd`) for every signal with a Python handler, and so does
 //! `_thread.interrupt_main()`. While such a call runs, [`Interruptible`] makes one end of a
 //! socket pair the wakeup fd; a thread of ours ("baton-py-signals") reads the other end and
-//! cancels the call's token. The call returns (an acquisition that raced it is undone by the
-//! caller), the handler runs, and if it raises (`KeyboardInterrupt`), so does the call. The
+//! cancels the call's token. The call returns (the core gives back what an acquire took
+//! meanwhile; `recipes::acquiring` gives back a success that came just before), the handler
+//! runs, and if it raises (`KeyboardInterrupt`), so does the call. The
 //! previous wakeup fd (none, in a program without an event loop) is put back after each call.
 //!
 //! When the wakeup fd is already taken (an event loop runs in the main thread) the caller

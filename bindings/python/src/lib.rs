@@ -16,10 +16,9 @@ mod recipes;
 use detached::Detached;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -397,12 +396,9 @@ impl Session {
     ) -> PyResult<&'static str> {
         let d = recipes::deadline(seconds("timeout", timeout)?);
         let s = self.inner.clone();
-        recipes::interruptible(
-            py,
-            cancel::user_token(cancel),
-            move |c| s.wait_lost(recipes::left(d), Some(c)),
-            |_| {},
-        )
+        recipes::interruptible(py, cancel::user_token(cancel), move |c| {
+            s.wait_lost(recipes::left(d), Some(c))
+        })
         .map(|r| r.name())
     }
 
@@ -443,21 +439,8 @@ impl Session {
     /// return before the callback has run. Exceptions it raises go to `sys.unraisablehook`.
     /// Returns an id for `remove_callback`.
     fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
-        let ok = Python::attach(|py| callback.bind(py).is_callable());
-        if !ok {
-            return Err(PyTypeError::new_err("callback must be callable"));
-        }
-        let callback = Arc::new(callback);
-        let id = self.inner.on_lost(move |reason| {
-            let cb = callback.clone();
-            // Never enters an interpreter that is shutting down.
-            let _ = attach_from_thread(|py| {
-                if let Err(err) = cb.call1(py, (reason.name(),)) {
-                    err.write_unraisable(py, Some(cb.bind(py)));
-                }
-            });
-        });
-        Ok(self.callbacks.add(id))
+        let cb = cancel::lost_callback(callback, baton::LostReason::name)?;
+        Ok(self.callbacks.add(self.inner.on_lost(cb)))
     }
 
     /// Removes a callback `on_lost` registered (by the id it returned); True if it was

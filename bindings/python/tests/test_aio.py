@@ -128,6 +128,60 @@ def test_a_cancel_racing_a_successful_acquire_releases_it(devserver):
     asyncio.run(main())
 
 
+# How each holding is made, taken, given up and seen held, for the tests over all three.
+HOLDINGS = {
+    "lock": (lambda c, k: c.lock(k), lambda h, t: h.acquire(timeout=t),
+             lambda h: h.release(), lambda h: h.locked()),
+    "semaphore": (lambda c, k: c.semaphore(k, 1), lambda h, t: h.acquire(timeout=t),
+                  lambda h: h.release(), lambda h: h.locked()),
+    "election": (lambda c, k: c.election(k), lambda h, t: h.campaign(b"me", timeout=t),
+                 lambda h: h.resign(), lambda h: h.is_leader()),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOLDINGS))
+@pytest.mark.parametrize("when", ["on_its_way", "not_taken"])
+def test_a_success_nobody_takes_is_given_back_before_the_cancel_arrives(devserver, monkeypatch,
+                                                                        kind, when):
+    """The awaiting task is cancelled after the acquire succeeded: with the outcome on its way
+    to the task's future (`on_its_way`: the future is cancelled first), or set on the future
+    but not yet taken by the task (`not_taken`: asyncio then throws CancelledError into the
+    task and the result is lost). Either way the holding is given back before the
+    CancelledError arrives: a rival takes it at once, without waiting."""
+    make, take, give, held = HOLDINGS[kind]
+    k = key(f"given-back-{kind}-{when}")
+    settle = baton.aio._settle
+    racing = {}
+
+    def racing_settle(fut, unwound, ok, value, give_back):
+        task = racing.pop("task", None)
+        if task is None or not (ok and value is True):
+            return settle(fut, unwound, ok, value, give_back)
+        if when == "on_its_way":
+            task.cancel()
+            assert fut.cancelled()
+            settle(fut, unwound, ok, value, give_back)
+        else:
+            settle(fut, unwound, ok, value, give_back)
+            assert fut.done() and not fut.cancelled()
+            task.cancel()
+
+    monkeypatch.setattr(baton.aio, "_settle", racing_settle)
+
+    async def main():
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            mine, rival = make(a, k), make(b, k)
+            task = racing["task"] = asyncio.create_task(take(mine, 10))
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert "task" not in racing, "the acquire's outcome never reached _settle"
+            assert not held(mine)
+            assert await take(rival, 0) is True
+            await give(rival)
+
+    asyncio.run(main())
+
+
 def test_200_concurrent_acquires_on_20_keys_do_not_block_the_loop(devserver):
     keys = [key(f"many-{i}") for i in range(20)]
     lags = []

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -139,6 +140,125 @@ def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing_held(client, dev
             third.close()
     finally:
         holder.close()
+
+
+# How each holding is made, taken (with keywords for the call), given up and seen held.
+HOLDINGS = {
+    "lock": (lambda c, k: c.lock(k), lambda h, **kw: h.acquire(**kw),
+             lambda h: h.release(), lambda h: h.locked()),
+    "semaphore": (lambda c, k: c.semaphore(k, 1), lambda h, **kw: h.acquire(**kw),
+                  lambda h: h.release(), lambda h: h.locked()),
+    "election": (lambda c, k: c.election(k), lambda h, **kw: h.campaign(b"me", **kw),
+                 lambda h: h.resign(), lambda h: h.is_leader()),
+}
+
+
+def cancel_after_the_call_returned(go, held, cancel, outcome):
+    """A thread that makes a call's cancel (a token, a signal) come after the core call
+    returned True but before the caller has taken the result. It waits for `go`, which the
+    caller sets just before the call. With a long switch interval the interpreter is then its
+    own whenever the caller lets go of it, and it keeps it while it waits for `held()` (the
+    holding shows: the core call is returning, slowed down by server latency before that),
+    gives the core call time to return (its caller cannot re-attach meanwhile, nor relay a
+    cancel to it), calls `cancel()`, and gives that time to reach baton's side before
+    letting the caller go. When the holding does not show for a second, the caller is
+    waiting for the interpreter before its core call (CPython lets go of it inside
+    `signal.set_wakeup_fd`): it lets the caller go on, and waits again. `outcome` gets
+    "ok", or "never held" when the holding did not show within the bound."""
+
+    def hog():
+        go.wait()
+        end = time.monotonic() + 10
+        while True:
+            patience = time.monotonic() + 1
+            while not held() and time.monotonic() < patience:
+                pass
+            if held():
+                break
+            if time.monotonic() > end:
+                outcome.append("never held")
+                return
+            time.sleep(0.05)  # lets the caller reach its core call
+        spin(0.5)
+        cancel()
+        spin(0.3)
+        outcome.append("ok")
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return threading.Thread(target=hog)
+
+
+def race_the_cancel(devserver, holding, call, cancel):
+    """Runs `call()` (an acquire of `holding`, a HOLDINGS entry and its object) with
+    `cancel()` made to come after its core call returned (above)."""
+    make, take, give, held = holding[:4]
+    mine = holding[4]
+    # Once first: what a first acquire sets up (a session, what is learnt about the server)
+    # logs, and a log record would wait for the interpreter the racing thread keeps.
+    call()
+    assert held(mine)
+    give(mine)
+    go, outcome = threading.Event(), []
+    hog = cancel_after_the_call_returned(go, lambda: held(mine), cancel, outcome)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    _set_latency(devserver, "100ms")
+    try:
+        hog.start()
+        go.set()
+        call()
+    finally:
+        sys.setswitchinterval(old)
+        go.set()
+        hog.join()
+        _set_latency(devserver, "0s")
+    assert outcome == ["ok"], outcome
+
+
+@pytest.mark.parametrize("kind", sorted(HOLDINGS))
+def test_a_success_that_raced_the_cancel_token_is_given_back(client, devserver, dev_only, kind):
+    """On the main thread a `cancel=` call runs its core call on a pooled thread with a token
+    of its own, which the caller cancels when the user's token fires. When the user's token
+    fires after the core call returned True, the caller must give the holding back and raise
+    CancelledError: nothing is left held."""
+    dev_only("latency")
+    make, take, give, held = HOLDINGS[kind]
+    k = key(f"raced-token-{kind}")
+    mine = make(client, k)
+    token = baton.CancelToken()
+    with pytest.raises(baton.CancelledError) as raised:
+        race_the_cancel(devserver, (*HOLDINGS[kind], mine),
+                        lambda: take(mine, timeout=10, cancel=token), token.cancel)
+    # The binding's words, not the core's: the core call had returned.
+    assert "through its CancelToken" in str(raised.value), raised.value
+    assert not held(mine)
+    with baton.Client(devserver) as other:
+        rival = make(other, k)
+        assert take(rival, timeout=0) is True, "the raced success was not given back"
+        give(rival)
+
+
+@pytest.mark.parametrize("kind", sorted(HOLDINGS))
+def test_a_success_that_raced_ctrl_c_is_given_back(client, devserver, dev_only, sigint_handled,
+                                                    kind):
+    """On the main thread the core call runs wired to signals; when Ctrl-C comes after it
+    returned True, the caller must give the holding back and raise KeyboardInterrupt."""
+    dev_only("latency")
+    make, take, give, held = HOLDINGS[kind]
+    k = key(f"raced-sigint-{kind}")
+    mine = make(client, k)
+    with pytest.raises(KeyboardInterrupt):
+        race_the_cancel(devserver, (*HOLDINGS[kind], mine), lambda: take(mine, timeout=10),
+                        lambda: os.kill(os.getpid(), signal.SIGINT))
+    assert not held(mine)
+    with baton.Client(devserver) as other:
+        rival = make(other, k)
+        assert take(rival, timeout=0) is True, "the raced success was not given back"
+        give(rival)
 
 
 def test_loss_is_signalled_and_callback_errors_go_to_the_unraisable_hook(client, devserver, monkeypatch):

@@ -449,6 +449,10 @@ class Pending:
 
     def cancel(self) -> None: ...
     def cancelled(self) -> bool: ...
+    def _give_back(self, finished: Callable[[], None]) -> bool:
+        """Gives back what the call acquired, which nobody will take; a baton thread calls
+        ``finished()`` after. False when there is nothing to give back."""
+        ...
 
 class Hub:
     """Where baton threads queue the outcomes of one event loop's ``baton.aio`` calls; the loop

@@ -41,16 +41,17 @@ __all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
 
 
 def _settle(fut: "asyncio.Future[Any]", unwound: "asyncio.Future[None]", ok: bool, value: Any,
-            undo: Optional[Callable[[Any, Callable[[], None]], None]]) -> None:
+            give_back: Callable[[Callable[[], None]], bool]) -> None:
     def finished() -> None:
         if not unwound.done():
             unwound.set_result(None)
 
-    if fut.cancelled() and ok and undo is not None:
-        # A success that raced the cancel: `unwound` is set once it is undone.
+    if fut.cancelled() and ok:
+        # A success that raced the cancel: if it holds something, `unwound` is set once that
+        # is given back.
         loop = unwound.get_loop()
-        undo(value, lambda: _call_soon(loop, finished))
-        return
+        if give_back(lambda: _call_soon(loop, finished)):
+            return
     finished()
     if fut.cancelled():
         return
@@ -140,30 +141,35 @@ def _hub(loop: asyncio.AbstractEventLoop) -> Optional[_LoopHub]:
     return hub
 
 
-async def _run(start: Callable[..., Any], *args: Any,
-               undo: Optional[Callable[[Any, Callable[[], None]], None]] = None) -> Any:
+async def _run(start: Callable[..., Any], *args: Any) -> Any:
     """Starts a native call (`start(done, *args)`) and awaits its outcome. A cancelled await
     cancels the call and waits (shielded) until it has returned and a success that raced the
-    cancel is undone: when the CancelledError arrives, nothing is left held."""
+    cancel is given back: when the CancelledError arrives, nothing is left held."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     unwound = loop.create_future()
     hub = _hub(loop)
+
+    def give_back(finished: Callable[[], None]) -> bool:
+        # What the call acquired, given back by the native side (a baton thread calls
+        # `finished` after); False when it holds nothing. Only called once `pending` is set.
+        return pending._give_back(finished)
+
     if hub is None:
         def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
             try:
-                loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, undo)
+                loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, give_back)
             except RuntimeError:  # the loop is closed: nobody awaits any more
-                if ok and undo is not None:
-                    undo(value, lambda: None)
+                if ok:
+                    give_back(lambda: None)
 
         pending = start(done, *args)
     else:
         def settled(ok: bool, value: Any) -> None:  # on the loop, from the hub
-            _settle(fut, unwound, ok, value, undo)
+            _settle(fut, unwound, ok, value, give_back)
 
         # Weak: a pending call must not keep a closed, dropped loop alive (its outcome is then
-        # undone by the native side); this frame keeps `settled` alive while anyone awaits.
+        # given back by the native side); this frame keeps `settled` alive while anyone awaits.
         pending = start((hub.native, weakref.ref(settled)), *args)
     began = hub.started() if hub is not None else 0.0
     try:
@@ -171,6 +177,16 @@ async def _run(start: Callable[..., Any], *args: Any,
     except asyncio.CancelledError:
         pending.cancel()
         await asyncio.shield(unwound)
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            # The outcome was set, but the cancel reached this task before it took it.
+            gone = loop.create_future()
+
+            def given_back() -> None:
+                if not gone.done():
+                    gone.set_result(None)
+
+            if give_back(lambda: _call_soon(loop, given_back)):
+                await asyncio.shield(gone)
         raise
     finally:
         if hub is not None:
@@ -182,19 +198,6 @@ async def _off_loop(call: Callable[[], Any]) -> Any:
     baton thread and awaits its outcome: never on the event loop, never in the loop's default
     executor. These calls hold nothing to undo."""
     return await _run(_native._start_call, call)
-
-
-def _release_quietly(release_start: Callable[..., Any]) -> Callable[[Any, Callable[[], None]], None]:
-    """An undo for a cancelled acquire that succeeded after all: releases it, then calls
-    `finished` (on a baton thread)."""
-
-    def undo(held: Any, finished: Callable[[], None]) -> None:
-        if held:
-            release_start(lambda ok, value: finished())
-        else:
-            finished()
-
-    return undo
 
 
 class _LossReasons:
@@ -229,8 +232,7 @@ class _Holding(_LossReasons):
         0 tries once)."""
         if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
             timeout = None
-        return await _run(self.sync._start_acquire, timeout,
-                          undo=_release_quietly(self.sync._start_release))
+        return await _run(self.sync._start_acquire, timeout)
 
     async def release(self) -> None:
         """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
@@ -323,8 +325,7 @@ class Election(_LossReasons):
     async def campaign(self, value: "bytes | str", timeout: Optional[float] = None) -> bool:
         """Campaigns with ``value`` (bytes, or str stored UTF-8 encoded) until elected (True)
         or ``timeout`` seconds pass (False; ``None``: no limit)."""
-        resign_quietly = _release_quietly(self.sync._start_resign)
-        return await _run(self.sync._start_campaign, value, timeout, undo=resign_quietly)
+        return await _run(self.sync._start_campaign, value, timeout)
 
     async def resign(self) -> bool:
         """Steps down; False if not leading."""

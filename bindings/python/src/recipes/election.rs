@@ -6,10 +6,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::args::value_bytes;
-use crate::cancel::{user_token, CallbackIds, CancelToken};
+use crate::cancel::{user_token, CancelToken};
 use crate::{seconds, to_py, Detached};
 
-use super::*;
+use super::holding::{lifecycle_methods, Holding};
+use super::{acquire_timeout, deadline, interruptible, left, Sequencer};
 
 /// The leader as read from the election key.
 #[pyclass(frozen, module = "consul_baton._native")]
@@ -52,9 +53,28 @@ impl Leader {
 /// A participant in the leader election on one key.
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Election {
-    pub(crate) inner: Detached<Arc<baton::Election>>,
+    pub(crate) inner: Holding<baton::Election>,
     pub(super) client: Detached<baton::Client>,
-    pub(super) callbacks: CallbackIds,
+}
+
+lifecycle_methods! {
+    Election, "leadership";
+    /// Why the last leadership ended (`"released"`, `"key_changed"`, `"removed"`,
+    /// `"session_lost"`, `"client_closed"`), or None while held and before the first acquire.
+    lost_reason;
+    /// A `baton.CancelToken` cancelled when leadership ends (already cancelled when not
+    /// leading).
+    cancel_token;
+    /// Calls `callback(reason)` when leadership is lost, on baton's callback thread, after
+    /// the state change (as `Lock.on_lost`; `wait_lost()` may return before it has run).
+    /// Returns an id for `remove_callback`.
+    on_lost;
+    /// Removes a callback by the id `on_lost` returned; True if it was registered.
+    remove_callback;
+    /// Blocks until leadership ends; returns why. `timeout` in seconds (`None`: no limit)
+    /// raises `baton.TimeoutError`; `cancel` raises `baton.CancelledError`. It may return
+    /// before the `on_lost` callbacks have run.
+    wait_lost;
 }
 
 #[pymethods]
@@ -71,23 +91,16 @@ impl Election {
         cancel: Option<PyRef<'_, CancelToken>>,
     ) -> PyResult<bool> {
         let value = value_bytes("value", value)?;
-        let d = deadline(acquire_timeout(true, timeout)?);
-        let (e, u) = (self.inner.clone(), self.inner.clone());
-        interruptible(
-            py,
-            user_token(cancel),
-            move |c| e.campaign(&value, left(d), Some(c)),
-            move |won| {
-                if won {
-                    let _ = u.resign();
-                }
-            },
-        )
+        let timeout = acquire_timeout(true, timeout)?;
+        self.inner
+            .acquire_with(py, timeout, cancel, move |e, t, c| {
+                e.campaign(&value, t, Some(c))
+            })
     }
 
     /// Steps down; False if not leader.
     fn resign(&self, py: Python<'_>) -> PyResult<bool> {
-        let e = self.inner.clone();
+        let e = self.inner.hold();
         py.detach(move || e.resign()).map_err(|e| to_py(py, e))
     }
 
@@ -95,7 +108,7 @@ impl Election {
     /// not leader.
     fn proclaim(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = value_bytes("value", value)?;
-        let e = self.inner.clone();
+        let e = self.inner.hold();
         py.detach(move || e.proclaim(&value))
             .map_err(|e| to_py(py, e))
     }
@@ -107,7 +120,7 @@ impl Election {
 
     /// The current leader, or None.
     fn leader(&self, py: Python<'_>) -> PyResult<Option<Leader>> {
-        let e = self.inner.clone();
+        let e = self.inner.hold();
         py.detach(move || e.leader())
             .map(|l| l.map(|inner| Leader { inner }))
             .map_err(|e| to_py(py, e))
@@ -131,67 +144,6 @@ impl Election {
     #[getter]
     fn sequencer(&self) -> Option<Sequencer> {
         self.inner.sequencer().map(|inner| Sequencer { inner })
-    }
-
-    /// Why the last leadership ended (`"released"`, `"key_changed"`, `"removed"`,
-    /// `"session_lost"`, `"client_closed"`), or None while held and before the first acquire.
-    #[getter]
-    fn lost_reason(&self) -> Option<&'static str> {
-        self.inner.last_lost().map(|r| r.name())
-    }
-
-    /// With `lost_reason == "session_lost"`: why the session was lost, the reason the
-    /// session itself reports (`"invalidated"`, `"deadline_exceeded"`, `"destroyed"`); else None.
-    #[getter]
-    fn lost_session_reason(&self) -> Option<&'static str> {
-        self.inner
-            .last_lost()
-            .and_then(|r| r.session_reason())
-            .map(|r| r.name())
-    }
-
-    /// A `baton.CancelToken` cancelled when leadership ends (already cancelled when not
-    /// leading).
-    #[getter]
-    fn cancel_token(&self) -> CancelToken {
-        CancelToken::watch_only(self.inner.cancel_token(), "leadership")
-    }
-
-    /// Calls `callback(reason)` when leadership is lost, on baton's callback thread, after
-    /// the state change (as `Lock.on_lost`; `wait_lost()` may return before it has run).
-    /// Returns an id for `remove_callback`.
-    fn on_lost(&self, callback: Py<PyAny>) -> PyResult<u64> {
-        let cb = register_lost(callback, baton::LockLost::name)?;
-        Ok(self.callbacks.add(self.inner.on_lost(cb)))
-    }
-
-    /// Removes a callback by the id `on_lost` returned; True if it was registered.
-    fn remove_callback(&self, callback_id: u64) -> bool {
-        self.callbacks
-            .take(callback_id)
-            .map(|id| self.inner.remove_callback(id))
-            .is_some()
-    }
-
-    /// Blocks until leadership ends; returns why. `timeout` in seconds (`None`: no limit)
-    /// raises `baton.TimeoutError`; `cancel` raises `baton.CancelledError`. It may return
-    /// before the `on_lost` callbacks have run.
-    #[pyo3(signature = (timeout=None, *, cancel=None))]
-    fn wait_lost(
-        &self,
-        py: Python<'_>,
-        timeout: Option<f64>,
-        cancel: Option<PyRef<'_, CancelToken>>,
-    ) -> PyResult<&'static str> {
-        let d = deadline(seconds("timeout", timeout)?);
-        let e = self.inner.clone();
-        interruptible(
-            py,
-            user_token(cancel),
-            move |c| e.wait_lost(left(d), Some(c)),
-            |_| {},
-        )
-        .map(|r| r.name())
     }
 
     fn __repr__(&self) -> String {
@@ -222,15 +174,10 @@ impl Observer {
     ) -> PyResult<Option<Leader>> {
         let d = deadline(seconds("timeout", timeout)?);
         let o = self.inner.clone();
-        let ev = interruptible(
-            py,
-            user_token(cancel),
-            move |c| {
-                let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
-                g.next(left(d), Some(c))
-            },
-            |_| {},
-        )?;
+        let ev = interruptible(py, user_token(cancel), move |c| {
+            let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
+            g.next(left(d), Some(c))
+        })?;
         Ok(match ev {
             baton::LeaderEvent::Leader(inner) => Some(Leader { inner }),
             baton::LeaderEvent::NoLeader => None,

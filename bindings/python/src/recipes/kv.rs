@@ -1,15 +1,13 @@
 //! `KvEntry`, transaction ops from Python values, and the client's KV and fencing calls.
 
-use std::sync::Arc;
-
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::args::{opt_value, value_bytes};
-use crate::cancel::CallbackIds;
 use crate::{to_py, Detached, Session};
 
+use super::holding::Holding;
 use super::*;
 
 /// One KV entry, as read or as a transaction returned it.
@@ -133,8 +131,7 @@ impl crate::Client {
         }
         let l = self.inner.lock_with(key, o).map_err(|e| to_py(py, e))?;
         Ok(Lock {
-            inner: Detached::new(Arc::new(l)),
-            callbacks: CallbackIds::default(),
+            inner: Holding::new(l),
         })
     }
 
@@ -162,8 +159,7 @@ impl crate::Client {
             .semaphore_with(prefix, limit as u64, o)
             .map_err(|e| to_py(py, e))?;
         Ok(Semaphore {
-            inner: Detached::new(Arc::new(s)),
-            callbacks: CallbackIds::default(),
+            inner: Holding::new(s),
         })
     }
 
@@ -186,9 +182,8 @@ impl crate::Client {
         }
         let e = self.inner.election_with(key, o).map_err(|e| to_py(py, e))?;
         Ok(Election {
-            inner: Detached::new(Arc::new(e)),
+            inner: Holding::new(e),
             client: Detached::new((*self.inner).clone()),
-            callbacks: CallbackIds::default(),
         })
     }
 

@@ -2,12 +2,14 @@
 //!
 //! A blocking call runs the core call on the calling thread, detached from the interpreter.
 //! On the main thread it is wired to signals (see `interrupt.rs`): Ctrl-C cancels the core
-//! call, an acquisition that raced the cancel is undone, and `KeyboardInterrupt` is raised:
-//! nothing is left held. Where that cannot be done (a `cancel=` token on the main thread, or an
+//! call (the core then gives back what it took meanwhile), a success that came before the
+//! signal is given back (`Hold::abandon`), and `KeyboardInterrupt` is raised: nothing is left
+//! held. Where that cannot be done (a `cancel=` token on the main thread, or an
 //! event loop owning the wakeup fd) the core call runs on a pooled thread while the caller
 //! waits detached in 100 ms slices and checks for signals in between.
 
 mod election;
+mod holding;
 mod kv;
 mod lock;
 mod semaphore;
@@ -15,7 +17,7 @@ mod semaphore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::interrupt::{is_main_thread, Interruptible};
@@ -25,6 +27,7 @@ pub(crate) use election::{Election, Leader, Observer};
 pub(crate) use kv::{txn_op, KvEntry};
 pub(crate) use lock::Lock;
 pub(crate) use semaphore::Semaphore;
+
 /// The threads of the fallback path of [`interruptible`].
 static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-call");
 
@@ -54,28 +57,55 @@ pub(super) fn cancelled_by_user(py: Python<'_>) -> PyErr {
 }
 
 /// Runs the core call `call` with a cancel token, detached from the interpreter, so that
-/// Ctrl-C (any signal whose Python handler raises) interrupts it: the token is cancelled,
-/// `undo` gets a result that raced the cancel, and the handler's exception propagates. If
-/// the handler returns instead, the call is made again (so `call` computes its timeouts from
-/// a deadline; see [`deadline`]). `user` (a `cancel=` token) cancelled from another thread
-/// ends the call with `baton.CancelledError`, and a success that raced it is undone.
+/// Ctrl-C (any signal whose Python handler raises) interrupts it: the token is cancelled and
+/// the handler's exception propagates. If the handler returns instead, the call is made again
+/// (so `call` computes its timeouts from a deadline; see [`deadline`]). `user` (a `cancel=`
+/// token) cancelled from another thread ends the call with `baton.CancelledError`. For calls
+/// whose success holds nothing; an acquire goes through [`acquiring`].
 pub(crate) fn interruptible<T: Send + 'static>(
     py: Python<'_>,
     user: Option<baton::CancelToken>,
+    call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
+) -> PyResult<T> {
+    run(py, user, call, drop)
+}
+
+/// [`interruptible`] for an acquire of `hold`: a success that cannot be delivered (a signal
+/// handler raised after the core call returned, or the user's token fired while the result
+/// was on its way from the pooled thread) is given back with [`baton::Hold::abandon`] — the
+/// one place the synchronous binding gives anything back. A cancel that reaches the core call
+/// before it returns needs nothing here: the core then returns `Cancelled` with nothing held.
+pub(crate) fn acquiring<H: baton::Hold + 'static>(
+    py: Python<'_>,
+    user: Option<baton::CancelToken>,
+    hold: Arc<H>,
+    mut call: impl FnMut(&H, &baton::CancelToken) -> baton::Result<bool> + Send + 'static,
+) -> PyResult<bool> {
+    let h = Arc::clone(&hold);
+    run(
+        py,
+        user,
+        move |c| call(&h, c),
+        move |held| {
+            if held {
+                hold.abandon();
+            }
+        },
+    )
+}
+
+/// [`interruptible`], with `unclaimed` given a success nobody will take (run detached).
+fn run<T: Send + 'static>(
+    py: Python<'_>,
+    user: Option<baton::CancelToken>,
     mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
-    undo: impl FnOnce(T) + Send + 'static,
+    unclaimed: impl FnOnce(T) + Send + 'static,
 ) -> PyResult<T> {
     if !is_main_thread(py) {
-        // No signal handler runs on this thread: only the user's token can end the call.
-        let token = user.clone().unwrap_or_default();
-        let r = py.detach(|| call(&token));
-        return match r {
-            Ok(v) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
-                py.detach(|| undo(v));
-                Err(cancelled_by_user(py))
-            }
-            r => r.map_err(|e| to_py(py, e)),
-        };
+        // No signal handler runs on this thread: only the user's token can end the call, and
+        // the core call gets it, so a cancel before it returns leaves nothing held.
+        let token = user.unwrap_or_default();
+        return py.detach(|| call(&token)).map_err(|e| to_py(py, e));
     }
     if user.is_none() {
         while let Some(wired) = Interruptible::begin(py)? {
@@ -85,9 +115,10 @@ pub(crate) fn interruptible<T: Send + 'static>(
             if token.is_cancelled() {
                 // A signal came: its handler runs now.
                 if let Err(raised) = py.check_signals() {
+                    // The signal came after the core call returned (else it returned
+                    // `Cancelled`): a success nobody takes. Given back detached (requests, logs).
                     if let Ok(v) = r {
-                        // Undoing makes requests (and may log): not while attached.
-                        py.detach(|| undo(v));
+                        py.detach(|| unclaimed(v));
                     }
                     return Err(raised);
                 }
@@ -98,16 +129,18 @@ pub(crate) fn interruptible<T: Send + 'static>(
             return r.map_err(|e| to_py(py, e));
         }
     }
-    sliced(py, user, call, undo)
+    sliced(py, user, call, unclaimed)
 }
 
 /// The fallback of [`interruptible`]: `call` on a pooled thread, the caller waiting detached in
-/// [`SLICE`]s and checking for signals in between.
-pub(super) fn sliced<T: Send + 'static>(
+/// [`SLICE`]s and checking for signals in between. The core call gets a token of its own,
+/// cancelled when the user's fires or a signal handler raises; a success that raced either
+/// (returned before the relay reached the core) goes to `unclaimed`.
+fn sliced<T: Send + 'static>(
     py: Python<'_>,
     user: Option<baton::CancelToken>,
     mut call: impl FnMut(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
-    undo: impl FnOnce(T) + Send + 'static,
+    unclaimed: impl FnOnce(T) + Send + 'static,
 ) -> PyResult<T> {
     use crossbeam_channel::RecvTimeoutError;
     let cancel = baton::CancelToken::new();
@@ -140,7 +173,7 @@ pub(super) fn sliced<T: Send + 'static>(
                 continue;
             }
             Some(Ok(Ok(v))) if user.as_ref().is_some_and(|u| u.is_cancelled()) => {
-                py.detach(|| undo(v));
+                py.detach(|| unclaimed(v));
                 return Err(cancelled_by_user(py));
             }
             Some(Ok(r)) => return r.map_err(|e| to_py(py, e)),
@@ -155,7 +188,7 @@ pub(super) fn sliced<T: Send + 'static>(
             cancel.cancel();
             py.detach(|| {
                 if let Ok(Ok(v)) = rx.recv() {
-                    undo(v);
+                    unclaimed(v);
                 }
             });
             return Err(interrupt);
@@ -233,23 +266,4 @@ impl Sequencer {
     fn __eq__(&self, other: &Sequencer) -> bool {
         self.inner == other.inner
     }
-}
-
-pub(super) fn register_lost<R: Copy + Send + 'static>(
-    callback: Py<PyAny>,
-    name: fn(R) -> &'static str,
-) -> PyResult<impl Fn(R) + Send + Sync + 'static> {
-    let ok = Python::attach(|py| callback.bind(py).is_callable());
-    if !ok {
-        return Err(PyTypeError::new_err("callback must be callable"));
-    }
-    let callback = Arc::new(callback);
-    Ok(move |reason: R| {
-        let cb = callback.clone();
-        let _ = crate::attach_from_thread(|py| {
-            if let Err(err) = cb.call1(py, (name(reason),)) {
-                err.write_unraisable(py, Some(cb.bind(py)));
-            }
-        });
-    })
 }
