@@ -568,16 +568,18 @@ impl LockShared {
             (ended, g.value.clone())
         };
         let h = &ended.held;
-        if reason == LockLost::SessionLost(LostReason::DeadlineExceeded) {
-            // Consul may still think we hold it: release it as soon as we can
-            // reach it — owed before anyone hears of the loss, so a `close`
-            // that follows the signal finds it owed.
-            unlock_later(&self.client, &self.key, value, self.flags, &h.session, None);
-        }
+        // Consul may still think we hold it: release it as soon as we can
+        // reach it. Owed before anyone hears of the loss (a `close` that
+        // follows the signal finds it), queued after.
+        let unlock = (reason == LockLost::SessionLost(LostReason::DeadlineExceeded))
+            .then(|| unlock_task(&self.client, &self.key, value, self.flags, &h.session, None));
         lock(&self.client.core().held_keys).remove(&h.extra.held_id);
         h.token.cancel();
         unclaim(h.session.id(), &self.key, self.id);
         ended.signal(self.client.core(), &format!("lock {}", self.key));
+        if let Some(task) = unlock {
+            self.client.clean_up(task);
+        }
     }
 }
 
@@ -646,17 +648,31 @@ pub(crate) fn unlock_later(
     session: &Session,
     claim: Option<ClaimGuard>,
 ) {
+    client.clean_up(unlock_task(client, key, value, flags, session, claim));
+}
+
+/// [`unlock_later`]'s task, recorded as owed from now on (so `close` knows
+/// it) but not queued: a loss records it before it signals, and queues it
+/// after (queueing may start the clean-up thread, which the signal does not
+/// wait for).
+pub(crate) fn unlock_task(
+    client: &Client,
+    key: &str,
+    value: Vec<u8>,
+    flags: u64,
+    session: &Session,
+    claim: Option<ClaimGuard>,
+) -> impl FnMut(&Client) -> Next + Send + 'static {
     let key = key.to_string();
     let sid = session.id().to_string();
     let mut owed = Owed::new(session);
-    // Until Consul confirms it, `close` knows this unlock is owed and tries it too.
     let entry = client.core().owe(OwedItem::Unlock((
         key.clone(),
         sid.clone(),
         value.clone(),
         flags,
     )));
-    client.clean_up(move |c| {
+    move |c| {
         let _claim = &claim;
         let _entry = &entry;
         match super::wire::unlock(c, &key, &value, &sid, flags) {
@@ -674,5 +690,5 @@ pub(crate) fn unlock_later(
                 owed.failed(&e)
             }
         }
-    });
+    }
 }

@@ -479,29 +479,35 @@ impl Shared {
             ended
         };
         let session = ended.held.session.clone();
-        if reason != SemaphoreLost::ClientClosed {
-            // Owe the slot back before anyone hears of the loss, so a `close`
-            // that follows the signal finds it owed.
-            self.give_back_lost_later(&session);
-        }
+        // Owe the slot back before anyone hears of the loss (a `close` that
+        // follows the signal finds it), queue it after (queueing may start
+        // the clean-up thread, which the signal does not wait for).
+        let give_back =
+            (reason != SemaphoreLost::ClientClosed).then(|| self.give_back_lost_task(&session));
         ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
         drop(ended);
-        if reason == SemaphoreLost::ClientClosed {
-            let contender = path_join(&self.prefix, session.id());
-            release_claim(&session, &contender, self.id);
+        match give_back {
+            Some(task) => self.client.clean_up(task),
+            None => {
+                let contender = path_join(&self.prefix, session.id());
+                release_claim(&session, &contender, self.id);
+            }
         }
     }
 
-    /// Gives our lost holding's slot back on the clean-up thread (our `.lock`
-    /// entry may outlive the holding: a session that passed its deadline can
-    /// still be alive at Consul). Owed until done, even if the semaphore is
-    /// dropped meanwhile.
-    fn give_back_lost_later(self: &Arc<Self>, session: &Session) {
+    /// The task that gives our lost holding's slot back on the clean-up
+    /// thread (our `.lock` entry may outlive the holding: a session that
+    /// passed its deadline can still be alive at Consul), owed from now until
+    /// done, even if the semaphore is dropped meanwhile.
+    fn give_back_lost_task(
+        self: &Arc<Self>,
+        session: &Session,
+    ) -> impl FnMut(&Client) -> Next + Send + 'static {
         let weak = Arc::downgrade(self);
         let (run, entry) = give_back::owe_give_back(self, session);
         let prefix = self.prefix.clone();
         let mut owed = Owed::new(session);
-        self.client.clean_up(move |c| {
+        move |c| {
             let _entry = &entry;
             let result = match weak.upgrade() {
                 Some(sh) => sh.give_back_lost_slot(),
@@ -514,7 +520,7 @@ impl Shared {
                     owed.failed(&e)
                 }
             }
-        });
+        }
     }
 }
 
