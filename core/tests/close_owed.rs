@@ -8,17 +8,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use baton::{SemaphoreLost, SemaphoreOptions, SessionOptions};
+use baton::{Client, SemaphoreLost, SemaphoreOptions, SessionOptions};
 use common::{unique, Fixture};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
-#[test]
-fn close_reports_a_slot_it_could_not_give_back() {
-    let f = Fixture::start();
-    let Some(dev) = f.dev("fault proxy") else {
-        return;
-    };
+/// A client that reaches the dev server through a fault proxy, with a short
+/// request timeout (`None` against a real Consul: no proxy to cut it off).
+fn proxied(f: &Fixture) -> Option<(Client, baton_devserver::FaultProxy)> {
+    let dev = f.dev("fault proxy")?;
     let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
         .expect("proxy");
     let c = f
@@ -27,6 +25,15 @@ fn close_reports_a_slot_it_could_not_give_back() {
         .request_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
+    Some((c, proxy))
+}
+
+#[test]
+fn close_reports_a_slot_it_could_not_give_back() {
+    let f = Fixture::start();
+    let Some((c, proxy)) = proxied(&f) else {
+        return;
+    };
     let prefix = unique("owed-slot");
     let session = c
         .create_session(&SessionOptions::new().ttl(Duration::from_secs(1)))
@@ -68,17 +75,9 @@ fn close_reports_a_slot_it_could_not_give_back() {
 #[test]
 fn close_gives_back_a_slot_still_owed() {
     let f = Fixture::start();
-    let Some(dev) = f.dev("fault proxy") else {
+    let Some((c, proxy)) = proxied(&f) else {
         return;
     };
-    let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
-        .expect("proxy");
-    let c = f
-        .builder()
-        .address(proxy.addr().to_string())
-        .request_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap();
     let direct = f.client();
     let prefix = unique("owed-slot-back");
     // A session the client adopts is not destroyed by its close: only giving

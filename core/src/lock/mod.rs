@@ -5,7 +5,6 @@
 mod shared;
 mod wire;
 
-pub(crate) use shared::unlock_later;
 pub(crate) use wire::flags_match;
 
 use wire::Unlocked;
@@ -419,7 +418,7 @@ impl Lock {
                 // The key may still carry our session: keep trying in the background
                 // until Consul answers (local contenders on this session wait for it).
                 let claim = hand_over_claim(session.id(), &sh.key, sh.id);
-                unlock_later(&sh.client, &sh.key, value, sh.flags, &session, Some(claim));
+                sh.unlock_later(value, &session, claim);
                 Err(e.prefixed(&format!(
                     "release of {:?} not confirmed yet (retried in the background until Consul answers)",
                     sh.key

@@ -49,6 +49,21 @@ impl LockShared {
         )
     }
 
+    /// Gives the key back in the background: an unlock by `session` of a
+    /// grant this object will not keep (see [`unlock_task`]); `claim` holds
+    /// back the session's other local contenders until it is done.
+    pub(super) fn unlock_later(&self, value: Vec<u8>, session: &Session, claim: ClaimGuard) {
+        let task = unlock_task(
+            &self.client,
+            &self.key,
+            value,
+            self.flags,
+            session,
+            Some(claim),
+        );
+        self.client.clean_up(task);
+    }
+
     fn read(&self) -> Result<Known> {
         let (entry, meta) = self
             .client
@@ -233,14 +248,7 @@ impl LockShared {
         if maybe_applied && !matches!(result, Ok(true)) {
             let value = lock(&self.inner).value.clone();
             let claim = hand_over_claim(session.id(), &self.key, self.id);
-            unlock_later(
-                &self.client,
-                &self.key,
-                value,
-                self.flags,
-                session,
-                Some(claim),
-            );
+            self.unlock_later(value, session, claim);
         }
         result
     }
@@ -501,14 +509,7 @@ impl LockShared {
             Err(e) => {
                 // Granted but not recorded: give the key back.
                 let claim = hand_over_claim(session.id(), &self.key, self.id);
-                unlock_later(
-                    &self.client,
-                    &self.key,
-                    value,
-                    self.flags,
-                    session,
-                    Some(claim),
-                );
+                self.unlock_later(value, session, claim);
                 return Err(e);
             }
         };
@@ -636,26 +637,14 @@ fn lost_while_acquiring(session: &Session) -> Error {
     )
 }
 
-/// Queues an unlock of `key` by `session` on the clean-up thread (an `unlock`
-/// only frees the key while `session` holds it), retried as [`Owed`] says:
-/// through any outage until Consul answers. Until then `close` also knows it
-/// is owed. `claim` (if any) is given up when the task ends.
-pub(crate) fn unlock_later(
-    client: &Client,
-    key: &str,
-    value: Vec<u8>,
-    flags: u64,
-    session: &Session,
-    claim: Option<ClaimGuard>,
-) {
-    client.clean_up(unlock_task(client, key, value, flags, session, claim));
-}
-
-/// [`unlock_later`]'s task, recorded as owed from now on (so `close` knows
-/// it) but not queued: a loss records it before it signals, and queues it
-/// after (queueing may start the clean-up thread, which the signal does not
-/// wait for).
-pub(crate) fn unlock_task(
+/// The unlock of `key` by `session` (an `unlock` only frees the key while
+/// `session` holds it) as a clean-up task, retried as [`Owed`] says: through
+/// any outage until Consul answers. It is recorded as owed from now on (so
+/// `close` knows it) but not queued: the caller queues it with
+/// `Client::clean_up` — a loss after it has signalled (queueing may start
+/// the clean-up thread, which no signal waits for). `claim` (if any) is
+/// given up when the task ends.
+fn unlock_task(
     client: &Client,
     key: &str,
     value: Vec<u8>,
