@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::godur::format_go_duration;
 use crate::http::Request;
-use crate::session_api::path_segment;
+use crate::session_api::{check_segment, path_segment};
 
 /// The status of a health check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,7 +130,7 @@ impl TtlCheck {
                 "check ID must not be empty",
             ));
         }
-        path_segment("check ID", &self.id)?;
+        check_segment("check ID", &self.id)?;
         if self.ttl.is_zero() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,

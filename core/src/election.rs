@@ -172,11 +172,14 @@ impl Election {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        let outcome =
-            crate::ride_out::judge_reach(self.lock.shared_client().core(), "campaign", || {
-                self.lock.acquire_unjudged(timeout, cancel)
-            });
-        crate::holding::settle(outcome, cancel, "campaign", || self.lock.abandon())
+        crate::holding::acquire_settled(
+            self.lock.shared_client().core(),
+            "campaign",
+            timeout,
+            cancel,
+            || self.lock.acquire_unjudged(timeout, cancel),
+            || self.lock.abandon(),
+        )
     }
 
     /// Steps down (releases the key, no lock-delay). `Ok(false)` if not leader.

@@ -20,6 +20,7 @@ use crossbeam_channel::select;
 
 use crate::cancel::CancelToken;
 use crate::client::Core;
+use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
 use crate::lease::{CallbackId, LostReason, Session, SessionState};
@@ -411,17 +412,30 @@ macro_rules! hold_lifecycle {
 }
 pub(crate) use hold_lifecycle;
 
-/// The outcome of an acquire given `cancel`: "cancelled means nothing is
-/// held". A success that raced the cancel is undone with `release` and
-/// reported as `Cancelled`, so no caller (no binding) has to undo it.
-pub(crate) fn settle(
-    outcome: Result<bool>,
-    cancel: Option<&CancelToken>,
+/// An acquire as every recipe makes it: `call` (the recipe's own acquire,
+/// waiting up to `timeout`), judged by whether Consul answered at all (see
+/// [`judge_reach`](crate::ride_out::judge_reach)), then settled against
+/// `cancel` — "cancelled means nothing is held": a success that raced the
+/// cancel is given back with `release` and reported as `Cancelled`, so no
+/// caller (no binding) has to undo it. That release is bounded by what is
+/// left of `timeout`, as every request of the call is; if the time is up it
+/// goes on in the background (a release that fails does), and `close` knows
+/// it is owed.
+pub(crate) fn acquire_settled(
+    conn: &Conn,
     what: &str,
+    timeout: Option<Duration>,
+    cancel: Option<&CancelToken>,
+    call: impl FnOnce() -> Result<bool>,
     release: impl FnOnce(),
 ) -> Result<bool> {
-    match outcome {
+    let deadline = crate::scope::deadline_after(timeout);
+    match crate::ride_out::judge_reach(conn, what, call) {
         Ok(true) if cancel.is_some_and(CancelToken::is_cancelled) => {
+            // A try-once call's request has the client's request timeout (as
+            // in the recipes' acquires): so does its release.
+            let _bound =
+                crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
             release();
             Err(Error::new(
                 ErrorKind::Cancelled,

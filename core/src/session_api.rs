@@ -161,7 +161,7 @@ impl SessionApi<'_> {
     /// the dot segments `.` and `..` (which would name another endpoint) are
     /// refused, with [`ErrorKind::InvalidArgument`].
     pub fn destroy(&self, id: &str) -> Result<()> {
-        path_segment("session ID", id)?;
+        check_segment("session ID", id)?;
         self.conn.call(&session_request("destroy", id))?;
         Ok(())
     }
@@ -172,13 +172,9 @@ impl SessionApi<'_> {
     /// one of kind [`ErrorKind::BadResponse`]. `id` is checked as for
     /// [`SessionApi::destroy`].
     pub fn renew(&self, id: &str) -> Result<SessionEntry> {
-        path_segment("session ID", id)?;
-        self.renew_req(&session_request("renew", id))
-    }
-
-    pub(crate) fn renew_req(&self, req: &Request) -> Result<SessionEntry> {
-        let resp = self.conn.send(req)?;
-        renew_answer(req, resp)
+        check_segment("session ID", id)?;
+        let req = session_request("renew", id);
+        renew_answer(&req, self.conn.send(&req)?)
     }
 
     /// `GET /v1/session/info/<id>`: the session, or `None` if it does not exist.
@@ -269,6 +265,13 @@ fn quoted(value: &str) -> String {
 /// item and `.`/`..` would be resolved away by HTTP path normalisation (Go's
 /// server redirects them elsewhere), so those three fail here.
 pub(crate) fn path_segment(what: &str, value: &str) -> Result<String> {
+    check_segment(what, value)?;
+    Ok(encode_component(value))
+}
+
+/// [`path_segment`]'s check alone, for a value sent by a request built
+/// elsewhere (or not sent as a path at all).
+pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
     if value.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -281,7 +284,7 @@ pub(crate) fn path_segment(what: &str, value: &str) -> Result<String> {
             format!("{what} {value:?} is a dot segment, not a valid {what}"),
         ));
     }
-    Ok(encode_component(value))
+    Ok(())
 }
 
 /// Checks that a session answer describes the session of the request path

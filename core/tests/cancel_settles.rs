@@ -122,18 +122,11 @@ impl<H: Hold> HoldDyn for H {
     }
 }
 
-/// A client whose every byte to and from Consul is delayed by [`DELAY`]
-/// (`None` against a real Consul: no proxy to slow it down).
+/// A client that talks to Consul through a fault proxy, which the test then
+/// slows down by [`DELAY`] (`None` against a real Consul).
 fn slowed(f: &Fixture) -> Option<(Client, baton_devserver::FaultProxy)> {
-    let dev = f.dev("fault proxy")?;
-    let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
-        .expect("proxy");
-    let c = f
-        .builder()
-        .address(proxy.addr().to_string())
-        .build()
-        .unwrap();
-    Some((c, proxy))
+    let (builder, proxy) = f.proxied()?;
+    Some((builder.build().unwrap(), proxy))
 }
 
 #[test]

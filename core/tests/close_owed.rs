@@ -14,14 +14,10 @@ use common::{unique, Fixture};
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A client that reaches the dev server through a fault proxy, with a short
-/// request timeout (`None` against a real Consul: no proxy to cut it off).
+/// request timeout (`None` against a real Consul).
 fn proxied(f: &Fixture) -> Option<(Client, baton_devserver::FaultProxy)> {
-    let dev = f.dev("fault proxy")?;
-    let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
-        .expect("proxy");
-    let c = f
-        .builder()
-        .address(proxy.addr().to_string())
+    let (builder, proxy) = f.proxied()?;
+    let c = builder
         .request_timeout(Duration::from_millis(500))
         .build()
         .unwrap();

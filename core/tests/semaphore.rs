@@ -418,18 +418,12 @@ fn two_semaphores_given_one_session_on_one_prefix_queue_locally() {
 #[test]
 fn a_dead_holder_s_slot_is_kept_for_its_lock_delay() {
     let f = Fixture::start();
-    let Some(dev) = f.dev("fault proxy") else {
+    let Some((builder, proxy)) = f.proxied() else {
         return;
     };
-    let proxy = baton_devserver::FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap())
-        .expect("proxy");
     let prefix = unique("sem-lock-delay");
     let lock_delay = Duration::from_secs(2);
-    let ca = f
-        .builder()
-        .address(proxy.addr().to_string())
-        .build()
-        .unwrap();
+    let ca = builder.build().unwrap();
     let sa = ca
         .create_session(
             &SessionOptions::new()

@@ -19,7 +19,9 @@ use crate::claim::{hand_over_claim, unclaim};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
-use crate::holding::{hold_lifecycle, loss_reason, settle, Held, Hold, Holder, Lifecycle, Loss};
+use crate::holding::{
+    acquire_settled, hold_lifecycle, loss_reason, Held, Hold, Holder, Lifecycle, Loss,
+};
 use crate::http::QueryOptions;
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
@@ -283,11 +285,14 @@ impl Lock {
     /// returns, the answer is `Cancelled`, and a holding the acquire won
     /// meanwhile has been released.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        let outcome =
-            crate::ride_out::judge_reach(self.shared.client.core(), "lock acquire", || {
-                self.acquire_unjudged(timeout, cancel)
-            });
-        settle(outcome, cancel, "lock acquire", || self.abandon())
+        acquire_settled(
+            self.shared.client.core(),
+            "lock acquire",
+            timeout,
+            cancel,
+            || self.acquire_unjudged(timeout, cancel),
+            || self.abandon(),
+        )
     }
 
     /// [`Lock::acquire`] without telling an unreachable Consul from

@@ -555,11 +555,21 @@ impl LockShared {
         }
         Ok(generation)
     }
+}
+
+impl Holder for LockShared {
+    type Lost = LockLost;
+    type Extra = LockHeld;
+    const NOUN: &'static str = "lock";
+
+    fn with<T>(&self, f: impl FnOnce(&mut Lifecycle<LockLost, LockHeld>) -> T) -> T {
+        f(&mut lock(&self.inner).life)
+    }
 
     /// Ends holding `generation` (idempotent), signalling loss: the holding
     /// ends first, then its token and callbacks fire; logging and the
     /// best-effort unlock come after, off this thread.
-    fn end(&self, generation: u64, reason: LockLost) {
+    fn lose(&self, generation: u64, reason: LockLost) {
         let (ended, value) = {
             let mut g = lock(&self.inner);
             let Some(ended) = g.life.end(generation, reason) else {
@@ -581,20 +591,6 @@ impl LockShared {
         if let Some(task) = unlock {
             self.client.clean_up(task);
         }
-    }
-}
-
-impl Holder for LockShared {
-    type Lost = LockLost;
-    type Extra = LockHeld;
-    const NOUN: &'static str = "lock";
-
-    fn with<T>(&self, f: impl FnOnce(&mut Lifecycle<LockLost, LockHeld>) -> T) -> T {
-        f(&mut lock(&self.inner).life)
-    }
-
-    fn lose(&self, generation: u64, reason: LockLost) {
-        self.end(generation, reason)
     }
 }
 

@@ -21,7 +21,7 @@ use crate::claim::{release_claim, take_claim};
 use crate::cleanup::{Next, Owed};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::holding::{hold_lifecycle, loss_reason, settle, Hold, Holder, Lifecycle, Loss};
+use crate::holding::{acquire_settled, hold_lifecycle, loss_reason, Hold, Holder, Lifecycle, Loss};
 use crate::keyhub::{Hook, KeySub};
 use crate::kv::{KvPair, WriteOptions};
 use crate::lease::{CallbackId, LostReason, Session};
@@ -256,11 +256,14 @@ impl Semaphore {
     /// with kind `Connection` instead of `Ok(false)` (see [`Lock::acquire`](crate::Lock::acquire)).
     /// Cancelled means nothing is held (see [`Lock::acquire`](crate::Lock::acquire)).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        let outcome =
-            crate::ride_out::judge_reach(self.shared.client.core(), "semaphore acquire", || {
-                self.acquire_unjudged(timeout, cancel)
-            });
-        settle(outcome, cancel, "semaphore acquire", || self.abandon())
+        acquire_settled(
+            self.shared.client.core(),
+            "semaphore acquire",
+            timeout,
+            cancel,
+            || self.acquire_unjudged(timeout, cancel),
+            || self.abandon(),
+        )
     }
 
     fn acquire_unjudged(
@@ -464,37 +467,6 @@ impl Shared {
 }
 
 impl Shared {
-    /// Ends holding `generation` (idempotent): the holding ends first, then its
-    /// token and callbacks fire; logging and giving the slot back come after,
-    /// off this thread.
-    fn end(self: &Arc<Self>, generation: u64, reason: SemaphoreLost) {
-        let ended = {
-            let mut g = lock(&self.inner);
-            let Some(ended) = g.life.end(generation, reason) else {
-                return;
-            };
-            if reason != SemaphoreLost::ClientClosed {
-                g.unreleased = Some(ended.held.session.clone());
-            }
-            ended
-        };
-        let session = ended.held.session.clone();
-        // Owe the slot back before anyone hears of the loss (a `close` that
-        // follows the signal finds it), queue it after (queueing may start
-        // the clean-up thread, which the signal does not wait for).
-        let give_back =
-            (reason != SemaphoreLost::ClientClosed).then(|| self.give_back_lost_task(&session));
-        ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
-        drop(ended);
-        match give_back {
-            Some(task) => self.client.clean_up(task),
-            None => {
-                let contender = path_join(&self.prefix, session.id());
-                release_claim(&session, &contender, self.id);
-            }
-        }
-    }
-
     /// The task that gives our lost holding's slot back on the clean-up
     /// thread (our `.lock` entry may outlive the holding: a session that
     /// passed its deadline can still be alive at Consul), owed from now until
@@ -533,8 +505,35 @@ impl Holder for Arc<Shared> {
         f(&mut lock(&self.inner).life)
     }
 
+    /// Ends holding `generation` (idempotent): the holding ends first, then its
+    /// token and callbacks fire; logging and giving the slot back come after,
+    /// off this thread.
     fn lose(&self, generation: u64, reason: SemaphoreLost) {
-        self.end(generation, reason)
+        let ended = {
+            let mut g = lock(&self.inner);
+            let Some(ended) = g.life.end(generation, reason) else {
+                return;
+            };
+            if reason != SemaphoreLost::ClientClosed {
+                g.unreleased = Some(ended.held.session.clone());
+            }
+            ended
+        };
+        let session = ended.held.session.clone();
+        // Owe the slot back before anyone hears of the loss (a `close` that
+        // follows the signal finds it), queue it after (queueing may start
+        // the clean-up thread, which the signal does not wait for).
+        let give_back =
+            (reason != SemaphoreLost::ClientClosed).then(|| self.give_back_lost_task(&session));
+        ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
+        drop(ended);
+        match give_back {
+            Some(task) => self.client.clean_up(task),
+            None => {
+                let contender = path_join(&self.prefix, session.id());
+                release_claim(&session, &contender, self.id);
+            }
+        }
     }
 }
 

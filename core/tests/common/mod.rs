@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use baton::{Client, ClientBuilder};
-use baton_devserver::{Config, ConsulVersion, DevServer};
+use baton_devserver::{Config, ConsulVersion, DevServer, FaultProxy};
 
 /// The smallest session TTL the dev server accepts in these tests.
 pub const TTL_MIN: Duration = Duration::from_millis(500);
@@ -206,6 +206,16 @@ impl Fixture {
 
     pub fn builder(&self) -> ClientBuilder {
         Client::builder().address(self.addr.clone())
+    }
+
+    /// A fault proxy in front of the dev server and a builder for a client that
+    /// talks through it (`None`, with a message, against real Consul: no proxy
+    /// to put in front of it).
+    pub fn proxied(&self) -> Option<(ClientBuilder, FaultProxy)> {
+        let dev = self.dev("fault proxy")?;
+        let proxy = FaultProxy::start(dev.addr(), "127.0.0.1:0".parse().unwrap()).expect("proxy");
+        let builder = self.builder().address(proxy.addr().to_string());
+        Some((builder, proxy))
     }
 
     pub fn client(&self) -> Client {
