@@ -19,10 +19,15 @@ use crate::kv::{Kv, KvPair};
 use crate::lease::{LostReason, Session, SessionHost, SessionShared, SessionState};
 use crate::renewer::Renewer;
 use crate::session_api::{SessionApi, SessionOptions};
+use crate::steps::{Alarm, AlarmGuard, StepJob, Steps};
 use crate::sync::lock;
 use crate::threads::Worker;
 use crate::txn::KvOp;
 use crate::watch::{Watch, WatchSlot, WatchTarget, Watches};
+
+fn spawn_err(e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+}
 
 /// How long `Drop` of the last `Client` clone waits for cleanup.
 pub const DROP_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,6 +41,8 @@ struct Runtime {
     monitor: Option<Worker>,
     dispatcher: Option<Dispatcher>,
     cleanup: Option<Cleanup>,
+    /// The threads behind the async API (`baton::aio`), started on first use.
+    steps: Option<Steps>,
 }
 
 /// Everything a client and its threads share.
@@ -108,6 +115,37 @@ impl Core {
         if let Some(d) = &rt.dispatcher {
             d.post(job);
         }
+    }
+
+    /// Runs `job` on a step thread (started on first use): the blocking piece of
+    /// an async call. Fails once the client is closing; a job queued as it
+    /// closes is dropped unrun.
+    pub(crate) fn step(&self, job: StepJob) -> Result<()> {
+        let mut rt = lock(&self.runtime);
+        // Checked under the runtime lock, which `close` takes after marking the
+        // client closed: threads started here are always joined by it.
+        self.check_usable()?;
+        let steps = match &mut rt.steps {
+            Some(s) => s,
+            None => rt
+                .steps
+                .insert(Steps::start(self.closing.clone()).map_err(spawn_err)?),
+        };
+        steps.run(job).map_err(spawn_err)
+    }
+
+    /// Calls `alarm` on the client's timer thread at `at` (see [`Core::step`]),
+    /// unless the guard drops first.
+    pub(crate) fn alarm(&self, at: Instant, alarm: Alarm) -> Result<AlarmGuard> {
+        let mut rt = lock(&self.runtime);
+        self.check_usable()?;
+        let steps = match &mut rt.steps {
+            Some(s) => s,
+            None => rt
+                .steps
+                .insert(Steps::start(self.closing.clone()).map_err(spawn_err)?),
+        };
+        Ok(steps.alarm(at, alarm))
     }
 
     /// Queues a clean-up task on the clean-up thread (started on first use):
@@ -215,9 +253,6 @@ impl Core {
     pub(crate) fn register_session(self: &Arc<Self>, s: Arc<SessionShared>) -> Result<()> {
         let mut rt = lock(&self.runtime);
         self.check_usable()?;
-        let spawn_err = |e: std::io::Error| {
-            Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
-        };
         if rt.renewer.is_none() {
             rt.renewer = Some(Renewer::start(self.conn.clone()).map_err(spawn_err)?);
         }
@@ -281,6 +316,9 @@ impl Core {
         }
         if let Some(mut c) = rt.cleanup {
             joined(c.worker.join_until(deadline));
+        }
+        for mut w in rt.steps.map(Steps::into_workers).unwrap_or_default() {
+            joined(w.join_until(deadline));
         }
         *lock(&self.default_session) = None;
         // Release held and owed locks first: destroying their sessions would impose

@@ -17,7 +17,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
 use crate::holding::{hold_lifecycle, Hold};
 use crate::http::{Consistency, QueryOptions};
-use crate::keyhub::KeySub;
+use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, Session};
 use crate::lock::{check_key, Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
@@ -91,6 +91,16 @@ pub struct Election {
     lock: Lock,
 }
 
+impl Election {
+    /// Another handle on this election whose drop resigns nothing (see
+    /// [`Lock::view`]).
+    pub(crate) fn view(&self) -> Election {
+        Election {
+            lock: self.lock.view(),
+        }
+    }
+}
+
 impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
@@ -132,8 +142,14 @@ impl Client {
 
     /// Follows the election on `key`: see [`Election::observe`].
     pub fn observe_leader(&self, key: &str) -> Result<Observer> {
+        self.observe_leader_hooked(key, None)
+    }
+
+    /// [`Client::observe_leader`], calling `hook` on the hub thread whenever
+    /// the key changes (the async API's stream wakes its task with it).
+    pub(crate) fn observe_leader_hooked(&self, key: &str, hook: Option<Hook>) -> Result<Observer> {
         let key = check_key(key)?;
-        let sub = KeySub::new(&self.core().conn, &self.core().keyhub, &key, None, None)?;
+        let sub = KeySub::new(&self.core().conn, &self.core().keyhub, &key, None, hook)?;
         Ok(Observer {
             client: self.clone(),
             key,
@@ -300,6 +316,31 @@ impl fmt::Debug for Observer {
 }
 
 impl Observer {
+    /// The next state not returned yet, if the hub has one (never blocks).
+    pub(crate) fn take_event(&mut self) -> Result<Option<LeaderEvent>> {
+        self.client.core().check_usable()?;
+        while let Some(v) = self.sub.take_new() {
+            if v.entry
+                .as_ref()
+                .is_some_and(|p| p.session.is_some() && p.flags == through_f64(LOCK_FLAG_VALUE))
+            {
+                // A lock txn on a Consul before 1.6.2 stored a rounded flag, and its
+                // writer rewrites it at once: wait for that entry, whose index the
+                // leader's sequencer carries (or for the key's release, if it died).
+                continue;
+            }
+            let event = match leader_of(v.entry.as_ref()) {
+                Some(l) => LeaderEvent::Leader(l),
+                None => LeaderEvent::NoLeader,
+            };
+            if self.last.as_ref() != Some(&event) {
+                self.last = Some(event.clone());
+                return Ok(Some(event));
+            }
+        }
+        Ok(None)
+    }
+
     /// The key observed.
     pub fn key(&self) -> &str {
         &self.key
@@ -319,26 +360,8 @@ impl Observer {
         let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
         let closed = self.client.core().closing.receiver();
         loop {
-            self.client.core().check_usable()?;
-            if let Some(v) = self.sub.take_new() {
-                if v.entry
-                    .as_ref()
-                    .is_some_and(|p| p.session.is_some() && p.flags == through_f64(LOCK_FLAG_VALUE))
-                {
-                    // A lock txn on a Consul before 1.6.2 stored a rounded flag, and its
-                    // writer rewrites it at once: wait for that entry, whose index the
-                    // leader's sequencer carries (or for the key's release, if it died).
-                    continue;
-                }
-                let event = match leader_of(v.entry.as_ref()) {
-                    Some(l) => LeaderEvent::Leader(l),
-                    None => LeaderEvent::NoLeader,
-                };
-                if self.last.as_ref() != Some(&event) {
-                    self.last = Some(event.clone());
-                    return Ok(event);
-                }
-                continue;
+            if let Some(event) = self.take_event()? {
+                return Ok(event);
             }
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(Error::new(ErrorKind::Cancelled, "observe cancelled"));

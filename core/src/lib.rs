@@ -41,6 +41,7 @@
 
 mod adopt;
 mod agent;
+pub mod aio;
 mod cancel;
 mod claim;
 mod cleanup;
@@ -71,6 +72,7 @@ mod scope;
 mod semaphore;
 mod session_api;
 mod session_options;
+mod steps;
 mod sync;
 mod threads;
 mod tls_hint;

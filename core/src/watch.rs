@@ -128,7 +128,30 @@ struct Data {
     /// will not fix: subscribers that asked for it get it as an error.
     bad_answer: Option<(u64, String)>,
     subscribers: Vec<(u64, Sender<()>)>,
+    /// Subscribers that are told by a call instead (the async API's wakers).
+    hooks: Vec<(u64, ChangeHook)>,
     next_sub: u64,
+}
+
+/// Called on the watch thread, outside its locks, when the watched state
+/// changes: must be quick (wake a task).
+pub(crate) type ChangeHook = Arc<dyn Fn() + Send + Sync + 'static>;
+
+impl Data {
+    /// Tells the channel subscribers now; returns the hooks to call once the
+    /// data's lock is given up.
+    fn notify(&self) -> Vec<ChangeHook> {
+        for (_, tx) in &self.subscribers {
+            let _ = tx.try_send(());
+        }
+        self.hooks.iter().map(|(_, h)| h.clone()).collect()
+    }
+}
+
+fn call_hooks(hooks: Vec<ChangeHook>) {
+    for h in hooks {
+        h();
+    }
 }
 
 struct WatchShared {
@@ -200,6 +223,7 @@ pub(crate) fn subscribe(
                     last_error: None,
                     bad_answer: None,
                     subscribers: Vec::new(),
+                    hooks: Vec::new(),
                     next_sub: 0,
                 }),
                 stop: CancelToken::new(),
@@ -240,6 +264,20 @@ pub(crate) fn subscribe(
 }
 
 impl Watch {
+    /// Also calls `hook` (on the watch thread) whenever this subscriber's
+    /// channel is told of a change, until the watch drops; at once if the
+    /// watch already has a state this subscriber has not taken.
+    pub(crate) fn on_change(&self, hook: ChangeHook) {
+        let pending = {
+            let mut d = lock(&self.shared.data);
+            d.hooks.push((self.sub, hook.clone()));
+            d.version > self.seen
+        };
+        if pending {
+            hook();
+        }
+    }
+
     /// The target of this watch.
     pub fn target(&self) -> &WatchTarget {
         &self.shared.target
@@ -340,9 +378,11 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        lock(&self.shared.data)
-            .subscribers
-            .retain(|(id, _)| *id != self.sub);
+        {
+            let mut d = lock(&self.shared.data);
+            d.subscribers.retain(|(id, _)| *id != self.sub);
+            d.hooks.retain(|(id, _)| *id != self.sub);
+        }
         let slot = {
             let mut watches = lock(&self.watches);
             match watches.get_mut(&self.shared.target) {
@@ -401,19 +441,19 @@ fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
                 d.last_error = None;
                 d.bad_answer = None;
                 let changed = d.current.as_ref().is_none_or(|c| c.entries != entries);
+                let mut hooks = Vec::new();
                 if changed {
                     d.version += 1;
                     d.current = Some(WatchEvent {
                         index: meta.index,
                         entries,
                     });
-                    for (_, tx) in &d.subscribers {
-                        let _ = tx.try_send(());
-                    }
+                    hooks = d.notify();
                 } else if let Some(c) = &mut d.current {
                     c.index = meta.index;
                 }
                 drop(d);
+                call_hooks(hooks);
                 if !pause.is_zero() {
                     let (stop, closing) = (shared.stop.receiver(), core.closing.receiver());
                     select! {
@@ -432,13 +472,13 @@ fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
                     }
                     let n = d.bad_answer.as_ref().map_or(0, |b| b.0) + 1;
                     d.bad_answer = Some((n, e.to_string()));
-                    for (_, tx) in &d.subscribers {
-                        let _ = tx.try_send(());
-                    }
+                    let hooks = d.notify();
+                    drop(d);
+                    call_hooks(hooks);
                 } else {
                     log::debug!("baton watch {:?}: {e}", shared.target);
+                    drop(d);
                 }
-                drop(d);
                 index = 0;
                 let wait = backoff.next();
                 let stop = shared.stop.receiver();

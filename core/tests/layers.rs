@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "watch",
             "claim",
             "ride_out",
+            "steps",
         ],
     ),
     // The client's shared state and its handle. (The façade methods of the
@@ -50,6 +51,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         "recipes",
         &["holding", "lock", "semaphore", "election", "fence", "adopt"],
     ),
+    // Futures over the recipes and the client (`baton::aio`).
+    ("async", &["aio"]),
     ("crate", &["crate"]),
 ];
 

@@ -144,6 +144,8 @@ struct Inner {
     known: Option<Known>,
     /// The last other session seen holding the key, and its LockDelay if looked up.
     last_holder: Option<(String, Option<Duration>)>,
+    /// When the last acquire that ended refused for lock-delay may try again.
+    retry_at: Option<Instant>,
 }
 
 pub(crate) struct LockShared {
@@ -187,6 +189,9 @@ pub(crate) struct LockShared {
 /// Dropping a held `Lock` releases it.
 pub struct Lock {
     pub(crate) shared: Arc<LockShared>,
+    /// A second handle on the same lock for the async API's threads
+    /// ([`Lock::view`]): dropping it releases nothing.
+    view: bool,
 }
 
 impl fmt::Debug for Lock {
@@ -227,14 +232,31 @@ impl Client {
                     life: Lifecycle::new(),
                     known: None,
                     last_holder: None,
+                    retry_at: None,
                 }),
                 acquiring: Mutex::new(()),
             }),
+            view: false,
         })
     }
 }
 
 impl Lock {
+    /// Another handle on this lock whose drop releases nothing: the async
+    /// API's step threads act through it while the future borrows `self`.
+    pub(crate) fn view(&self) -> Lock {
+        Lock {
+            shared: self.shared.clone(),
+            view: true,
+        }
+    }
+
+    /// When a try that found the key free but refused (lock-delay) may try
+    /// again, if the last try was such.
+    pub(crate) fn retry_hint(&self) -> Option<Instant> {
+        lock(&self.shared.inner).retry_at
+    }
+
     pub(crate) fn shared_client(&self) -> &Client {
         &self.shared.client
     }
@@ -624,7 +646,10 @@ pub(crate) fn destroy_key(
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if lock(&self.shared.inner).life.held().is_some() && !self.shared.client.is_closed() {
+        if !self.view
+            && lock(&self.shared.inner).life.held().is_some()
+            && !self.shared.client.is_closed()
+        {
             if let Err(e) = self.release() {
                 log::warn!(
                     "baton lock {}: release on drop failed: {e}",

@@ -262,7 +262,11 @@ impl LockShared {
     ) -> Result<bool> {
         let core = self.client.core().clone();
         let mut ride = RideOut::new(&core, "lock acquire", deadline, cancel).on_session(session);
-        let mut known = lock(&self.inner).known.take();
+        let mut known = {
+            let mut g = lock(&self.inner);
+            g.retry_at = None;
+            g.known.take()
+        };
         let mut sub: Option<KeySub> = None;
         let mut retry_at: Option<Instant> = None;
         let mut delay_tries = 0u32;
@@ -386,7 +390,9 @@ impl LockShared {
                 }
             }
             if passed() {
-                lock(&self.inner).known = cacheable(k, session);
+                let mut g = lock(&self.inner);
+                g.known = cacheable(k, session);
+                g.retry_at = retry_at;
                 return Ok(false);
             }
             // Wait for the key to change, the retry time, or the deadline.

@@ -10,6 +10,7 @@ impl Semaphore {
         contender: &str,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
+        kept: bool,
     ) -> Result<bool> {
         let sh = &self.shared;
         let core = sh.client.core();
@@ -17,23 +18,34 @@ impl Semaphore {
         // is waited out within the deadline; every step below is safe to repeat.
         let mut ride =
             RideOut::new(core, "semaphore acquire", deadline, cancel).on_session(session);
-        let value = lock(&sh.inner).value.clone();
+        let value = {
+            let mut g = lock(&sh.inner);
+            g.retry_at = None;
+            g.value.clone()
+        };
         let contender_opts = WriteOptions {
             flags: SEMAPHORE_FLAG_VALUE,
             acquire: Some(session.id().to_string()),
             ..Default::default()
         };
-        let made = ride.run(|| {
-            if !session.is_valid() {
-                return Err(lost_while_acquiring(session));
+        let make = |ride: &mut RideOut<'_>| -> Result<()> {
+            let made = ride.run(|| {
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
+                sh.client.kv().put_with(contender, &value, &contender_opts)
+            })?;
+            if !made {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    "failed to make contender entry: <nil>",
+                ));
             }
-            sh.client.kv().put_with(contender, &value, &contender_opts)
-        })?;
-        if !made {
-            return Err(Error::new(
-                ErrorKind::Conflict,
-                "failed to make contender entry: <nil>",
-            ));
+            Ok(())
+        };
+        // An async wait's entry is kept from its previous try (checked below).
+        if !kept {
+            make(&mut ride)?;
         }
         let lock_key = self.lock_key();
         let mut watch = sh.client.watch_prefix(&sh.prefix)?;
@@ -42,6 +54,13 @@ impl Semaphore {
         // and the listing includes our contender entry.
         let list = || sh.client.kv().list(&sh.prefix);
         let mut fresh: Option<Vec<KvPair>> = Some(ride.run(list)?);
+        let ours = |p: &KvPair| p.key == contender && p.session.as_deref() == Some(session.id());
+        if kept && !fresh.iter().flatten().any(ours) {
+            // The kept entry is gone (deleted by hand, or its session's lock
+            // released it): a slot without it would be pruned as a dead holder's.
+            make(&mut ride)?;
+            fresh = Some(ride.run(list)?);
+        }
         // When a dead holder's slot is kept back for its lock-delay: when to look again
         // (the delay ending changes nothing a watch would see).
         let mut look_again: Option<Instant> = None;
@@ -87,6 +106,7 @@ impl Semaphore {
             let ours = doc.holders.contains_key(session.id());
             if !ours && doc.holders.len() as u64 >= sh.limit {
                 if deadline.is_some_and(|d| d <= Instant::now()) {
+                    lock(&sh.inner).retry_at = look_again;
                     return Ok(false);
                 }
                 continue; // wait for the next change under the prefix

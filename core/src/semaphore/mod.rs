@@ -116,6 +116,13 @@ struct Inner {
     /// (our entry in `.lock`, our contender key). Its local claim is kept until
     /// then, so no other local contender of the session runs meanwhile.
     unreleased: Option<Session>,
+    /// When the last acquire, which found a dead holder's slot kept back for
+    /// its lock-delay, should look again.
+    retry_at: Option<Instant>,
+    /// The session whose contender entry an async wait keeps between its tries
+    /// ([`Semaphore::try_keeping`]): rewriting it each try would change the
+    /// prefix the wait watches, and wake it for nothing.
+    kept: Option<Session>,
 }
 
 struct Shared {
@@ -158,6 +165,9 @@ struct Shared {
 /// ([`SemaphoreOptions::session`]) share that session's one slot, taking turns.
 pub struct Semaphore {
     shared: Arc<Shared>,
+    /// A second handle for the async API's threads ([`Semaphore::view`]):
+    /// dropping it gives back and destroys nothing.
+    view: bool,
 }
 
 impl fmt::Debug for Semaphore {
@@ -208,15 +218,49 @@ impl Client {
                     value: options.value,
                     life: Lifecycle::new(),
                     unreleased: None,
+                    retry_at: None,
+                    kept: None,
                 }),
                 acquiring: Mutex::new(()),
                 cleaning: Mutex::new(()),
             }),
+            view: false,
         })
     }
 }
 
 impl Semaphore {
+    /// Another handle on this semaphore whose drop gives back nothing: the
+    /// async API's step threads act through it while the future borrows `self`.
+    pub(crate) fn view(&self) -> Semaphore {
+        Semaphore {
+            shared: self.shared.clone(),
+            view: true,
+        }
+    }
+
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// When a try that found a dead holder's slot kept back for its lock-delay
+    /// should look again, if the last try was such.
+    pub(crate) fn retry_hint(&self) -> Option<Instant> {
+        lock(&self.shared.inner).retry_at
+    }
+
+    /// Calls `hook` when anything under the prefix changes (a slot given back,
+    /// a contender gone), until the returned watch drops.
+    pub(crate) fn watch_changes(
+        &self,
+        hook: crate::watch::ChangeHook,
+    ) -> Result<crate::watch::Watch> {
+        let watch = self.shared.client.watch_prefix(&self.shared.prefix)?;
+        watch.on_change(hook);
+        Ok(watch)
+    }
+
     /// The prefix.
     pub fn prefix(&self) -> &str {
         &self.shared.prefix
@@ -261,15 +305,49 @@ impl Semaphore {
             "semaphore acquire",
             timeout,
             cancel,
-            || self.acquire_unjudged(timeout, cancel),
+            || self.acquire_unjudged(timeout, cancel, false),
             || self.abandon(),
         )
+    }
+
+    /// One try of an async wait: [`Semaphore::try_acquire`] with `cancel`,
+    /// except that when no slot is free the contender entry stays for the
+    /// next try, until [`Semaphore::end_wait`].
+    pub(crate) fn try_keeping(&self, cancel: &CancelToken) -> Result<bool> {
+        acquire_settled(
+            self.shared.client.core(),
+            "semaphore acquire",
+            Some(Duration::ZERO),
+            Some(cancel),
+            || self.acquire_unjudged(Some(Duration::ZERO), Some(cancel), true),
+            || self.abandon(),
+        )
+    }
+
+    /// Ends an async wait that kept its contender entry: removes it (unless a
+    /// try since took a slot with it).
+    pub(crate) fn end_wait(&self) {
+        let sh = &self.shared;
+        let _serial = lock(&sh.acquiring);
+        let Some(session) = lock(&sh.inner).kept.take() else {
+            return;
+        };
+        if self.is_held() {
+            return;
+        }
+        if let Err(e) = give_back_now(sh, &session, false) {
+            log::debug!(
+                "baton semaphore {}: removing a waiter's contender entry: {e}",
+                sh.prefix
+            );
+        }
     }
 
     fn acquire_unjudged(
         &self,
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
+        keep: bool,
     ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
@@ -295,18 +373,38 @@ impl Semaphore {
         };
         sh.forget_lost_slot(&session);
         let contender = self.contender_key(&session);
-        if !take_claim(
-            &session,
-            &contender,
-            sh.id,
-            deadline,
-            cancel,
-            &sh.client.conn().closing,
-        )? {
+        let kept = {
+            let mut g = lock(&sh.inner);
+            match g.kept.take() {
+                Some(k) if k.id() == session.id() => true,
+                Some(other) => {
+                    // The session changed between tries: the old entry goes.
+                    drop(g);
+                    let _ = give_back_now(sh, &other, false);
+                    false
+                }
+                None => false,
+            }
+        };
+        if !kept
+            && !take_claim(
+                &session,
+                &contender,
+                sh.id,
+                deadline,
+                cancel,
+                &sh.client.conn().closing,
+            )?
+        {
             return Ok(false);
         }
-        let result = self.acquire_claimed(&session, &contender, deadline, cancel);
+        let result = self.acquire_claimed(&session, &contender, deadline, cancel, kept);
         if matches!(result, Ok(true)) {
+            return result;
+        }
+        if keep && matches!(result, Ok(false)) {
+            // An async wait's next try comes: the entry (and the claim) stay.
+            lock(&sh.inner).kept = Some(session);
             return result;
         }
         // Give up our contender entry, and the slot a write of `.lock` may have taken
@@ -430,6 +528,9 @@ impl Hold for Semaphore {
 
 impl Drop for Semaphore {
     fn drop(&mut self) {
+        if self.view {
+            return;
+        }
         let pending = {
             let g = lock(&self.shared.inner);
             g.life.held().is_some() || g.unreleased.is_some()

@@ -1,0 +1,302 @@
+//! [`Acquire`]: an acquire, a semaphore wait or a campaign as a future that
+//! holds no thread while it waits.
+//!
+//! Each try is the blocking API's try-once (`acquire(Some(ZERO))`: the same
+//! local claim, lock-delay and "cancelled means nothing is held" rules) run on
+//! a step thread and bounded by the call's deadline. Between tries the future
+//! only waits: for the key (or the semaphore's prefix) to change, for the time
+//! a lock-delay refusal ends, for its session's loss, its cancel token, the
+//! client's close or its deadline, each of which wakes the task.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::call::Call;
+use super::contend::Contend;
+use super::wake::WakeSlot;
+use crate::cancel::{CancelToken, HookGuard};
+use crate::error::{Error, ErrorKind, Result};
+use crate::steps::AlarmGuard;
+use std::sync::Arc;
+
+/// After a transient failure (no cluster leader, a restarting agent), the
+/// first pause before the next try...
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// ...doubling up to this (as the blocking API rides such failures out).
+const MAX_PAUSE: Duration = Duration::from_millis(250);
+
+/// The future of an acquire (see [`AsyncHold::acquire_async`](super::AsyncHold::acquire_async)).
+///
+/// Resolves to `Ok(true)` once held, `Ok(false)` when the timeout passed first,
+/// or an error as the blocking acquire's. Dropping it cancels the acquire, and
+/// a cancelled acquire leaves nothing held: a try in flight is given back if it
+/// succeeded, as with a cancel token.
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a, H: Contend> {
+    hold: H,
+    _borrow: PhantomData<&'a H>,
+    deadline: Option<Instant>,
+    try_once: bool,
+    /// Fired when the future drops or the caller's token fires: cancels a try
+    /// in flight.
+    cancel: CancelToken,
+    user_cancel: Option<CancelToken>,
+    slot: Arc<WakeSlot>,
+    step: Option<Call<bool>>,
+    /// When to try again regardless of changes (lock-delay, a transient failure).
+    retry_at: Option<Instant>,
+    pause: Duration,
+    /// The last try's transient failure: the outcome if the deadline passes.
+    last_transient: Option<Error>,
+    changes: Option<Box<dyn Send>>,
+    /// The session, cancel and close hooks that wake the task.
+    hooks: Vec<HookGuard>,
+    session_hooked: Option<String>,
+    alarm: Option<(Instant, AlarmGuard)>,
+    /// Tries that kept something for the next (see [`Acquire::end_wait`]).
+    tried_waiting: u32,
+    done: bool,
+}
+
+impl<H: Contend> std::fmt::Debug for Acquire<'_, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acquire")
+            .field("what", &self.hold.describe())
+            .field("deadline", &self.deadline)
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<'a, H: Contend> Acquire<'a, H> {
+    pub(crate) fn new(
+        hold: &'a H,
+        timeout: Option<Duration>,
+        user_cancel: Option<&CancelToken>,
+    ) -> Self {
+        let cancel = CancelToken::new();
+        let mut hooks = Vec::new();
+        if let Some(u) = user_cancel {
+            let c = cancel.clone();
+            hooks.push(u.on_cancel(move || c.cancel()));
+        }
+        Acquire {
+            hold: hold.view(),
+            _borrow: PhantomData,
+            deadline: crate::scope::deadline_after(timeout),
+            try_once: timeout == Some(Duration::ZERO),
+            cancel,
+            user_cancel: user_cancel.cloned(),
+            slot: WakeSlot::new(true),
+            step: None,
+            retry_at: None,
+            pause: FIRST_PAUSE,
+            last_transient: None,
+            changes: None,
+            hooks,
+            session_hooked: None,
+            alarm: None,
+            tried_waiting: 0,
+            done: false,
+        }
+    }
+
+    /// Starts one try on a step thread.
+    fn start_try(&mut self) {
+        let (hold, undo) = (self.hold.view(), self.hold.view());
+        let deadline = self.deadline;
+        let try_once = self.try_once;
+        if !try_once {
+            self.tried_waiting += 1;
+        }
+        self.step = Some(Call::start(
+            self.hold.client(),
+            self.cancel.clone(),
+            move |cancel| {
+                // Every request of the try is bounded by what is left of the call's
+                // time (a try-once call's by the client's request timeout).
+                let _bound = crate::scope::deadline(deadline.filter(|_| !try_once));
+                if try_once {
+                    hold.acquire(Some(Duration::ZERO), Some(cancel))
+                } else {
+                    hold.try_step(cancel)
+                }
+            },
+            Some(Box::new(move |held| {
+                if held {
+                    undo.abandon();
+                }
+            })),
+        ));
+    }
+
+    /// Removes what refused tries kept for the next (a semaphore's contender
+    /// entry), on a step thread, after any try still in flight (the recipe
+    /// serialises them). Once per future.
+    fn end_wait(&mut self) {
+        if !H::KEEPS || self.tried_waiting == 0 {
+            return;
+        }
+        self.tried_waiting = 0;
+        let hold = self.hold.view();
+        if let Err(e) = self
+            .hold
+            .client()
+            .core()
+            .step(Box::new(move || hold.end_wait()))
+        {
+            log::debug!("baton {}: ending a wait: {e}", self.hold.describe());
+        }
+    }
+
+    /// What a finished try means: the call's outcome, or `None` to wait.
+    fn judge(&mut self, result: Result<bool>) -> Option<Result<bool>> {
+        match result {
+            Ok(true) => Some(Ok(true)),
+            Ok(false) if self.try_once => Some(Ok(false)),
+            Ok(false) => {
+                self.last_transient = None;
+                self.pause = FIRST_PAUSE;
+                self.retry_at = self.hold.retry_hint();
+                None
+            }
+            Err(e) if e.is_transient() && !self.try_once => {
+                self.retry_at = Some(Instant::now() + self.pause);
+                self.pause = (self.pause * 2).min(MAX_PAUSE);
+                self.last_transient = Some(e);
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        self.user_cancel
+            .as_ref()
+            .is_some_and(CancelToken::is_cancelled)
+    }
+
+    /// The outcome if the wait is over without another try.
+    fn ended(&mut self) -> Option<Result<bool>> {
+        if self.cancelled() {
+            return Some(Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("{} cancelled", H::WHAT),
+            )));
+        }
+        if let Err(e) = self.hold.client().core().check_usable() {
+            return Some(Err(e));
+        }
+        if self.deadline.is_some_and(|d| d <= Instant::now()) {
+            return Some(self.last_transient.take().map_or(Ok(false), Err));
+        }
+        None
+    }
+
+    /// Makes sure every signal that should end the wait wakes the task.
+    fn arm(&mut self) -> Result<()> {
+        if self.changes.is_none() {
+            self.changes = Some(self.hold.watch_changes(self.slot.hook())?);
+            let fire = self.slot.hook();
+            let closing = self.hold.client().core().closing.clone();
+            self.hooks.push(closing.on_cancel(move || fire()));
+            if let Some(u) = &self.user_cancel {
+                let fire = self.slot.hook();
+                self.hooks.push(u.on_cancel(move || fire()));
+            }
+        }
+        if let Some(s) = self.hold.session_now() {
+            if self.session_hooked.as_deref() != Some(s.id()) {
+                let fire = self.slot.hook();
+                self.hooks.push(s.cancel_token().on_cancel(move || fire()));
+                self.session_hooked = Some(s.id().to_string());
+            }
+        }
+        let wake = match (self.deadline, self.retry_at) {
+            (Some(d), Some(r)) => Some(d.min(r)),
+            (d, r) => d.or(r),
+        };
+        match wake {
+            Some(at) if self.alarm.as_ref().is_none_or(|(t, _)| *t != at) => {
+                let fire = self.slot.hook();
+                let guard = self
+                    .hold
+                    .client()
+                    .core()
+                    .alarm(at, Box::new(move || fire()))?;
+                self.alarm = Some((at, guard));
+            }
+            Some(_) => {}
+            None => self.alarm = None,
+        }
+        Ok(())
+    }
+}
+
+impl<H: Contend> Future for Acquire<'_, H> {
+    type Output = Result<bool>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<bool>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{} polled after it completed", H::WHAT),
+            )));
+        }
+        loop {
+            if let Some(step) = this.step.as_mut() {
+                let result = match Pin::new(step).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(r) => r,
+                };
+                this.step = None;
+                if let Some(out) = this.judge(result) {
+                    this.done = true;
+                    if matches!(out, Ok(true)) {
+                        // The slot was taken with the kept entry: nothing to remove.
+                        this.tried_waiting = 0;
+                    } else {
+                        this.end_wait();
+                    }
+                    return Poll::Ready(out);
+                }
+            }
+            if let Some(out) = this.ended() {
+                this.done = true;
+                this.end_wait();
+                return Poll::Ready(out);
+            }
+            let retry_due = this.retry_at.is_some_and(|t| t <= Instant::now());
+            if this.slot.take_fired() || retry_due {
+                this.retry_at = this.retry_at.filter(|_| !retry_due);
+                this.start_try();
+                continue;
+            }
+            this.slot.register(cx.waker());
+            if let Err(e) = this.arm() {
+                this.done = true;
+                this.end_wait();
+                return Poll::Ready(Err(e));
+            }
+            // A signal that fired before the waker was in place is seen here.
+            if this.slot.fired() {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+impl<H: Contend> Drop for Acquire<'_, H> {
+    fn drop(&mut self) {
+        // A try in flight is cancelled (its Call's drop fires `cancel`), and a
+        // success it still delivers is given back.
+        self.step = None;
+        self.cancel.cancel();
+        self.end_wait();
+    }
+}

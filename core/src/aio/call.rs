@@ -1,0 +1,197 @@
+//! [`Call`]: one blocking piece of work run on a step thread, as a future.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use crate::cancel::CancelToken;
+use crate::client::Client;
+use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
+
+/// What to do with a success nobody will take (the future was dropped after
+/// the work began): give a lock back, destroy a session.
+pub(crate) type Unclaimed<T> = Box<dyn FnOnce(T) + Send + 'static>;
+
+struct State<T> {
+    result: Option<Result<T>>,
+    waker: Option<Waker>,
+    /// The work has delivered its outcome.
+    finished: bool,
+    /// The future took the outcome.
+    taken: bool,
+    /// The future was dropped before the work finished.
+    dropped: bool,
+    unclaimed: Option<Unclaimed<T>>,
+}
+
+type Slot<T> = Arc<Mutex<State<T>>>;
+
+/// A future completed by one of baton's step threads: a KV request, a session
+/// create, a release, one try of an acquire. Polling never blocks; the step
+/// thread wakes the task through its `Waker` when the outcome is in.
+///
+/// Dropping it cancels the work (its cancel token fires); a success that
+/// arrives after the drop is undone where that means something (a session
+/// created for nobody is destroyed, a lock taken for nobody is released).
+#[must_use = "futures do nothing unless polled"]
+pub struct Call<T: Send + 'static> {
+    slot: Slot<T>,
+    cancel: CancelToken,
+    client: Client,
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Call<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("finished", &lock(&self.slot).finished)
+            .finish()
+    }
+}
+
+/// Delivers the outcome once; dropped unused (the client closed before the step
+/// ran), it delivers `Closed`.
+struct Completer<T> {
+    slot: Option<Slot<T>>,
+}
+
+impl<T> Completer<T> {
+    fn complete(mut self, result: Result<T>) {
+        if let Some(slot) = self.slot.take() {
+            deliver(&slot, result);
+        }
+    }
+}
+
+impl<T> Drop for Completer<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            deliver(&slot, Err(closed()));
+        }
+    }
+}
+
+fn closed() -> Error {
+    Error::new(ErrorKind::Closed, "the baton client is closed")
+}
+
+fn deliver<T>(slot: &Slot<T>, result: Result<T>) {
+    let (leftover, waker) = {
+        let mut st = lock(slot);
+        st.finished = true;
+        if st.dropped {
+            (st.unclaimed.take().zip(result.ok()), None)
+        } else {
+            st.result = Some(result);
+            (None, st.waker.take())
+        }
+    };
+    // Outside the lock: the clean-up makes requests, and an executor may poll
+    // the task from inside `wake`.
+    if let Some((undo, value)) = leftover {
+        undo(value);
+    }
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+impl<T: Send + 'static> Call<T> {
+    /// Runs `work` on a step thread of `client` with `cancel` (fired when the
+    /// future drops unfinished); `unclaimed` undoes a success nobody takes.
+    pub(crate) fn start(
+        client: &Client,
+        cancel: CancelToken,
+        work: impl FnOnce(&CancelToken) -> Result<T> + Send + 'static,
+        unclaimed: Option<Unclaimed<T>>,
+    ) -> Call<T> {
+        let slot: Slot<T> = Arc::new(Mutex::new(State {
+            result: None,
+            waker: None,
+            finished: false,
+            taken: false,
+            dropped: false,
+            unclaimed,
+        }));
+        let done = Completer {
+            slot: Some(slot.clone()),
+        };
+        let token = cancel.clone();
+        let job = Box::new(move || done.complete(work(&token)));
+        if let Err(e) = client.core().step(job) {
+            // The job was dropped unrun: say why it never ran.
+            lock(&slot).result = Some(Err(e));
+        }
+        Call {
+            slot,
+            cancel,
+            client: client.clone(),
+        }
+    }
+
+    /// A call that has already ended with `result`.
+    pub(crate) fn ready(client: &Client, result: Result<T>) -> Call<T> {
+        Call {
+            slot: Arc::new(Mutex::new(State {
+                result: Some(result),
+                waker: None,
+                finished: true,
+                taken: false,
+                dropped: false,
+                unclaimed: None,
+            })),
+            cancel: CancelToken::new(),
+            client: client.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for Call<T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let mut st = lock(&self.slot);
+        if let Some(r) = st.result.take() {
+            st.taken = true;
+            return Poll::Ready(r);
+        }
+        if st.taken {
+            return Poll::Ready(Err(Error::new(
+                ErrorKind::Conflict,
+                "baton call polled after it completed",
+            )));
+        }
+        if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            st.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+impl<T: Send + 'static> Drop for Call<T> {
+    fn drop(&mut self) {
+        let leftover = {
+            let mut st = lock(&self.slot);
+            if st.taken {
+                None
+            } else if st.finished {
+                let value = st.result.take().and_then(|r| r.ok());
+                st.unclaimed.take().zip(value)
+            } else {
+                st.dropped = true;
+                None
+            }
+        };
+        if !lock(&self.slot).finished {
+            self.cancel.cancel();
+        }
+        if let Some((undo, value)) = leftover {
+            // Off the executor's thread: undoing makes requests.
+            let job = Box::new(move || undo(value));
+            if let Err(e) = self.client.core().step(job) {
+                log::debug!("baton: cannot undo an unclaimed async result: {e}");
+            }
+        }
+    }
+}

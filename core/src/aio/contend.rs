@@ -1,0 +1,131 @@
+//! What the async acquire needs of a recipe beyond [`Hold`]: a handle its step
+//! threads may own, and the signals that may let a refused try succeed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::wake::Fire;
+use crate::cancel::CancelToken;
+use crate::client::Client;
+use crate::election::Election;
+use crate::error::Result;
+use crate::holding::Hold;
+use crate::keyhub::KeySub;
+use crate::lease::Session;
+use crate::lock::Lock;
+use crate::semaphore::Semaphore;
+
+/// Sealed: implemented by [`Lock`], [`Semaphore`] and [`Election`] only.
+pub trait Contend: Hold + Sized + Unpin + 'static {
+    /// What an acquire is called in messages ("lock acquire").
+    #[doc(hidden)]
+    const WHAT: &'static str;
+    /// Another handle on the same recipe whose drop gives back nothing.
+    #[doc(hidden)]
+    fn view(&self) -> Self;
+    /// The client it talks through.
+    #[doc(hidden)]
+    fn client(&self) -> &Client;
+    /// Calls `fire` whenever something that may let a refused try succeed
+    /// happens (the key changes; anything under the semaphore's prefix
+    /// changes), until the returned guard drops.
+    #[doc(hidden)]
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>>;
+    /// When a refused try may be tried again regardless of changes (a free key
+    /// refused for lock-delay).
+    #[doc(hidden)]
+    fn retry_hint(&self) -> Option<Instant>;
+    /// The session the next try would use, if known (its loss ends a wait).
+    #[doc(hidden)]
+    fn session_now(&self) -> Option<Session>;
+    /// Whether a refused try leaves something for the next (a semaphore's
+    /// contender entry) that [`Contend::end_wait`] must remove.
+    #[doc(hidden)]
+    const KEEPS: bool = false;
+    /// One try, never waiting for others (blocking, on a step thread).
+    #[doc(hidden)]
+    fn try_step(&self, cancel: &CancelToken) -> Result<bool> {
+        self.acquire(Some(Duration::ZERO), Some(cancel))
+    }
+    /// Ends a wait whose last try was refused (blocking, on a step thread).
+    #[doc(hidden)]
+    fn end_wait(&self) {}
+}
+
+fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
+    let core = client.core();
+    let f = fire.clone();
+    let hook: crate::keyhub::Hook = Arc::new(move |_| f());
+    let sub = KeySub::new(&core.conn, &core.keyhub, key, None, Some(hook))?;
+    if sub.view().is_some() {
+        // The hub knew the key already: a change it saw after the refused try
+        // read the key, and before this subscription, told nobody here. One
+        // more try settles it.
+        fire();
+    }
+    Ok(Box::new(sub))
+}
+
+impl Contend for Lock {
+    const WHAT: &'static str = "lock acquire";
+    fn view(&self) -> Lock {
+        Lock::view(self)
+    }
+    fn client(&self) -> &Client {
+        self.shared_client()
+    }
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
+        watch_key(self.shared_client(), self.key(), fire)
+    }
+    fn retry_hint(&self) -> Option<Instant> {
+        Lock::retry_hint(self)
+    }
+    fn session_now(&self) -> Option<Session> {
+        self.session()
+    }
+}
+
+impl Contend for Election {
+    const WHAT: &'static str = "campaign";
+    fn view(&self) -> Election {
+        Election::view(self)
+    }
+    fn client(&self) -> &Client {
+        self.lock().shared_client()
+    }
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
+        watch_key(self.lock().shared_client(), self.key(), fire)
+    }
+    fn retry_hint(&self) -> Option<Instant> {
+        self.lock().retry_hint()
+    }
+    fn session_now(&self) -> Option<Session> {
+        self.lock().session()
+    }
+}
+
+impl Contend for Semaphore {
+    const WHAT: &'static str = "semaphore acquire";
+    fn view(&self) -> Semaphore {
+        Semaphore::view(self)
+    }
+    fn client(&self) -> &Client {
+        self.shared_client()
+    }
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
+        Ok(Box::new(Semaphore::watch_changes(self, fire)?))
+    }
+    fn retry_hint(&self) -> Option<Instant> {
+        Semaphore::retry_hint(self)
+    }
+    fn session_now(&self) -> Option<Session> {
+        self.session()
+    }
+    const KEEPS: bool = true;
+    fn try_step(&self, cancel: &CancelToken) -> Result<bool> {
+        self.try_keeping(cancel)
+    }
+    fn end_wait(&self) {
+        Semaphore::end_wait(self)
+    }
+}

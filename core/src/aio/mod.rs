@@ -1,0 +1,235 @@
+//! Non-blocking calls as futures, on any executor (tokio, smol, async-std,
+//! or a hand-rolled one): baton starts no runtime and needs none.
+//!
+//! ```rust,no_run,edition2024
+//! use std::time::Duration;
+//! use baton::aio::{AsyncElection, AsyncHold};
+//!
+//! # async fn run(client: baton::Client) -> baton::Result<()> {
+//! let election = client.election("service/leader")?;
+//! if election.campaign_async(b"10.0.0.7:8080", Some(Duration::from_secs(30))).await? {
+//!     // Lead until the holding ends, whatever ends it.
+//!     let why = election.lost().await?;
+//!     eprintln!("no longer leader: {why}");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! How it works: the same core types ([`Lock`](crate::Lock),
+//! [`Semaphore`](crate::Semaphore), [`Election`](crate::Election),
+//! [`Client`](crate::Client)) gain `_async` methods through the extension
+//! traits here. A future's blocking pieces (one KV request, one try of an
+//! acquire) run on a few step threads of the client; the outcome reaches the
+//! task through its `Waker`. A future that *waits* — an acquire of a key
+//! someone else holds, a loss not happened yet, a leader not changed yet —
+//! holds no thread at all: the client's key hub, a prefix watch, a cancel
+//! token or the client's timer wakes it, and only then is the next try made.
+//! Ten thousand pending acquires cost the same few threads as one.
+//!
+//! Semantics are the blocking API's:
+//!
+//! * a timeout argument bounds a call as in the blocking API (`None` waits for
+//!   ever, zero tries once); the executor's own timers work too, because
+//! * **dropping a future cancels it**, and a cancelled acquire leaves nothing
+//!   held: a try in flight whose grant arrives after the drop is given back, as
+//!   with a cancel token — so `tokio::time::timeout(d, lock.acquire_async(None))`
+//!   timing out leaves the lock free;
+//! * loss signals are the same ([`Hold::is_held`](crate::Hold::is_held),
+//!   callbacks, the cancel token), plus [`AsyncHold::lost`], a future that
+//!   resolves when the holding ends, for `select!`.
+
+mod acquire;
+mod call;
+mod contend;
+mod lost;
+mod observe;
+mod wake;
+
+use std::time::Duration;
+
+pub use acquire::Acquire;
+pub use call::Call;
+pub use contend::Contend;
+pub use lost::Lost;
+pub use observe::LeaderStream;
+
+use crate::cancel::CancelToken;
+use crate::client::{Client, CloseReport};
+use crate::election::Election;
+use crate::error::Result;
+use crate::fence::Sequencer;
+use crate::kv::KvPair;
+use crate::lease::Session;
+use crate::session_api::SessionOptions;
+use crate::txn::KvOp;
+
+/// Acquire, release and loss as futures, for [`Lock`](crate::Lock),
+/// [`Semaphore`](crate::Semaphore) and [`Election`](crate::Election).
+pub trait AsyncHold: Contend {
+    /// [`Hold::acquire`](crate::Hold::acquire) as a future: `Ok(true)` when
+    /// held, `Ok(false)` when `timeout` passed first (`None`: no limit).
+    /// Dropping it cancels the acquire and leaves nothing held.
+    fn acquire_async(&self, timeout: Option<Duration>) -> Acquire<'_, Self> {
+        Acquire::new(self, timeout, None)
+    }
+
+    /// [`AsyncHold::acquire_async`] that also ends, with kind `Cancelled` and
+    /// nothing held, when `cancel` fires.
+    fn acquire_async_with(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Acquire<'_, Self> {
+        Acquire::new(self, timeout, Some(cancel))
+    }
+
+    /// Tries once (`acquire_async(Some(Duration::ZERO))`).
+    fn try_acquire_async(&self) -> Acquire<'_, Self> {
+        Acquire::new(self, Some(Duration::ZERO), None)
+    }
+
+    /// [`Hold::release`](crate::Hold::release) as a future.
+    fn release_async(&self) -> Call<bool> {
+        let view = self.view();
+        Call::start(
+            self.client(),
+            CancelToken::new(),
+            move |_| view.release(),
+            None,
+        )
+    }
+
+    /// Resolves when the current holding ends, to why (`Released` after a
+    /// release); at once, to why the last one ended, when nothing is held.
+    fn lost(&self) -> Lost<'_, Self> {
+        Lost::new(self)
+    }
+}
+
+impl<H: Contend> AsyncHold for H {}
+
+/// An [`Election`]'s campaign, resignation, proclamation and leaders as
+/// futures and a stream.
+pub trait AsyncElection {
+    /// [`Election::campaign`] as a future (see [`AsyncHold::acquire_async`]).
+    fn campaign_async(&self, value: &[u8], timeout: Option<Duration>) -> Acquire<'_, Election>;
+    /// [`Election::resign`] as a future.
+    fn resign_async(&self) -> Call<bool>;
+    /// [`Election::proclaim`] as a future.
+    fn proclaim_async(&self, value: &[u8]) -> Call<()>;
+    /// [`Election::observe`] as a [`Stream`](futures_core::Stream).
+    fn observe_stream(&self) -> Result<LeaderStream>;
+}
+
+impl AsyncElection for Election {
+    fn campaign_async(&self, value: &[u8], timeout: Option<Duration>) -> Acquire<'_, Election> {
+        self.lock().set_value(value);
+        Acquire::new(self, timeout, None)
+    }
+    fn resign_async(&self) -> Call<bool> {
+        self.release_async()
+    }
+    fn proclaim_async(&self, value: &[u8]) -> Call<()> {
+        let (view, value) = (self.view(), value.to_vec());
+        Call::start(
+            self.client(),
+            CancelToken::new(),
+            move |_| view.proclaim(&value),
+            None,
+        )
+    }
+    fn observe_stream(&self) -> Result<LeaderStream> {
+        LeaderStream::new(self.client(), self.key())
+    }
+}
+
+/// The client's requests as futures: KV, transactions, sessions, guarded
+/// writes, leaders and close.
+///
+/// A request cannot be taken back once sent: dropping its future discards the
+/// answer (a session created for a dropped future is destroyed).
+pub trait AsyncClient {
+    /// [`Kv::get`](crate::Kv::get) as a future.
+    fn get_async(&self, key: &str) -> Call<Option<KvPair>>;
+    /// [`Kv::list`](crate::Kv::list) as a future.
+    fn list_async(&self, prefix: &str) -> Call<Vec<KvPair>>;
+    /// [`Kv::put`](crate::Kv::put) as a future.
+    fn put_async(&self, key: &str, value: &[u8]) -> Call<bool>;
+    /// [`Kv::delete`](crate::Kv::delete) as a future.
+    fn delete_async(&self, key: &str) -> Call<bool>;
+    /// [`Client::txn`] as a future.
+    fn txn_async(&self, ops: Vec<KvOp>) -> Call<Vec<KvPair>>;
+    /// [`Client::guarded_txn`] as a future.
+    fn guarded_txn_async(&self, seq: &Sequencer, ops: Vec<KvOp>) -> Call<Vec<KvPair>>;
+    /// [`Client::create_session`] as a future.
+    fn create_session_async(&self, options: &SessionOptions) -> Call<Session>;
+    /// [`Session::destroy`] as a future.
+    fn destroy_session_async(&self, session: &Session) -> Call<()>;
+    /// [`Client::observe_leader`] as a [`Stream`](futures_core::Stream).
+    fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream>;
+    /// [`Client::close_report`] as a future: releases what the client holds,
+    /// destroys its sessions and joins its threads, within `timeout`.
+    fn close_async(&self, timeout: Duration) -> Call<CloseReport>;
+}
+
+/// Runs `work` with a clone of `client` on a step thread.
+fn call<T: Send + 'static>(
+    client: &Client,
+    work: impl FnOnce(&Client) -> Result<T> + Send + 'static,
+) -> Call<T> {
+    let c = client.clone();
+    Call::start(client, CancelToken::new(), move |_| work(&c), None)
+}
+
+impl AsyncClient for Client {
+    fn get_async(&self, key: &str) -> Call<Option<KvPair>> {
+        let key = key.to_string();
+        call(self, move |c| c.kv().get(&key))
+    }
+    fn list_async(&self, prefix: &str) -> Call<Vec<KvPair>> {
+        let prefix = prefix.to_string();
+        call(self, move |c| c.kv().list(&prefix))
+    }
+    fn put_async(&self, key: &str, value: &[u8]) -> Call<bool> {
+        let (key, value) = (key.to_string(), value.to_vec());
+        call(self, move |c| c.kv().put(&key, &value))
+    }
+    fn delete_async(&self, key: &str) -> Call<bool> {
+        let key = key.to_string();
+        call(self, move |c| c.kv().delete(&key))
+    }
+    fn txn_async(&self, ops: Vec<KvOp>) -> Call<Vec<KvPair>> {
+        call(self, move |c| c.txn(&ops))
+    }
+    fn guarded_txn_async(&self, seq: &Sequencer, ops: Vec<KvOp>) -> Call<Vec<KvPair>> {
+        let seq = seq.clone();
+        call(self, move |c| c.guarded_txn(&seq, &ops))
+    }
+    fn create_session_async(&self, options: &SessionOptions) -> Call<Session> {
+        let (c, options) = (self.clone(), options.clone());
+        Call::start(
+            self,
+            CancelToken::new(),
+            move |_| c.create_session(&options),
+            Some(Box::new(|s: Session| {
+                if let Err(e) = s.destroy() {
+                    log::debug!("baton: destroying a session nobody took: {e}");
+                }
+            })),
+        )
+    }
+    fn destroy_session_async(&self, session: &Session) -> Call<()> {
+        let s = session.clone();
+        call(self, move |_| s.destroy())
+    }
+    fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream> {
+        LeaderStream::new(self, key)
+    }
+    fn close_async(&self, timeout: Duration) -> Call<CloseReport> {
+        if self.is_closed() {
+            return Call::ready(self, Ok(self.close_report(timeout)));
+        }
+        call(self, move |c| Ok(c.close_report(timeout)))
+    }
+}

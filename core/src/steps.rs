@@ -1,0 +1,218 @@
+//! The threads behind baton's futures (`baton::aio`): a few named threads that
+//! run the short blocking pieces of a non-blocking call (one try of an acquire,
+//! one KV request), and one timer thread that wakes a waiting future at its
+//! deadline or retry time.
+//!
+//! A future that waits (an acquire on a key someone else holds) holds no thread:
+//! it is woken by the key hub, a watch, a cancel token or an alarm here, and
+//! only then queues its next try. So ten thousand pending acquires cost the
+//! same few threads as one. The threads start on first use, at most
+//! [`MAX_STEPPERS`] of them (a step waits for an idle one rather than start
+//! more), and are joined by the client's `close`.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
+
+use crate::cancel::CancelToken;
+use crate::sync::lock;
+use crate::threads::Worker;
+
+/// A piece of blocking work of a non-blocking call.
+pub(crate) type StepJob = Box<dyn FnOnce() + Send + 'static>;
+/// What an alarm does when it goes off, on the timer thread: wake a task
+/// (quick, never user code beyond a `Waker`).
+pub(crate) type Alarm = Box<dyn FnOnce() + Send + 'static>;
+
+/// The most step threads a client runs.
+pub(crate) const MAX_STEPPERS: usize = 8;
+
+/// How long a step thread that just finished a step looks for the next one
+/// before it parks: an async acquire's release follows within microseconds,
+/// and a parked thread costs a wake-up per step.
+const LINGER: Duration = Duration::from_micros(50);
+
+/// The step threads and the timer of one client.
+pub(crate) struct Steps {
+    tx: Sender<StepJob>,
+    rx: Receiver<StepJob>,
+    idle: Arc<AtomicUsize>,
+    workers: Vec<Worker>,
+    closing: CancelToken,
+    timer: Arc<TimerShared>,
+    timer_worker: Worker,
+}
+
+impl Steps {
+    pub(crate) fn start(closing: CancelToken) -> std::io::Result<Steps> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let timer = Arc::new(TimerShared {
+            state: Mutex::new(TimerState::default()),
+            wake,
+        });
+        let (t, c) = (timer.clone(), closing.clone());
+        let timer_worker = Worker::spawn("baton-timer", move || run_timer(t, wake_rx, c))?;
+        Ok(Steps {
+            tx,
+            rx,
+            idle: Arc::new(AtomicUsize::new(0)),
+            workers: Vec::new(),
+            closing,
+            timer,
+            timer_worker,
+        })
+    }
+
+    /// Queues `job` on a step thread, starting one if none is idle and fewer
+    /// than [`MAX_STEPPERS`] run. A job queued as the client closes is dropped
+    /// unrun: whatever it completes must complete on drop too.
+    pub(crate) fn run(&mut self, job: StepJob) -> std::io::Result<()> {
+        if self.idle.load(Ordering::Acquire) == 0 && self.workers.len() < MAX_STEPPERS {
+            let name = format!("baton-step-{}", self.workers.len());
+            let (rx, idle, closing) = (self.rx.clone(), self.idle.clone(), self.closing.clone());
+            match Worker::spawn(&name, move || run_steps(rx, idle, closing)) {
+                Ok(w) => self.workers.push(w),
+                // Threads already running take the job in turn.
+                Err(e) if !self.workers.is_empty() => {
+                    log::warn!("baton: cannot start another step thread: {e}")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let _ = self.tx.send(job);
+        Ok(())
+    }
+
+    /// Calls `alarm` on the timer thread at `at` unless the guard drops first.
+    pub(crate) fn alarm(&self, at: Instant, alarm: Alarm) -> AlarmGuard {
+        let id = {
+            let mut st = lock(&self.timer.state);
+            let id = st.next;
+            st.next += 1;
+            let earliest = st.heap.peek().is_none_or(|Reverse((t, _))| at < *t);
+            st.heap.push(Reverse((at, id)));
+            st.alarms.insert(id, alarm);
+            if earliest {
+                let _ = self.timer.wake.try_send(());
+            }
+            id
+        };
+        AlarmGuard {
+            timer: Arc::downgrade(&self.timer),
+            id,
+        }
+    }
+
+    /// The step threads and the timer, for `close` to join.
+    pub(crate) fn into_workers(self) -> Vec<Worker> {
+        let mut all = self.workers;
+        all.push(self.timer_worker);
+        all
+    }
+}
+
+fn run_steps(rx: Receiver<StepJob>, idle: Arc<AtomicUsize>, closing: CancelToken) {
+    let closed = closing.receiver();
+    let mut linger_until: Option<Instant> = None;
+    loop {
+        let job = match linger_until.map(|until| linger(&rx, until)) {
+            Some(Some(job)) => Some(job),
+            _ => {
+                idle.fetch_add(1, Ordering::AcqRel);
+                let got = select! {
+                    recv(rx) -> job => job.ok(),
+                    recv(closed) -> _ => None,
+                };
+                idle.fetch_sub(1, Ordering::AcqRel);
+                got
+            }
+        };
+        let Some(job) = job else { return };
+        if closing.is_cancelled() {
+            return;
+        }
+        if catch_unwind(AssertUnwindSafe(job)).is_err() {
+            log::error!("baton: a step of an async call panicked");
+        }
+        linger_until = Some(Instant::now() + LINGER);
+    }
+}
+
+/// The next job if one arrives before `until`, yielding the CPU between looks.
+fn linger(rx: &Receiver<StepJob>, until: Instant) -> Option<StepJob> {
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if Instant::now() >= until => return None,
+            Err(TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct TimerState {
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    alarms: HashMap<u64, Alarm>,
+    next: u64,
+}
+
+struct TimerShared {
+    state: Mutex<TimerState>,
+    /// Wakes the timer thread when an alarm earlier than all others is set.
+    wake: Sender<()>,
+}
+
+/// Cancels its alarm when dropped.
+pub(crate) struct AlarmGuard {
+    timer: Weak<TimerShared>,
+    id: u64,
+}
+
+impl Drop for AlarmGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.upgrade() {
+            // The heap entry stays until its time; without its alarm it does nothing.
+            lock(&t.state).alarms.remove(&self.id);
+        }
+    }
+}
+
+fn run_timer(timer: Arc<TimerShared>, wake: Receiver<()>, closing: CancelToken) {
+    let closed = closing.receiver();
+    loop {
+        let (due, next) = {
+            let mut st = lock(&timer.state);
+            let now = Instant::now();
+            let mut due = Vec::new();
+            while let Some(Reverse((t, id))) = st.heap.peek().copied() {
+                if t > now {
+                    break;
+                }
+                st.heap.pop();
+                if let Some(a) = st.alarms.remove(&id) {
+                    due.push(a);
+                }
+            }
+            (due, st.heap.peek().map(|Reverse((t, _))| *t))
+        };
+        // Outside the lock: an alarm wakes a task, whose executor may run code.
+        for alarm in due {
+            if catch_unwind(AssertUnwindSafe(alarm)).is_err() {
+                log::error!("baton: a timer alarm panicked");
+            }
+        }
+        let tick = next.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
+        select! {
+            recv(wake) -> _ => {}
+            recv(tick) -> _ => {}
+            recv(closed) -> _ => return,
+        }
+    }
+}

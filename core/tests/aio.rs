@@ -1,0 +1,544 @@
+//! The async API (`baton::aio`, issue 35): the same holdings as futures,
+//! completed by baton's own threads, on tokio (multi-thread and
+//! current-thread), smol and async-std; dropping a future cancels it and
+//! leaves nothing held; ten thousand pending acquires hold no thread each.
+
+mod common;
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+use std::thread;
+use std::time::Duration;
+
+use baton::aio::{AsyncClient, AsyncElection, AsyncHold};
+use baton::{
+    Client, ErrorKind, KvOp, KvPair, LeaderEvent, LockLost, LockOptions, QueryOptions,
+    SessionOptions,
+};
+use common::{unique, Fixture};
+use futures_core::Stream;
+
+const PATIENCE: Duration = Duration::from_secs(20);
+/// Each way, per chunk, on the slowed client: a grant's answer arrives this
+/// long after Consul applied it.
+const DELAY: Duration = Duration::from_millis(400);
+
+/// Polls two futures together until both are ready (no executor's `join!`).
+async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(move |cx| {
+        if ra.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                ra = Some(v);
+            }
+        }
+        if rb.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                rb = Some(v);
+            }
+        }
+        if ra.is_some() && rb.is_some() {
+            Poll::Ready((ra.take().unwrap(), rb.take().unwrap()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// The next item of a stream.
+async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+    std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await
+}
+
+/// Everything the async API offers, once, on whatever executor runs it.
+async fn scenario(f: &Fixture) {
+    let (a, b) = (f.client(), f.client());
+    let key = unique("aio-scenario");
+    let (la, lb) = (a.lock(&key).unwrap(), b.lock(&key).unwrap());
+
+    // Acquire, contention (the timeout passes with the key held elsewhere), release.
+    assert!(la.acquire_async(None).await.unwrap());
+    assert!(la.is_held());
+    assert!(!lb.try_acquire_async().await.unwrap());
+    assert!(!lb
+        .acquire_async(Some(Duration::from_millis(300)))
+        .await
+        .unwrap());
+    // A waiter and the release together: the waiter gets the key.
+    let (got, released) = join2(lb.acquire_async(Some(PATIENCE)), la.release_async()).await;
+    assert!(released.unwrap());
+    assert!(got.unwrap(), "the waiter gets the released key");
+    assert_eq!(la.lost().await.unwrap(), LockLost::Released);
+
+    // Loss while awaiting it: the key deleted under its holder.
+    let (lost, deleted) = join2(lb.lost(), a.delete_async(&key)).await;
+    assert!(deleted.unwrap());
+    assert_eq!(lost.unwrap(), LockLost::KeyChanged);
+    assert!(!lb.is_held());
+
+    // KV and transactions.
+    let kv = unique("aio-kv");
+    assert!(a.put_async(&kv, b"v1").await.unwrap());
+    let got = a.get_async(&kv).await.unwrap().expect("written");
+    assert_eq!(got.value.as_deref(), Some(&b"v1"[..]));
+    let done = a
+        .txn_async(vec![
+            KvOp::cas(&kv, b"v2", 0, got.modify_index),
+            KvOp::get(&kv),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        done.last().and_then(|p| p.value.as_deref()),
+        Some(&b"v2"[..])
+    );
+    assert_eq!(a.list_async(&kv).await.unwrap().len(), 1);
+
+    // Sessions.
+    let s = a
+        .create_session_async(&SessionOptions::new().name("aio-scenario"))
+        .await
+        .unwrap();
+    assert!(s.is_valid());
+    a.destroy_session_async(&s).await.unwrap();
+    assert!(!s.is_valid());
+
+    // A semaphore of one slot between two clients.
+    let prefix = unique("aio-sem");
+    let (sa, sb) = (
+        a.semaphore(&prefix, 1).unwrap(),
+        b.semaphore(&prefix, 1).unwrap(),
+    );
+    assert!(sa.acquire_async(Some(PATIENCE)).await.unwrap());
+    assert!(!sb
+        .acquire_async(Some(Duration::from_millis(200)))
+        .await
+        .unwrap());
+    let (got, released) = join2(sb.acquire_async(Some(PATIENCE)), sa.release_async()).await;
+    assert!(released.unwrap());
+    assert!(got.unwrap());
+    assert!(sb.release_async().await.unwrap());
+
+    // An election, followed as a stream.
+    let ekey = unique("aio-election");
+    let (ea, eb) = (a.election(&ekey).unwrap(), b.election(&ekey).unwrap());
+    let mut leaders = b.observe_leader_stream(&ekey).unwrap();
+    assert_eq!(
+        next(&mut leaders).await.unwrap().unwrap(),
+        LeaderEvent::NoLeader
+    );
+    assert!(ea.campaign_async(b"a", Some(PATIENCE)).await.unwrap());
+    match next(&mut leaders).await.unwrap().unwrap() {
+        LeaderEvent::Leader(l) => assert_eq!(l.value, b"a"),
+        other => panic!("expected a's leadership, got {other:?}"),
+    }
+    ea.proclaim_async(b"a2").await.unwrap();
+    let (won, resigned) = join2(eb.campaign_async(b"b", Some(PATIENCE)), ea.resign_async()).await;
+    assert!(resigned.unwrap());
+    assert!(won.unwrap());
+    assert!(eb.resign_async().await.unwrap());
+
+    // Close: the stream ends with `Closed`.
+    let report = b.close_async(PATIENCE).await.unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    loop {
+        match next(&mut leaders).await {
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => {
+                assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
+                break;
+            }
+            None => panic!("the stream ended without saying the client closed"),
+        }
+    }
+    assert!(next(&mut leaders).await.is_none());
+    assert!(a.close_async(PATIENCE).await.unwrap().is_complete());
+}
+
+#[test]
+fn on_a_multi_thread_tokio_runtime() {
+    let f = Fixture::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(scenario(&f));
+}
+
+#[test]
+fn on_a_current_thread_tokio_runtime() {
+    let f = Fixture::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(scenario(&f));
+}
+
+#[test]
+fn on_smol() {
+    let f = Fixture::start();
+    smol::block_on(scenario(&f));
+}
+
+#[test]
+fn on_async_std() {
+    let f = Fixture::start();
+    async_std::task::block_on(scenario(&f));
+}
+
+/// Waits (blocking queries) until `key` shows (`present`) or no longer shows a
+/// session `sid` holds, as `holds` judges the entry.
+fn wait_key(observer: &Client, key: &str, present: bool, holds: &(dyn Fn(&KvPair) -> bool + Sync)) {
+    let mut watch = observer.watch_key(key).unwrap();
+    loop {
+        let ev = watch
+            .next(Some(PATIENCE), None)
+            .expect("the key changes in time");
+        if ev.entries.iter().any(holds) == present {
+            return;
+        }
+    }
+}
+
+/// Drops `fut` (an acquire, a semaphore wait or a campaign on a slowed client)
+/// the moment a direct observer sees the grant at the server — while the
+/// answer is still on its way — then checks the grant is given back.
+fn drop_races_the_grant<F: Future<Output = baton::Result<bool>>>(
+    f: &Fixture,
+    fut: F,
+    key: &str,
+    holds: impl Fn(&KvPair) -> bool + Send + Sync + 'static,
+) {
+    let observer = f.client();
+    let holds = std::sync::Arc::new(holds);
+    let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = {
+        let (o, k, h) = (f.client(), key.to_string(), holds.clone());
+        thread::spawn(move || {
+            wait_key(&o, &k, true, &*h);
+            let _ = seen_tx.send(());
+        })
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::select! {
+            r = fut => panic!("the acquire ended before its grant's answer could arrive: {r:?}"),
+            _ = seen_rx => {}
+        }
+    });
+    watcher.join().unwrap();
+    wait_key(&observer, key, false, &*holds);
+}
+
+fn slowed(f: &Fixture) -> Option<(Client, baton_devserver::FaultProxy)> {
+    let (builder, proxy) = f.proxied()?;
+    Some((builder.build().unwrap(), proxy))
+}
+
+#[test]
+fn dropping_an_acquire_in_flight_gives_the_lock_back() {
+    let f = Fixture::start();
+    let Some((c, proxy)) = slowed(&f) else { return };
+    let key = unique("aio-drop-lock");
+    let sid = c.default_session().unwrap().id().to_string();
+    let lock = c.lock(&key).unwrap();
+    proxy.delay(DELAY);
+    let s = sid.clone();
+    drop_races_the_grant(&f, lock.acquire_async(None), &key, move |p| {
+        p.session.as_deref() == Some(&s)
+    });
+    proxy.delay(Duration::ZERO);
+    assert!(!lock.is_held());
+    // Nothing is left behind: acquirable again at once.
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    assert!(lock.release().unwrap());
+    // Closed before the proxy it talks through goes.
+    assert!(c.close_report(PATIENCE).is_complete());
+}
+
+#[test]
+fn dropping_a_campaign_in_flight_gives_the_key_back() {
+    let f = Fixture::start();
+    let Some((c, proxy)) = slowed(&f) else { return };
+    let key = unique("aio-drop-election");
+    let sid = c.default_session().unwrap().id().to_string();
+    let election = c.election(&key).unwrap();
+    proxy.delay(DELAY);
+    let s = sid.clone();
+    drop_races_the_grant(&f, election.campaign_async(b"me", None), &key, move |p| {
+        p.session.as_deref() == Some(&s)
+    });
+    proxy.delay(Duration::ZERO);
+    assert!(!election.is_leader());
+    assert!(c.close_report(PATIENCE).is_complete());
+}
+
+#[test]
+fn dropping_a_semaphore_wait_in_flight_gives_the_slot_back() {
+    let f = Fixture::start();
+    let Some((c, proxy)) = slowed(&f) else { return };
+    let prefix = unique("aio-drop-sem");
+    let session = c
+        .create_session(&SessionOptions::new().name("aio-drop-sem"))
+        .unwrap();
+    let sid = session.id().to_string();
+    let sem = c
+        .semaphore_with(
+            &prefix,
+            1,
+            baton::SemaphoreOptions::new().session(session.clone()),
+        )
+        .unwrap();
+    proxy.delay(DELAY);
+    let s = sid.clone();
+    drop_races_the_grant(
+        &f,
+        sem.acquire_async(None),
+        &format!("{prefix}/.lock"),
+        move |p| {
+            let doc: serde_json::Value =
+                serde_json::from_slice(p.value.as_deref().unwrap_or(b"{}")).unwrap_or_default();
+            doc["Holders"].get(&s).is_some()
+        },
+    );
+    proxy.delay(Duration::ZERO);
+    assert!(!sem.is_held());
+    drop(sem);
+    session.destroy().unwrap();
+    assert!(c.close_report(PATIENCE).is_complete());
+}
+
+#[test]
+fn dropping_a_session_create_in_flight_destroys_the_session() {
+    let f = Fixture::start();
+    let Some((c, proxy)) = slowed(&f) else { return };
+    let observer = f.client();
+    let name = unique("aio-drop-session").replace('/', "-");
+    proxy.delay(DELAY);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let created = rt.block_on(async {
+        let create = c.create_session_async(&SessionOptions::new().name(name.clone()));
+        let seen = async {
+            // Blocking queries on the session list, until the new session shows.
+            let mut index = 0;
+            loop {
+                let o = observer.clone();
+                let opts = QueryOptions::blocking(index, Duration::from_secs(5));
+                let (list, meta) =
+                    tokio::task::spawn_blocking(move || o.sessions().list_with(&opts))
+                        .await
+                        .unwrap()
+                        .unwrap();
+                if let Some(s) = list.iter().find(|s| s.name == name) {
+                    return s.id.clone();
+                }
+                index = meta.index;
+            }
+        };
+        tokio::select! {
+            r = create => panic!("the create ended before its answer could arrive: {r:?}"),
+            id = seen => id,
+        }
+    });
+    proxy.delay(Duration::ZERO);
+    // The session nobody took is destroyed (and the fixture checks none is left).
+    common::wait_session_gone(&observer, &created);
+    assert!(c.close_report(PATIENCE).is_complete());
+}
+
+#[test]
+fn an_executor_timeout_leaves_nothing_held() {
+    let f = Fixture::start();
+    let (a, b) = (f.client(), f.client());
+    let key = unique("aio-timeout");
+    let (la, lb) = (a.lock(&key).unwrap(), b.lock(&key).unwrap());
+    assert!(la.acquire(Some(PATIENCE), None).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let r = tokio::time::timeout(Duration::from_millis(200), lb.acquire_async(None)).await;
+        assert!(r.is_err(), "the executor's timer ended the wait");
+    });
+    // The dropped wait takes nothing: released, the key goes to the next taker.
+    assert!(la.release().unwrap());
+    let c = f.client();
+    assert!(c.lock(&key).unwrap().acquire(Some(PATIENCE), None).unwrap());
+    assert!(!lb.is_held());
+}
+
+#[test]
+fn a_pending_acquire_ends_when_its_session_is_lost() {
+    let f = Fixture::start();
+    let (a, b) = (f.client(), f.client());
+    let key = unique("aio-session-lost");
+    let la = a.lock(&key).unwrap();
+    assert!(la.acquire(Some(PATIENCE), None).unwrap());
+    let session = b
+        .create_session(&SessionOptions::new().name("aio-session-lost"))
+        .unwrap();
+    let lb = b
+        .lock_with(&key, LockOptions::new().session(session.clone()))
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(async {
+        let destroy = async {
+            // Destroyed while the acquire waits (from a plain thread).
+            let s = session.clone();
+            tokio::task::spawn_blocking(move || s.destroy())
+                .await
+                .unwrap()
+        };
+        join2(lb.acquire_async(Some(PATIENCE)), destroy).await
+    });
+    r.1.unwrap();
+    let e = r.0.expect_err("a lost session ends the wait");
+    assert_eq!(e.kind(), ErrorKind::SessionInvalidated, "{e}");
+}
+
+#[test]
+fn loss_during_an_await_wins_a_select() {
+    let f = Fixture::start();
+    let (a, b) = (f.client(), f.client());
+    let key = unique("aio-select");
+    let la = a.lock(&key).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert!(la.acquire_async(Some(PATIENCE)).await.unwrap());
+        let mut ticks = 0u32;
+        let deleter = {
+            let b = b.clone();
+            let key = key.clone();
+            tokio::task::spawn_blocking(move || b.kv().delete(&key).unwrap())
+        };
+        let lost = la.lost();
+        tokio::pin!(lost);
+        let why = loop {
+            tokio::select! {
+                why = &mut lost => break why.unwrap(),
+                _ = tokio::time::sleep(Duration::from_millis(5)) => ticks += 1,
+            }
+        };
+        assert_eq!(why, LockLost::KeyChanged);
+        assert!(deleter.await.unwrap());
+        let _ = ticks;
+    });
+    assert!(!la.is_held());
+}
+
+/// Threads of this process now (Linux).
+fn threads_now() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[test]
+fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
+    const N: usize = 10_000;
+    let f = Fixture::start();
+    let (holder, waiter) = (f.client(), f.client());
+    let prefix = unique("aio-10k");
+    let keys: Vec<String> = (0..N).map(|i| format!("{prefix}/k{i}")).collect();
+    // The holder takes every key, 64 to a transaction, on a session without
+    // lock-delay, so that releasing them frees them at once.
+    let hs = holder
+        .create_session(
+            &SessionOptions::new()
+                .name("aio-10k-holder")
+                .lock_delay(Duration::ZERO),
+        )
+        .unwrap();
+    for chunk in keys.chunks(64) {
+        let ops: Vec<KvOp> = chunk
+            .iter()
+            .map(|k| KvOp::lock(k, b"", baton::LOCK_FLAG_VALUE, hs.id()))
+            .collect();
+        holder.txn(&ops).unwrap();
+    }
+    let locks: Vec<baton::Lock> = keys.iter().map(|k| waiter.lock(k).unwrap()).collect();
+    let before = threads_now();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (held, threads_pending, locks) = rt.block_on(async {
+        let locks = std::sync::Arc::new(locks);
+        let mut tasks = Vec::with_capacity(N);
+        for i in 0..N {
+            let locks = locks.clone();
+            tasks.push(tokio::spawn(async move {
+                locks[i].acquire_async(Some(Duration::from_secs(300))).await
+            }));
+        }
+        // Let every task start waiting before any key is released.
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        let threads_pending = threads_now();
+        let releaser = {
+            let (holder, keys, sid) = (holder.clone(), keys.clone(), hs.id().to_string());
+            tokio::task::spawn_blocking(move || {
+                for chunk in keys.chunks(64) {
+                    let ops: Vec<KvOp> = chunk
+                        .iter()
+                        .map(|k| KvOp::unlock(k, b"", baton::LOCK_FLAG_VALUE, &sid))
+                        .collect();
+                    holder.txn(&ops).unwrap();
+                }
+            })
+        };
+        releaser.await.unwrap();
+        let mut held = 0;
+        for t in tasks {
+            if t.await.unwrap().unwrap() {
+                held += 1;
+            }
+        }
+        for l in locks.iter() {
+            assert!(l.is_held());
+        }
+        (held, threads_pending, locks)
+    });
+    // The client's close releases the ten thousand keys (one request each,
+    // before the session goes); the locks' own drops then have nothing to do.
+    assert!(waiter.close_report(PATIENCE * 3).is_complete());
+    drop(locks);
+    assert_eq!(held, N);
+    if let (Some(b), Some(p)) = (before, threads_pending) {
+        // A thread per pending acquire would be ten thousand more; the step
+        // threads, the timer and the key hub's poll are a handful.
+        assert!(
+            p <= b + baton_steps_bound(),
+            "{p} threads with {N} acquires pending (from {b})"
+        );
+    }
+    eprintln!("threads: {before:?} before, {threads_pending:?} with {N} acquires pending");
+    hs.destroy().unwrap();
+}
+
+/// The most threads the async API may add: its step threads and timer, the
+/// key hub's poll, the renewer and the session monitor, with room to spare.
+fn baton_steps_bound() -> usize {
+    32
+}
