@@ -40,7 +40,7 @@ test-cli:
 	$(CARGO) test -p consul-baton-cli -- --nocapture
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
-RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock
+RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock async_tokio async_smol
 examples-rust:
 	$(CARGO) build -p baton-examples --bins
 	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done

@@ -542,3 +542,42 @@ fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
 fn baton_steps_bound() -> usize {
     32
 }
+
+#[test]
+fn a_semaphore_wait_dropped_by_a_timer_removes_its_contender_entry() {
+    let f = Fixture::start();
+    let (a, b) = (f.client(), f.client());
+    let prefix = unique("aio-sem-timeout");
+    let sa = a.semaphore(&prefix, 1).unwrap();
+    assert!(sa.acquire(Some(PATIENCE), None).unwrap());
+    let session = b
+        .create_session(&SessionOptions::new().name("aio-sem-timeout"))
+        .unwrap();
+    let sb = b
+        .semaphore_with(
+            &prefix,
+            1,
+            baton::SemaphoreOptions::new().session(session.clone()),
+        )
+        .unwrap();
+    let contender = format!("{prefix}/{}", session.id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Waits (its entry kept between tries) until the executor's timer drops it.
+        let r = tokio::time::timeout(Duration::from_millis(300), sb.acquire_async(None)).await;
+        assert!(r.is_err());
+    });
+    // The entry goes with the wait; `sa`'s holding is untouched.
+    let sid = session.id().to_string();
+    wait_key(&a, &contender, false, &move |p| {
+        p.session.as_deref() == Some(&sid)
+    });
+    assert!(a.kv().get(&contender).unwrap().is_none());
+    assert!(sa.is_held());
+    assert!(sa.release().unwrap());
+    drop(sb);
+    session.destroy().unwrap();
+}

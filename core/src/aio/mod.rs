@@ -166,6 +166,9 @@ pub trait AsyncClient {
     fn create_session_async(&self, options: &SessionOptions) -> Call<Session>;
     /// [`Session::destroy`] as a future.
     fn destroy_session_async(&self, session: &Session) -> Call<()>;
+    /// [`SessionApi::destroy`](crate::SessionApi::destroy) as a future: any
+    /// session, by ID (another process's, say).
+    fn destroy_session_id_async(&self, id: &str) -> Call<()>;
     /// [`Client::observe_leader`] as a [`Stream`](futures_core::Stream).
     fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream>;
     /// [`Client::close_report`] as a future: releases what the client holds,
@@ -222,6 +225,10 @@ impl AsyncClient for Client {
     fn destroy_session_async(&self, session: &Session) -> Call<()> {
         let s = session.clone();
         call(self, move |_| s.destroy())
+    }
+    fn destroy_session_id_async(&self, id: &str) -> Call<()> {
+        let id = id.to_string();
+        call(self, move |c| c.sessions().destroy(&id))
     }
     fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream> {
         LeaderStream::new(self, key)
