@@ -1,0 +1,352 @@
+//! Bench: baton's futures (`baton::aio`) against its blocking API, side by side
+//! in one run, against a dev server in its own process.
+//!
+//! Prints:
+//! * uncontended acquire+release cycles per second on one key: the blocking API
+//!   on one thread, and the async API on a current-thread and a multi-thread
+//!   tokio runtime; ROUNDS rounds in a rotating order, the median of each, the
+//!   `ratio async/blocking` of the cost per cycle (goal <= 1.1) taken within
+//!   each round, and the CPU time (user+system, all threads) per cycle;
+//! * OS threads and RSS growth with 10,000 locks held through the blocking API,
+//!   and with 10,000 async acquires pending on keys another session holds (goal:
+//!   threads flat, as for the holdings). Each in a fresh child process, so one
+//!   figure does not inherit the other's memory.
+//!
+//! Usage: `make bench-async`, or build `baton-devserver` and run
+//! `bench-async [--devserver PATH] [--cycles N] [--rounds N] [--pending N]`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton::aio::AsyncHold;
+use baton::{Client, KvOp, SessionOptions, LOCK_FLAG_VALUE};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn num(name: &str, default: usize) -> usize {
+    arg(name).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// A field of /proc/self/status, in its unit (kB for memory).
+fn status(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// User+system CPU time of the whole process so far (/proc/self/stat, in
+/// clock ticks of 10 ms).
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 after ')'.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server() -> Server {
+    let path = arg("--devserver").unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("own path");
+        exe.with_file_name("baton-devserver")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let mut child = Command::new(&path)
+        .args(["--port", "0", "--max-conns-per-client", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start {path}: {e} (build it: cargo build --release -p consul-baton-devserver)")
+        });
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("address line");
+    let addr = line
+        .trim()
+        .strip_prefix("BATON_DEVSERVER_ADDR=")
+        .unwrap_or_else(|| panic!("unexpected first line from the dev server: {line:?}"))
+        .to_string();
+    Server { child, addr }
+}
+
+fn client(addr: &str) -> Client {
+    Client::builder()
+        .address(addr)
+        .default_session(SessionOptions::default_for_client().ttl(Duration::from_secs(15)))
+        .build()
+        .expect("client")
+}
+
+/// One measured run: cycles per second and CPU per cycle.
+struct Figure {
+    per_sec: f64,
+    cpu_per_cycle: Duration,
+}
+
+const WARM: usize = 200;
+
+fn blocking_cycles(addr: &str, n: usize) -> Figure {
+    let c = client(addr);
+    let lock = c.lock("bench/async/blocking").unwrap();
+    for _ in 0..WARM {
+        assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        assert!(lock.release().unwrap());
+    }
+    let (t0, cpu0) = (Instant::now(), cpu());
+    for _ in 0..n {
+        assert!(lock.acquire(Some(Duration::from_secs(10)), None).unwrap());
+        assert!(lock.release().unwrap());
+    }
+    let figure = Figure {
+        per_sec: n as f64 / t0.elapsed().as_secs_f64(),
+        cpu_per_cycle: (cpu() - cpu0) / n as u32,
+    };
+    drop(lock);
+    c.close(Duration::from_secs(5));
+    figure
+}
+
+fn async_cycles(addr: &str, n: usize, multi: bool) -> Figure {
+    let rt = if multi {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    }
+    .unwrap();
+    let c = client(addr);
+    let key = if multi {
+        "bench/async/multi"
+    } else {
+        "bench/async/current"
+    };
+    let lock = c.lock(key).unwrap();
+    let figure = rt.block_on(async {
+        for _ in 0..WARM {
+            assert!(lock
+                .acquire_async(Some(Duration::from_secs(10)))
+                .await
+                .unwrap());
+            assert!(lock.release_async().await.unwrap());
+        }
+        let (t0, cpu0) = (Instant::now(), cpu());
+        for _ in 0..n {
+            assert!(lock
+                .acquire_async(Some(Duration::from_secs(10)))
+                .await
+                .unwrap());
+            assert!(lock.release_async().await.unwrap());
+        }
+        Figure {
+            per_sec: n as f64 / t0.elapsed().as_secs_f64(),
+            cpu_per_cycle: (cpu() - cpu0) / n as u32,
+        }
+    });
+    drop(lock);
+    c.close(Duration::from_secs(5));
+    figure
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn cycles(addr: &str, n: usize, rounds: usize) {
+    let names = [
+        "blocking",
+        "async (tokio current-thread)",
+        "async (tokio multi-thread)",
+    ];
+    let mut per_sec: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    let mut cpu_us: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    let mut ratio_current = Vec::new();
+    let mut ratio_multi = Vec::new();
+    for round in 0..rounds {
+        let mut got: [Option<Figure>; 3] = [None, None, None];
+        for k in 0..3 {
+            // A rotating order: a slow moment of a shared machine hits each alike.
+            let which = (round + k) % 3;
+            got[which] = Some(match which {
+                0 => blocking_cycles(addr, n),
+                1 => async_cycles(addr, n, false),
+                _ => async_cycles(addr, n, true),
+            });
+        }
+        let got: Vec<Figure> = got.into_iter().map(|f| f.expect("measured")).collect();
+        ratio_current.push(got[0].per_sec / got[1].per_sec);
+        ratio_multi.push(got[0].per_sec / got[2].per_sec);
+        for (i, f) in got.iter().enumerate() {
+            per_sec[i].push(f.per_sec);
+            cpu_us[i].push(f.cpu_per_cycle.as_secs_f64() * 1e6);
+        }
+    }
+    for i in 0..3 {
+        println!(
+            "{:<30} {:>8.0} cycles/s  cpu {:>5.0} us/cycle  (median of {rounds} rounds of {n})",
+            names[i],
+            median(per_sec[i].clone()),
+            median(cpu_us[i].clone()),
+        );
+    }
+    println!(
+        "ratio async/blocking {:.2} (current-thread), {:.2} (multi-thread)  (cost per cycle; goal <= 1.1)",
+        median(ratio_current),
+        median(ratio_multi)
+    );
+}
+
+/// Child: 10,000 locks held through the blocking API.
+fn child_held(addr: &str, n: usize) {
+    let c = client(addr);
+    let (t0, rss0) = (status("Threads:"), status("VmRSS:"));
+    let locks: Vec<_> = (0..n)
+        .map(|i| {
+            let l = c.lock(&format!("bench/async-held/{i}")).unwrap();
+            assert!(l.acquire(Some(Duration::from_secs(30)), None).unwrap());
+            l
+        })
+        .collect();
+    let (t1, rss1) = (status("Threads:"), status("VmRSS:"));
+    assert!(locks.iter().all(|l| l.is_held()));
+    println!(
+        "RESULT {} {} {}",
+        t1,
+        t1 as i64 - t0 as i64,
+        rss1.saturating_sub(rss0)
+    );
+    c.close(Duration::from_secs(30));
+}
+
+/// Child: 10,000 async acquires pending on one tokio current-thread runtime,
+/// on keys a session of another client holds.
+fn child_pending(addr: &str, n: usize) {
+    let holder = client(addr);
+    let hs = holder
+        .create_session(&SessionOptions::new().name("bench-async-holder"))
+        .unwrap();
+    let keys: Vec<String> = (0..n).map(|i| format!("bench/async-pending/{i}")).collect();
+    for chunk in keys.chunks(64) {
+        let ops: Vec<KvOp> = chunk
+            .iter()
+            .map(|k| KvOp::lock(k, b"", LOCK_FLAG_VALUE, hs.id()))
+            .collect();
+        holder.txn(&ops).unwrap();
+    }
+    let c = client(addr);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (t0, rss0) = (status("Threads:"), status("VmRSS:"));
+    let locks: std::sync::Arc<Vec<baton::Lock>> =
+        std::sync::Arc::new(keys.iter().map(|k| c.lock(k).unwrap()).collect());
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|i| {
+                let locks = locks.clone();
+                tokio::spawn(async move { locks[i].acquire_async(None).await })
+            })
+            .collect();
+        // Every first try made and refused: then they all wait.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (t1, rss1) = (status("Threads:"), status("VmRSS:"));
+        println!(
+            "RESULT {} {} {}",
+            t1,
+            t1 as i64 - t0 as i64,
+            rss1.saturating_sub(rss0)
+        );
+        for t in &tasks {
+            assert!(!t.is_finished(), "an acquire ended while its key was held");
+        }
+        for t in tasks {
+            t.abort();
+        }
+    });
+    hs.destroy().unwrap();
+    drop(locks);
+    c.close(Duration::from_secs(30));
+    holder.close(Duration::from_secs(30));
+}
+
+fn run_child(addr: &str, mode: &str, n: usize) -> (u64, i64, u64) {
+    let exe = std::env::current_exe().expect("own path");
+    let out = Command::new(exe)
+        .args(["--child", mode, "--addr", addr, "--pending", &n.to_string()])
+        .output()
+        .expect("child runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| {
+            panic!(
+                "bench-async child {mode} failed: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let f: Vec<i64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+    (f[0] as u64, f[1], f[2] as u64)
+}
+
+fn main() {
+    let n = num("--pending", 10_000);
+    if let (Some(mode), Some(addr)) = (arg("--child"), arg("--addr")) {
+        match mode.as_str() {
+            "held" => child_held(&addr, n),
+            "pending" => child_pending(&addr, n),
+            other => panic!("unknown child mode {other}"),
+        }
+        return;
+    }
+    let server = start_server();
+    let addr = server.addr.clone();
+    println!("bench-async: dev server (own process) at {addr}");
+    cycles(&addr, num("--cycles", 2000), num("--rounds", 5));
+    let (t, dt, rss) = run_child(&addr, "held", n);
+    println!(
+        "{n} locks held (blocking API):       os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",
+        rss as f64 * 1024.0 / n as f64
+    );
+    let (t, dt, rss) = run_child(&addr, "pending", n);
+    println!(
+        "{n} async acquires pending (tokio): os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",
+        rss as f64 * 1024.0 / n as f64
+    );
+}
