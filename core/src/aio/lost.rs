@@ -1,4 +1,5 @@
-//! [`Lost`]: the end of a holding as a future, for `select!`.
+//! [`Lost`] and [`SessionLost`]: the end of a holding or of a session as a
+//! future, for `select!`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,9 +9,87 @@ use std::time::{Duration, Instant};
 
 use super::contend::Contend;
 use super::wake::WakeSlot;
-use crate::cancel::HookGuard;
+use crate::cancel::{CancelToken, HookGuard};
+use crate::client::Client;
 use crate::error::{ErrorKind, Result};
+use crate::lease::{LostReason, Session};
 use crate::steps::AlarmGuard;
+
+/// What ends, seen without blocking.
+trait Ending {
+    type Output;
+    /// The outcome once it has ended (never blocks).
+    fn outcome(&self) -> Option<Result<Self::Output>>;
+    /// A token cancelled when it ends.
+    fn token(&self) -> CancelToken;
+    /// The local deadline at which it ends without anyone cancelling anything
+    /// (a session's lease running out).
+    fn deadline(&self) -> Option<Instant>;
+    fn client(&self) -> &Client;
+}
+
+/// The waiting shared by both futures: no thread, woken by the token's hook
+/// and by an alarm at the deadline.
+#[derive(Default)]
+struct Waiting {
+    slot: Arc<WakeSlot>,
+    token_hook: Option<HookGuard>,
+    alarm: Option<(Instant, AlarmGuard)>,
+}
+
+impl Waiting {
+    fn poll<E: Ending>(&mut self, what: &E, cx: &mut Context<'_>) -> Poll<Result<E::Output>> {
+        loop {
+            self.slot.take_fired();
+            if let Some(out) = what.outcome() {
+                return Poll::Ready(out);
+            }
+            self.slot.register(cx.waker());
+            if self.token_hook.is_none() {
+                let fire = self.slot.hook();
+                self.token_hook = Some(what.token().on_cancel(move || fire()));
+            }
+            if let Some(at) = what.deadline() {
+                if self.alarm.as_ref().is_none_or(|(t, _)| *t != at) {
+                    let fire = self.slot.hook();
+                    match what.client().core().alarm(at, Box::new(move || fire())) {
+                        Ok(g) => self.alarm = Some((at, g)),
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                }
+            }
+            if self.slot.fired() {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+/// A zero wait never blocks: the outcome if it has ended, `None` if not.
+fn ended_now<T>(wait: Result<T>) -> Option<Result<T>> {
+    match wait {
+        Err(e) if e.kind() == ErrorKind::Timeout => None,
+        other => Some(other),
+    }
+}
+
+impl<H: Contend> Ending for &H {
+    type Output = H::Lost;
+    fn outcome(&self) -> Option<Result<H::Lost>> {
+        ended_now(self.wait_lost(Some(Duration::ZERO), None))
+    }
+    fn token(&self) -> CancelToken {
+        self.cancel_token()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        // Passing the session's local deadline ends the holding too.
+        self.session_now().and_then(|s| s.valid_until())
+    }
+    fn client(&self) -> &Client {
+        Contend::client(*self)
+    }
+}
 
 /// Resolves when the current holding ends (see [`AsyncHold::lost`](super::AsyncHold::lost)):
 /// to why it ended, or at once to why the last one ended if nothing is held.
@@ -19,9 +98,7 @@ use crate::steps::AlarmGuard;
 #[must_use = "futures do nothing unless polled"]
 pub struct Lost<'a, H: Contend> {
     hold: &'a H,
-    slot: Arc<WakeSlot>,
-    token_hook: Option<HookGuard>,
-    alarm: Option<(Instant, AlarmGuard)>,
+    waiting: Waiting,
 }
 
 impl<H: Contend> std::fmt::Debug for Lost<'_, H> {
@@ -36,9 +113,7 @@ impl<'a, H: Contend> Lost<'a, H> {
     pub(crate) fn new(hold: &'a H) -> Self {
         Lost {
             hold,
-            slot: WakeSlot::new(false),
-            token_hook: None,
-            alarm: None,
+            waiting: Waiting::default(),
         }
     }
 }
@@ -48,39 +123,65 @@ impl<H: Contend> Future for Lost<'_, H> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        loop {
-            this.slot.take_fired();
-            // A zero wait never blocks: the reason if the holding has ended.
-            match this.hold.wait_lost(Some(Duration::ZERO), None) {
-                Err(e) if e.kind() == ErrorKind::Timeout => {}
-                other => return Poll::Ready(other),
-            }
-            this.slot.register(cx.waker());
-            if this.token_hook.is_none() {
-                let fire = this.slot.hook();
-                this.token_hook = Some(this.hold.cancel_token().on_cancel(move || fire()));
-            }
-            // Passing the session's local deadline ends the holding too, without
-            // anyone cancelling anything: look again then.
-            match this.hold.session_now().and_then(|s| s.valid_until()) {
-                Some(at) if this.alarm.as_ref().is_none_or(|(t, _)| *t != at) => {
-                    let fire = this.slot.hook();
-                    match this
-                        .hold
-                        .client()
-                        .core()
-                        .alarm(at, Box::new(move || fire()))
-                    {
-                        Ok(g) => this.alarm = Some((at, g)),
-                        Err(e) => return Poll::Ready(Err(e)),
-                    }
-                }
-                _ => {}
-            }
-            if this.slot.fired() {
-                continue;
-            }
-            return Poll::Pending;
+        this.waiting.poll(&this.hold, cx)
+    }
+}
+
+struct SessionEnd {
+    client: Client,
+    session: Session,
+}
+
+impl Ending for SessionEnd {
+    type Output = LostReason;
+    fn outcome(&self) -> Option<Result<LostReason>> {
+        ended_now(self.session.wait_lost(Some(Duration::ZERO), None))
+    }
+    fn token(&self) -> CancelToken {
+        self.session.cancel_token()
+    }
+    fn deadline(&self) -> Option<Instant> {
+        self.session.valid_until()
+    }
+    fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// Resolves when a session is lost, to why (see
+/// [`AsyncClient::session_lost_async`](super::AsyncClient::session_lost_async)).
+/// Holds no thread.
+#[must_use = "futures do nothing unless polled"]
+pub struct SessionLost {
+    end: SessionEnd,
+    waiting: Waiting,
+}
+
+impl std::fmt::Debug for SessionLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLost")
+            .field("session", &self.end.session.id())
+            .finish()
+    }
+}
+
+impl SessionLost {
+    pub(crate) fn new(client: &Client, session: &Session) -> Self {
+        SessionLost {
+            end: SessionEnd {
+                client: client.clone(),
+                session: session.clone(),
+            },
+            waiting: Waiting::default(),
         }
+    }
+}
+
+impl Future for SessionLost {
+    type Output = Result<LostReason>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.waiting.poll(&this.end, cx)
     }
 }

@@ -51,12 +51,12 @@ use std::time::Duration;
 pub use acquire::Acquire;
 pub use call::Call;
 pub use contend::Contend;
-pub use lost::Lost;
+pub use lost::{Lost, SessionLost};
 pub use observe::LeaderStream;
 
 use crate::cancel::CancelToken;
 use crate::client::{Client, CloseReport};
-use crate::election::Election;
+use crate::election::{Election, Leader};
 use crate::error::Result;
 use crate::fence::Sequencer;
 use crate::kv::KvPair;
@@ -171,6 +171,17 @@ pub trait AsyncClient {
     fn destroy_session_id_async(&self, id: &str) -> Call<()>;
     /// [`Client::observe_leader`] as a [`Stream`](futures_core::Stream).
     fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream>;
+    /// [`Client::leader`] as a future.
+    fn leader_async(&self, key: &str) -> Call<Option<Leader>>;
+    /// [`Client::check_sequencer`] as a future.
+    fn check_sequencer_async(&self, seq: &Sequencer) -> Call<bool>;
+    /// [`Client::default_session`] as a future (made on first use).
+    fn default_session_async(&self) -> Call<Session>;
+    /// [`Client::adopt_session`] as a future.
+    fn adopt_session_async(&self, id: &str) -> Call<Session>;
+    /// Resolves when `session` is lost, to why ([`Session::wait_lost`] as a
+    /// future); holds no thread.
+    fn session_lost_async(&self, session: &Session) -> SessionLost;
     /// [`Client::close_report`] as a future: releases what the client holds,
     /// destroys its sessions and joins its threads, within `timeout`.
     fn close_async(&self, timeout: Duration) -> Call<CloseReport>;
@@ -232,6 +243,24 @@ impl AsyncClient for Client {
     }
     fn observe_leader_stream(&self, key: &str) -> Result<LeaderStream> {
         LeaderStream::new(self, key)
+    }
+    fn leader_async(&self, key: &str) -> Call<Option<Leader>> {
+        let key = key.to_string();
+        call(self, move |c| c.leader(&key))
+    }
+    fn check_sequencer_async(&self, seq: &Sequencer) -> Call<bool> {
+        let seq = seq.clone();
+        call(self, move |c| c.check_sequencer(&seq))
+    }
+    fn default_session_async(&self) -> Call<Session> {
+        call(self, |c| c.default_session())
+    }
+    fn adopt_session_async(&self, id: &str) -> Call<Session> {
+        let id = id.to_string();
+        call(self, move |c| c.adopt_session(&id))
+    }
+    fn session_lost_async(&self, session: &Session) -> SessionLost {
+        SessionLost::new(self, session)
     }
     fn close_async(&self, timeout: Duration) -> Call<CloseReport> {
         if self.is_closed() {
