@@ -5,7 +5,8 @@
 Which blocks run, by the fence's language:
 
 * ```rust (any of `rust`, `rust,no_run`, `rust,edition2024`, ...): one binary each of a scratch
-  Cargo project that depends on the core and the dev server by path, in edition 2024 as
+  Cargo project that depends on the core and the dev server by path (and tokio, for the async
+  snippets), in edition 2024 as
   `cargo new` makes it, its body wrapped in `main` (rustdoc's hidden `# ` lines included, as
   rustdoc compiles them);
 * ```python: run with this interpreter (the venv with the wheel); a block that defines
@@ -87,6 +88,8 @@ publish = false
 [dependencies]
 consul-baton = {{ path = "{ROOT}/core" }}
 consul-baton-devserver = {{ path = "{ROOT}/devserver" }}
+# For the async snippets (baton::aio on tokio): the features the core's tests use.
+tokio = {{ version = "1", features = ["rt", "rt-multi-thread", "macros", "time", "sync"] }}
 
 [workspace]
 """)
