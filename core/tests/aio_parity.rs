@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use baton::aio::{AsyncClient, AsyncElection, AsyncHold};
 use baton::{
-    Behavior, CancelToken, CheckStatus, ErrorKind, KvOp, LockLost, LostReason,
-    ServiceRegistration, SessionOptions, TtlCheck,
+    Behavior, CancelToken, CheckStatus, ErrorKind, KvOp, LockLost, LostReason, ServiceRegistration,
+    SessionOptions, TtlCheck,
 };
 use common::{unique, Fixture};
 
@@ -130,7 +130,11 @@ fn adoption_and_the_default_session_through_the_async_api() {
         let default = c.default_session_async().await.unwrap();
         assert_eq!(default.id(), c.default_session_async().await.unwrap().id());
         let info = c.sessions().info(default.id()).unwrap().expect("exists");
-        assert_eq!(info.lock_delay(), Duration::from_secs(2), "the configured default");
+        assert_eq!(
+            info.lock_delay(),
+            Duration::from_secs(2),
+            "the configured default"
+        );
     });
     // The adopted session survives its adopter's close.
     assert!(c.close_report(PATIENCE).is_complete());
@@ -145,11 +149,19 @@ fn an_async_release_of_nothing_held_is_false_and_says_why() {
     let lock = c.lock(&unique("aio-not-held")).unwrap();
     block_on(async {
         assert!(!lock.release_async().await.unwrap());
-        assert!(lock.not_held_message().contains("never acquired"), "{}", lock.not_held_message());
+        assert!(
+            lock.not_held_message().contains("never acquired"),
+            "{}",
+            lock.not_held_message()
+        );
         assert!(lock.acquire_async(Some(PATIENCE)).await.unwrap());
         assert!(lock.release_async().await.unwrap());
         assert!(!lock.release_async().await.unwrap());
-        assert!(lock.not_held_message().contains("released"), "{}", lock.not_held_message());
+        assert!(
+            lock.not_held_message().contains("released"),
+            "{}",
+            lock.not_held_message()
+        );
     });
 }
 
@@ -195,7 +207,8 @@ fn reading_the_leader_and_fencing_through_the_async_api() {
             .await
             .unwrap();
         // A new leader makes it stale: the check fails and so do the writes.
-        let (resigned, won) = tokio::join!(ea.resign_async(), eb.campaign_async(b"b", Some(PATIENCE)));
+        let (resigned, won) =
+            tokio::join!(ea.resign_async(), eb.campaign_async(b"b", Some(PATIENCE)));
         assert!(resigned.unwrap());
         assert!(won.unwrap());
         assert!(!b.check_sequencer_async(&seq).await.unwrap());
@@ -245,13 +258,20 @@ fn a_holding_lost_with_its_session_says_why_to_callbacks_tokens_and_the_future()
         assert!(token.is_cancelled());
         assert!(!lock.is_held());
         // The session's own signals: its future, callback and token.
-        assert_eq!(a.session_lost_async(&session).await.unwrap(), LostReason::Invalidated);
+        assert_eq!(
+            a.session_lost_async(&session).await.unwrap(),
+            LostReason::Invalidated
+        );
         assert!(!session.is_valid());
         assert!(session.cancel_token().is_cancelled());
-        assert!(session.valid_until().is_none_or(|t| t <= std::time::Instant::now()));
+        assert!(session
+            .valid_until()
+            .is_none_or(|t| t <= std::time::Instant::now()));
     });
     // Callbacks run on the dispatcher, once per loss.
-    let why = called.recv_timeout(PATIENCE).expect("the loss callback ran");
+    let why = called
+        .recv_timeout(PATIENCE)
+        .expect("the loss callback ran");
     assert_eq!(why.session_reason(), Some(LostReason::Invalidated));
     drop(lock);
     assert!(a.close_report(PATIENCE).is_complete());
@@ -269,18 +289,22 @@ fn a_session_callback_and_deadline_through_the_async_api() {
             .create_session_async(&SessionOptions::new().ttl(Duration::from_secs(10)))
             .await
             .unwrap();
-        let left = s.valid_until().expect("a TTL session has a deadline") - std::time::Instant::now();
+        let left =
+            s.valid_until().expect("a TTL session has a deadline") - std::time::Instant::now();
         assert!(left <= Duration::from_secs(10), "{left:?}");
         let tx = std::sync::Mutex::new(seen_tx);
         s.on_lost(move |why| {
             let _ = tx.lock().unwrap().send(why);
         });
-        let (why, destroyed) = tokio::join!(a.session_lost_async(&s), b.destroy_session_id_async(s.id()));
+        let (why, destroyed) =
+            tokio::join!(a.session_lost_async(&s), b.destroy_session_id_async(s.id()));
         destroyed.unwrap();
         assert_eq!(why.unwrap(), LostReason::Invalidated);
         assert!(s.cancel_token().is_cancelled());
     });
-    let why = seen.recv_timeout(PATIENCE).expect("the session callback ran");
+    let why = seen
+        .recv_timeout(PATIENCE)
+        .expect("the session callback ran");
     assert_eq!(why, LostReason::Invalidated);
 }
 

@@ -17,8 +17,8 @@
 //! ```
 //!
 //! How it works: the same core types ([`Lock`](crate::Lock),
-//! [`Semaphore`](crate::Semaphore), [`Election`](crate::Election),
-//! [`Client`](crate::Client)) gain `_async` methods through the extension
+//! [`Semaphore`](crate::Semaphore), [`Election`],
+//! [`Client`]) gain `_async` methods through the extension
 //! traits here. A future's blocking pieces (one KV request, one try of an
 //! acquire) run on a few step threads of the client; the outcome reaches the
 //! task through its `Waker`. A future that *waits* — an acquire of a key
@@ -65,7 +65,7 @@ use crate::session_api::SessionOptions;
 use crate::txn::KvOp;
 
 /// Acquire, release and loss as futures, for [`Lock`](crate::Lock),
-/// [`Semaphore`](crate::Semaphore) and [`Election`](crate::Election).
+/// [`Semaphore`](crate::Semaphore) and [`Election`].
 pub trait AsyncHold: Contend {
     /// [`Hold::acquire`](crate::Hold::acquire) as a future: `Ok(true)` when
     /// held, `Ok(false)` when `timeout` passed first (`None`: no limit).
