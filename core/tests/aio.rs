@@ -469,13 +469,9 @@ fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
                 .lock_delay(Duration::ZERO),
         )
         .unwrap();
-    for chunk in keys.chunks(64) {
-        let ops: Vec<KvOp> = chunk
-            .iter()
-            .map(|k| KvOp::lock(k, b"", baton::LOCK_FLAG_VALUE, hs.id()))
-            .collect();
-        holder.txn(&ops).unwrap();
-    }
+    // Before 1.6.2 a txn would round the lock flag: one PUT ?acquire= per key then.
+    let by_txn = !f.before("1.6.2");
+    set_holder(&holder, &keys, hs.id(), by_txn, true);
     let locks: Vec<baton::Lock> = keys.iter().map(|k| waiter.lock(k).unwrap()).collect();
     let before = threads_now();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -498,15 +494,7 @@ fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
         let threads_pending = threads_now();
         let releaser = {
             let (holder, keys, sid) = (holder.clone(), keys.clone(), hs.id().to_string());
-            tokio::task::spawn_blocking(move || {
-                for chunk in keys.chunks(64) {
-                    let ops: Vec<KvOp> = chunk
-                        .iter()
-                        .map(|k| KvOp::unlock(k, b"", baton::LOCK_FLAG_VALUE, &sid))
-                        .collect();
-                    holder.txn(&ops).unwrap();
-                }
-            })
+            tokio::task::spawn_blocking(move || set_holder(&holder, &keys, &sid, by_txn, false))
         };
         releaser.await.unwrap();
         let mut held = 0;
@@ -535,6 +523,36 @@ fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
     }
     eprintln!("threads: {before:?} before, {threads_pending:?} with {N} acquires pending");
     hs.destroy().unwrap();
+}
+
+/// Locks (`lock`) or unlocks every key for session `sid` outside baton's
+/// recipes: 64 to a transaction, or one request each.
+fn set_holder(c: &Client, keys: &[String], sid: &str, by_txn: bool, lock: bool) {
+    let flags = baton::LOCK_FLAG_VALUE;
+    if by_txn {
+        for chunk in keys.chunks(64) {
+            let ops: Vec<KvOp> = chunk
+                .iter()
+                .map(|k| {
+                    if lock {
+                        KvOp::lock(k, b"", flags, sid)
+                    } else {
+                        KvOp::unlock(k, b"", flags, sid)
+                    }
+                })
+                .collect();
+            c.txn(&ops).unwrap();
+        }
+        return;
+    }
+    for k in keys {
+        let done = if lock {
+            c.kv().acquire(k, b"", sid, flags).unwrap()
+        } else {
+            c.kv().release(k, b"", sid, flags).unwrap()
+        };
+        assert!(done, "{k}");
+    }
 }
 
 /// The most threads the async API may add: its step threads and timer, the
