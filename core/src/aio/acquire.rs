@@ -298,5 +298,13 @@ impl<H: Contend> Drop for Acquire<'_, H> {
         self.step = None;
         self.cancel.cancel();
         self.end_wait();
+        if let Some(changes) = self.changes.take() {
+            // The last subscriber of a prefix watch joins its thread when it
+            // goes: not on the executor's thread.
+            let job = Box::new(move || drop(changes));
+            if let Err(e) = self.hold.client().core().step(job) {
+                log::debug!("baton {}: {e}", self.hold.describe());
+            }
+        }
     }
 }
