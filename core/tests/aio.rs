@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use baton::aio::{AsyncClient, AsyncElection, AsyncHold};
+use baton::aio::{AsyncClient, AsyncElection, AsyncHold, LeaderStream};
 use baton::{
     Client, ErrorKind, KvOp, KvPair, LeaderEvent, LockLost, LockOptions, QueryOptions,
     SessionOptions,
@@ -53,10 +53,10 @@ async fn next<S: Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     std::future::poll_fn(|cx| std::pin::Pin::new(&mut *s).poll_next(cx)).await
 }
 
-/// Everything the async API offers, once, on whatever executor runs it.
-async fn scenario(f: &Fixture) {
-    let (a, b) = (f.client(), f.client());
-    let key = unique("aio-scenario");
+/// Every holding and request of the async API, once, under `prefix`; returns
+/// the leader stream (still open) for the caller to see the close.
+async fn holdings(a: &Client, b: &Client, prefix: &str) -> LeaderStream {
+    let key = format!("{prefix}/lock");
     let (la, lb) = (a.lock(&key).unwrap(), b.lock(&key).unwrap());
 
     // Acquire, contention (the timeout passes with the key held elsewhere), release.
@@ -80,7 +80,7 @@ async fn scenario(f: &Fixture) {
     assert!(!lb.is_held());
 
     // KV and transactions.
-    let kv = unique("aio-kv");
+    let kv = format!("{prefix}/kv");
     assert!(a.put_async(&kv, b"v1").await.unwrap());
     let got = a.get_async(&kv).await.unwrap().expect("written");
     assert_eq!(got.value.as_deref(), Some(&b"v1"[..]));
@@ -107,7 +107,7 @@ async fn scenario(f: &Fixture) {
     assert!(!s.is_valid());
 
     // A semaphore of one slot between two clients.
-    let prefix = unique("aio-sem");
+    let prefix = format!("{prefix}/sem");
     let (sa, sb) = (
         a.semaphore(&prefix, 1).unwrap(),
         b.semaphore(&prefix, 1).unwrap(),
@@ -123,7 +123,7 @@ async fn scenario(f: &Fixture) {
     assert!(sb.release_async().await.unwrap());
 
     // An election, followed as a stream.
-    let ekey = unique("aio-election");
+    let ekey = format!("{prefix}/election");
     let (ea, eb) = (a.election(&ekey).unwrap(), b.election(&ekey).unwrap());
     let mut leaders = b.observe_leader_stream(&ekey).unwrap();
     assert_eq!(
@@ -141,6 +141,13 @@ async fn scenario(f: &Fixture) {
     assert!(won.unwrap());
     assert!(eb.resign_async().await.unwrap());
 
+    leaders
+}
+
+/// Everything the async API offers, once, on whatever executor runs it.
+async fn scenario(f: &Fixture) {
+    let (a, b) = (f.client(), f.client());
+    let mut leaders = holdings(&a, &b, &unique("aio-scenario")).await;
     // Close: the stream ends with `Closed`.
     let report = b.close_async(PATIENCE).await.unwrap();
     assert!(report.is_complete(), "{report:?}");
@@ -598,4 +605,94 @@ fn a_semaphore_wait_dropped_by_a_timer_removes_its_contender_entry() {
     assert!(sa.release().unwrap());
     drop(sb);
     session.destroy().unwrap();
+}
+
+/// Polls `fut` at most `polls` times, then drops it: `None` unless it had
+/// finished. Counts the polls it made.
+struct DropAfter<F: Future> {
+    fut: std::pin::Pin<Box<F>>,
+    left: usize,
+    polled: usize,
+}
+
+impl<F: Future> Future for DropAfter<F> {
+    type Output = (Option<F::Output>, usize);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Self::Output> {
+        self.left -= 1;
+        self.polled += 1;
+        match self.fut.as_mut().poll(cx) {
+            Poll::Ready(v) => Poll::Ready((Some(v), self.polled)),
+            Poll::Pending if self.left == 0 => Poll::Ready((None, self.polled)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+fn drop_after<F: Future>(fut: F, polls: usize) -> DropAfter<F> {
+    DropAfter {
+        fut: Box::pin(fut),
+        left: polls,
+        polled: 0,
+    }
+}
+
+/// Waits (blocking queries) until no key under `prefix` is held: no entry
+/// carries a session and no semaphore `.lock` lists a holder.
+fn wait_nothing_held(c: &Client, prefix: &str) {
+    let mut watch = c.watch_prefix(prefix).unwrap();
+    let mut last = Vec::new();
+    loop {
+        let ev = match watch.next(Some(PATIENCE), None) {
+            Ok(ev) => ev,
+            Err(e) => panic!("still held under {prefix} after {PATIENCE:?} ({e}): {last:?}"),
+        };
+        last = ev
+            .entries
+            .iter()
+            .filter(|p| {
+                let listed = p.key.ends_with("/.lock") && {
+                    let doc: serde_json::Value =
+                        serde_json::from_slice(p.value.as_deref().unwrap_or(b"{}"))
+                            .unwrap_or_default();
+                    doc["Holders"].as_object().is_some_and(|h| !h.is_empty())
+                };
+                p.session.is_some() || listed
+            })
+            .map(|p| p.key.clone())
+            .collect();
+        if last.is_empty() {
+            return;
+        }
+    }
+}
+
+#[test]
+fn dropping_the_futures_at_every_await_point_leaves_nothing_held() {
+    let f = Fixture::start();
+    let (a, b) = (f.client(), f.client());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // How many times a whole run is polled (each Pending is an await point).
+    let whole = unique("aio-drop-every");
+    let (done, polls) = rt.block_on(drop_after(holdings(&a, &b, &whole), usize::MAX));
+    assert!(done.is_some());
+    drop(done);
+    wait_nothing_held(&a, &whole);
+    for k in 1..polls {
+        let prefix = format!("{}/{k}", unique("aio-drop-at"));
+        // The run's locks, semaphores and elections go with it: dropped held,
+        // they release; dropped waiting, they take nothing.
+        let (_, _) = rt.block_on(drop_after(holdings(&a, &b, &prefix), k));
+        wait_nothing_held(&a, &prefix);
+    }
+    eprintln!("dropped at each of {} await points", polls - 1);
+    // And no session is left behind (the fixture checks the server's list).
+    assert!(a.close_report(PATIENCE).is_complete());
+    assert!(b.close_report(PATIENCE).is_complete());
 }
