@@ -121,6 +121,11 @@ impl Core {
     /// an async call. Fails once the client is closing; a job queued as it
     /// closes is dropped unrun.
     pub(crate) fn step(&self, job: StepJob) -> Result<()> {
+        self.with_steps(|steps| steps.run(job).map_err(spawn_err))
+    }
+
+    /// Runs `f` with the step threads, started on first use.
+    fn with_steps<T>(&self, f: impl FnOnce(&mut Steps) -> Result<T>) -> Result<T> {
         let mut rt = lock(&self.runtime);
         // Checked under the runtime lock, which `close` takes after marking the
         // client closed: threads started here are always joined by it.
@@ -131,21 +136,13 @@ impl Core {
                 .steps
                 .insert(Steps::start(self.closing.clone()).map_err(spawn_err)?),
         };
-        steps.run(job).map_err(spawn_err)
+        f(steps)
     }
 
     /// Calls `alarm` on the client's timer thread at `at` (see [`Core::step`]),
     /// unless the guard drops first.
     pub(crate) fn alarm(&self, at: Instant, alarm: Alarm) -> Result<AlarmGuard> {
-        let mut rt = lock(&self.runtime);
-        self.check_usable()?;
-        let steps = match &mut rt.steps {
-            Some(s) => s,
-            None => rt
-                .steps
-                .insert(Steps::start(self.closing.clone()).map_err(spawn_err)?),
-        };
-        Ok(steps.alarm(at, alarm))
+        self.with_steps(|steps| Ok(steps.alarm(at, alarm)))
     }
 
     /// Queues a clean-up task on the clean-up thread (started on first use):

@@ -165,6 +165,14 @@ async fn scenario(f: &Fixture) {
     assert!(a.close_async(PATIENCE).await.unwrap().is_complete());
 }
 
+/// A current-thread tokio runtime with its timers.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn on_a_multi_thread_tokio_runtime() {
     let f = Fixture::start();
@@ -179,10 +187,7 @@ fn on_a_multi_thread_tokio_runtime() {
 #[test]
 fn on_a_current_thread_tokio_runtime() {
     let f = Fixture::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(scenario(&f));
 }
 
@@ -231,10 +236,7 @@ fn drop_races_the_grant<F: Future<Output = baton::Result<bool>>>(
             let _ = seen_tx.send(());
         })
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         tokio::select! {
             r = fut => panic!("the acquire ended before its grant's answer could arrive: {r:?}"),
@@ -330,10 +332,7 @@ fn dropping_a_session_create_in_flight_destroys_the_session() {
     let observer = f.client();
     let name = unique("aio-drop-session").replace('/', "-");
     proxy.delay(DELAY);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let created = rt.block_on(async {
         let create = c.create_session_async(&SessionOptions::new().name(name.clone()));
         let seen = async {
@@ -371,10 +370,7 @@ fn an_executor_timeout_leaves_nothing_held() {
     let key = unique("aio-timeout");
     let (la, lb) = (a.lock(&key).unwrap(), b.lock(&key).unwrap());
     assert!(la.acquire(Some(PATIENCE), None).unwrap());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         let r = tokio::time::timeout(Duration::from_millis(200), lb.acquire_async(None)).await;
         assert!(r.is_err(), "the executor's timer ended the wait");
@@ -399,10 +395,7 @@ fn a_pending_acquire_ends_when_its_session_is_lost() {
     let lb = b
         .lock_with(&key, LockOptions::new().session(session.clone()))
         .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let r = rt.block_on(async {
         let destroy = async {
             // Destroyed while the acquire waits (from a plain thread).
@@ -424,10 +417,7 @@ fn loss_during_an_await_wins_a_select() {
     let (a, b) = (f.client(), f.client());
     let key = unique("aio-select");
     let la = a.lock(&key).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         assert!(la.acquire_async(Some(PATIENCE)).await.unwrap());
         let mut ticks = 0u32;
@@ -481,10 +471,7 @@ fn ten_thousand_pending_acquires_on_one_thread_complete_when_released() {
     set_holder(&holder, &keys, hs.id(), by_txn, true);
     let locks: Vec<baton::Lock> = keys.iter().map(|k| waiter.lock(k).unwrap()).collect();
     let before = threads_now();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     let (held, threads_pending, locks) = rt.block_on(async {
         let locks = std::sync::Arc::new(locks);
         let mut tasks = Vec::with_capacity(N);
@@ -586,10 +573,7 @@ fn a_semaphore_wait_dropped_by_a_timer_removes_its_contender_entry() {
         )
         .unwrap();
     let contender = format!("{prefix}/{}", session.id());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     rt.block_on(async {
         // Waits (its entry kept between tries) until the executor's timer drops it.
         let r = tokio::time::timeout(Duration::from_millis(300), sb.acquire_async(None)).await;
@@ -674,10 +658,7 @@ fn wait_nothing_held(c: &Client, prefix: &str) {
 fn dropping_the_futures_at_every_await_point_leaves_nothing_held() {
     let f = Fixture::start();
     let (a, b) = (f.client(), f.client());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = current_thread();
     // How many times a whole run is polled (each Pending is an await point).
     let whole = unique("aio-drop-every");
     let (done, polls) = rt.block_on(drop_after(holdings(&a, &b, &whole), usize::MAX));

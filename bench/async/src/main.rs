@@ -15,35 +15,12 @@
 //! Usage: `make bench-async`, or build `baton-devserver` and run
 //! `bench-async [--devserver PATH] [--cycles N] [--rounds N] [--pending N]`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use baton::aio::AsyncHold;
 use baton::{Client, KvOp, SessionOptions, LOCK_FLAG_VALUE};
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn num(name: &str, default: usize) -> usize {
-    arg(name).and_then(|s| s.parse().ok()).unwrap_or(default)
-}
-
-/// A field of /proc/self/status, in its unit (kB for memory).
-fn status(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
+use bench_common::{arg, num, proc_status as status, start_devserver};
 
 /// User+system CPU time of the whole process so far (/proc/self/stat, in
 /// clock ticks of 10 ms).
@@ -58,46 +35,6 @@ fn cpu() -> Duration {
     // utime and stime are fields 14 and 15 of the line: 11 and 12 after ')'.
     let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
     Duration::from_millis(ticks * 10)
-}
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server() -> Server {
-    let path = arg("--devserver").unwrap_or_else(|| {
-        let exe = std::env::current_exe().expect("own path");
-        exe.with_file_name("baton-devserver")
-            .to_string_lossy()
-            .into_owned()
-    });
-    let mut child = Command::new(&path)
-        .args(["--port", "0", "--max-conns-per-client", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start {path}: {e} (build it: cargo build --release -p consul-baton-devserver)")
-        });
-    let out = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(out)
-        .read_line(&mut line)
-        .expect("address line");
-    let addr = line
-        .trim()
-        .strip_prefix("BATON_DEVSERVER_ADDR=")
-        .unwrap_or_else(|| panic!("unexpected first line from the dev server: {line:?}"))
-        .to_string();
-    Server { child, addr }
 }
 
 fn client(addr: &str) -> Client {
@@ -335,7 +272,7 @@ fn main() {
         }
         return;
     }
-    let server = start_server();
+    let server = start_devserver(None);
     let addr = server.addr.clone();
     println!("bench-async: dev server (own process) at {addr}");
     cycles(&addr, num("--cycles", 2000), num("--rounds", 5));

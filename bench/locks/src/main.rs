@@ -11,33 +11,10 @@
 //! Usage: `make bench-locks`, or build `baton-devserver` and run
 //! `bench-locks [--devserver PATH] [--held 1000,10000] [--cycles N] [--handoffs N] [--failovers N]`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use baton::{Client, LockOptions, SessionOptions};
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn num(name: &str, default: usize) -> usize {
-    arg(name).and_then(|s| s.parse().ok()).unwrap_or(default)
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
+use bench_common::{arg, num, rss_kib, start_devserver as start_server};
 
 fn threads() -> (usize, usize) {
     let mut all = 0;
@@ -52,51 +29,6 @@ fn threads() -> (usize, usize) {
         }
     }
     (all, baton)
-}
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A dev server process; `version` makes it emulate that Consul version.
-fn start_server(version: Option<&str>) -> Server {
-    let path = arg("--devserver").unwrap_or_else(|| {
-        let exe = std::env::current_exe().expect("own path");
-        exe.with_file_name("baton-devserver")
-            .to_string_lossy()
-            .into_owned()
-    });
-    let mut args = vec!["--port", "0", "--max-conns-per-client", "0"];
-    if let Some(v) = version {
-        args.extend(["--consul-version", v]);
-    }
-    let mut child = Command::new(&path)
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start {path}: {e} (build it: cargo build --release -p consul-baton-devserver)")
-        });
-    let out = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(out)
-        .read_line(&mut line)
-        .expect("address line");
-    let addr = line
-        .trim()
-        .strip_prefix("BATON_DEVSERVER_ADDR=")
-        .unwrap_or_else(|| panic!("unexpected first line from the dev server: {line:?}"))
-        .to_string();
-    Server { child, addr }
 }
 
 fn counts(addr: &str) -> serde_json::Value {
