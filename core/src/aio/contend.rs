@@ -15,8 +15,18 @@ use crate::lease::Session;
 use crate::lock::Lock;
 use crate::semaphore::Semaphore;
 
-/// Sealed: implemented by [`Lock`], [`Semaphore`] and [`Election`] only.
-pub trait Contend: Hold + Sized + Unpin + 'static {
+mod sealed {
+    /// Keeps [`Contend`](super::Contend) to baton's own recipes.
+    pub trait Sealed {}
+    impl Sealed for crate::lock::Lock {}
+    impl Sealed for crate::semaphore::Semaphore {}
+    impl Sealed for crate::election::Election {}
+}
+
+/// What [`AsyncHold`](super::AsyncHold) needs of a recipe. Sealed:
+/// implemented by [`Lock`], [`Semaphore`] and [`Election`] only; its methods
+/// are the async layer's business, hidden from the docs.
+pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
     /// What an acquire is called in messages ("lock acquire").
     #[doc(hidden)]
     const WHAT: &'static str;
