@@ -9,12 +9,11 @@
 //! Why not the dev server's own latency fault (`PUT /_devserver/latency?d=300us`): it sleeps
 //! on tokio's timer, whose resolution is a millisecond, rounded up: asked for 0.3 ms it adds
 //! 1.5 ms on average, and its spread is wide (measured with the floor client). Here each
-//! chunk a client sends is held until `arrival + DELAY_US` by a thread that sleeps with a 1 µs
-//! timer slack, then forwarded: requests on one connection keep their order and their gaps.
-//!
-//! Each connection has two threads, `lat-up` (client -> server, delayed) and `lat-down`
-//! (server -> client); the proxy itself ends, joining them all, when its standard input
-//! closes (run.py holds it open while the proxy is in use).
+//! chunk a client sends is stamped as it arrives (`lat-up-read`), held until `arrival +
+//! DELAY_US` by a thread that sleeps with a 1 µs timer slack (`lat-up-write`), then forwarded:
+//! requests on one connection keep their order and their gaps, and a request written in
+//! several chunks is delayed once. Answers go back at once (`lat-down`). The proxy ends,
+//! joining every thread, when its standard input closes (run.py holds it open while in use).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -32,28 +31,61 @@ fn tight_timer() {
     assert_eq!(rc, 0, "prctl(PR_SET_TIMERSLACK)");
 }
 
-/// Copies `from` to `to`, each chunk held until `delay` after it arrived; on end or error,
-/// shuts both down (which ends the other direction's thread too).
-fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
-    if !delay.is_zero() {
-        tight_timer();
-    }
+/// Copies `from` to `to` at once; on end or error, shuts both down (which ends the other
+/// direction's threads too).
+fn pump(mut from: TcpStream, mut to: TcpStream) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let due = Instant::now() + delay;
-        let left = due.saturating_duration_since(Instant::now());
-        if !left.is_zero() {
-            std::thread::sleep(left);
-        }
         if to.write_all(&buf[..n]).is_err() {
             break;
         }
     }
     let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// Reads `from` and queues each chunk with its arrival time: the time is taken as it arrives,
+/// not when the previous chunk's delay is over (a request written in two chunks, headers then
+/// body, must not be delayed twice).
+fn arrivals(
+    mut from: TcpStream,
+    to: TcpStream,
+    queue: crossbeam_channel::Sender<(Instant, Vec<u8>)>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if queue.send((Instant::now(), buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// Writes each queued chunk to `to` once `delay` has passed since it arrived.
+fn delayed(
+    mut to: TcpStream,
+    queue: crossbeam_channel::Receiver<(Instant, Vec<u8>)>,
+    delay: Duration,
+) {
+    tight_timer();
+    for (arrived, chunk) in queue {
+        let left = (arrived + delay).saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            std::thread::sleep(left);
+        }
+        if to.write_all(&chunk).is_err() {
+            break;
+        }
+    }
     let _ = to.shutdown(Shutdown::Both);
 }
 
@@ -89,7 +121,7 @@ fn main() {
         })
     };
 
-    let mut conns: Vec<(TcpStream, JoinHandle<()>, JoinHandle<()>)> = Vec::new();
+    let mut conns: Vec<(TcpStream, [JoinHandle<()>; 3])> = Vec::new();
     for client in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -100,28 +132,36 @@ fn main() {
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        let (c2, s2, keep) = (
-            client.try_clone().expect("clone"),
-            server.try_clone().expect("clone"),
-            client.try_clone().expect("clone"),
+        let clone = |s: &TcpStream| s.try_clone().expect("clone");
+        let (c2, s2, s3, keep) = (
+            clone(&client),
+            clone(&server),
+            clone(&server),
+            clone(&client),
         );
-        let up = spawn("lat-up", move || pump(client, server, delay));
-        let down = spawn("lat-down", move || pump(s2, c2, Duration::ZERO));
-        conns.push((keep, up, down));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let threads = [
+            spawn("lat-up-read", move || arrivals(client, s3, tx)),
+            spawn("lat-up-write", move || delayed(server, rx, delay)),
+            spawn("lat-down", move || pump(s2, c2)),
+        ];
+        conns.push((keep, threads));
         // Join the connections that ended meanwhile.
         let (done, open): (Vec<_>, Vec<_>) = conns
             .into_iter()
-            .partition(|(_, u, d)| u.is_finished() && d.is_finished());
+            .partition(|(_, t)| t.iter().all(JoinHandle::is_finished));
         conns = open;
-        for (_, u, d) in done {
-            let _ = u.join();
-            let _ = d.join();
+        for (_, threads) in done {
+            for t in threads {
+                let _ = t.join();
+            }
         }
     }
-    for (c, u, d) in conns {
+    for (c, threads) in conns {
         let _ = c.shutdown(Shutdown::Both);
-        let _ = u.join();
-        let _ = d.join();
+        for t in threads {
+            let _ = t.join();
+        }
     }
     let _ = watcher.join();
 }
