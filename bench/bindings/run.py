@@ -39,11 +39,24 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "bindings")
 LANGS = ("floor", "rust", "c", "python", "python-aio", "node")
+# Variants run only when named in --langs: the asyncio and Node workers with their event loop's
+# polling switched off (BATON_AIO_SPIN=0, BATON_NODE_SPIN=0), to see whether it still pays.
+VARIANTS = {"python-aio-nospin": ("python-aio", {"BATON_AIO_SPIN": "0"}),
+            "node-nospin": ("node", {"BATON_NODE_SPIN": "0"})}
 # Warm-up cycles of every worker before it measures (see the module docs).
 WARM = 300
 
 
 def worker(lang, addr, mode, n, key, out_dir, python):
+    env = None
+    if lang in VARIANTS:
+        base, extra = VARIANTS[lang]
+        env = dict(os.environ, **extra)
+        return worker_as(base, lang, env, addr, mode, n, key, out_dir, python)
+    return worker_as(lang, lang, env, addr, mode, n, key, out_dir, python)
+
+
+def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
     argv = {
         "floor": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
         "rust": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
@@ -57,10 +70,10 @@ def worker(lang, addr, mode, n, key, out_dir, python):
     if lang == "floor":
         mode = "floor"
     p = subprocess.run(argv + [addr, mode, str(n), key], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600, env=env)
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
-        sys.exit(f"bench-bindings: the {lang} worker ({mode}) failed (exit {p.returncode}):\n"
+        sys.exit(f"bench-bindings: the {name} worker ({mode}) failed (exit {p.returncode}):\n"
                  f"{p.stdout}{p.stderr}")
     return json.loads(lines[-1][len("RESULT "):])
 
@@ -147,8 +160,8 @@ def main():
     args = ap.parse_args()
     langs = [l for l in args.langs.split(",") if l]
     for l in langs:
-        if l not in LANGS:
-            sys.exit(f"unknown language {l!r} (known: {', '.join(LANGS)})")
+        if l not in LANGS and l not in VARIANTS:
+            sys.exit(f"unknown language {l!r} (known: {', '.join(LANGS + tuple(VARIANTS))})")
     if "floor" not in langs:
         langs.insert(0, "floor")
     latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
@@ -233,7 +246,7 @@ def step(args, dev, ms, langs, proxy_bin):
 
         if "rust" in langs:
             ratio("rust", "floor")
-            for lang in ("python", "python-aio", "node", "c"):
+            for lang in ("python", "python-aio", "python-aio-nospin", "node", "node-nospin", "c"):
                 if lang in langs:
                     ratio(lang, "rust")
         per_cycle = 1e6 / rate["floor"]

@@ -22,11 +22,15 @@
 //   every call): against a remote Consul, where a call takes milliseconds, it switches itself
 //   off, since the wake-up is then a small part of each call. Calls slowed by a missing spin
 //   still take far less than WINDOW_MS on loopback, so the rule cannot lock itself out;
-// * between polls the loop yields its CPU (`yieldCpu`) to any other runnable thread.
+// * between polls the loop yields its CPU (`yieldCpu`) to any other runnable thread;
+// * BATON_NODE_SPIN=0 in the environment switches it off (a machine whose cores are better
+//   spent elsewhere; `make bench-bindings` measures both: the `node-nospin` worker).
 
 const { performance } = require('node:perf_hooks')
 const { yieldCpu, inTurn } = require('./native.js')
 
+/** Whether the loop may spin at all (BATON_NODE_SPIN=0: never). */
+const ENABLED = process.env.BATON_NODE_SPIN !== '0'
 /** The longest spin after a call starts (ms). */
 const WINDOW_MS = 0.3
 /** Weight of the newest call in the moving average of calls settled within WINDOW_MS. */
@@ -50,7 +54,7 @@ function tick() {
 function started() {
   const now = performance.now()
   pending++
-  if (quick >= 0.5 && inTurn()) {
+  if (ENABLED && quick >= 0.5 && inTurn()) {
     latestStart = now
     if (!spinning) {
       spinning = true

@@ -82,8 +82,10 @@ class _LoopHub:
     seconds after the latest call started, only for a call made in the turn that took an
     outcome (its baton thread is still awake: a spinning loop would keep a thread it has to wake
     off its CPU), and only while most recent calls settled within ``WINDOW``. Between polls it
-    yields the CPU."""
+    yields the CPU. ``BATON_AIO_SPIN=0`` in the environment switches the polling off (a machine
+    whose cores are better spent elsewhere; ``make bench-bindings`` measures both)."""
 
+    SPIN = os.environ.get("BATON_AIO_SPIN") != "0"
     WINDOW = 0.0003
     WEIGHT = 1 / 8
 
@@ -120,7 +122,7 @@ class _LoopHub:
     def started(self) -> float:
         now = time.perf_counter()
         self.pending += 1
-        if self.quick >= 0.5 and self.native.in_turn():
+        if self.SPIN and self.quick >= 0.5 and self.native.in_turn():
             self.latest = now
             loop = self.loop()
             if not self.spinning and loop is not None:
