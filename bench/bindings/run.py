@@ -53,10 +53,14 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "bindings")
 LANGS = ("floor", "rust", "c", "python", "python-aio", "node")
-# Variants run only when named in --langs: the asyncio and Node workers with their event loop's
-# polling switched off (BATON_AIO_SPIN=0, BATON_NODE_SPIN=0), to see whether it still pays.
+# Variants run only when named in --langs, to see whether spinning still pays: the asyncio and
+# Node workers with their event loop's polling switched off (-nospin: BATON_AIO_SPIN=0,
+# BATON_NODE_SPIN=0), and with no spinning anywhere (-park: also BATON_POOL_BIND=0, the baton
+# thread that delivered an outcome parks at once instead of staying bound to the loop's turn).
 VARIANTS = {"python-aio-nospin": ("python-aio", {"BATON_AIO_SPIN": "0"}),
-            "node-nospin": ("node", {"BATON_NODE_SPIN": "0"})}
+            "python-aio-park": ("python-aio", {"BATON_AIO_SPIN": "0", "BATON_POOL_BIND": "0"}),
+            "node-nospin": ("node", {"BATON_NODE_SPIN": "0"}),
+            "node-park": ("node", {"BATON_NODE_SPIN": "0", "BATON_POOL_BIND": "0"})}
 # Warm-up cycles of every worker before it measures (see the module docs).
 WARM = 300
 
@@ -234,7 +238,7 @@ def step(args, dev, ms, langs, proxy_bin):
             req = statistics.median(x["requests"] / (x["cycles"] + WARM) for x in rs)
             each = " ".join(f"{x['cycles'] / x['secs']:.0f}" for x in rs)
             cpu_text = f"cpu {cpu * 1e6:5.0f} us/cycle" if cpu is not None else "cpu     n/a      "
-            print(f"  {lang:<11} {rate[lang]:>7.0f} cycles/s   p50 {ms_(p50)}   p99 {ms_(p99)}   "
+            print(f"  {lang:<17} {rate[lang]:>7.0f} cycles/s   p50 {ms_(p50)}   p99 {ms_(p99)}   "
                   f"{cpu_text}   {req:.2f} req/cycle   (rounds: {each}; load1 "
                   f"{min(x['load1'] for x in rs):.2f}-{max(x['load1'] for x in rs):.2f})")
 
@@ -245,7 +249,7 @@ def step(args, dev, ms, langs, proxy_bin):
                 if lang == "floor":
                     continue
                 h = run(lang, "handoff", args.handoffs, f"bench/bindings/handoff-{lang}/{ms:g}")
-                print(f"  {lang:<11} p50 {ms_(h['p50_us'])}   p99 {ms_(h['p99_us'])}")
+                print(f"  {lang:<17} p50 {ms_(h['p50_us'])}   p99 {ms_(h['p99_us'])}")
 
         lines = []
 
@@ -260,7 +264,8 @@ def step(args, dev, ms, langs, proxy_bin):
 
         if "rust" in langs:
             ratio("rust", "floor")
-            for lang in ("python", "python-aio", "python-aio-nospin", "node", "node-nospin", "c"):
+            for lang in ("python", "python-aio", "python-aio-nospin", "python-aio-park", "node",
+                         "node-nospin", "node-park", "c"):
                 if lang in langs:
                     ratio(lang, "rust")
         per_cycle = 1e6 / rate["floor"]

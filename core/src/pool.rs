@@ -21,6 +21,8 @@
 //! depends on how long a request or a wake-up takes. Only a guard bounds the wait: a loop that
 //! has not ended the turn within [`BOUND_MAX`] (it runs other work) finds the thread parked.
 //! A call made with [`Pool::run`] (no caller loop) parks its thread as soon as it is done.
+//! `BATON_POOL_BIND=0` in the environment makes [`Pool::run_for`] behave as [`Pool::run`]
+//! (threads never stay bound: `make bench-bindings` measures both).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -130,6 +132,12 @@ fn bound_for(
     }
 }
 
+/// Whether threads stay bound to their caller's loop (`BATON_POOL_BIND=0`: never), read once.
+fn binding_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("BATON_POOL_BIND").is_none_or(|v| v != "0"))
+}
+
 /// A set of reusable named threads.
 pub struct Pool {
     name: &'static str,
@@ -193,6 +201,9 @@ impl Pool {
     }
 
     fn start(&'static self, mut job: Job) -> std::io::Result<()> {
+        if !binding_enabled() {
+            job.turns = None;
+        }
         let mut guard = self.state();
         let st = guard.get_or_insert_with(State::default);
         // Join the threads that ended (idle too long) since the last call.
