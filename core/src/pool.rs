@@ -67,6 +67,7 @@ pub struct Turns {
 }
 
 impl Turns {
+    /// The turns of a new caller loop, nothing handed over yet.
     pub fn new() -> Arc<Turns> {
         Arc::new(Turns::default())
     }
@@ -149,6 +150,7 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// A pool whose threads are named `name`, none started yet.
     pub const fn new(name: &'static str) -> Pool {
         Pool::with_bound_max(name, BOUND_MAX)
     }
