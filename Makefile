@@ -284,9 +284,15 @@ bench-loss: python-install node-build
 ## What each binding costs on top of the Rust core (bench/bindings/run.py): one dev server in its
 ## own process; Rust, C, Python (sync and baton.aio) and Node workers each run uncontended
 ## acquire+release cycles (cycles/s, p50/p99) and contended hand-offs, then `ratio <lang>/rust`
-## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires.
-## Options: BENCH_BINDINGS_ARGS="--rounds 9 --cycles 1000".
+## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires. Each round
+## also runs the floor client (two raw PUTs on one keep-alive connection: what the wire allows),
+## and every figure comes with CPU per cycle, requests per cycle and the load average.
+## LATENCY_MS=0.5 runs at that server latency (a precise proxy in front of the dev server,
+## bench/bindings/latency.rs); LATENCY_MS=0,0.3,1 sweeps. Options: BENCH_BINDINGS_ARGS="--rounds 9
+## --cycles 1000 --langs floor,rust,node,node-nospin" (node-nospin, python-aio-nospin: the event
+## loop's polling switched off).
 .PHONY: bench-bindings
+LATENCY_MS ?= 0
 BENCH_BINDINGS_OUT := target/bench-bindings
 bench-bindings: python-install node-build
 	$(CARGO) build --release -p consul-baton-devserver -p bench-bindings
@@ -294,7 +300,7 @@ bench-bindings: python-install node-build
 	mkdir -p $(BENCH_BINDINGS_OUT)
 	cc -std=c11 -O2 $(CWARN) -Iinclude bench/bindings/worker.c -Ltarget/release/baton-lib -lbaton -pthread \
 		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_BINDINGS_OUT)/worker-c
-	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) $(BENCH_BINDINGS_ARGS)
+	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) --latency-ms $(LATENCY_MS) $(BENCH_BINDINGS_ARGS)
 
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's

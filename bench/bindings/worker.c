@@ -4,7 +4,8 @@
  *   worker-c ADDR cycles N KEY     N uncontended acquire+release cycles on KEY
  *   worker-c ADDR handoff N KEY    N hand-offs of KEY between two holders (threads)
  *
- * Prints one line, `RESULT {json}` (see worker.rs for the fields). */
+ * Prints one line, `RESULT {json}` (see worker.rs for the fields; cpu_secs: the process's
+ * user+sys CPU time over the measured cycles). */
 #define _POSIX_C_SOURCE 200809L
 #include <baton.h>
 #include <pthread.h>
@@ -27,6 +28,13 @@ static void check(const char *what, baton_result rc) {
     baton_last_error_message(msg, sizeof msg);
     fprintf(stderr, "bench-bindings worker.c: %s: %s: %s\n", what, baton_result_name(rc), msg);
     exit(1);
+}
+
+/* User+sys CPU time of the process so far (every thread), in seconds. */
+static double cpu_secs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int cmp(const void *a, const void *b) {
@@ -62,6 +70,7 @@ static void cycles(const char *addr, size_t n, const char *key) {
     }
     double *lat = calloc(n, sizeof *lat);
     if (!lat) exit(1);
+    double cpu = cpu_secs();
     double start = now_us();
     for (size_t i = 0; i < n; i++) {
         double t = now_us();
@@ -70,9 +79,10 @@ static void cycles(const char *addr, size_t n, const char *key) {
         lat[i] = now_us() - t;
     }
     double secs = (now_us() - start) / 1e6;
+    cpu = cpu_secs() - cpu;
     qsort(lat, n, sizeof *lat, cmp);
-    printf("RESULT {\"cycles\": %zu, \"secs\": %f, \"p50_us\": %f, \"p99_us\": %f}\n", n, secs,
-           pct(lat, n, 0.5), pct(lat, n, 0.99));
+    printf("RESULT {\"cycles\": %zu, \"secs\": %f, \"p50_us\": %f, \"p99_us\": %f, \"cpu_secs\": %f}\n",
+           n, secs, pct(lat, n, 0.5), pct(lat, n, 0.99), cpu);
     free(lat);
     baton_lock_free(l);
     check("close", baton_client_close(c, 5000));

@@ -5,7 +5,8 @@
 //   worker.js ADDR handoff N KEY    N hand-offs of KEY between two holders
 //   worker.js ADDR lag N PREFIX     event-loop lag while N acquires on N keys are pending
 //
-// Prints one line, `RESULT {json}`. lag: one client holds PREFIX/0..N-1, another starts an
+// Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys
+// CPU time (process.cpuUsage) over the measured part. lag: one client holds PREFIX/0..N-1, another starts an
 // acquire of each, and perf_hooks.monitorEventLoopDelay (10 ms resolution) records the loop's
 // delay for LAG_SECS seconds: `{pending, p50_ms, p99_ms, max_ms}`.
 'use strict'
@@ -19,6 +20,11 @@ const LONG = 30000
 const WARM = 300
 const LAG_SECS = 3
 const now = () => Number(process.hrtime.bigint()) / 1e3 // microseconds
+// User+sys CPU time of the process so far, in seconds.
+const cpuSecs = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1e6
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 function pct(sorted, p) {
@@ -34,6 +40,7 @@ async function cycles(addr, n, key) {
     await lock.release()
   }
   const lat = []
+  const cpu = cpuSecs()
   const start = now()
   for (let i = 0; i < n; i++) {
     const t = now()
@@ -42,9 +49,10 @@ async function cycles(addr, n, key) {
     lat.push(now() - t)
   }
   const secs = (now() - start) / 1e6
+  const cpu_secs = cpuSecs() - cpu
   await c.close()
   lat.sort((x, y) => x - y)
-  return { cycles: n, secs, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99) }
+  return { cycles: n, secs, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99), cpu_secs }
 }
 
 async function handoff(addr, rounds, key) {
@@ -88,9 +96,11 @@ async function lag(addr, n, prefix) {
   await sleep(500) // every acquire has found its key held
   if (finished) throw new Error(`${finished} acquires finished while their keys were held`)
   const h = monitorEventLoopDelay({ resolution: 10 })
+  const cpu = cpuSecs()
   h.enable()
   await sleep(LAG_SECS * 1000)
   h.disable()
+  const cpu_secs = cpuSecs() - cpu
   stop.abort()
   await Promise.all(pending)
   for (const l of held) await l.release()
@@ -103,6 +113,8 @@ async function lag(addr, n, prefix) {
     p50_ms: lagMs(h.percentile(50)),
     p99_ms: lagMs(h.percentile(99)),
     max_ms: lagMs(h.max),
+    secs: LAG_SECS,
+    cpu_secs,
   }
 }
 

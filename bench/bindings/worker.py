@@ -7,7 +7,8 @@ worker.rs):
     worker.py ADDR aio-handoff N KEY   the same with baton.aio (the waiter a task)
     worker.py ADDR aio-lag N PREFIX    asyncio loop lag while N acquires on N keys are pending
 
-Prints one line, `RESULT {json}`. aio-lag: one client holds PREFIX/0..N-1, another starts an
+Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys CPU
+time (`time.process_time`) over the measured part. aio-lag: one client holds PREFIX/0..N-1, another starts an
 acquire of each, and a task sleeping 10 ms at a time records how late each wake-up is for
 LAG_SECS seconds: `{"pending", "p50_ms", "p99_ms", "max_ms"}`.
 """
@@ -42,6 +43,7 @@ def cycles(addr, n, key):
             lock.release()
         lat = []
         clock = time.perf_counter
+        cpu = time.process_time()
         start = clock()
         for _ in range(n):
             t = clock()
@@ -49,8 +51,10 @@ def cycles(addr, n, key):
             lock.release()
             lat.append((clock() - t) * 1e6)
         secs = clock() - start
+        cpu = time.process_time() - cpu
     lat.sort()
-    return {"cycles": n, "secs": secs, "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99)}
+    return {"cycles": n, "secs": secs, "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
+            "cpu_secs": cpu}
 
 
 def handoff(addr, rounds, key):
@@ -90,6 +94,7 @@ async def aio_cycles(addr, n, key):
             await lock.release()
         lat = []
         clock = time.perf_counter
+        cpu = time.process_time()
         start = clock()
         for _ in range(n):
             t = clock()
@@ -97,8 +102,10 @@ async def aio_cycles(addr, n, key):
             await lock.release()
             lat.append((clock() - t) * 1e6)
         secs = clock() - start
+        cpu = time.process_time() - cpu
     lat.sort()
-    return {"cycles": n, "secs": secs, "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99)}
+    return {"cycles": n, "secs": secs, "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
+            "cpu_secs": cpu}
 
 
 async def aio_handoff(addr, rounds, key):
@@ -133,18 +140,21 @@ async def aio_lag(addr, n, prefix):
         await asyncio.sleep(0.5)  # every acquire has found its key held
         assert not any(t.done() for t in tasks), "an acquire finished while its key was held"
         lags = []
+        cpu = time.process_time()
         end = time.perf_counter() + LAG_SECS
         while time.perf_counter() < end:
             t = time.perf_counter()
             await asyncio.sleep(0.01)
             lags.append((time.perf_counter() - t - 0.01) * 1e3)
+        cpu = time.process_time() - cpu
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for lock in held:
             await lock.release()
     lags.sort()
-    return {"pending": n, "p50_ms": pct(lags, 0.5), "p99_ms": pct(lags, 0.99), "max_ms": lags[-1]}
+    return {"pending": n, "p50_ms": pct(lags, 0.5), "p99_ms": pct(lags, 0.99), "max_ms": lags[-1],
+            "secs": LAG_SECS, "cpu_secs": cpu}
 
 
 def main():

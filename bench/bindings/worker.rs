@@ -4,12 +4,21 @@
 //! ```text
 //! bench-bindings-rust ADDR cycles N KEY    N uncontended acquire+release cycles on KEY
 //! bench-bindings-rust ADDR handoff N KEY   N hand-offs of KEY between two holders
+//! bench-bindings-rust ADDR floor N KEY     N cycles of the floor client (below)
 //! ```
 //!
-//! Prints one line, `RESULT {json}`: for `cycles`, `{"cycles", "secs", "p50_us", "p99_us"}`
-//! (the latency of each whole cycle); for `handoff`, `{"rounds", "p50_us", "p99_us"}` (from
-//! the holder's `release()` call to the waiter's `acquire()` returning).
+//! Prints one line, `RESULT {json}`: for `cycles` and `floor`, `{"cycles", "secs", "p50_us",
+//! "p99_us", "cpu_secs"}` (the latency of each whole cycle; the process's user+sys CPU time
+//! over the measured cycles); for `handoff`, `{"rounds", "p50_us", "p99_us"}` (from the
+//! holder's `release()` call to the waiter's `acquire()` returning).
+//!
+//! The floor client is what the wire allows: on one keep-alive connection, `PUT
+//! /v1/kv/KEY?acquire=SESSION` then `PUT /v1/kv/KEY?release=SESSION`, no JSON, no checks (the
+//! answer is read to its `Content-Length` and not looked at), no client library. Every other
+//! figure is also a ratio to it.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +32,112 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// User+sys CPU time of this process so far (every thread, ended ones included), in seconds.
+#[allow(unsafe_code)] // one libc call; the workspace denies unsafe for the library crates
+fn cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// The floor client's one keep-alive connection.
+struct Wire {
+    out: TcpStream,
+    inp: BufReader<TcpStream>,
+    host: String,
+}
+
+impl Wire {
+    fn connect(addr: &str) -> Wire {
+        let host = addr
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let out = TcpStream::connect(&host).expect("connect");
+        out.set_nodelay(true).expect("nodelay");
+        let inp = BufReader::new(out.try_clone().expect("clone"));
+        Wire { out, inp, host }
+    }
+
+    /// Sends `PUT path` with `body` and reads the whole answer; returns its body.
+    fn put(&mut self, path: &str, body: &str) -> Vec<u8> {
+        let req = format!(
+            "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        self.out.write_all(req.as_bytes()).expect("write");
+        let mut len = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.inp.read_line(&mut line).expect("read");
+            assert!(!line.is_empty(), "connection closed");
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    len = value.trim().parse().expect("Content-Length");
+                }
+            }
+        }
+        let mut body = vec![0; len];
+        self.inp.read_exact(&mut body).expect("read body");
+        body
+    }
+}
+
+/// The floor client (see the module docs): `n` cycles after the same warm-up as `cycles`.
+fn floor(addr: &str, n: usize, key: &str) -> String {
+    let mut w = Wire::connect(addr);
+    let created = w.put("/v1/session/create", r#"{"TTL":"60s","LockDelay":"0s"}"#);
+    let created = String::from_utf8(created).expect("utf-8");
+    let id = created
+        .split('"')
+        .skip_while(|s| *s != "ID")
+        .nth(2)
+        .expect("a session ID")
+        .to_string();
+    let acquire = format!("/v1/kv/{key}?acquire={id}");
+    let release = format!("/v1/kv/{key}?release={id}");
+    for _ in 0..WARM {
+        w.put(&acquire, "");
+        w.put(&release, "");
+    }
+    let mut lat = Vec::with_capacity(n);
+    let cpu = cpu_secs();
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        w.put(&acquire, "");
+        w.put(&release, "");
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu;
+    w.put(&format!("/v1/session/destroy/{id}"), "");
+    summary(n, secs, cpu, lat)
+}
+
+/// The `RESULT` of a cycles run.
+fn summary(n: usize, secs: f64, cpu: f64, mut lat: Vec<f64>) -> String {
+    lat.sort_by(f64::total_cmp);
+    format!(
+        r#"{{"cycles": {n}, "secs": {secs}, "p50_us": {}, "p99_us": {}, "cpu_secs": {cpu}}}"#,
+        pct(&lat, 0.5),
+        pct(&lat, 0.99)
+    )
+}
+
+/// Warm-up cycles before measuring (see run.py).
+const WARM: usize = 300;
+
 fn client(addr: &str) -> Client {
     Client::builder().address(addr).build().expect("client")
 }
@@ -33,11 +148,12 @@ fn cycles(addr: &str, n: usize, key: &str) -> String {
     let c = client(addr);
     let lock = c.lock(key).expect("lock");
     // Warm: the session exists, the connection is open, the key is known (WARM: see run.py).
-    for _ in 0..300 {
+    for _ in 0..WARM {
         assert!(lock.acquire(LONG, None).expect("acquire"));
         lock.release().expect("release");
     }
     let mut lat = Vec::with_capacity(n);
+    let cpu = cpu_secs();
     let start = Instant::now();
     for _ in 0..n {
         let t = Instant::now();
@@ -46,13 +162,9 @@ fn cycles(addr: &str, n: usize, key: &str) -> String {
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let secs = start.elapsed().as_secs_f64();
-    lat.sort_by(f64::total_cmp);
+    let cpu = cpu_secs() - cpu;
     c.close(Duration::from_secs(5));
-    format!(
-        r#"{{"cycles": {n}, "secs": {secs}, "p50_us": {}, "p99_us": {}}}"#,
-        pct(&lat, 0.5),
-        pct(&lat, 0.99)
-    )
+    summary(n, secs, cpu, lat)
 }
 
 fn handoff(addr: &str, rounds: usize, key: &str) -> String {
@@ -98,15 +210,16 @@ fn handoff(addr: &str, rounds: usize, key: &str) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 5 {
-        eprintln!("usage: bench-bindings-rust ADDR cycles|handoff N KEY");
+        eprintln!("usage: bench-bindings-rust ADDR cycles|handoff|floor N KEY");
         std::process::exit(2);
     }
     let n: usize = args[3].parse().expect("N must be a number");
     let json = match args[2].as_str() {
         "cycles" => cycles(&args[1], n, &args[4]),
         "handoff" => handoff(&args[1], n, &args[4]),
+        "floor" => floor(&args[1], n, &args[4]),
         other => {
-            eprintln!("unknown mode {other:?} (cycles or handoff)");
+            eprintln!("unknown mode {other:?} (cycles, handoff or floor)");
             std::process::exit(2);
         }
     };

@@ -238,6 +238,13 @@ export interface ClientOptions {
   defaultSession?: SessionOptions
 }
 
+/**
+ * Whether this loop turn took the outcome of a baton call and is not over yet: a call made
+ * now goes to the baton thread that delivered that outcome, which is still awake for it (see
+ * `settle.rs`). `spin.js` polls the loop only for such calls.
+ */
+export declare function inTurn(): boolean
+
 /** A KV entry with its 64-bit numbers as decimal strings. */
 export interface NativeKvEntry {
   /** The key. */

@@ -14,33 +14,30 @@
 // The spin is bounded and adaptive:
 // * it lasts at most WINDOW_MS after the latest call started, and stops as soon as nothing is
 //   pending;
-// * only a call that starts within FOLLOW_MS of the previous one settling spins (a call after
-//   a pause wakes a parked baton thread, and a spinning loop would keep that thread off its
-//   CPU: measured, isolated calls were slower with it);
+// * only a call made in the loop turn that took a baton outcome spins (`inTurn`): the baton
+//   thread that delivered it is still awake for the call (src/settle.rs, core/src/pool.rs). A
+//   call after a pause wakes a parked baton thread, and a spinning loop would keep that thread
+//   off its CPU: measured, isolated calls were slower with it;
 // * only while most recent calls settled within WINDOW_MS (an exponential moving average over
 //   every call): against a remote Consul, where a call takes milliseconds, it switches itself
 //   off, since the wake-up is then a small part of each call. Calls slowed by a missing spin
 //   still take far less than WINDOW_MS on loopback, so the rule cannot lock itself out;
-// * between polls the loop yields its CPU (`yieldCpu`) to any other runnable thread.
+// * between polls the loop yields its CPU (`yieldCpu`) to any other runnable thread;
+// * BATON_NODE_SPIN=0 in the environment switches it off (a machine whose cores are better
+//   spent elsewhere; `make bench-bindings` measures both: the `node-nospin` worker).
 
 const { performance } = require('node:perf_hooks')
-const { yieldCpu } = require('./native.js')
+const { yieldCpu, inTurn } = require('./native.js')
 
+/** Whether the loop may spin at all (BATON_NODE_SPIN=0: never). */
+const ENABLED = process.env.BATON_NODE_SPIN !== '0'
 /** The longest spin after a call starts (ms). */
 const WINDOW_MS = 0.3
-/**
- * Spin only for a call that starts this soon (ms) after the previous one settled: the baton
- * thread that ran that one is then still looking for the next call (core/src/pool.rs spins for
- * 0.1 ms). A call that has to wake a parked thread is better off with the loop asleep: a
- * spinning loop keeps the woken thread off its CPU.
- */
-const FOLLOW_MS = 0.1
 /** Weight of the newest call in the moving average of calls settled within WINDOW_MS. */
 const WEIGHT = 1 / 8
 
 let pending = 0
 let latestStart = 0
-let lastSettled = -Infinity
 let quick = 1
 let spinning = false
 
@@ -57,7 +54,7 @@ function tick() {
 function started() {
   const now = performance.now()
   pending++
-  if (quick >= 0.5 && now - lastSettled < FOLLOW_MS) {
+  if (ENABLED && quick >= 0.5 && inTurn()) {
     latestStart = now
     if (!spinning) {
       spinning = true
@@ -71,7 +68,6 @@ function started() {
 function ended(start) {
   const now = performance.now()
   pending--
-  lastSettled = now
   quick += ((now - start < WINDOW_MS ? 1 : 0) - quick) * WEIGHT
 }
 

@@ -9,32 +9,98 @@
 //! idle thread is taken first; a thread idle for ten seconds ends. Finished threads are joined by
 //! the next call, and [`Pool::stop`] (the binding's exit hook) ends and joins the idle ones.
 //!
-//! A thread that just finished a call first spins briefly (up to 100 µs, yielding its CPU
-//! between looks) for the next one before it parks: a binding's back-to-back calls (a release
-//! right after an acquire settled) then skip the futex wake-up, which costs tens of
-//! microseconds on the 2-core CI machines (a loopback round trip to Consul costs ~90). It spins
-//! only while the gap before its previous call was shorter than that, so an occasional caller
-//! costs no spinning.
+//! A call made with [`Pool::run_for`] belongs to a caller that takes outcomes on a thread of
+//! its own, an event loop ([`Turns`]: a Node environment, an asyncio loop). The thread that ran
+//! such a call stays bound to its caller while the caller takes the outcome: after handing the
+//! outcome over it looks for the next call (yielding its CPU between looks) until the caller
+//! says the turn of its loop that took the outcome is over ([`Turns::turn_over`]: by then every
+//! call that the outcome's continuation makes has been made). A continuation that makes its
+//! next call at once (a release right after an acquire settled) then finds this thread awake
+//! instead of paying a futex wake-up, however long the loop took to wake up for the outcome;
+//! a caller that makes no call lets the thread park as soon as its turn is over. Nothing here
+//! depends on how long a request or a wake-up takes. Only a guard bounds the wait: a loop that
+//! has not ended the turn within [`BOUND_MAX`] (it runs other work) finds the thread parked.
+//! A call made with [`Pool::run`] (no caller loop) parks its thread as soon as it is done.
+//! `BATON_POOL_BIND=0` in the environment makes [`Pool::run_for`] behave as [`Pool::run`]
+//! (threads never stay bound: `make bench-bindings` measures both).
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
-/// A call's work, and when it was handed to a thread.
+/// A call's work and, for [`Pool::run_for`], its caller's turns.
 struct Job {
     /// What the call does; what it returns hands the outcome over (see [`Pool::run`]).
     work: Box<dyn FnOnce() -> Deliver + Send + 'static>,
-    sent: Instant,
+    turns: Option<Arc<Turns>>,
 }
-type Deliver = Box<dyn FnOnce()>;
+/// Hands an outcome over, given its ticket (see [`Turns::took`]).
+type Deliver = Box<dyn FnOnce(Ticket)>;
 
 /// How long a thread waits for another call before it ends.
 const IDLE: Duration = Duration::from_secs(10);
 
-/// How long a thread that just finished a call looks for the next one before it parks.
-const SPIN: Duration = Duration::from_micros(100);
+/// The longest a thread stays bound to a caller whose turn is not over: a guard against a loop
+/// busy with other work, not a tuning knob (a turn that takes an outcome normally ends within
+/// the loop's wake-up and the continuation's few microseconds of work).
+pub const BOUND_MAX: Duration = Duration::from_millis(1);
+
+/// Which outcome handed to a caller's loop this is (0 for a call without [`Turns`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(u64);
+
+/// The turns of one caller's event loop, as far as the pool needs them: outcomes handed over
+/// (numbered), taken ([`Turns::took`], on the loop's thread), and the turns that took them
+/// over ([`Turns::turn_over`], on the loop's thread, once the calls made by their
+/// continuations have been made). Shared by the caller's calls.
+#[derive(Debug, Default)]
+pub struct Turns {
+    /// The last ticket handed out.
+    issued: AtomicU64,
+    /// The highest ticket whose outcome the loop has taken.
+    taken: AtomicU64,
+    /// The highest ticket whose turn is over.
+    over: AtomicU64,
+}
+
+impl Turns {
+    /// The turns of a new caller loop, nothing handed over yet.
+    pub fn new() -> Arc<Turns> {
+        Arc::new(Turns::default())
+    }
+
+    fn issue(&self) -> Ticket {
+        Ticket(self.issued.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// The loop has taken the outcome of `ticket` (called on the loop's thread as the outcome
+    /// is reported). Whether the loop should end the turn with [`Turns::turn_over`] (false when
+    /// a turn-over is already due: the caller schedules one per turn).
+    pub fn took(&self, ticket: Ticket) -> bool {
+        let before = self.taken.fetch_max(ticket.0, Ordering::SeqCst);
+        before <= self.over.load(Ordering::SeqCst)
+    }
+
+    /// The turn that took the outcomes so far is over: the calls their continuations make have
+    /// been made (called on the loop's thread, after the continuations ran).
+    pub fn turn_over(&self) {
+        self.over
+            .fetch_max(self.taken.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Whether the turn that takes `ticket` is over.
+    fn is_over(&self, ticket: Ticket) -> bool {
+        self.over.load(Ordering::SeqCst) >= ticket.0
+    }
+
+    /// Whether an outcome has been taken in a turn that is not over yet.
+    pub fn in_turn(&self) -> bool {
+        self.taken.load(Ordering::SeqCst) > self.over.load(Ordering::SeqCst)
+    }
+}
 
 #[derive(Default)]
 struct State {
@@ -45,30 +111,57 @@ struct State {
     next_id: u64,
 }
 
-/// What arrives on `rx` before `until` (`Some(None)`: the thread is to end), yielding the CPU
-/// between looks; `None` if nothing did.
-fn spin_for(rx: &Receiver<Option<Job>>, until: Instant) -> Option<Option<Job>> {
+/// What arrives on `rx` while the turn of `turns` that takes `ticket` is not over (and for
+/// `bound_max` at most), yielding the CPU between looks (`Some(None)`: the thread is to end);
+/// `None` if nothing did.
+fn bound_for(
+    rx: &Receiver<Option<Job>>,
+    turns: &Turns,
+    ticket: Ticket,
+    bound_max: Duration,
+) -> Option<Option<Job>> {
+    let until = Instant::now() + bound_max;
     loop {
         match rx.try_recv() {
             Ok(next) => return Some(next),
             Err(TryRecvError::Disconnected) => return Some(None),
-            Err(TryRecvError::Empty) if Instant::now() >= until => return None,
+            Err(TryRecvError::Empty) if turns.is_over(ticket) || Instant::now() >= until => {
+                return None
+            }
             Err(TryRecvError::Empty) => std::thread::yield_now(),
         }
     }
+}
+
+/// Whether threads stay bound to their caller's loop (`BATON_POOL_BIND=0`: never), read once.
+fn binding_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("BATON_POOL_BIND").is_none_or(|v| v != "0"))
 }
 
 /// A set of reusable named threads.
 pub struct Pool {
     name: &'static str,
     state: Mutex<Option<State>>,
+    /// See [`BOUND_MAX`].
+    bound_max: Duration,
+    /// How many times a thread parked (waited for a call without looking), for tests.
+    parks: AtomicU64,
 }
 
 impl Pool {
+    /// A pool whose threads are named `name`, none started yet.
     pub const fn new(name: &'static str) -> Pool {
+        Pool::with_bound_max(name, BOUND_MAX)
+    }
+
+    /// A pool whose threads stay bound to a caller at most `bound_max` (tests).
+    pub const fn with_bound_max(name: &'static str, bound_max: Duration) -> Pool {
         Pool {
             name,
             state: Mutex::new(None),
+            bound_max,
+            parks: AtomicU64::new(0),
         }
     }
 
@@ -77,20 +170,42 @@ impl Pool {
     }
 
     /// Runs `work` on an idle thread, or on a new one, then the closure it returns, which
-    /// hands the outcome to the caller (settles a promise, sends on a channel).
-    ///
-    /// The thread is back on the idle list before that closure runs, so a caller that makes
-    /// its next call as soon as it has the outcome finds this thread (spinning) instead of
-    /// starting another.
+    /// hands the outcome to the caller (sends on a channel, calls a callback). The thread
+    /// parks as soon as it is done.
     pub fn run<W, D>(&'static self, work: W) -> std::io::Result<()>
     where
         W: FnOnce() -> D + Send + 'static,
         D: FnOnce() + 'static,
     {
-        let mut job = Job {
+        self.start(Job {
+            work: Box::new(move || {
+                let deliver = work();
+                Box::new(move |_: Ticket| deliver()) as Deliver
+            }),
+            turns: None,
+        })
+    }
+
+    /// [`Pool::run`] for a caller whose loop takes the outcome: the closure `work` returns
+    /// gets the outcome's [`Ticket`], which the loop passes to [`Turns::took`] as it takes
+    /// it. The thread is back on the idle list before that closure runs and stays bound to
+    /// the caller until that turn is over (see the module docs), so a call the continuation
+    /// makes finds it awake.
+    pub fn run_for<W, D>(&'static self, turns: &Arc<Turns>, work: W) -> std::io::Result<()>
+    where
+        W: FnOnce() -> D + Send + 'static,
+        D: FnOnce(Ticket) + 'static,
+    {
+        self.start(Job {
             work: Box::new(move || Box::new(work()) as Deliver),
-            sent: Instant::now(),
-        };
+            turns: Some(turns.clone()),
+        })
+    }
+
+    fn start(&'static self, mut job: Job) -> std::io::Result<()> {
+        if !binding_enabled() {
+            job.turns = None;
+        }
         let mut guard = self.state();
         let st = guard.get_or_insert_with(State::default);
         // Join the threads that ended (idle too long) since the last call.
@@ -126,25 +241,24 @@ impl Pool {
         tx: Sender<Option<Job>>,
         rx: Receiver<Option<Job>>,
     ) {
-        // Whether the gap before the last call was short enough for spinning to have caught it.
-        let mut spin = true;
         loop {
             let deliver = (job.work)();
+            let turns = job.turns.take();
+            let ticket = turns.as_ref().map_or(Ticket(0), |t| t.issue());
             {
                 let mut guard = self.state();
                 match guard.as_mut() {
                     Some(st) => st.idle.push((id, tx.clone())),
                     None => {
                         drop(guard);
-                        deliver();
+                        deliver(ticket);
                         return;
                     }
                 }
             }
-            deliver();
-            let idle_since = Instant::now();
-            if spin {
-                if let Some(next) = spin_for(&rx, idle_since + SPIN) {
+            deliver(ticket);
+            if let Some(turns) = turns {
+                if let Some(next) = bound_for(&rx, &turns, ticket, self.bound_max) {
                     match next {
                         Some(j) => {
                             job = j;
@@ -154,6 +268,7 @@ impl Pool {
                     }
                 }
             }
+            self.parks.fetch_add(1, Ordering::Relaxed);
             job = match rx.recv_timeout(IDLE) {
                 Ok(Some(j)) => j,
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => return,
@@ -172,8 +287,6 @@ impl Pool {
                     }
                 }
             };
-            // The gap as the caller made it (not counting this thread's wake-up).
-            spin = job.sent.saturating_duration_since(idle_since) < SPIN;
         }
     }
 
@@ -230,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn back_to_back_calls_reuse_one_spinning_thread() {
+    fn back_to_back_calls_reuse_one_thread() {
         static POOL: Pool = Pool::new("baton-test-reuse");
         for _ in 0..50 {
             assert_eq!(run_on(&POOL), "baton-test-reuse");
@@ -240,12 +353,106 @@ mod tests {
         assert_eq!(threads(&POOL), 0, "stop left a thread");
     }
 
+    /// Runs one job for `turns` on `pool`; the name of its thread and the outcome's ticket.
+    fn run_for_on(pool: &'static Pool, turns: &Arc<Turns>) -> (String, Ticket) {
+        let (tx, rx) = mpsc::channel();
+        pool.run_for(turns, move || {
+            let name = std::thread::current().name().map(String::from);
+            move |ticket| {
+                let _ = tx.send((name, ticket));
+            }
+        })
+        .expect("run");
+        let (name, ticket) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the job ran");
+        (name.expect("a named thread"), ticket)
+    }
+
+    /// Waits until `pool`'s threads parked `n` times in all (10 s at most).
+    fn wait_parks(pool: &Pool, n: u64) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while pool.parks.load(Ordering::Relaxed) < n {
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
+    }
+
     #[test]
-    fn calls_after_a_pause_are_taken_by_the_parked_thread() {
+    fn a_call_made_in_the_turn_finds_the_bound_thread_awake() {
+        // The guard is out of reach: only the turn (or a call) ends the thread's wait.
+        static POOL: Pool = Pool::with_bound_max("baton-test-bound", Duration::from_secs(60));
+        let turns = Turns::new();
+        let (_, first) = run_for_on(&POOL, &turns);
+        assert!(
+            turns.took(first),
+            "the first outcome of a turn asks for a turn-over"
+        );
+        assert!(turns.in_turn());
+        // A slow continuation (a loop that takes long to wake up and run it): however long,
+        // its call finds the thread that delivered the outcome still looking.
+        std::thread::sleep(Duration::from_millis(20));
+        let (_, second) = run_for_on(&POOL, &turns);
+        assert!(second > first);
+        assert_eq!(
+            POOL.parks.load(Ordering::Relaxed),
+            0,
+            "the bound thread parked before its caller's turn was over"
+        );
+        assert!(!turns.took(second), "a turn-over is already due");
+        turns.turn_over();
+        assert!(!turns.in_turn());
+        assert!(
+            wait_parks(&POOL, 1),
+            "the thread did not park once the turn was over"
+        );
+        assert_eq!(threads(&POOL), 1);
+        POOL.stop(Instant::now() + Duration::from_secs(10));
+        assert_eq!(threads(&POOL), 0, "stop left a thread");
+    }
+
+    #[test]
+    fn a_turn_over_without_a_call_lets_the_thread_park() {
+        static POOL: Pool = Pool::with_bound_max("baton-test-over", Duration::from_secs(60));
+        let turns = Turns::new();
+        let (_, ticket) = run_for_on(&POOL, &turns);
+        turns.took(ticket);
+        turns.turn_over();
+        assert!(
+            wait_parks(&POOL, 1),
+            "the thread did not park once the turn was over"
+        );
+        // The parked thread takes the next call.
+        let (name, _) = run_for_on(&POOL, &turns);
+        assert_eq!(name, "baton-test-over");
+        assert_eq!(threads(&POOL), 1);
+        POOL.stop(Instant::now() + Duration::from_secs(10));
+        assert_eq!(threads(&POOL), 0, "stop left a thread");
+    }
+
+    #[test]
+    fn a_turn_that_never_ends_parks_the_thread_at_the_guard() {
+        static POOL: Pool = Pool::with_bound_max("baton-test-guard", Duration::from_millis(1));
+        let turns = Turns::new();
+        let (_, ticket) = run_for_on(&POOL, &turns);
+        turns.took(ticket);
+        // No turn-over: the guard ends the wait.
+        assert!(
+            wait_parks(&POOL, 1),
+            "the thread stayed bound past its guard"
+        );
+        POOL.stop(Instant::now() + Duration::from_secs(10));
+        assert_eq!(threads(&POOL), 0, "stop left a thread");
+    }
+
+    #[test]
+    fn a_call_without_turns_parks_its_thread_when_done() {
         static POOL: Pool = Pool::new("baton-test-parked");
         run_on(&POOL);
-        // Long past SPIN: the thread has parked, and a gap that long switches its spin off.
-        std::thread::sleep(SPIN * 50);
+        assert!(wait_parks(&POOL, 1), "the thread did not park");
         run_on(&POOL);
         run_on(&POOL);
         assert_eq!(threads(&POOL), 1);
@@ -254,10 +461,12 @@ mod tests {
     }
 
     #[test]
-    fn stop_ends_a_thread_that_is_still_spinning() {
-        static POOL: Pool = Pool::new("baton-test-stop");
-        run_on(&POOL);
-        // Stopped within the spin window of the job just done (or after; both must end it).
+    fn stop_ends_a_thread_that_is_still_bound() {
+        static POOL: Pool = Pool::with_bound_max("baton-test-stop", Duration::from_secs(60));
+        let turns = Turns::new();
+        let (_, ticket) = run_for_on(&POOL, &turns);
+        turns.took(ticket);
+        // Stopped while the thread waits for its caller's turn to end.
         POOL.stop(Instant::now() + Duration::from_secs(10));
         assert_eq!(threads(&POOL), 0, "stop left a thread");
         // Later calls start a thread again.

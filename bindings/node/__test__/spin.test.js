@@ -1,12 +1,14 @@
 'use strict'
 // spin.js: the event loop polls without sleeping only while a call is young, only for a call
-// that closely follows the previous one, and only while calls have been settling quickly.
+// made in the loop turn that took a baton outcome (the baton thread that delivered it is still
+// awake: src/settle.rs), and only while calls have been settling quickly.
 const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
 const { performance } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { Client } = require('..')
 const spin = require('../spin.js')
+const { inTurn } = require('../native.js')
 const { useServer, request, realConsul } = require('./helpers')
 
 // Each test gets a client of its own (closed after it, before the no-session-left check).
@@ -51,7 +53,22 @@ test('the spin stops while a call is still pending', async () => {
   await other.close()
 })
 
+/** Resolves in a later loop turn than the current one (after its check phase). */
+const laterTurn = () => new Promise((resolve) => setImmediate(resolve))
+
+test('an outcome opens a turn that ends in the check phase', async () => {
+  await laterTurn()
+  assert.equal(inTurn(), false)
+  await client.kvGet(`spin/turn/${process.pid}`)
+  // The continuation runs in the turn that took the outcome ...
+  assert.equal(inTurn(), true)
+  // ... which is over once the loop reaches its check phase.
+  await laterTurn()
+  assert.equal(inTurn(), false)
+})
+
 test('slow calls switch the spin off, quick ones switch it back on', async () => {
+  const key = `spin/slow/${process.pid}`
   // Calls that take longer than the window (started 10 ms ago) ...
   for (let i = 0; i < 20; i++) {
     spin.started()
@@ -59,25 +76,31 @@ test('slow calls switch the spin off, quick ones switch it back on', async () =>
   }
   assert.ok(spin.state().quick < 0.5, JSON.stringify(spin.state()))
   await eventually(() => !spin.state().spinning)
-  // ... leave a new call without a spin,
+  // ... leave a new call without a spin, even one made in a turn that took an outcome,
+  await client.kvGet(key)
+  assert.equal(inTurn(), true)
   const t = spin.started()
   assert.equal(spin.state().spinning, false)
   spin.ended(t)
   // and calls settling at once bring it back.
   for (let i = 0; i < 20; i++) spin.ended(spin.started())
   assert.ok(spin.state().quick >= 0.5, JSON.stringify(spin.state()))
-  spin.started()
+  await laterTurn()
+  await client.kvGet(key)
+  const u = spin.started()
   assert.equal(spin.state().spinning, true)
-  spin.ended(performance.now())
+  spin.ended(u)
   assert.ok(await eventually(() => !spin.state().spinning))
 })
 
-test('a call that does not follow the previous one closely does not spin', async () => {
+test('a call made after the turn that took an outcome does not spin', async () => {
   for (let i = 0; i < 20; i++) spin.ended(spin.started())
   assert.ok(spin.state().quick >= 0.5)
   await eventually(() => !spin.state().spinning)
-  // The baton thread of the last call has parked by now: waking it beats spinning.
-  await sleep(5)
+  await client.kvGet(`spin/later/${process.pid}`)
+  // The turn is over: the baton thread that delivered the outcome parks (waking it beats
+  // spinning).
+  await laterTurn()
   const t = spin.started()
   assert.equal(spin.state().spinning, false)
   spin.ended(t)

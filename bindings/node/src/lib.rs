@@ -133,10 +133,11 @@ where
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
 {
     let (deferred, promise) = settle::promise(env)?;
+    let turns = deferred.turns().clone();
     CALLS
-        .run(move || {
+        .run_for(&turns, move || {
             let outcome = work().map_err(js_err);
-            move || deferred.settle(outcome)
+            move |ticket| deferred.settle(Some(ticket), outcome)
         })
         .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))?;
     Ok(promise)
@@ -477,4 +478,12 @@ impl Default for NativeCancel {
 #[napi]
 pub fn yield_cpu() {
     std::thread::yield_now();
+}
+
+/// Whether this loop turn took the outcome of a baton call and is not over yet: a call made
+/// now goes to the baton thread that delivered that outcome, which is still awake for it (see
+/// `settle.rs`). `spin.js` polls the loop only for such calls.
+#[napi]
+pub fn in_turn(env: &Env) -> Result<bool> {
+    Ok(settle::turns(env)?.in_turn())
 }

@@ -8,12 +8,21 @@
 //! queue, and the JavaScript thread settles it. The queue keeps the process alive only while
 //! promises are pending (it is referenced while their count is above zero), like the
 //! per-promise functions did.
+//!
+//! Each environment also has its [`Turns`] (see `baton::pool`): the baton thread that ran a call
+//! stays bound to the environment until the loop's turn that took the outcome is over, so the
+//! call that the outcome's continuation makes (a release right after an acquire) finds that
+//! thread awake. An outcome taken here (in `call_js`) schedules the turn-over with
+//! `setImmediate`: immediates run in the loop's check phase, after the poll phase that ran
+//! `call_js` and the promise reactions it queued, that is after every call the continuations
+//! made at once.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
+use baton::pool::{Ticket, Turns};
 use napi::bindgen_prelude::{FromNapiValue, Object, ToNapiValue};
 use napi::{sys, Env, Error, JsError, Result, Status};
 
@@ -33,11 +42,15 @@ struct Queue {
     tsfn: Mutex<Option<Raw<sys::napi_threadsafe_function>>>,
 }
 
-/// The queue of this JavaScript thread's environment, and its pending promises.
+/// The queue of this JavaScript thread's environment, its pending promises, its turns, and
+/// what schedules a turn-over (`setImmediate` and the native `turnOver` it is given).
 struct Local {
     env: sys::napi_env,
     queue: Arc<Queue>,
     pending: usize,
+    turns: Arc<Turns>,
+    set_immediate: sys::napi_ref,
+    turn_over: sys::napi_ref,
 }
 
 thread_local! {
@@ -70,6 +83,106 @@ unsafe extern "C" fn call_js(
     }
 }
 
+/// `turnOver()`, run by `setImmediate` on the JavaScript thread: the loop's turn that took
+/// outcomes is over (see the module docs).
+unsafe extern "C" fn turn_over(
+    env: sys::napi_env,
+    _info: sys::napi_callback_info,
+) -> sys::napi_value {
+    LOCAL.with(|l| {
+        if let Some(local) = l.borrow().as_ref().filter(|local| local.env == env) {
+            local.turns.turn_over();
+        }
+    });
+    ptr::null_mut()
+}
+
+/// Schedules `turnOver` with `setImmediate` (on the JavaScript thread of `env`). Failing that,
+/// the turn is over at once: the bound thread then parks early, which only costs a wake-up.
+fn schedule_turn_over(env: sys::napi_env) {
+    let refs = LOCAL.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|local| local.env == env)
+            .map(|local| (local.set_immediate, local.turn_over, local.turns.clone()))
+    });
+    let Some((set_immediate, turn_over, turns)) = refs else {
+        return;
+    };
+    // SAFETY: on the JavaScript thread of `env`, with references made in that env.
+    let scheduled = unsafe {
+        let (mut f, mut arg, mut global, mut result) = (
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        );
+        sys::napi_get_reference_value(env, set_immediate, &mut f) == sys::Status::napi_ok
+            && sys::napi_get_reference_value(env, turn_over, &mut arg) == sys::Status::napi_ok
+            && sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
+            && sys::napi_call_function(env, global, f, 1, &arg, &mut result) == sys::Status::napi_ok
+    };
+    if !scheduled {
+        turns.turn_over();
+    }
+}
+
+/// A strong reference to the global `setImmediate` and to a new native `turnOver`.
+fn turn_refs(env: &Env) -> Result<(sys::napi_ref, sys::napi_ref)> {
+    let (mut global, mut set_immediate, mut f) =
+        (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    let (mut set_ref, mut f_ref) = (ptr::null_mut(), ptr::null_mut());
+    let name = "turnOver";
+    // SAFETY: on the JavaScript thread with its live env; the names outlive the calls.
+    unsafe {
+        check(
+            sys::napi_get_global(env.raw(), &mut global),
+            "napi_get_global",
+        )?;
+        check(
+            sys::napi_get_named_property(
+                env.raw(),
+                global,
+                c"setImmediate".as_ptr(),
+                &mut set_immediate,
+            ),
+            "napi_get_named_property(setImmediate)",
+        )?;
+        check(
+            sys::napi_create_function(
+                env.raw(),
+                name.as_ptr().cast(),
+                name.len() as isize,
+                Some(turn_over),
+                ptr::null_mut(),
+                &mut f,
+            ),
+            "napi_create_function",
+        )?;
+        check(
+            sys::napi_create_reference(env.raw(), set_immediate, 1, &mut set_ref),
+            "napi_create_reference",
+        )?;
+        check(
+            sys::napi_create_reference(env.raw(), f, 1, &mut f_ref),
+            "napi_create_reference",
+        )?;
+    }
+    Ok((set_ref, f_ref))
+}
+
+/// The turns of `env`'s loop (made with its queue on first use).
+pub(crate) fn turns(env: &Env) -> Result<Arc<Turns>> {
+    queue(env)?;
+    LOCAL.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|local| local.env == env.raw())
+            .map(|local| local.turns.clone())
+            .ok_or_else(|| Error::from_reason("no baton queue for this environment"))
+    })
+}
+
 /// The queue of `env`, made on first use.
 fn queue(env: &Env) -> Result<Arc<Queue>> {
     LOCAL.with(|l| {
@@ -77,6 +190,7 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
         if let Some(local) = l.as_ref().filter(|local| local.env == env.raw()) {
             return Ok(local.queue.clone());
         }
+        let (set_immediate, turn_over) = turn_refs(env)?;
         let mut name = ptr::null_mut();
         let text = "baton";
         // SAFETY: called on the JavaScript thread with its live env; `text` outlives the call.
@@ -138,6 +252,9 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
             env: env.raw(),
             queue: queue.clone(),
             pending: 0,
+            turns: Turns::new(),
+            set_immediate,
+            turn_over,
         });
         Ok(queue)
     })
@@ -175,6 +292,7 @@ fn count(env: sys::napi_env, more: bool) {
 pub(crate) struct Deferred {
     raw: Option<Raw<sys::napi_deferred>>,
     queue: Arc<Queue>,
+    turns: Arc<Turns>,
 }
 
 /// Makes a promise and the [`Deferred`] that settles it.
@@ -193,6 +311,7 @@ pub(crate) fn promise<'e>(env: &'e Env) -> Result<(Deferred, Object<'e>)> {
         Deferred {
             raw: Some(Raw(deferred)),
             queue,
+            turns: turns(env)?,
         },
         object,
     ))
@@ -208,13 +327,21 @@ unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, err: Error) {
 }
 
 impl Deferred {
+    /// The turns of the environment that made the promise.
+    pub(crate) fn turns(&self) -> &Arc<Turns> {
+        &self.turns
+    }
+
     /// Settles the promise with `outcome` (from any thread): resolved with the value, or
-    /// rejected with the error.
+    /// rejected with the error. `ticket`: the outcome's, from a call made with
+    /// `Pool::run_for` on this environment's turns.
     pub(crate) fn settle<T: ToNapiValue + Send + 'static>(
         mut self,
+        ticket: Option<Ticket>,
         outcome: std::result::Result<T, Error>,
     ) {
         let Some(raw) = self.raw.take() else { return };
+        let turns = self.turns.clone();
         let settle: Settle = Box::new(move |env| {
             let raw = raw; // the whole `Raw` (Send), not its pointer field
                            // SAFETY: run by `call_js` on the JavaScript thread of the env that made the promise.
@@ -227,6 +354,11 @@ impl Deferred {
                 }
             }
             count(env, false);
+            if let Some(t) = ticket {
+                if turns.took(t) {
+                    schedule_turn_over(env);
+                }
+            }
         });
         let data = Box::into_raw(Box::new(settle)).cast::<c_void>();
         let guard = self.queue.tsfn.lock().unwrap_or_else(|p| p.into_inner());
@@ -259,10 +391,14 @@ impl Drop for Deferred {
             let d = Deferred {
                 raw,
                 queue: self.queue.clone(),
+                turns: self.turns.clone(),
             };
-            d.settle::<()>(Err(Error::from_reason(
-                "baton call thread ended without a result",
-            )));
+            d.settle::<()>(
+                None,
+                Err(Error::from_reason(
+                    "baton call thread ended without a result",
+                )),
+            );
         }
     }
 }

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use baton::pool::{Ticket, Turns};
 use baton::HoldLost;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -130,7 +131,7 @@ pub(crate) fn stop_pool(deadline: std::time::Instant) {
 /// the outcome is then given back rather than reported.
 enum Target {
     Thread(Py<PyAny>),
-    Loop(Weak<HubInner>, Py<PyAny>),
+    Loop(Weak<HubInner>, Arc<Turns>, Py<PyAny>),
 }
 
 /// Runs `call` on a pooled baton thread (see `pool.rs`), then reports `done(True, value)` or
@@ -178,8 +179,10 @@ fn launch<T: Send + 'static>(
                     "with a hub, done must be a weakref.ref to a callable",
                 ));
             }
+            let inner = &hub.get().inner;
             return Ok(Target::Loop(
-                Arc::downgrade(&hub.get().inner),
+                Arc::downgrade(inner),
+                inner.turns.clone(),
                 callback.unbind(),
             ));
         }
@@ -191,39 +194,49 @@ fn launch<T: Send + 'static>(
     let cancel = baton::CancelToken::new();
     let unclaimed = Unclaimed::default();
     let (token, mine) = (cancel.clone(), unclaimed.clone());
-    CALLS
-        .run(move || {
-            let outcome = match call(&token, &mine) {
-                // Cancelled after the core call returned (before, it returns `Cancelled`
-                // with nothing held): the task that awaits it is gone.
-                Ok(_) if token.is_cancelled() => {
-                    mine.give_back();
+    let work = move || {
+        match call(&token, &mine) {
+            // Cancelled after the core call returned (before, it returns `Cancelled`
+            // with nothing held): the task that awaits it is gone.
+            Ok(_) if token.is_cancelled() => {
+                mine.give_back();
+                (
                     Err(baton::Error::new(
                         baton::ErrorKind::Cancelled,
                         "cancelled while the call finished",
-                    ))
-                }
-                other => other,
-            };
-            move || match target {
-                Target::Thread(done) => {
-                    let _ = crate::attach_from_thread(|py| report(py, &done, outcome, convert));
-                }
-                Target::Loop(hub, done) => {
-                    let settled = Box::new(Settled {
-                        outcome: Some(outcome),
-                        unclaimed: mine,
-                        done,
-                        convert,
-                    });
-                    // With the hub gone, dropping `settled` gives back.
-                    if let Some(hub) = hub.upgrade() {
-                        hub.push(settled);
-                    }
+                    )),
+                    mine,
+                )
+            }
+            other => (other, mine),
+        }
+    };
+    let started = match target {
+        Target::Thread(done) => CALLS.run(move || {
+            let (outcome, _) = work();
+            move || {
+                let _ = crate::attach_from_thread(|py| report(py, &done, outcome, convert));
+            }
+        }),
+        // The thread stays bound to the loop until the turn that takes the outcome is over
+        // (see `pool.rs`): a call the awaiting task makes next finds it awake.
+        Target::Loop(hub, turns, done) => CALLS.run_for(&turns, move || {
+            let (outcome, mine) = work();
+            move |ticket| {
+                let settled = Box::new(Settled {
+                    outcome: Some(outcome),
+                    unclaimed: mine,
+                    done,
+                    convert,
+                });
+                // With the hub gone, dropping `settled` gives back.
+                if let Some(hub) = hub.upgrade() {
+                    hub.push(ticket, settled);
                 }
             }
-        })
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+        }),
+    };
+    started.map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
     Ok(Pending { cancel, unclaimed })
 }
 
@@ -292,18 +305,20 @@ pub(crate) struct Hub {
 }
 
 struct HubInner {
-    ready: Mutex<Vec<Box<dyn Deliver>>>,
+    ready: Mutex<Vec<(Ticket, Box<dyn Deliver>)>>,
     writer: UnixStream,
     /// A byte is on its way (or unread): no other until the loop drains.
     woken: AtomicBool,
+    /// The loop's turns (see `pool.rs`): outcomes taken by `drain`, turns over by `turn_over`.
+    turns: Arc<Turns>,
 }
 
 impl HubInner {
-    fn push(&self, item: Box<dyn Deliver>) {
+    fn push(&self, ticket: Ticket, item: Box<dyn Deliver>) {
         self.ready
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(item);
+            .push((ticket, item));
         if !self.woken.swap(true, Ordering::SeqCst) {
             // Non-blocking; a full socket already has bytes for the loop to read.
             let _ = (&self.writer).write(&[1]);
@@ -325,6 +340,7 @@ impl Hub {
                 ready: Mutex::new(Vec::new()),
                 writer,
                 woken: AtomicBool::new(false),
+                turns: Turns::new(),
             }),
             reader,
         })
@@ -335,17 +351,35 @@ impl Hub {
         self.reader.as_raw_fd()
     }
 
-    /// Reports every queued outcome (on the event loop's thread).
-    fn drain(&self, py: Python<'_>) {
+    /// Reports every queued outcome (on the event loop's thread). True when the loop is to
+    /// call `turn_over()` once the tasks these outcomes woke have run (`baton.aio` schedules
+    /// it with `call_soon`, behind their steps).
+    fn drain(&self, py: Python<'_>) -> bool {
         let mut buf = [0u8; 64];
         while matches!((&self.reader).read(&mut buf), Ok(n) if n > 0) {}
         // Cleared before the queue is taken: an outcome queued after the take writes anew.
         self.inner.woken.store(false, Ordering::SeqCst);
         let ready =
             std::mem::take(&mut *self.inner.ready.lock().unwrap_or_else(|p| p.into_inner()));
-        for item in ready {
+        let mut due = false;
+        for (ticket, item) in ready {
             item.deliver(py);
+            due |= self.inner.turns.took(ticket);
         }
+        due
+    }
+
+    /// The loop's turn that took the outcomes drained so far is over: the tasks they woke have
+    /// made their next calls (see `pool.rs`).
+    fn turn_over(&self) {
+        self.inner.turns.turn_over();
+    }
+
+    /// Whether this loop took an outcome in a turn that is not over yet: a call made now goes
+    /// to the baton thread that delivered it, still awake for it (`baton.aio` polls the loop
+    /// only for such calls).
+    fn in_turn(&self) -> bool {
+        self.inner.turns.in_turn()
     }
 }
 

@@ -1,6 +1,7 @@
 """`baton.aio` reports outcomes through one hub per event loop (a queue and a socket the loop
-reads), so baton threads never take the GIL for it; the loop polls briefly while a call that
-closely follows another is young. These tests pin what that must not break."""
+reads), so baton threads never take the GIL for it; the thread that delivered an outcome stays
+awake for the next call until the loop's turn that took it is over, and the loop polls briefly
+while a call made in that turn is young. These tests pin what that must not break."""
 
 import asyncio
 import gc
@@ -102,3 +103,25 @@ def test_outcomes_reach_the_loop_that_awaits_them(devserver):
     for t in threads:
         t.join(60)
     assert sorted(results) == ["t0", "t1"]
+
+
+def test_an_outcome_opens_a_turn_that_ends_after_the_woken_tasks_ran(devserver):
+    """The baton thread that delivered an outcome stays awake for the next call until the
+    loop's turn that took the outcome is over: that turn must last until the task it woke has
+    run (so a release right after an acquire finds the thread awake), and end after it (so an
+    idle loop lets the thread park)."""
+
+    async def main(c):
+        hub = baton_aio._hub(asyncio.get_running_loop()).native
+        await asyncio.sleep(0)
+        assert not hub.in_turn()
+        await c.kv_get(key("turn"))
+        # This task's step is part of the turn that took the outcome ...
+        assert hub.in_turn()
+        # ... which is over once the callbacks queued behind it have run.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert not hub.in_turn()
+
+    with baton.Client(devserver) as sync:
+        asyncio.run(main(baton.aio.Client(sync=sync)))

@@ -460,7 +460,18 @@ class Hub:
 
     def __init__(self) -> None: ...
     def fileno(self) -> int: ...
-    def drain(self) -> None: ...
+    def drain(self) -> bool:
+        """Reports the queued outcomes; True when ``turn_over()`` is due once the tasks they
+        woke have run."""
+        ...
+    def turn_over(self) -> None:
+        """The loop's turn that took the drained outcomes is over (their tasks made their next
+        calls): the baton threads that delivered them may park."""
+        ...
+    def in_turn(self) -> bool:
+        """Whether an outcome was drained in a turn that is not over: a call made now finds
+        the baton thread that delivered it awake."""
+        ...
 
 def _start_call(done: Any, call: Callable[[], Any]) -> Pending:
     """Runs ``call()`` on a pooled baton thread and reports ``done(ok, value)`` (``baton.aio``'s

@@ -72,14 +72,21 @@ class _LoopHub:
     """One event loop's end of the native hub: baton threads queue outcomes there and write a
     byte to a socket this loop reads, so no baton thread takes the GIL to report one.
 
+    The baton thread that delivered an outcome stays awake for the next call until the turn of
+    this loop that took the outcome is over (``_drain`` schedules ``turn_over`` behind the steps
+    of the tasks it woke; see ``core/src/pool.rs``): a task that calls again at once (a release
+    right after an acquire) hands its call to an awake thread.
+
     While a call is young the loop also polls instead of sleeping, as the Node binding does
     (``bindings/node/spin.js``, where the reasons and figures are): for at most ``WINDOW``
-    seconds after the latest call started, only for a call that starts within ``FOLLOW`` of
-    the previous one settling (its baton thread is then still looking for the next call), and
-    only while most recent calls settled within ``WINDOW``. Between polls it yields the CPU."""
+    seconds after the latest call started, only for a call made in the turn that took an
+    outcome (its baton thread is still awake: a spinning loop would keep a thread it has to wake
+    off its CPU), and only while most recent calls settled within ``WINDOW``. Between polls it
+    yields the CPU. ``BATON_AIO_SPIN=0`` in the environment switches the polling off (a machine
+    whose cores are better spent elsewhere; ``make bench-bindings`` measures both)."""
 
+    SPIN = os.environ.get("BATON_AIO_SPIN") != "0"
     WINDOW = 0.0003
-    FOLLOW = 0.0001
     WEIGHT = 1 / 8
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -87,12 +94,22 @@ class _LoopHub:
         # back would keep the loop (and the hub's socket) alive forever.
         self.loop = weakref.ref(loop)
         self.native = _native.Hub()
-        loop.add_reader(self.native.fileno(), self.native.drain)
+        loop.add_reader(self.native.fileno(), self._drain)
         self.pending = 0
         self.latest = 0.0
-        self.last_settled = float("-inf")
         self.quick = 1.0
         self.spinning = False
+
+    def _drain(self) -> None:
+        """Reports the outcomes the baton threads queued. The thread that delivered one stays
+        awake for the next call until this turn is over: ``turn_over`` is scheduled behind the
+        steps of the tasks these outcomes woke, so it runs once they have made their calls."""
+        if self.native.drain():
+            loop = self.loop()
+            if loop is None:
+                self.native.turn_over()
+            else:
+                loop.call_soon(self.native.turn_over)
 
     def _tick(self) -> None:
         loop = self.loop()
@@ -105,7 +122,7 @@ class _LoopHub:
     def started(self) -> float:
         now = time.perf_counter()
         self.pending += 1
-        if self.quick >= 0.5 and now - self.last_settled < self.FOLLOW:
+        if self.SPIN and self.quick >= 0.5 and self.native.in_turn():
             self.latest = now
             loop = self.loop()
             if not self.spinning and loop is not None:
@@ -116,7 +133,6 @@ class _LoopHub:
     def ended(self, start: float) -> None:
         now = time.perf_counter()
         self.pending -= 1
-        self.last_settled = now
         self.quick += ((1.0 if now - start < self.WINDOW else 0.0) - self.quick) * self.WEIGHT
 
 
