@@ -14,23 +14,45 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
 
 use crate::cancel::CancelToken;
 use crate::sync::lock;
 use crate::threads::Worker;
 
-/// A piece of blocking work of a non-blocking call.
-pub(crate) type StepJob = Box<dyn FnOnce() + Send + 'static>;
+/// A piece of blocking work of a non-blocking call. It returns whether it woke
+/// a task that has since taken its outcome (see [`bound`]): the thread then
+/// looks for that task's next step for a moment before it parks.
+pub(crate) type StepJob = Box<dyn FnOnce() -> bool + Send + 'static>;
 /// What an alarm does when it goes off, on the timer thread: wake a task
 /// (quick, never user code beyond a `Waker`).
 pub(crate) type Alarm = Box<dyn FnOnce() + Send + 'static>;
 
 /// The most step threads a client runs.
 pub(crate) const MAX_STEPPERS: usize = 8;
+
+/// How long a step thread that delivered an outcome waits for the task to take
+/// it (the executor's wake-up), at most.
+pub(crate) const BOUND_MAX: Duration = Duration::from_millis(1);
+
+/// How long a step thread whose task took its outcome looks for that task's
+/// next step (issued in the same poll: a release after an acquire) before it
+/// parks.
+const FOLLOW: Duration = Duration::from_micros(30);
+
+/// Whether a step thread stays with the task it woke until the task took the
+/// outcome, then looks for its next step for [`FOLLOW`]: a task's back-to-back
+/// calls then skip the wake-up of a parked step thread (tens of microseconds
+/// on a small VM, where a loopback round trip to Consul costs ~100).
+/// `BATON_STEP_BIND=0` turns it off (`make bench-async` compares both).
+pub(crate) fn bound() -> bool {
+    static BOUND: OnceLock<bool> = OnceLock::new();
+    *BOUND.get_or_init(|| std::env::var("BATON_STEP_BIND").map_or(true, |v| v != "0"))
+}
 
 /// The step threads and the timer of one client.
 pub(crate) struct Steps {
@@ -113,23 +135,41 @@ impl Steps {
 }
 
 fn run_steps(rx: Receiver<StepJob>, idle: Arc<AtomicUsize>, closing: CancelToken) {
-    // No spinning for the next step before parking: measured with
-    // `make bench-async`, a 50 us spin bought no speed and doubled the CPU
-    // time per acquire+release cycle.
     let closed = closing.receiver();
+    let mut follow: Option<Instant> = None;
     loop {
-        idle.fetch_add(1, Ordering::AcqRel);
-        let job = select! {
-            recv(rx) -> job => job.ok(),
-            recv(closed) -> _ => None,
+        let job = match follow.take().and_then(|until| look(&rx, until)) {
+            Some(job) => Some(job),
+            None => {
+                idle.fetch_add(1, Ordering::AcqRel);
+                let got = select! {
+                    recv(rx) -> job => job.ok(),
+                    recv(closed) -> _ => None,
+                };
+                idle.fetch_sub(1, Ordering::AcqRel);
+                got
+            }
         };
-        idle.fetch_sub(1, Ordering::AcqRel);
         let Some(job) = job else { return };
         if closing.is_cancelled() {
             return;
         }
-        if catch_unwind(AssertUnwindSafe(job)).is_err() {
-            log::error!("baton: a step of an async call panicked");
+        match catch_unwind(AssertUnwindSafe(job)) {
+            Ok(true) => follow = Some(Instant::now() + FOLLOW),
+            Ok(false) => {}
+            Err(_) => log::error!("baton: a step of an async call panicked"),
+        }
+    }
+}
+
+/// The next job if one arrives before `until`, yielding the CPU between looks.
+fn look(rx: &Receiver<StepJob>, until: Instant) -> Option<StepJob> {
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if Instant::now() >= until => return None,
+            Err(TryRecvError::Empty) => std::thread::yield_now(),
         }
     }
 }

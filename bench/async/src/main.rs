@@ -4,9 +4,11 @@
 //! Prints:
 //! * uncontended acquire+release cycles per second on one key: the blocking API
 //!   on one thread, and the async API on a current-thread and a multi-thread
-//!   tokio runtime; ROUNDS rounds in a rotating order, the median of each, the
-//!   `ratio async/blocking` of the cost per cycle (goal <= 1.1) taken within
-//!   each round, and the CPU time (user+system, all threads) per cycle;
+//!   tokio runtime, and with step threads that park at once
+//!   (`BATON_STEP_BIND=0`); each run in a fresh child process, ROUNDS rounds in
+//!   a rotating order, the median of each, the `ratio async/blocking` of the
+//!   cost per cycle (goal <= 1.1) taken within each round, and the CPU time
+//!   (user+system, all threads) per cycle;
 //! * OS threads and RSS growth with 10,000 locks held through the blocking API,
 //!   and with 10,000 async acquires pending on keys another session holds (goal:
 //!   threads flat, as for the holdings). Each in a fresh child process, so one
@@ -124,47 +126,71 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The ways a cycle is run: (name, child mode, BATON_STEP_BIND).
+const VARIANTS: [(&str, &str, &str); 4] = [
+    ("blocking", "blocking", "1"),
+    ("async (tokio current-thread)", "current", "1"),
+    ("async (tokio multi-thread)", "multi", "1"),
+    ("async, step threads park at once", "current", "0"),
+];
+
+/// Child: `n` cycles in `mode`; prints cycles/s and CPU per cycle.
+fn child_cycles(addr: &str, mode: &str, n: usize) {
+    let f = match mode {
+        "blocking" => blocking_cycles(addr, n),
+        "current" => async_cycles(addr, n, false),
+        _ => async_cycles(addr, n, true),
+    };
+    println!(
+        "RESULT {} {}",
+        f.per_sec,
+        f.cpu_per_cycle.as_secs_f64() * 1e6
+    );
+}
+
 fn cycles(addr: &str, n: usize, rounds: usize) {
-    let names = [
-        "blocking",
-        "async (tokio current-thread)",
-        "async (tokio multi-thread)",
-    ];
-    let mut per_sec: Vec<Vec<f64>> = vec![Vec::new(); 3];
-    let mut cpu_us: Vec<Vec<f64>> = vec![Vec::new(); 3];
-    let mut ratio_current = Vec::new();
-    let mut ratio_multi = Vec::new();
+    let k = VARIANTS.len();
+    let mut per_sec: Vec<Vec<f64>> = vec![Vec::new(); k];
+    let mut cpu_us: Vec<Vec<f64>> = vec![Vec::new(); k];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); k];
     for round in 0..rounds {
-        let mut got: [Option<Figure>; 3] = [None, None, None];
-        for k in 0..3 {
+        let mut got = vec![(0.0, 0.0); k];
+        for j in 0..k {
             // A rotating order: a slow moment of a shared machine hits each alike.
-            let which = (round + k) % 3;
-            got[which] = Some(match which {
-                0 => blocking_cycles(addr, n),
-                1 => async_cycles(addr, n, false),
-                _ => async_cycles(addr, n, true),
-            });
+            let which = (round + j) % k;
+            let (_, mode, bind) = VARIANTS[which];
+            let out = run_child(
+                addr,
+                &[
+                    "--child",
+                    "cycles",
+                    "--mode",
+                    mode,
+                    "--cycles",
+                    &n.to_string(),
+                ],
+                bind,
+            );
+            got[which] = (out[0], out[1]);
         }
-        let got: Vec<Figure> = got.into_iter().map(|f| f.expect("measured")).collect();
-        ratio_current.push(got[0].per_sec / got[1].per_sec);
-        ratio_multi.push(got[0].per_sec / got[2].per_sec);
-        for (i, f) in got.iter().enumerate() {
-            per_sec[i].push(f.per_sec);
-            cpu_us[i].push(f.cpu_per_cycle.as_secs_f64() * 1e6);
+        for (i, (ps, cpu)) in got.iter().enumerate() {
+            per_sec[i].push(*ps);
+            cpu_us[i].push(*cpu);
+            ratios[i].push(got[0].0 / ps);
         }
     }
-    for i in 0..3 {
+    for (i, (name, _, _)) in VARIANTS.iter().enumerate() {
         println!(
-            "{:<30} {:>8.0} cycles/s  cpu {:>5.0} us/cycle  (median of {rounds} rounds of {n})",
-            names[i],
+            "{name:<34} {:>7.0} cycles/s  cpu {:>4.0} us/cycle  ratio to blocking {:.2}  (medians of {rounds} rounds of {n})",
             median(per_sec[i].clone()),
             median(cpu_us[i].clone()),
+            median(ratios[i].clone()),
         );
     }
     println!(
         "ratio async/blocking {:.2} (current-thread), {:.2} (multi-thread)  (cost per cycle; goal <= 1.1)",
-        median(ratio_current),
-        median(ratio_multi)
+        median(ratios[1].clone()),
+        median(ratios[2].clone())
     );
 }
 
@@ -242,10 +268,14 @@ fn child_pending(addr: &str, n: usize) {
     holder.close(Duration::from_secs(30));
 }
 
-fn run_child(addr: &str, mode: &str, n: usize) -> (u64, i64, u64) {
+/// Runs this program as a child with `args` (and `BATON_STEP_BIND=bind`);
+/// returns the numbers of its `RESULT` line.
+fn run_child(addr: &str, args: &[&str], bind: &str) -> Vec<f64> {
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
-        .args(["--child", mode, "--addr", addr, "--pending", &n.to_string()])
+        .args(args)
+        .args(["--addr", addr])
+        .env("BATON_STEP_BIND", bind)
         .output()
         .expect("child runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -254,20 +284,24 @@ fn run_child(addr: &str, mode: &str, n: usize) -> (u64, i64, u64) {
         .find_map(|l| l.strip_prefix("RESULT "))
         .unwrap_or_else(|| {
             panic!(
-                "bench-async child {mode} failed: {text}{}",
+                "bench-async child {args:?} failed: {text}{}",
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-    let f: Vec<i64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
-    (f[0] as u64, f[1], f[2] as u64)
+    line.split(' ').map(|v| v.parse().unwrap()).collect()
 }
 
 fn main() {
     let n = num("--pending", 10_000);
-    if let (Some(mode), Some(addr)) = (arg("--child"), arg("--addr")) {
-        match mode.as_str() {
+    if let (Some(what), Some(addr)) = (arg("--child"), arg("--addr")) {
+        match what.as_str() {
             "held" => child_held(&addr, n),
             "pending" => child_pending(&addr, n),
+            "cycles" => child_cycles(
+                &addr,
+                &arg("--mode").unwrap_or_default(),
+                num("--cycles", 2000),
+            ),
             other => panic!("unknown child mode {other}"),
         }
         return;
@@ -276,14 +310,17 @@ fn main() {
     let addr = server.addr.clone();
     println!("bench-async: dev server (own process) at {addr}");
     cycles(&addr, num("--cycles", 2000), num("--rounds", 5));
-    let (t, dt, rss) = run_child(&addr, "held", n);
+    let pending = n.to_string();
+    let r = run_child(&addr, &["--child", "held", "--pending", &pending], "1");
+    let (t, dt, rss) = (r[0], r[1], r[2]);
     println!(
         "{n} locks held (blocking API):       os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",
-        rss as f64 * 1024.0 / n as f64
+        rss * 1024.0 / n as f64
     );
-    let (t, dt, rss) = run_child(&addr, "pending", n);
+    let r = run_child(&addr, &["--child", "pending", "--pending", &pending], "1");
+    let (t, dt, rss) = (r[0], r[1], r[2]);
     println!(
         "{n} async acquires pending (tokio): os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",
-        rss as f64 * 1024.0 / n as f64
+        rss * 1024.0 / n as f64
     );
 }

@@ -142,12 +142,11 @@ impl<'a, H: Contend> Acquire<'a, H> {
         }
         self.tried_waiting = 0;
         let hold = self.hold.view();
-        if let Err(e) = self
-            .hold
-            .client()
-            .core()
-            .step(Box::new(move || hold.end_wait()))
-        {
+        let job = Box::new(move || {
+            hold.end_wait();
+            false
+        });
+        if let Err(e) = self.hold.client().core().step(job) {
             log::debug!("baton {}: ending a wait: {e}", self.hold.describe());
         }
     }
@@ -301,7 +300,10 @@ impl<H: Contend> Drop for Acquire<'_, H> {
         if let Some(changes) = self.changes.take() {
             // The last subscriber of a prefix watch joins its thread when it
             // goes: not on the executor's thread.
-            let job = Box::new(move || drop(changes));
+            let job = Box::new(move || {
+                drop(changes);
+                false
+            });
             if let Err(e) = self.hold.client().core().step(job) {
                 log::debug!("baton {}: {e}", self.hold.describe());
             }

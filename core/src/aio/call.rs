@@ -4,6 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use crate::cancel::CancelToken;
 use crate::client::Client;
@@ -57,9 +58,11 @@ struct Completer<T> {
 }
 
 impl<T> Completer<T> {
-    fn complete(mut self, result: Result<T>) {
-        if let Some(slot) = self.slot.take() {
-            deliver(&slot, result);
+    /// Delivers; returns whether the task woke and took the outcome.
+    fn complete(mut self, result: Result<T>) -> bool {
+        match self.slot.take() {
+            Some(slot) => deliver(&slot, result),
+            None => false,
         }
     }
 }
@@ -76,7 +79,10 @@ fn closed() -> Error {
     Error::new(ErrorKind::Closed, "the baton client is closed")
 }
 
-fn deliver<T>(slot: &Slot<T>, result: Result<T>) {
+/// Hands `result` to the future (or undoes it if the future is gone); with
+/// [`bound`](crate::steps::bound), waits for the task to take it and returns
+/// whether it did.
+fn deliver<T>(slot: &Slot<T>, result: Result<T>) -> bool {
     let (leftover, waker) = {
         let mut st = lock(slot);
         st.finished = true;
@@ -92,8 +98,24 @@ fn deliver<T>(slot: &Slot<T>, result: Result<T>) {
     if let Some((undo, value)) = leftover {
         undo(value);
     }
-    if let Some(w) = waker {
-        w.wake();
+    let Some(w) = waker else { return false };
+    w.wake();
+    if !crate::steps::bound() {
+        return false;
+    }
+    // Stay with the task until its executor has taken the outcome: the next
+    // step it issues in the same poll then finds this thread awake.
+    let until = Instant::now() + crate::steps::BOUND_MAX;
+    loop {
+        let st = lock(slot);
+        if st.taken || st.dropped {
+            return st.taken;
+        }
+        drop(st);
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -188,7 +210,10 @@ impl<T: Send + 'static> Drop for Call<T> {
         }
         if let Some((undo, value)) = leftover {
             // Off the executor's thread: undoing makes requests.
-            let job = Box::new(move || undo(value));
+            let job = Box::new(move || {
+                undo(value);
+                false
+            });
             if let Err(e) = self.client.core().step(job) {
                 log::debug!("baton: cannot undo an unclaimed async result: {e}");
             }
