@@ -32,6 +32,16 @@ use crate::watch::{next_index, Backoff, Pacer};
 /// How long one poll may block at the server.
 const HUB_WAIT: Duration = Duration::from_secs(300);
 
+/// How long the hub waits before it starts watching a holding that was just
+/// taken (a lock's key, a semaphore's entries), when nothing else in the group
+/// needs a poll. Most holdings of a busy service are released sooner: the
+/// poll, its answer and two thread wake-ups per acquire+release are then never
+/// made (two requests per warm cycle, whatever the hold time below this). The
+/// poll it starts later blocks from the index the acquire saw, so a change
+/// made meanwhile is not missed: it is seen at most this late. A session's
+/// loss and the lease deadline do not go through the hub and are not delayed.
+const HOLDING_WATCH_DEFER: Duration = Duration::from_millis(10);
+
 /// Called on the hub thread with a key's new state. Must be quick and must not
 /// run user code (post that to the dispatcher).
 pub(crate) type Hook = Arc<dyn Fn(Option<&KvPair>) + Send + Sync + 'static>;
@@ -51,6 +61,8 @@ struct Sub {
     id: u64,
     notify: Sender<()>,
     hook: Option<Hook>,
+    /// A holding's watch: no poll is needed for it before this time.
+    defer_until: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -65,6 +77,9 @@ struct GroupState {
     keys: BTreeMap<String, KeyState>,
     /// The target the in-flight poll covers (`None` when idle).
     polling: Option<Target>,
+    /// Set while the thread waits for its holdings' watches to come due
+    /// ([`HOLDING_WATCH_DEFER`]): it looks again then, unwoken.
+    deferring: Option<Instant>,
     next_sub: u64,
     last_error: Option<String>,
 }
@@ -170,6 +185,31 @@ impl KeySub {
         seed: Option<(Option<KvPair>, u64)>,
         hook: Option<Hook>,
     ) -> Result<KeySub> {
+        KeySub::subscribe(core, hub, key, seed, hook, None)
+    }
+
+    /// Subscribes a holding just taken to its key, seeded with the entry the
+    /// acquire wrote (current as of `seed.1`): the hub may start the poll up to
+    /// [`HOLDING_WATCH_DEFER`] later (a release before then costs no poll).
+    pub(crate) fn watch_holding(
+        core: &Arc<Conn>,
+        hub: &KeyHub,
+        key: &str,
+        seed: (Option<KvPair>, u64),
+        hook: Hook,
+    ) -> Result<KeySub> {
+        let defer = Some(Instant::now() + HOLDING_WATCH_DEFER);
+        KeySub::subscribe(core, hub, key, Some(seed), Some(hook), defer)
+    }
+
+    fn subscribe(
+        core: &Arc<Conn>,
+        hub: &KeyHub,
+        key: &str,
+        seed: Option<(Option<KvPair>, u64)>,
+        hook: Option<Hook>,
+        defer_until: Option<Instant>,
+    ) -> Result<KeySub> {
         core.check_usable()?;
         let name = group_of(key).to_string();
         let group = {
@@ -207,6 +247,7 @@ impl KeySub {
                 id,
                 notify: tx,
                 hook,
+                defer_until,
             });
             if let Some((entry, as_of)) = seed {
                 let newer = ks.view.as_ref().is_none_or(|v| as_of > v.as_of);
@@ -232,6 +273,9 @@ impl KeySub {
                     Some(t) => !t.covers(key),
                     None => true,
                 };
+            // A thread waiting for its deferred watches looks again at its time,
+            // which is before this one's: no need to wake it.
+            let interrupt = interrupt && !(defer_until.is_some() && st.deferring.is_some());
             // Only a poll in flight needs cutting short; an idle thread just wakes (and keeps
             // its connection: cancelling the round would make it open a new one).
             (id, interrupt, interrupt && st.polling.is_some())
@@ -379,6 +423,30 @@ fn run(core: Weak<Conn>, group: Arc<Group>, wake: Receiver<()>) {
                 1 => st.keys.keys().next().map(|k| Target::Key(k.clone())),
                 _ => Some(Target::Prefix(common_prefix(st.keys.keys()))),
             };
+            // Only holdings just taken, none due yet: wait until the first is.
+            let due = st
+                .keys
+                .values()
+                .flat_map(|ks| ks.subs.iter())
+                .map(|s| s.defer_until)
+                .try_fold(None::<Instant>, |first, d| {
+                    d.map(|d| Some(first.map_or(d, |f| f.min(d))))
+                })
+                .flatten()
+                .filter(|d| *d > Instant::now());
+            st.deferring = due;
+            if due.is_some() {
+                st.polling = None;
+                drop(st);
+                let until = due.unwrap_or_else(Instant::now);
+                select! {
+                    recv(wake) -> _ => {}
+                    recv(closing_rx) -> _ => return,
+                    recv(crossbeam_channel::at(until)) -> _ => {}
+                }
+                lock(&group.state).deferring = None;
+                continue;
+            }
             st.polling = t.clone();
             if let Some(want) = &t {
                 if target.as_ref() != Some(want) {

@@ -504,12 +504,12 @@ impl LockShared {
             }
         });
         let as_of = pair.modify_index;
-        let key_sub = match KeySub::new(
+        let key_sub = match KeySub::watch_holding(
             &core.conn,
             &core.keyhub,
             &self.key,
-            Some((Some(pair), as_of)),
-            Some(hook),
+            (Some(pair), as_of),
+            hook,
         ) {
             Ok(s) => s,
             Err(e) => {

@@ -196,19 +196,19 @@ impl Semaphore {
             })
         };
         let subs = vec![
-            KeySub::new(
+            KeySub::watch_holding(
                 &core.conn,
                 &core.keyhub,
                 contender,
-                Some(seed_of(contender)),
-                Some(on_contender),
+                seed_of(contender),
+                on_contender,
             )?,
-            KeySub::new(
+            KeySub::watch_holding(
                 &core.conn,
                 &core.keyhub,
                 lock_key,
-                Some(seed_of(lock_key)),
-                Some(on_lock),
+                seed_of(lock_key),
+                on_lock,
             )?,
         ];
         let weak = Arc::downgrade(sh);
