@@ -40,31 +40,30 @@ async fn main() -> Result<(), baton::Error> {
     let leading = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
 
-    // The observer: prints every leader, and takes the first one's key away.
+    // The observer prints every leader it sees until the client closes.
     let watcher = target.client(Duration::from_secs(10), Duration::from_millis(100));
     let mut leaders = watcher.observe_leader_stream(&key)?;
-    let observer = {
+    let observer = tokio::spawn(async move {
+        while let Some(event) = poll_fn(|cx| Pin::new(&mut leaders).poll_next(cx)).await {
+            match event {
+                Ok(LeaderEvent::Leader(l)) => {
+                    println!("observer: {} leads", String::from_utf8_lossy(&l.value))
+                }
+                Ok(LeaderEvent::NoLeader) => println!("observer: no leader"),
+                Err(_closed) => break,
+            }
+        }
+    });
+    // Chaos: the first candidate to say it leads has its session destroyed.
+    let (elected_tx, mut elected_rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
+    let chaos = {
         let watcher = watcher.clone();
         tokio::spawn(async move {
-            let mut seen = 0;
-            while let Some(event) = poll_fn(|cx| Pin::new(&mut leaders).poll_next(cx)).await {
-                match event? {
-                    LeaderEvent::Leader(l) => {
-                        seen += 1;
-                        println!("observer: {} leads", String::from_utf8_lossy(&l.value));
-                        if seen == 1 {
-                            // Chaos: the first leader's session is destroyed under it.
-                            watcher.destroy_session_id_async(&l.session).await?;
-                            println!("observer: destroyed the first leader's session");
-                        }
-                        if seen == CANDIDATES {
-                            return Ok::<usize, baton::Error>(seen);
-                        }
-                    }
-                    LeaderEvent::NoLeader => println!("observer: no leader"),
-                }
+            if let Some((name, session)) = elected_rx.recv().await {
+                watcher.destroy_session_id_async(&session).await?;
+                println!("chaos: destroyed {name}'s session");
             }
-            Ok(seen)
+            Ok::<(), baton::Error>(())
         })
     };
 
@@ -74,6 +73,7 @@ async fn main() -> Result<(), baton::Error> {
             // for this long (Consul enforces it), time for it to step down.
             let client = target.client(Duration::from_secs(10), Duration::from_millis(500));
             let (key, leading, most) = (key.clone(), leading.clone(), most.clone());
+            let elected_tx = elected_tx.clone();
             tokio::spawn(async move {
                 let election = client.election(&key)?;
                 let name = format!("candidate-{n}");
@@ -86,6 +86,9 @@ async fn main() -> Result<(), baton::Error> {
                 let now = leading.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 println!("{name}: elected");
+                if let Some(seq) = election.sequencer() {
+                    let _ = elected_tx.send((name.clone(), seq.session));
+                }
                 let mut ticks = 0;
                 let lost = election.lost();
                 tokio::pin!(lost);
@@ -116,18 +119,21 @@ async fn main() -> Result<(), baton::Error> {
         })
         .collect();
 
+    drop(elected_tx);
     let mut ends = Vec::new();
     for c in candidates {
         ends.push(c.await.expect("candidate task")?);
     }
-    let seen = observer.await.expect("observer task")?;
+    chaos.await.expect("chaos task")?;
     watcher.close_async(Duration::from_secs(10)).await?;
+    observer.await.expect("observer task");
     let most = most.load(Ordering::SeqCst);
     let lost = ends.iter().filter(|e| matches!(e, Ended::Lost(_))).count();
     println!(
-        "done: {seen} leaders in turn, at most {most} at once, {lost} leadership(s) ended by loss"
+        "done: {} leaderships in turn, at most {most} at once, {lost} ended by loss",
+        ends.len()
     );
-    if most != 1 || seen != CANDIDATES || lost != 1 {
+    if most != 1 || ends.len() != CANDIDATES || lost != 1 {
         std::process::exit(1);
     }
     Ok(())
