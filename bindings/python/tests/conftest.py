@@ -142,15 +142,22 @@ def pytest_runtest_makereport(item, call):
         item._baton_call_failed = outcome.get_result().failed
 
 
-def server_sessions(devserver: str) -> list:
+def server_sessions(devserver: str, index: int = 0) -> list:
     """`/v1/session/list` of the test server, parsed. Against BATON_TEST_CONSUL, with its scheme,
-    `CONSUL_HTTP_TOKEN` and `CONSUL_CACERT` as the clients use them."""
+    `CONSUL_HTTP_TOKEN` and `CONSUL_CACERT` as the clients use them. With `index` > 0, a
+    blocking query that waits up to a second for a change past it."""
+    return _session_list(devserver, index)[0]
+
+
+def _session_list(devserver: str, index: int) -> tuple:
+    """(the session list, its X-Consul-Index)."""
     base = os.environ.get("BATON_TEST_CONSUL", "").rstrip("/") if _real_consul() else ""
     if not base:
         base = f"http://{devserver}"
     elif "://" not in base:
         base = "http://" + base
-    req = urllib.request.Request(base + "/v1/session/list")
+    query = f"?index={index}&wait=1s" if index > 0 else ""
+    req = urllib.request.Request(base + "/v1/session/list" + query)
     token = os.environ.get("CONSUL_HTTP_TOKEN")
     if token:
         req.add_header("X-Consul-Token", token)
@@ -158,7 +165,21 @@ def server_sessions(devserver: str) -> list:
     if base.startswith("https://"):
         context = ssl.create_default_context(cafile=os.environ.get("CONSUL_CACERT") or None)
     with urllib.request.urlopen(req, timeout=10, context=context) as r:
-        return json.load(r)
+        return json.load(r), int(r.headers.get("X-Consul-Index") or 0)
+
+
+def sessions_left(devserver: str, before: set) -> list:
+    """The sessions not in `before`, once the list holds none or 10 s passed. A client whose
+    last reference a baton thread held (a call's job finishing, a callback) is closed by that
+    thread's drop, just after the test's own: wait for it on blocking queries, not a sleep."""
+    end = time.monotonic() + 10
+    index = 0
+    while True:
+        sessions, next_index = _session_list(devserver, index)
+        left = [s for s in sessions if s["ID"] not in before]
+        if not left or time.monotonic() >= end:
+            return left
+        index = max(next_index, 1)
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +208,7 @@ def no_session_left(request, devserver):
         return
     # Clients kept alive only by reference cycles are closed by their drop, now.
     gc.collect()
-    left = [s for s in server_sessions(devserver) if s["ID"] not in before]
+    left = sessions_left(devserver, before)
     if left:
         shown = "; ".join(
             f"{s['ID']} (name {s.get('Name')!r}, node {s.get('Node')!r}, "
