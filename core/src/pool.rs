@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 /// A call's work and, for [`Pool::run_for`], its caller's turns.
 struct Job {
@@ -120,23 +120,14 @@ fn bound_for(
     ticket: Ticket,
     bound_max: Duration,
 ) -> Option<Option<Job>> {
-    let until = Instant::now() + bound_max;
-    loop {
-        match rx.try_recv() {
-            Ok(next) => return Some(next),
-            Err(TryRecvError::Disconnected) => return Some(None),
-            Err(TryRecvError::Empty) if turns.is_over(ticket) || Instant::now() >= until => {
-                return None
-            }
-            Err(TryRecvError::Empty) => std::thread::yield_now(),
-        }
-    }
+    crate::sync::look_for(rx, Instant::now() + bound_max, || turns.is_over(ticket))
+        .map(Option::flatten)
 }
 
 /// Whether threads stay bound to their caller's loop (`BATON_POOL_BIND=0`: never), read once.
 fn binding_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var_os("BATON_POOL_BIND").is_none_or(|v| v != "0"))
+    *ENABLED.get_or_init(|| crate::sync::env_switch("BATON_POOL_BIND"))
 }
 
 /// A set of reusable named threads.

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender, TryRecvError};
+use crossbeam_channel::{select, Receiver, Sender};
 
 use crate::cancel::CancelToken;
 use crate::sync::lock;
@@ -51,7 +51,7 @@ const FOLLOW: Duration = Duration::from_micros(30);
 /// `BATON_STEP_BIND=0` turns it off (`make bench-async` compares both).
 pub(crate) fn bound() -> bool {
     static BOUND: OnceLock<bool> = OnceLock::new();
-    *BOUND.get_or_init(|| std::env::var("BATON_STEP_BIND").map_or(true, |v| v != "0"))
+    *BOUND.get_or_init(|| crate::sync::env_switch("BATON_STEP_BIND"))
 }
 
 /// The step threads and the timer of one client.
@@ -138,8 +138,11 @@ fn run_steps(rx: Receiver<StepJob>, idle: Arc<AtomicUsize>, closing: CancelToken
     let closed = closing.receiver();
     let mut follow: Option<Instant> = None;
     loop {
-        let job = match follow.take().and_then(|until| look(&rx, until)) {
-            Some(job) => Some(job),
+        let job = match follow
+            .take()
+            .and_then(|until| crate::sync::look_for(&rx, until, || false))
+        {
+            Some(job) => job,
             None => {
                 idle.fetch_add(1, Ordering::AcqRel);
                 let got = select! {
@@ -158,18 +161,6 @@ fn run_steps(rx: Receiver<StepJob>, idle: Arc<AtomicUsize>, closing: CancelToken
             Ok(true) => follow = Some(Instant::now() + FOLLOW),
             Ok(false) => {}
             Err(_) => log::error!("baton: a step of an async call panicked"),
-        }
-    }
-}
-
-/// The next job if one arrives before `until`, yielding the CPU between looks.
-fn look(rx: &Receiver<StepJob>, until: Instant) -> Option<StepJob> {
-    loop {
-        match rx.try_recv() {
-            Ok(job) => return Some(job),
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if Instant::now() >= until => return None,
-            Err(TryRecvError::Empty) => std::thread::yield_now(),
         }
     }
 }

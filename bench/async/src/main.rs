@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use baton::aio::AsyncHold;
 use baton::{Client, KvOp, SessionOptions, LOCK_FLAG_VALUE};
-use bench_common::{arg, num, proc_status as status, start_devserver};
+use bench_common::{arg, counts, num, proc_status as status, reset_counts, start_devserver};
 
 /// User+system CPU time of the whole process so far (/proc/self/stat, in
 /// clock ticks of 10 ms).
@@ -236,6 +236,7 @@ fn child_pending(addr: &str, n: usize) {
         .enable_all()
         .build()
         .unwrap();
+    reset_counts(addr);
     let (t0, rss0) = (status("Threads:"), status("VmRSS:"));
     let locks: std::sync::Arc<Vec<baton::Lock>> =
         std::sync::Arc::new(keys.iter().map(|k| c.lock(k).unwrap()).collect());
@@ -246,8 +247,11 @@ fn child_pending(addr: &str, n: usize) {
                 tokio::spawn(async move { locks[i].acquire_async(None).await })
             })
             .collect();
-        // Every first try made and refused: then they all wait.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Once every first try was made and refused (each read its key), they all
+        // wait: the dev server's count of key reads says when.
+        while counts(addr)["by_route"]["GET /v1/kv"].as_u64().unwrap_or(0) < n as u64 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let (t1, rss1) = (status("Threads:"), status("VmRSS:"));
         println!(
             "RESULT {} {} {}",

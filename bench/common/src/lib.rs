@@ -84,3 +84,19 @@ pub fn start_devserver(version: Option<&str>) -> DevServerProcess {
         .to_string();
     DevServerProcess { child, addr }
 }
+
+/// The dev server's request counts since the last reset (`GET /_devserver/requests`):
+/// `{"total": N, "by_route": {"PUT /v1/txn": N, ...}}`.
+pub fn counts(addr: &str) -> serde_json::Value {
+    let mut resp = ureq::get(&format!("http://{addr}/_devserver/requests"))
+        .call()
+        .expect("request counts");
+    serde_json::from_reader(resp.body_mut().as_reader()).expect("json counts")
+}
+
+/// Starts the dev server's request counts again from zero.
+pub fn reset_counts(addr: &str) {
+    ureq::delete(&format!("http://{addr}/_devserver/requests"))
+        .call()
+        .expect("reset counts");
+}

@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use baton::{Client, LockOptions, SessionOptions};
-use bench_common::{arg, num, rss_kib, start_devserver as start_server};
+use bench_common::{arg, counts, num, reset_counts, rss_kib, start_devserver as start_server};
 
 fn threads() -> (usize, usize) {
     let mut all = 0;
@@ -29,19 +29,6 @@ fn threads() -> (usize, usize) {
         }
     }
     (all, baton)
-}
-
-fn counts(addr: &str) -> serde_json::Value {
-    let mut resp = ureq::get(&format!("http://{addr}/_devserver/requests"))
-        .call()
-        .expect("request counts");
-    serde_json::from_reader(resp.body_mut().as_reader()).expect("json counts")
-}
-
-fn reset_counts(addr: &str) {
-    ureq::delete(&format!("http://{addr}/_devserver/requests"))
-        .call()
-        .expect("reset counts");
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {

@@ -41,9 +41,8 @@ pub struct Acquire<'a, H: Contend> {
     deadline: Option<Instant>,
     try_once: bool,
     /// Fired when the future drops or the caller's token fires: cancels a try
-    /// in flight.
+    /// in flight (and, while polled, means the caller cancelled).
     cancel: CancelToken,
-    user_cancel: Option<CancelToken>,
     slot: Arc<WakeSlot>,
     step: Option<Call<bool>>,
     /// When to try again regardless of changes (lock-delay, a transient failure).
@@ -78,10 +77,14 @@ impl<'a, H: Contend> Acquire<'a, H> {
         user_cancel: Option<&CancelToken>,
     ) -> Self {
         let cancel = CancelToken::new();
+        let slot = WakeSlot::new(true);
         let mut hooks = Vec::new();
         if let Some(u) = user_cancel {
-            let c = cancel.clone();
-            hooks.push(u.on_cancel(move || c.cancel()));
+            let (c, fire) = (cancel.clone(), slot.hook());
+            hooks.push(u.on_cancel(move || {
+                c.cancel();
+                fire();
+            }));
         }
         Acquire {
             hold: hold.view(),
@@ -89,8 +92,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             deadline: crate::scope::deadline_after(timeout),
             try_once: timeout == Some(Duration::ZERO),
             cancel,
-            user_cancel: user_cancel.cloned(),
-            slot: WakeSlot::new(true),
+            slot,
             step: None,
             retry_at: None,
             pause: FIRST_PAUSE,
@@ -172,15 +174,10 @@ impl<'a, H: Contend> Acquire<'a, H> {
         }
     }
 
-    fn cancelled(&self) -> bool {
-        self.user_cancel
-            .as_ref()
-            .is_some_and(CancelToken::is_cancelled)
-    }
-
     /// The outcome if the wait is over without another try.
     fn ended(&mut self) -> Option<Result<bool>> {
-        if self.cancelled() {
+        // Only the caller's token fires `cancel` while the future is polled.
+        if self.cancel.is_cancelled() {
             return Some(Err(Error::new(
                 ErrorKind::Cancelled,
                 format!("{} cancelled", H::WHAT),
@@ -202,10 +199,6 @@ impl<'a, H: Contend> Acquire<'a, H> {
             let fire = self.slot.hook();
             let closing = self.hold.client().core().closing.clone();
             self.hooks.push(closing.on_cancel(move || fire()));
-            if let Some(u) = &self.user_cancel {
-                let fire = self.slot.hook();
-                self.hooks.push(u.on_cancel(move || fire()));
-            }
         }
         if let Some(s) = self.hold.session_now() {
             if self.session_hooked.as_deref() != Some(s.id()) {

@@ -193,19 +193,19 @@ impl<T: Send + 'static> Future for Call<T> {
 
 impl<T: Send + 'static> Drop for Call<T> {
     fn drop(&mut self) {
-        let leftover = {
+        let (leftover, unfinished) = {
             let mut st = lock(&self.slot);
             if st.taken {
-                None
+                (None, false)
             } else if st.finished {
                 let value = st.result.take().and_then(|r| r.ok());
-                st.unclaimed.take().zip(value)
+                (st.unclaimed.take().zip(value), false)
             } else {
                 st.dropped = true;
-                None
+                (None, true)
             }
         };
-        if !lock(&self.slot).finished {
+        if unfinished {
             self.cancel.cancel();
         }
         if let Some((undo, value)) = leftover {

@@ -95,22 +95,23 @@ impl Contend for Lock {
     }
 }
 
+/// An election contends as its lock does.
 impl Contend for Election {
     const WHAT: &'static str = "campaign";
     fn view(&self) -> Election {
         Election::view(self)
     }
     fn client(&self) -> &Client {
-        self.lock().shared_client()
+        Contend::client(self.lock())
     }
     fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
-        watch_key(self.lock().shared_client(), self.key(), fire)
+        self.lock().watch_changes(fire)
     }
     fn retry_hint(&self) -> Option<Instant> {
-        self.lock().retry_hint()
+        Contend::retry_hint(self.lock())
     }
     fn session_now(&self) -> Option<Session> {
-        self.lock().session()
+        self.lock().session_now()
     }
 }
 
