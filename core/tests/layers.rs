@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "compat",
             "log_sink",
             "pool",
+            "arrival",
             "session_options",
             "config",
             "tls_hint",

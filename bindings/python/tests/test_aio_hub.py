@@ -125,3 +125,46 @@ def test_an_outcome_opens_a_turn_that_ends_after_the_woken_tasks_ran(devserver):
 
     with baton.Client(devserver) as sync:
         asyncio.run(main(baton.aio.Client(sync=sync)))
+
+
+def test_each_answer_arms_its_socket_in_the_set_the_loop_watches(devserver):
+    """The answer of a call wakes the loop alongside the baton thread that reads it
+    (core/src/arrival.rs): every request arms the socket it waits on in a set the loop
+    reads, and the loop drains the set when an answer makes it ready. Linux only (epoll)."""
+    if not os.uname().sysname == "Linux":
+        return
+
+    async def cycles(n):
+        async with baton.aio.Client(devserver) as c:
+            hub = baton_aio._hub(asyncio.get_running_loop())
+            armed0, drained0 = hub.native.arrival_counts()
+            lock = c.lock(key("arrivals"))
+            for _ in range(n):
+                assert await lock.acquire(timeout=5)
+                await lock.release()
+            armed, drained = hub.native.arrival_counts()
+            return armed - armed0, drained - drained0
+
+    armed, drained = asyncio.run(cycles(100))
+    assert armed >= 200, f"armed {armed} for 100 cycles"
+    assert drained > 0, "no answer made the watched set ready"
+
+
+def test_baton_arrivals_0_leaves_the_set_unwatched(devserver):
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, sys\n"
+        "import consul_baton.aio as aio\n"
+        "async def main():\n"
+        "    async with aio.Client(sys.argv[1]) as c:\n"
+        "        await c.kv_get('py-test/aio-hub/arrivals-off')\n"
+        "        hub = aio._hubs[asyncio.get_running_loop()]\n"
+        "        print(hub.native.arrivals_fileno(), hub.native.arrival_counts())\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, devserver], capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, BATON_ARRIVALS="0"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None (0, 0)"

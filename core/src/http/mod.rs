@@ -7,6 +7,7 @@ mod encode;
 mod errors;
 mod message;
 mod query;
+mod tcp;
 mod tls;
 mod transport;
 

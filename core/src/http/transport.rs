@@ -441,11 +441,14 @@ impl Transport {
 }
 
 pub(super) fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Agent {
-    Agent::with_parts(
-        config,
-        ureq::unversioned::transport::DefaultConnector::new(),
-        resolver,
-    )
+    use ureq::unversioned::transport::{ConnectProxyConnector, Connector as _, RustlsConnector};
+    // ureq's default chain (a CONNECT proxy when one is configured, TCP, rustls) with baton's
+    // TCP connector, which stages each request into one write and announces its socket (see `tcp`).
+    let connector =
+        ().chain(ConnectProxyConnector::default())
+            .chain(super::tcp::Tcp)
+            .chain(RustlsConnector::default());
+    Agent::with_parts(config, connector, resolver)
 }
 
 /// Splits `host:port` (IPv6 in brackets); the port is `None` when absent.
