@@ -221,13 +221,6 @@ export declare class NativeSession {
   destroy(): Promise<void>
 }
 
-/**
- * For tests and benchmarks: how many answer sockets this environment's calls armed in the
- * loop's arrival set, and how many of their events woke the loop (`[0, 0]` when the set is
- * not watched: `BATON_ARRIVALS=0`, or not Linux). See `src/arrivals.rs`.
- */
-export declare function arrivalCounts(): Array<number>
-
 /** Options for a client; unset fields come from the `CONSUL_*` environment variables. */
 export interface ClientOptions {
   /** `host:port` or `http(s)://host:port`. */

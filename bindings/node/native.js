@@ -842,7 +842,6 @@ module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeObserver = nativeBinding.NativeObserver
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.NativeSession = nativeBinding.NativeSession
-module.exports.arrivalCounts = nativeBinding.arrivalCounts
 module.exports.inTurn = nativeBinding.inTurn
 module.exports.parseSequencer = nativeBinding.parseSequencer
 module.exports.setLogger = nativeBinding.setLogger

@@ -42,8 +42,6 @@
 mod adopt;
 mod agent;
 pub mod aio;
-#[doc(hidden)]
-pub mod arrival;
 mod cancel;
 mod claim;
 mod cleanup;
@@ -66,6 +64,7 @@ mod lock;
 #[doc(hidden)]
 pub mod log_sink;
 mod monitor;
+#[doc(hidden)]
 pub mod pool;
 mod renewer;
 mod ride_out;

@@ -56,7 +56,7 @@ pub struct Ticket(u64);
 /// (numbered), taken ([`Turns::took`], on the loop's thread), and the turns that took them
 /// over ([`Turns::turn_over`], on the loop's thread, once the calls made by their
 /// continuations have been made). Shared by the caller's calls.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Turns {
     /// The last ticket handed out.
     issued: AtomicU64,
@@ -64,38 +64,12 @@ pub struct Turns {
     taken: AtomicU64,
     /// The highest ticket whose turn is over.
     over: AtomicU64,
-    /// The epoll set the caller's loop watches, armed with the socket each of its calls waits
-    /// on for its answer (see [`Turns::arm_arrivals`]).
-    arrivals: std::sync::OnceLock<Arc<crate::arrival::Arrivals>>,
-}
-
-impl std::fmt::Debug for Turns {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Turns")
-            .field("issued", &self.issued)
-            .field("taken", &self.taken)
-            .field("over", &self.over)
-            .field("arrivals", &self.arrivals.get())
-            .finish()
-    }
 }
 
 impl Turns {
     /// The turns of a new caller loop, nothing handed over yet.
     pub fn new() -> Arc<Turns> {
         Arc::new(Turns::default())
-    }
-
-    /// From now on, each call made for this caller arms the socket it waits on in `arrivals`,
-    /// which the caller's loop watches, so that the answer wakes the loop and the baton thread
-    /// together (see [`crate::arrival`]). Once; a later set is ignored.
-    pub fn arm_arrivals(&self, arrivals: Arc<crate::arrival::Arrivals>) {
-        let _ = self.arrivals.set(arrivals);
-    }
-
-    /// The set given to [`Turns::arm_arrivals`], if any.
-    pub fn arrivals(&self) -> Option<&Arc<crate::arrival::Arrivals>> {
-        self.arrivals.get()
     }
 
     fn issue(&self) -> Ticket {
@@ -259,9 +233,8 @@ impl Pool {
         rx: Receiver<Option<Job>>,
     ) {
         loop {
+            let deliver = (job.work)();
             let turns = job.turns.take();
-            let arrivals = turns.as_ref().and_then(|t| t.arrivals.get());
-            let deliver = crate::arrival::with_arrivals(arrivals, job.work);
             let ticket = turns.as_ref().map_or(Ticket(0), |t| t.issue());
             {
                 let mut guard = self.state();

@@ -22,7 +22,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "compat",
             "log_sink",
             "pool",
-            "arrival",
             "session_options",
             "config",
             "tls_hint",

@@ -8,7 +8,7 @@ const { performance } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { Client } = require('..')
 const spin = require('../spin.js')
-const { inTurn, arrivalCounts } = require('../native.js')
+const { inTurn } = require('../native.js')
 const { useServer, request, realConsul } = require('./helpers')
 
 // Each test gets a client of its own (closed after it, before the no-session-left check).
@@ -115,39 +115,4 @@ test('calls held up by the server count as slow', { skip: realConsul && 'needs t
   assert.equal((await request(server.addr, 'PUT', '/_devserver/resume')).status, 200)
   await Promise.all(gets)
   assert.ok(spin.state().quick < 0.5, JSON.stringify(spin.state()))
-})
-
-test('each answer of a call arms its socket in the set the loop watches', async () => {
-  // The answer wakes the loop alongside the baton thread (core/src/arrival.rs,
-  // src/arrivals.rs): every request of every call arms the socket it waits on, and the loop
-  // drains the set when the answer makes it ready. Linux only (epoll).
-  if (process.platform !== 'linux') return
-  const [armed0, drained0] = arrivalCounts()
-  const lock = client.lock(`spin/arrivals/${process.pid}`)
-  const cycles = 100
-  for (let i = 0; i < cycles; i++) {
-    await lock.acquire({ timeoutMs: 5000 })
-    await lock.release()
-  }
-  const [armed, drained] = arrivalCounts()
-  assert.ok(armed - armed0 >= 2 * cycles, `armed ${armed - armed0} for ${cycles} cycles`)
-  assert.ok(drained > drained0, 'no answer made the watched set ready')
-})
-
-test('BATON_ARRIVALS=0 leaves the set unwatched', async () => {
-  const { execFileSync } = require('node:child_process')
-  const script = `
-    const { Client } = require(${JSON.stringify(require.resolve('..'))})
-    const { arrivalCounts } = require(${JSON.stringify(require.resolve('../native.js'))})
-    ;(async () => {
-      const c = new Client({ address: ${JSON.stringify(server.addr)} })
-      await c.kvGet('spin/arrivals-off')
-      process.stdout.write(JSON.stringify(arrivalCounts()))
-      await c.close()
-    })()`
-  const out = execFileSync(process.execPath, ['-e', script], {
-    env: { ...process.env, BATON_ARRIVALS: '0' },
-    encoding: 'utf8',
-  })
-  assert.deepEqual(JSON.parse(out), [0, 0])
 })

@@ -16,7 +16,6 @@ use napi::{Env, Error, Result, Status};
 use napi_derive::napi;
 
 mod agent;
-mod arrivals;
 mod holding;
 mod logging;
 mod recipes;
@@ -479,16 +478,6 @@ impl Default for NativeCancel {
 #[napi]
 pub fn yield_cpu() {
     std::thread::yield_now();
-}
-
-/// For tests and benchmarks: how many answer sockets this environment's calls armed in the
-/// loop's arrival set, and how many of their events woke the loop (`[0, 0]` when the set is
-/// not watched: `BATON_ARRIVALS=0`, or not Linux). See `src/arrivals.rs`.
-#[napi]
-pub fn arrival_counts(env: &Env) -> Result<Vec<i64>> {
-    let turns = settle::turns(env)?;
-    let (armed, drained) = turns.arrivals().map_or((0, 0), |a| a.counts());
-    Ok(vec![armed as i64, drained as i64])
 }
 
 /// Whether this loop turn took the outcome of a baton call and is not over yet: a call made

@@ -248,19 +248,11 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
                 };
             }
         })?;
-        let turns = Turns::new();
-        match baton::arrival::Arrivals::new()
-            .map_err(|e| napi::Error::from_reason(e.to_string()))
-            .and_then(|a| crate::arrivals::watch(env, a.clone()).map(|()| a))
-        {
-            Ok(a) => turns.arm_arrivals(a),
-            Err(e) => log::debug!("answers wake the loop after the baton thread: {e}"),
-        }
         *l = Some(Local {
             env: env.raw(),
             queue: queue.clone(),
             pending: 0,
-            turns,
+            turns: Turns::new(),
             set_immediate,
             turn_over,
         });

@@ -302,9 +302,6 @@ impl<T: Send + 'static> Drop for Settled<T> {
 pub(crate) struct Hub {
     inner: Arc<HubInner>,
     reader: UnixStream,
-    /// The set armed with each call's answer socket, which the loop also watches
-    /// (`baton::arrival`); `None` where epoll is missing or `BATON_ARRIVALS=0`.
-    arrivals: Option<Arc<baton::arrival::Arrivals>>,
 }
 
 struct HubInner {
@@ -338,45 +335,20 @@ impl Hub {
         let (reader, writer) = UnixStream::pair().map_err(io)?;
         reader.set_nonblocking(true).map_err(io)?;
         writer.set_nonblocking(true).map_err(io)?;
-        let turns = Turns::new();
-        let arrivals = baton::arrival::Arrivals::new().ok();
-        if let Some(a) = &arrivals {
-            turns.arm_arrivals(a.clone());
-        }
         Ok(Hub {
             inner: Arc::new(HubInner {
                 ready: Mutex::new(Vec::new()),
                 writer,
                 woken: AtomicBool::new(false),
-                turns,
+                turns: Turns::new(),
             }),
             reader,
-            arrivals,
         })
     }
 
     /// The socket to watch for readability.
     fn fileno(&self) -> i32 {
         self.reader.as_raw_fd()
-    }
-
-    /// The arrival set for the loop to watch too (`None`: not used): each call's answer makes
-    /// it readable as it wakes the baton thread, so the loop wakes alongside instead of after.
-    fn arrivals_fileno(&self) -> Option<i32> {
-        self.arrivals.as_ref().map(|a| a.fd())
-    }
-
-    /// Takes the arrival set's events (the loop calls it when the set reads ready).
-    fn drain_arrivals(&self) {
-        if let Some(a) = &self.arrivals {
-            a.drain();
-        }
-    }
-
-    /// For tests and benchmarks: answer sockets armed in the arrival set, and their events
-    /// that woke the loop.
-    fn arrival_counts(&self) -> (u64, u64) {
-        self.arrivals.as_ref().map_or((0, 0), |a| a.counts())
     }
 
     /// Reports every queued outcome (on the event loop's thread). True when the loop is to

@@ -1,5 +1,5 @@
-//! Baton's TCP connections for ureq: what ureq's own TCP connector and transport do, plus
-//! two things.
+//! Baton's TCP connections for ureq: what ureq's own TCP connector and transport do, with
+//! fewer system calls per request.
 //!
 //! - **One write per request.** ureq hands a request's head and its body over separately;
 //!   written as they come, every request with a body (a txn, a KV write, a session create)
@@ -7,12 +7,14 @@
 //!   staged and written together when ureq first waits for the answer, which on a keep-alive
 //!   HTTP/1.1 connection is always after the whole request (baton never asks for
 //!   `100 Continue`). A body larger than half the output buffer goes out as it comes.
-//! - **The socket an answer will arrive on** is announced before that first wait
-//!   ([`crate::arrival`]), which needs the socket that ureq's transport keeps to itself.
+//! - **One system call per reuse check.** ureq checks a pooled connection before and after
+//!   each request (nothing unread, not closed by the peer); its transport switches the socket
+//!   to non-blocking and back around a read, three calls, where one non-blocking peek will do
+//!   on Unix.
 //!
 //! [`Tcp`] connects as ureq's connector does: each resolved address in turn, each with a share
-//! of the connect budget, no delay; a clone of the socket is registered with the agent, which
-//! shuts it down to interrupt a call from another thread.
+//! of the connect budget, no delay; the socket is shared (weakly) with the agent, which shuts it
+//! down to interrupt a call from another thread.
 
 use std::fmt;
 use std::io;
@@ -30,7 +32,7 @@ use ureq::{Error, Timeout};
 pub(super) struct Tcp;
 
 impl<In: Transport> Connector<In> for Tcp {
-    type Out = Either<In, Announced>;
+    type Out = Either<In, Connection>;
 
     fn connect(
         &self,
@@ -44,7 +46,7 @@ impl<In: Transport> Connector<In> for Tcp {
         let config = details.config;
         (details.register_shutdown)(Arc::downgrade(&stream) as _)?;
         let buffers = LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size());
-        Ok(Some(Either::B(Announced::new(stream, buffers))))
+        Ok(Some(Either::B(Connection::new(stream, buffers))))
     }
 }
 
@@ -109,7 +111,7 @@ fn one_address(e: &io::Error) -> bool {
 }
 
 /// A TCP connection for ureq (see the module docs).
-pub(super) struct Announced {
+pub(super) struct Connection {
     /// The socket, shared (weakly) with the agent, which shuts it down to interrupt a call
     /// from another thread.
     stream: Arc<TcpStream>,
@@ -119,13 +121,11 @@ pub(super) struct Announced {
     /// The socket's read and write timeouts as last set (`None`: none).
     read_timeout: Option<std::time::Duration>,
     write_timeout: Option<std::time::Duration>,
-    /// Whether the hook was told since the last request bytes were staged.
-    told: bool,
 }
 
-impl fmt::Debug for Announced {
+impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Announced")
+        f.debug_struct("Connection")
             .field("peer", &self.stream.peer_addr().ok())
             .finish()
     }
@@ -139,27 +139,14 @@ fn io_error(e: io::Error, timeout: &NextTimeout) -> Error {
     }
 }
 
-impl Announced {
-    fn new(stream: Arc<TcpStream>, buffers: LazyBuffers) -> Announced {
-        Announced {
+impl Connection {
+    fn new(stream: Arc<TcpStream>, buffers: LazyBuffers) -> Connection {
+        Connection {
             stream,
             buffers,
             staged: 0,
             read_timeout: None,
             write_timeout: None,
-            told: false,
-        }
-    }
-
-    fn announce(&mut self) {
-        if self.told {
-            return;
-        }
-        self.told = true;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsFd;
-            crate::arrival::announce(self.stream.as_fd());
         }
     }
 
@@ -184,13 +171,12 @@ impl Announced {
     }
 }
 
-impl Transport for Announced {
+impl Transport for Connection {
     fn buffers(&mut self) -> &mut dyn Buffers {
         self
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), Error> {
-        self.told = false;
         self.staged += amount;
         // Keep at least half the buffer free for ureq's next piece.
         if self.staged >= self.buffers.output().len() / 2 {
@@ -209,7 +195,6 @@ impl Transport for Announced {
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
         self.flush(timeout)?;
-        self.announce();
         let timeout = timeout.for_read();
         if timeout.after.is_zero() {
             return Err(Error::Timeout(timeout.reason));
@@ -233,21 +218,29 @@ impl Transport for Announced {
     fn is_open(&mut self) -> bool {
         // Open when nothing is waiting to be read and the peer has not closed: a byte there
         // (an answer nobody asked for) or the end of the stream means it is not reusable.
-        let probe = || -> io::Result<bool> {
-            self.stream.set_nonblocking(true)?;
-            let mut byte = [0u8; 1];
-            let open = matches!(
-                self.stream.peek(&mut byte),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock
-            );
-            self.stream.set_nonblocking(false)?;
-            Ok(open)
+        let mut byte = [0u8; 1];
+        #[cfg(unix)]
+        let peeked = {
+            use rustix::net::{recv, RecvFlags};
+            recv(
+                &*self.stream,
+                &mut byte,
+                RecvFlags::PEEK | RecvFlags::DONTWAIT,
+            )
+            .map_err(io::Error::from)
         };
-        probe().unwrap_or(false)
+        #[cfg(not(unix))]
+        let peeked = (|| {
+            self.stream.set_nonblocking(true)?;
+            let r = self.stream.peek(&mut byte);
+            self.stream.set_nonblocking(false)?;
+            r
+        })();
+        matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
-impl Buffers for Announced {
+impl Buffers for Connection {
     fn output(&mut self) -> &mut [u8] {
         let staged = self.staged;
         &mut self.buffers.output()[staged..]
@@ -287,17 +280,17 @@ mod tests {
     use std::net::TcpListener;
 
     /// A connected pair: baton's transport on one end, the raw server socket on the other.
-    fn pair() -> (Announced, TcpStream) {
+    fn pair() -> (Connection, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (server, _) = listener.accept().expect("accept");
         (
-            Announced::new(Arc::new(client), LazyBuffers::new(4096, 4096)),
+            Connection::new(Arc::new(client), LazyBuffers::new(4096, 4096)),
             server,
         )
     }
 
-    fn hand_over(t: &mut Announced, bytes: &[u8]) {
+    fn hand_over(t: &mut Connection, bytes: &[u8]) {
         t.buffers().output()[..bytes.len()].copy_from_slice(bytes);
         t.transmit_output(bytes.len(), NextTimeout::default())
             .expect("transmit");

@@ -443,7 +443,7 @@ impl Transport {
 pub(super) fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Agent {
     use ureq::unversioned::transport::{ConnectProxyConnector, Connector as _, RustlsConnector};
     // ureq's default chain (a CONNECT proxy when one is configured, TCP, rustls) with baton's
-    // TCP connector, which stages each request into one write and announces its socket (see `tcp`).
+    // TCP connector, which makes fewer system calls per request (see `tcp`).
     let connector =
         ().chain(ConnectProxyConnector::default())
             .chain(super::tcp::Tcp)

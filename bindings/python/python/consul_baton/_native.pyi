@@ -1,4 +1,4 @@
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 #: A value written to Consul: bytes, or a str (stored UTF-8 encoded).
 Value = Union[bytes, bytearray, memoryview, str]
@@ -460,14 +460,6 @@ class Hub:
 
     def __init__(self) -> None: ...
     def fileno(self) -> int: ...
-    def arrivals_fileno(self) -> Optional[int]:
-        """The arrival set the loop also watches (calling ``drain_arrivals()`` when it reads
-        ready): a call's answer wakes the loop alongside the baton thread. None when unused."""
-        ...
-    def drain_arrivals(self) -> None: ...
-    def arrival_counts(self) -> Tuple[int, int]:
-        """For tests and benchmarks: answer sockets armed, and their events drained."""
-        ...
     def drain(self) -> bool:
         """Reports the queued outcomes; True when ``turn_over()`` is due once the tasks they
         woke have run."""

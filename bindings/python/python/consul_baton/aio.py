@@ -95,11 +95,6 @@ class _LoopHub:
         self.loop = weakref.ref(loop)
         self.native = _native.Hub()
         loop.add_reader(self.native.fileno(), self._drain)
-        # The answer of a call wakes the loop alongside the baton thread that reads it (see
-        # core/src/arrival.rs), so the loop is awake when the outcome is queued.
-        arrivals = self.native.arrivals_fileno()
-        if arrivals is not None:
-            loop.add_reader(arrivals, self.native.drain_arrivals)
         self.pending = 0
         self.latest = 0.0
         self.quick = 1.0
