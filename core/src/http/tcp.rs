@@ -131,6 +131,24 @@ impl fmt::Debug for Connection {
     }
 }
 
+/// Gives the socket the time `timeout` leaves (through `set`, only when it differs from
+/// `current`, the value set last); a timeout error when none is left.
+fn set_timeout(
+    timeout: &NextTimeout,
+    current: &mut Option<std::time::Duration>,
+    set: impl FnOnce(Option<std::time::Duration>) -> io::Result<()>,
+) -> Result<(), Error> {
+    if timeout.after.is_zero() {
+        return Err(Error::Timeout(timeout.reason));
+    }
+    let want = timeout.not_zero().map(|d| *d);
+    if want != *current {
+        set(want)?;
+        *current = want;
+    }
+    Ok(())
+}
+
 /// A timeout error of ureq for an I/O error that means the socket's timeout passed.
 fn io_error(e: io::Error, timeout: &NextTimeout) -> Error {
     match e.kind() {
@@ -156,14 +174,10 @@ impl Connection {
             return Ok(());
         }
         let timeout = timeout.for_write();
-        if timeout.after.is_zero() {
-            return Err(Error::Timeout(timeout.reason));
-        }
-        let want = timeout.not_zero().map(|d| *d);
-        if want != self.write_timeout {
-            self.stream.set_write_timeout(want)?;
-            self.write_timeout = want;
-        }
+        let stream = &self.stream;
+        set_timeout(&timeout, &mut self.write_timeout, |t| {
+            stream.set_write_timeout(t)
+        })?;
         let n = std::mem::take(&mut self.staged);
         let mut stream = &*self.stream;
         io::Write::write_all(&mut stream, &self.buffers.output()[..n])
@@ -196,14 +210,10 @@ impl Transport for Connection {
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
         self.flush(timeout)?;
         let timeout = timeout.for_read();
-        if timeout.after.is_zero() {
-            return Err(Error::Timeout(timeout.reason));
-        }
-        let want = timeout.not_zero().map(|d| *d);
-        if want != self.read_timeout {
-            self.stream.set_read_timeout(want)?;
-            self.read_timeout = want;
-        }
+        let stream = &self.stream;
+        set_timeout(&timeout, &mut self.read_timeout, |t| {
+            stream.set_read_timeout(t)
+        })?;
         let mut stream = &*self.stream;
         let amount = loop {
             match io::Read::read(&mut stream, self.buffers.input_append_buf()) {
