@@ -30,8 +30,12 @@ lint: check-version check-msrv
 	$(CARGO) clippy --manifest-path $(NODE_DIR)/Cargo.toml -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
+## The core crate on its own (`-p`: the build test-versions and test-pretty reuse; cargo resolves
+## features per selection, so a workspace-wide run would build every core test twice), then the
+## rest of the workspace but the command line (test-cli).
 test-rust:
-	$(CARGO) test --workspace --exclude consul-baton-cli
+	$(CARGO) test -p consul-baton
+	$(CARGO) test --workspace --exclude consul-baton-cli --exclude consul-baton
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
 ## against in-process dev servers (loss -> SIGTERM timings are printed; --nocapture shows them).

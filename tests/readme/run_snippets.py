@@ -4,11 +4,11 @@
 
 Which blocks run, by the fence's language:
 
-* ```rust (any of `rust`, `rust,no_run`, `rust,edition2024`, ...): one binary each of a scratch
-  Cargo project that depends on the core and the dev server by path (and tokio, for the async
-  snippets), in edition 2024 as
-  `cargo new` makes it, its body wrapped in `main` (rustdoc's hidden `# ` lines included, as
-  rustdoc compiles them);
+* ```rust (any of `rust`, `rust,no_run`, `rust,edition2024`, ...): a module each of one binary
+  of a scratch Cargo project that depends on the core and the dev server by path (and tokio, for
+  the async snippets), in edition 2024 as `cargo new` makes it, its body wrapped in a function
+  the binary's first argument picks (rustdoc's hidden `# ` lines included, as rustdoc compiles
+  them);
 * ```python: run with this interpreter (the venv with the wheel); a block that defines
   `def test_...` runs under pytest (the wheel's pytest plugin gives it `consul_devserver`); a
   block that defines `async def main()` without running it gets `asyncio.run(main())` appended;
@@ -75,7 +75,9 @@ def snippets(files):
 
 
 def rust_binaries(tmp, rust):
-    """Builds one binary per Rust block in a scratch crate; returns their paths."""
+    """Builds the Rust blocks into one binary of a scratch crate, each block a module its first
+    argument names (one link instead of one per block: each would carry the whole library);
+    returns the argv that runs each block."""
     proj = os.path.join(tmp, "rust")
     os.makedirs(os.path.join(proj, "src", "bin"))
     with open(os.path.join(proj, "Cargo.toml"), "w", encoding="utf-8") as f:
@@ -96,21 +98,26 @@ tokio = {{ version = "1", features = ["rt", "rt-multi-thread", "macros", "time",
     # The workspace's lock file: same versions, so the shared target dir is reused.
     shutil.copy(os.path.join(ROOT, "Cargo.lock"), os.path.join(proj, "Cargo.lock"))
     names = []
+    modules = []
     for i, code in enumerate(rust):
         body = "\n".join(line[2:] if line.startswith("# ") else ("" if line == "#" else line)
                          for line in code.splitlines())
         name = f"snippet{i + 1}"
-        with open(os.path.join(proj, "src", "bin", f"{name}.rs"), "w", encoding="utf-8") as f:
-            f.write("#![allow(unused)]\nfn main() {\n    let run = || {\n" + body +
-                    "\n    };\n    if let Err(e) = run() {\n        eprintln!(\"{e}\");\n"
-                    "        std::process::exit(1);\n    }\n}\n")
+        modules.append(f"mod {name} {{\n    pub fn main() {{\n        let run = || {{\n" + body +
+                       "\n        };\n        if let Err(e) = run() {\n            eprintln!(\"{e}\");\n"
+                       "            std::process::exit(1);\n        }\n    }\n}\n")
         names.append(name)
+    dispatch = "".join(f"        Some(\"{n}\") => {n}::main(),\n" for n in names)
+    with open(os.path.join(proj, "src", "bin", "snippets.rs"), "w", encoding="utf-8") as f:
+        f.write("#![allow(unused)]\n" + "".join(modules) +
+                "fn main() {\n    match std::env::args().nth(1).as_deref() {\n" + dispatch +
+                "        other => panic!(\"no snippet {other:?}\"),\n    }\n}\n")
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
     if rust:
         subprocess.run(["cargo", "build", "--quiet", "--bins", "--manifest-path",
                         os.path.join(proj, "Cargo.toml")],
                        env=dict(os.environ, CARGO_TARGET_DIR=target), check=True)
-    return [os.path.join(target, "debug", n) for n in names]
+    return [[os.path.join(target, "debug", "snippets"), n] for n in names]
 
 
 def c_program(code):
@@ -153,7 +160,7 @@ def prepare(tmp, blocks):
         with open(path, "w", encoding="utf-8") as f:
             f.write(c_program(code) if lang == "c" else code)
         if lang == "rust":
-            argv = [binaries[id(block)]]
+            argv = list(binaries[id(block)])
         elif lang == "python":
             if re.search(r"^\s*def test_", code, re.M):
                 argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path]
