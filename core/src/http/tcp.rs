@@ -51,9 +51,9 @@ impl<In: Transport> Connector<In> for Tcp {
 }
 
 /// Connects to the first of the resolved addresses that answers, the way ureq's TCP connector
-/// does: the first address gets half the budget, the next a quarter, and so on (the shares sum
-/// to the whole budget; none below 10 ms), and only an error that concerns one address (refused,
-/// unreachable) moves on to the next.
+/// does: each address gets half the share of the one before, the shares summing to the whole
+/// connect budget (a single address gets all of it; no share is below 10 ms), and only an error
+/// that concerns one address (refused, unreachable) moves on to the next.
 fn connect_any(details: &ConnectionDetails<'_>) -> Result<TcpStream, Error> {
     const MIN_SHARE: std::time::Duration = std::time::Duration::from_millis(10);
     let addrs: &[SocketAddr] = &details.addrs;
