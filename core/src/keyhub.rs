@@ -435,10 +435,9 @@ fn run(core: Weak<Conn>, group: Arc<Group>, wake: Receiver<()>) {
                 .flatten()
                 .filter(|d| *d > Instant::now());
             st.deferring = due;
-            if due.is_some() {
+            if let Some(until) = due {
                 st.polling = None;
                 drop(st);
-                let until = due.unwrap_or_else(Instant::now);
                 select! {
                     recv(wake) -> _ => {}
                     recv(closing_rx) -> _ => return,

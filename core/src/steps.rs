@@ -187,8 +187,16 @@ pub(crate) struct AlarmGuard {
 impl Drop for AlarmGuard {
     fn drop(&mut self) {
         if let Some(t) = self.timer.upgrade() {
-            // The heap entry stays until its time; without its alarm it does nothing.
-            lock(&t.state).alarms.remove(&self.id);
+            let mut st = lock(&t.state);
+            st.alarms.remove(&self.id);
+            // The heap entry stays until its time (without its alarm it does
+            // nothing) until such entries outnumber the live ones: then they go,
+            // so the heap follows the alarms set, not those set over the longest
+            // timeout (one pass per as many drops as there are live alarms).
+            if st.heap.len() > 2 * st.alarms.len() + 64 {
+                let TimerState { heap, alarms, .. } = &mut *st;
+                heap.retain(|Reverse((_, id))| alarms.contains_key(id));
+            }
         }
     }
 }
@@ -222,6 +230,42 @@ fn run_timer(timer: Arc<TimerShared>, wake: Receiver<()>, closing: CancelToken) 
             recv(wake) -> _ => {}
             recv(tick) -> _ => {}
             recv(closed) -> _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_alarms_do_not_pile_up_until_their_time() {
+        let steps = Steps::start(CancelToken::new()).expect("timer thread");
+        let far = Instant::now() + Duration::from_secs(3600);
+        let kept: Vec<AlarmGuard> = (0..10).map(|_| steps.alarm(far, Box::new(|| {}))).collect();
+        for _ in 0..10_000 {
+            drop(steps.alarm(far, Box::new(|| {})));
+        }
+        let heap = lock(&steps.timer.state).heap.len();
+        assert!(
+            heap <= 2 * kept.len() + 65,
+            "{heap} heap entries for {} alarms",
+            kept.len()
+        );
+        let (fired_tx, fired_rx) = crossbeam_channel::bounded(1);
+        let _soon = steps.alarm(
+            Instant::now(),
+            Box::new(move || {
+                let _ = fired_tx.send(());
+            }),
+        );
+        assert!(
+            fired_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "a live alarm did not fire after the pruning"
+        );
+        steps.closing.cancel();
+        for mut w in steps.into_workers() {
+            assert!(w.join_until(Instant::now() + Duration::from_secs(10)));
         }
     }
 }

@@ -11,24 +11,43 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What arrives on `rx` before `until`, or before `stop()` says to give up,
-/// yielding the CPU between looks: `Some(Some(v))` a value, `Some(None)` the
-/// channel disconnected, `None` nothing came. For a thread that just handed an
-/// outcome over and expects its caller's next call within microseconds (a
-/// parked thread costs a wake-up per call).
+/// Looks until `done()` says so or `until` passes, yielding the CPU between
+/// looks; whether `done()` did. For a thread that just handed an outcome over
+/// and expects the next step of its caller within microseconds (a parked
+/// thread costs a wake-up per call).
+pub(crate) fn spin_until(until: Instant, mut done: impl FnMut() -> bool) -> bool {
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// What arrives on `rx` before `until`, or before `stop()` says to give up
+/// ([`spin_until`]): `Some(Some(v))` a value, `Some(None)` the channel
+/// disconnected, `None` nothing came.
 pub(crate) fn look_for<T>(
     rx: &Receiver<T>,
     until: Instant,
     stop: impl Fn() -> bool,
 ) -> Option<Option<T>> {
-    loop {
-        match rx.try_recv() {
-            Ok(v) => return Some(Some(v)),
-            Err(TryRecvError::Disconnected) => return Some(None),
-            Err(TryRecvError::Empty) if stop() || Instant::now() >= until => return None,
-            Err(TryRecvError::Empty) => std::thread::yield_now(),
+    let mut got = None;
+    spin_until(until, || match rx.try_recv() {
+        Ok(v) => {
+            got = Some(Some(v));
+            true
         }
-    }
+        Err(TryRecvError::Disconnected) => {
+            got = Some(None);
+            true
+        }
+        Err(TryRecvError::Empty) => stop(),
+    });
+    got
 }
 
 /// Whether an on-by-default switch of the environment is on: unset, or set to

@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::call::Call;
 use super::contend::Contend;
-use super::wake::WakeSlot;
+use super::wake::{SlotAlarm, WakeSlot};
 use crate::cancel::{CancelToken, HookGuard};
 use crate::error::{Error, ErrorKind, Result};
-use crate::steps::AlarmGuard;
 use std::sync::Arc;
 
 /// After a transient failure (no cluster leader, a restarting agent), the
@@ -54,7 +53,7 @@ pub struct Acquire<'a, H: Contend> {
     /// The session, cancel and close hooks that wake the task.
     hooks: Vec<HookGuard>,
     session_hooked: Option<String>,
-    alarm: Option<(Instant, AlarmGuard)>,
+    alarm: SlotAlarm,
     /// Tries that kept something for the next (see [`Acquire::end_wait`]).
     tried_waiting: u32,
     done: bool,
@@ -100,7 +99,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             changes: None,
             hooks,
             session_hooked: None,
-            alarm: None,
+            alarm: SlotAlarm::default(),
             tried_waiting: 0,
             done: false,
         }
@@ -211,20 +210,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             (Some(d), Some(r)) => Some(d.min(r)),
             (d, r) => d.or(r),
         };
-        match wake {
-            Some(at) if self.alarm.as_ref().is_none_or(|(t, _)| *t != at) => {
-                let fire = self.slot.hook();
-                let guard = self
-                    .hold
-                    .client()
-                    .core()
-                    .alarm(at, Box::new(move || fire()))?;
-                self.alarm = Some((at, guard));
-            }
-            Some(_) => {}
-            None => self.alarm = None,
-        }
-        Ok(())
+        self.alarm.set(&self.slot, self.hold.client(), wake)
     }
 }
 

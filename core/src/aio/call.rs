@@ -105,18 +105,13 @@ fn deliver<T>(slot: &Slot<T>, result: Result<T>) -> bool {
     }
     // Stay with the task until its executor has taken the outcome: the next
     // step it issues in the same poll then finds this thread awake.
-    let until = Instant::now() + crate::steps::BOUND_MAX;
-    loop {
+    let mut taken = false;
+    crate::sync::spin_until(Instant::now() + crate::steps::BOUND_MAX, || {
         let st = lock(slot);
-        if st.taken || st.dropped {
-            return st.taken;
-        }
-        drop(st);
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::yield_now();
-    }
+        taken = st.taken;
+        st.taken || st.dropped
+    });
+    taken
 }
 
 impl<T: Send + 'static> Call<T> {

@@ -8,12 +8,11 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::contend::Contend;
-use super::wake::WakeSlot;
+use super::wake::{SlotAlarm, WakeSlot};
 use crate::cancel::{CancelToken, HookGuard};
 use crate::client::Client;
 use crate::error::{ErrorKind, Result};
 use crate::lease::{LostReason, Session};
-use crate::steps::AlarmGuard;
 
 /// What ends, seen without blocking.
 trait Ending {
@@ -34,7 +33,7 @@ trait Ending {
 struct Waiting {
     slot: Arc<WakeSlot>,
     token_hook: Option<HookGuard>,
-    alarm: Option<(Instant, AlarmGuard)>,
+    alarm: SlotAlarm,
 }
 
 impl Waiting {
@@ -49,14 +48,8 @@ impl Waiting {
                 let fire = self.slot.hook();
                 self.token_hook = Some(what.token().on_cancel(move || fire()));
             }
-            if let Some(at) = what.deadline() {
-                if self.alarm.as_ref().is_none_or(|(t, _)| *t != at) {
-                    let fire = self.slot.hook();
-                    match what.client().core().alarm(at, Box::new(move || fire())) {
-                        Ok(g) => self.alarm = Some((at, g)),
-                        Err(e) => return Poll::Ready(Err(e)),
-                    }
-                }
+            if let Err(e) = self.alarm.set(&self.slot, what.client(), what.deadline()) {
+                return Poll::Ready(Err(e));
             }
             if self.slot.fired() {
                 continue;

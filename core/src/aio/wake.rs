@@ -4,7 +4,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Waker;
+use std::time::Instant;
 
+use crate::client::Client;
+use crate::error::Result;
+use crate::steps::AlarmGuard;
 use crate::sync::lock;
 
 /// A task's waker and a "something happened" flag. Baton's threads (the key
@@ -65,5 +69,31 @@ impl WakeSlot {
                 s.fire();
             }
         })
+    }
+}
+
+/// The timer alarm that fires a slot at a time, kept across polls: set again
+/// only when the time changes.
+#[derive(Default)]
+pub(crate) struct SlotAlarm(Option<(Instant, AlarmGuard)>);
+
+impl SlotAlarm {
+    /// Fires `slot` at `at` (on `client`'s timer thread); no alarm for `None`.
+    pub(crate) fn set(
+        &mut self,
+        slot: &Arc<WakeSlot>,
+        client: &Client,
+        at: Option<Instant>,
+    ) -> Result<()> {
+        match at {
+            Some(at) if self.0.as_ref().is_none_or(|(t, _)| *t != at) => {
+                let fire = slot.hook();
+                let guard = client.core().alarm(at, Box::new(move || fire()))?;
+                self.0 = Some((at, guard));
+            }
+            Some(_) => {}
+            None => self.0 = None,
+        }
+        Ok(())
     }
 }
