@@ -22,6 +22,13 @@ connection, no JSON, no checks: what the wire allows) run
 * Node event-loop lag and Python asyncio loop lag (p99 of how late a 10 ms timer fires) while
   1,000 acquires on 1,000 keys are pending, with the worker's CPU use meanwhile.
 
+Two more floor clients run in each round: the same two raw PUTs driven by an event loop instead
+of a blocking thread (floor-node: a net.Socket in Node; floor-asyncio: an asyncio Protocol), no
+baton. `ratio floor-node/floor` is what the loop itself costs over the wire, and `ratio
+node/floor-node` what baton costs over the loop, to set beside `ratio rust/floor` (the same for
+asyncio): a binding whose outcome crosses threads pays the hand-off here, and a binding whose loop
+did its own I/O would be bounded by the loop floor.
+
 Then `ratio <lang>/rust X.XX` lines, and `ratio rust/floor`: the cycles/s of the second divided
 by the first's (cost per cycle), taken in each round (languages of one round run back to back,
 under the same load) and the median over the rounds printed (a load spike on the shared machine
@@ -52,7 +59,10 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "bindings")
-LANGS = ("floor", "rust", "c", "python", "python-aio", "node")
+LANGS = ("floor", "rust", "c", "python", "python-aio", "node", "floor-asyncio", "floor-node")
+# The floor clients: no baton, only the wire (floor: blocking, in Rust), or the wire driven by
+# an event loop (floor-node: a net.Socket; floor-asyncio: an asyncio Protocol).
+FLOORS = ("floor", "floor-asyncio", "floor-node")
 # Variants run only when named in --langs, to see whether spinning still pays: the asyncio and
 # Node workers with their event loop's polling switched off (-nospin: BATON_AIO_SPIN=0,
 # BATON_NODE_SPIN=0), and with no spinning anywhere (-park: also BATON_POOL_BIND=0, the baton
@@ -82,11 +92,13 @@ def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
         "python": [python, os.path.join(HERE, "worker.py")],
         "python-aio": [python, os.path.join(HERE, "worker.py")],
         "node": ["node", os.path.join(HERE, "worker.js")],
+        "floor-asyncio": [python, os.path.join(HERE, "worker.py")],
+        "floor-node": ["node", os.path.join(HERE, "worker.js")],
     }[lang]
     if lang == "python-aio":
         mode = f"aio-{mode}"
-    if lang == "floor":
-        mode = "floor"
+    if lang in FLOORS:
+        mode = {"floor-asyncio": "aio-floor"}.get(lang, "floor")
     p = subprocess.run(argv + [addr, mode, str(n), key], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env=env)
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
@@ -246,7 +258,7 @@ def step(args, dev, ms, langs, proxy_bin):
             print(f"contended hand-off, two holders alternating on one key ({args.handoffs} hand-offs: "
                   "holder's release() called -> waiter's acquire() returned)")
             for lang in langs:
-                if lang == "floor":
+                if lang in FLOORS:
                     continue
                 h = run(lang, "handoff", args.handoffs, f"bench/bindings/handoff-{lang}/{ms:g}")
                 print(f"  {lang:<17} p50 {ms_(h['p50_us'])}   p99 {ms_(h['p99_us'])}")
@@ -268,6 +280,13 @@ def step(args, dev, ms, langs, proxy_bin):
                          "node-nospin", "node-park", "c"):
                 if lang in langs:
                     ratio(lang, "rust")
+        # The loops' own floors: what an event loop doing the I/O itself costs over the wire,
+        # and what baton costs over that (set beside rust/floor).
+        for loop_floor, binding in (("floor-asyncio", "python-aio"), ("floor-node", "node")):
+            if loop_floor in langs:
+                ratio(loop_floor, "floor")
+                if binding in langs:
+                    ratio(binding, loop_floor)
         per_cycle = 1e6 / rate["floor"]
         print(f"floor: {per_cycle:.0f} us per cycle, {per_cycle / 2:.0f} us per request ({load()})")
 

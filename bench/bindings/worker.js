@@ -4,6 +4,10 @@
 //   worker.js ADDR cycles N KEY     N uncontended acquire+release cycles on KEY
 //   worker.js ADDR handoff N KEY    N hand-offs of KEY between two holders
 //   worker.js ADDR lag N PREFIX     event-loop lag while N acquires on N keys are pending
+//   worker.js ADDR floor N KEY      N cycles of the floor client driven by the event loop: the
+//                                   floor of worker.rs (two raw PUTs on one keep-alive
+//                                   connection, no checks) written and read by a net.Socket,
+//                                   no baton: what Node's loop costs above the wire
 //
 // Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys
 // CPU time (process.cpuUsage) over the measured part. lag: one client holds PREFIX/0..N-1, another starts an
@@ -11,6 +15,7 @@
 // delay for LAG_SECS seconds: `{pending, p50_ms, p99_ms, max_ms}`.
 'use strict'
 
+const net = require('node:net')
 const path = require('node:path')
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'))
@@ -51,6 +56,59 @@ async function cycles(addr, n, key) {
   const secs = (now() - start) / 1e6
   const cpu_secs = cpuSecs() - cpu
   await c.close()
+  lat.sort((x, y) => x - y)
+  return { cycles: n, secs, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99), cpu_secs }
+}
+
+/** The floor client of worker.rs on the event loop (see the header). */
+async function floor(addr, n, key) {
+  const [host, port] = addr.replace('http://', '').split(':')
+  const sock = net.connect({ host, port: Number(port), noDelay: true })
+  await new Promise((resolve, reject) => {
+    sock.once('connect', resolve)
+    sock.once('error', reject)
+  })
+  let waiting = null
+  let buf = Buffer.alloc(0)
+  sock.on('data', (d) => {
+    buf = buf.length ? Buffer.concat([buf, d]) : d
+    const end = buf.indexOf('\r\n\r\n')
+    if (end < 0) return
+    const m = /content-length: *(\d+)/i.exec(buf.subarray(0, end).toString('latin1'))
+    const len = m ? Number(m[1]) : 0
+    if (buf.length < end + 4 + len) return
+    const body = buf.subarray(end + 4, end + 4 + len).toString()
+    buf = buf.subarray(end + 4 + len)
+    const w = waiting
+    waiting = null
+    w.resolve(body)
+  })
+  sock.on('error', (e) => waiting && waiting.reject(e))
+  const put = (path, body) =>
+    new Promise((resolve, reject) => {
+      waiting = { resolve, reject }
+      sock.write(`PUT ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
+    })
+  const id = JSON.parse(await put('/v1/session/create', '{"TTL":"60s","LockDelay":"0s"}')).ID
+  const acquire = `/v1/kv/${key}?acquire=${id}`
+  const release = `/v1/kv/${key}?release=${id}`
+  for (let i = 0; i < WARM; i++) {
+    await put(acquire, '')
+    await put(release, '')
+  }
+  const lat = []
+  const cpu = cpuSecs()
+  const start = now()
+  for (let i = 0; i < n; i++) {
+    const t = now()
+    await put(acquire, '')
+    await put(release, '')
+    lat.push(now() - t)
+  }
+  const secs = (now() - start) / 1e6
+  const cpu_secs = cpuSecs() - cpu
+  await put(`/v1/session/destroy/${id}`, '')
+  sock.end()
   lat.sort((x, y) => x - y)
   return { cycles: n, secs, p50_us: pct(lat, 0.5), p99_us: pct(lat, 0.99), cpu_secs }
 }
@@ -120,9 +178,9 @@ async function lag(addr, n, prefix) {
 
 async function main() {
   const [addr, mode, nText, key] = process.argv.slice(2)
-  const modes = { cycles, handoff, lag }
+  const modes = { cycles, handoff, lag, floor }
   if (!key || !modes[mode]) {
-    console.error('usage: worker.js ADDR cycles|handoff|lag N KEY')
+    console.error('usage: worker.js ADDR cycles|handoff|lag|floor N KEY')
     process.exit(2)
   }
   const result = await modes[mode](addr, Number(nText), key)

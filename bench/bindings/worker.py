@@ -6,6 +6,10 @@ worker.rs):
     worker.py ADDR aio-cycles N KEY    the same with baton.aio
     worker.py ADDR aio-handoff N KEY   the same with baton.aio (the waiter a task)
     worker.py ADDR aio-lag N PREFIX    asyncio loop lag while N acquires on N keys are pending
+    worker.py ADDR aio-floor N KEY     N cycles of the floor client driven by the asyncio loop:
+                                       the floor of worker.rs (two raw PUTs on one keep-alive
+                                       connection, no checks) on an asyncio Protocol, no baton:
+                                       what the loop costs above the wire
 
 Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys CPU
 time (`time.process_time`) over the measured part. aio-lag: one client holds PREFIX/0..N-1, another starts an
@@ -108,6 +112,68 @@ async def aio_cycles(addr, n, key):
             "cpu_secs": cpu}
 
 
+class _Floor(asyncio.Protocol):
+    """aio-floor's connection: one request at a time, its answer read to Content-Length."""
+
+    def __init__(self):
+        self.buf = b""
+        self.waiting = None
+
+    def data_received(self, data):
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        length = 0
+        for line in self.buf[:end].split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        if len(self.buf) < end + 4 + length:
+            return
+        body, self.buf = self.buf[end + 4:end + 4 + length], self.buf[end + 4 + length:]
+        waiting, self.waiting = self.waiting, None
+        waiting.set_result(body)
+
+    def connection_lost(self, exc):
+        if self.waiting is not None and not self.waiting.done():
+            self.waiting.set_exception(exc or ConnectionError("connection closed"))
+
+
+async def aio_floor(addr, n, key):
+    host, port = addr.replace("http://", "").rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.create_connection(_Floor, host, int(port))
+
+    def put(path, body=b""):
+        proto.waiting = loop.create_future()
+        transport.write(b"PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s"
+                        % (path.encode(), addr.encode(), len(body), body))
+        return proto.waiting
+
+    sid = json.loads(await put("/v1/session/create", b'{"TTL":"60s","LockDelay":"0s"}'))["ID"]
+    acquire, release = f"/v1/kv/{key}?acquire={sid}", f"/v1/kv/{key}?release={sid}"
+    for _ in range(WARM):
+        await put(acquire)
+        await put(release)
+    lat = []
+    clock = time.perf_counter
+    cpu = time.process_time()
+    start = clock()
+    for _ in range(n):
+        t = clock()
+        await put(acquire)
+        await put(release)
+        lat.append((clock() - t) * 1e6)
+    secs = clock() - start
+    cpu = time.process_time() - cpu
+    await put(f"/v1/session/destroy/{sid}")
+    transport.close()
+    lat.sort()
+    return {"cycles": n, "secs": secs, "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
+            "cpu_secs": cpu}
+
+
 async def aio_handoff(addr, rounds, key):
     async with baton.aio.Client(addr) as a, baton.aio.Client(addr) as b:
         la, lb = a.lock(key), b.lock(key)
@@ -159,7 +225,7 @@ async def aio_lag(addr, n, prefix):
 
 def main():
     if len(sys.argv) != 5:
-        sys.exit("usage: worker.py ADDR cycles|handoff|aio-cycles|aio-handoff|aio-lag N KEY")
+        sys.exit("usage: worker.py ADDR cycles|handoff|aio-cycles|aio-handoff|aio-lag|aio-floor N KEY")
     addr, mode, n, key = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     modes = {
         "cycles": lambda: cycles(addr, n, key),
@@ -167,6 +233,7 @@ def main():
         "aio-cycles": lambda: asyncio.run(aio_cycles(addr, n, key)),
         "aio-handoff": lambda: asyncio.run(aio_handoff(addr, n, key)),
         "aio-lag": lambda: asyncio.run(aio_lag(addr, n, key)),
+        "aio-floor": lambda: asyncio.run(aio_floor(addr, n, key)),
     }
     if mode not in modes:
         sys.exit(f"unknown mode {mode!r} ({', '.join(modes)})")
