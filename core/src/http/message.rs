@@ -59,6 +59,7 @@ impl Request {
 }
 
 /// An answer of any status.
+#[derive(Debug)]
 pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,

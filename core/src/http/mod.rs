@@ -5,6 +5,7 @@ mod availability;
 mod body;
 mod encode;
 mod errors;
+mod exchange;
 mod message;
 mod query;
 mod tcp;
