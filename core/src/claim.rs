@@ -51,6 +51,25 @@ fn try_claim(session: &str, key: &str, owner: u64) -> std::result::Result<(), Re
     }
 }
 
+/// Claims (session, key) for `owner` if nobody else has it now (a loop's call, which
+/// must not wait; see `lock::warm`).
+pub(crate) fn claim_now(session: &str, key: &str, owner: u64) -> bool {
+    let mut map = lock(&LOCAL);
+    match map.get(&(session.to_string(), key.to_string())) {
+        Some(c) => c.owner == owner,
+        None => {
+            map.insert(
+                (session.to_string(), key.to_string()),
+                LocalClaim {
+                    owner,
+                    waiters: Vec::new(),
+                },
+            );
+            true
+        }
+    }
+}
+
 /// Waits until `owner` is the process's one contender for (session, key).
 /// Returns `Ok(false)` at the deadline.
 pub(crate) fn take_claim(

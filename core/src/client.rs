@@ -736,6 +736,21 @@ impl Client {
         )
     }
 
+    /// Opens the connection an event loop's warm calls use (see `lock::warm`), if this
+    /// client can have one (plain HTTP, no proxy) and it is not open. Blocking: for a baton
+    /// thread, never the loop's. For the language bindings.
+    #[doc(hidden)]
+    pub fn open_loop_conn(&self) -> Result<()> {
+        self.conn().transport.open_loop_conn()
+    }
+
+    /// The default session if it exists and is valid, without waiting for the slot or
+    /// creating one (an event loop's warm call, see `lock::warm`).
+    pub(crate) fn current_default_session(&self) -> Option<Session> {
+        let slot = self.core().default_session.try_lock().ok()?;
+        slot.as_ref().filter(|s| s.is_valid()).cloned()
+    }
+
     /// The valid session in `slot`, or a new one made with `options` (created
     /// on first use, replaced once lost): the default session's and each
     /// semaphore's own.

@@ -55,3 +55,58 @@ pub(crate) fn look_for<T>(
 pub(crate) fn env_switch(name: &str) -> bool {
     std::env::var_os(name).is_none_or(|v| v != "0")
 }
+
+/// One at a time, where a turn can also be held as a value: a blocking caller waits for it
+/// ([`Turnstile::enter`]), and an event loop's call that must not wait takes it only when
+/// free and carries it across the loop's turns ([`Turnstile::try_enter_owned`]).
+#[derive(Debug, Default)]
+pub(crate) struct Turnstile {
+    busy: Mutex<bool>,
+    free: std::sync::Condvar,
+}
+
+/// A turn taken with [`Turnstile::enter`]; the next caller goes when it drops.
+pub(crate) struct Turn<'a>(&'a Turnstile);
+
+/// A turn taken with [`Turnstile::try_enter_owned`]; the next caller goes when it drops.
+#[derive(Debug)]
+pub(crate) struct OwnedTurn(std::sync::Arc<Turnstile>);
+
+impl Turnstile {
+    /// Waits for the turn.
+    pub(crate) fn enter(&self) -> Turn<'_> {
+        let mut busy = lock(&self.busy);
+        while *busy {
+            busy = self.free.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy = true;
+        Turn(self)
+    }
+
+    /// The turn if it is free now.
+    pub(crate) fn try_enter_owned(self: &std::sync::Arc<Self>) -> Option<OwnedTurn> {
+        let mut busy = lock(&self.busy);
+        if *busy {
+            return None;
+        }
+        *busy = true;
+        Some(OwnedTurn(self.clone()))
+    }
+
+    fn leave(&self) {
+        *lock(&self.busy) = false;
+        self.free.notify_one();
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+impl Drop for OwnedTurn {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}

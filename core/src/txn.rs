@@ -298,11 +298,31 @@ impl Conn {
                 self.learn_txn_numbers(&op.key);
             }
         }
+        let req = self.txn_request(ops)?;
+        let resp = self.send(&req)?;
+        self.txn_judge(ops, &req, resp)
+    }
+
+    /// The request that runs `ops` (keys already normalised), refused before sending what
+    /// the server is known not to support. No request is sent (an event loop's warm path
+    /// sends it itself; see `http::exchange`).
+    pub(crate) fn txn_request(&self, ops: &[KvOp]) -> Result<Request> {
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
         req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
-        let resp = self.send(&req)?;
-        let entries = match txn_answer(&req, resp) {
+        Ok(req)
+    }
+
+    /// What the answer to `req`, the request of `ops`, says: the entries, or the refusal,
+    /// learning from it. Sends nothing on a server known to store txn numbers exactly (before
+    /// 1.6.2 it repairs rounded flags, see [`Conn::txn`]).
+    pub(crate) fn txn_judge(
+        &self,
+        ops: &[KvOp],
+        req: &Request,
+        resp: Response,
+    ) -> Result<Vec<KvPair>> {
+        let entries = match txn_answer(req, resp) {
             Ok(entries) => entries,
             Err(e) => return Err(self.learn_refusal(ops, e)),
         };

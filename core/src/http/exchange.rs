@@ -147,15 +147,21 @@ impl Exchange {
         }
     }
 
+    /// Whether any of the request has been written (then it may have reached the agent).
+    pub(crate) fn sent_any(&self) -> bool {
+        self.sent > 0
+    }
+
     fn failed(&mut self, e: std::io::Error) -> Progress {
         self.conn = None;
         Progress::Failed(e, self.sent == 0)
     }
 
     fn answered(&mut self, framed: Framed) -> Progress {
-        let conn = self.conn.take().filter(|c| {
-            framed.keep_alive && framed.used == self.inbuf.len() && c.reusable()
-        });
+        let conn = self
+            .conn
+            .take()
+            .filter(|c| framed.keep_alive && framed.used == self.inbuf.len() && c.reusable());
         Progress::Answered(framed.response, conn)
     }
 }
@@ -204,10 +210,8 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
     }
     let has = |name: &str, token: &str| {
         headers.get_all(name).iter().any(|v| {
-            v.to_str().is_ok_and(|s| {
-                s.split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case(token))
-            })
+            v.to_str()
+                .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
     let close = has("connection", "close") || parsed.version == Some(0);
@@ -220,7 +224,9 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
             .to_str()
             .ok()
             .and_then(|s| s.trim().parse::<usize>().ok())
-            .ok_or_else(|| "HTTP protocol error: a Content-Length that is not a number".to_string())?;
+            .ok_or_else(|| {
+                "HTTP protocol error: a Content-Length that is not a number".to_string()
+            })?;
         if n > MAX_RESPONSE_BYTES {
             return Err(too_large_message());
         }
@@ -241,7 +247,10 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
 fn frame(buf: &[u8]) -> Result<Option<Framed>, String> {
     let Some(h) = head(buf)? else { return Ok(None) };
     if (100..200).contains(&h.status) {
-        return Err(format!("HTTP protocol error: an unasked-for {} answer", h.status));
+        return Err(format!(
+            "HTTP protocol error: an unasked-for {} answer",
+            h.status
+        ));
     }
     let rest = &buf[h.body_at..];
     let (body, used) = match h.length {
@@ -338,10 +347,11 @@ mod tests {
 
     #[test]
     fn answers_are_framed_by_length_chunks_or_end() {
-        let a = framed(
-            b"HTTP/1.1 200 OK\r\nX-Consul-Index: 42\r\nContent-Length: 4\r\n\r\ntrue",
+        let a = framed(b"HTTP/1.1 200 OK\r\nX-Consul-Index: 42\r\nContent-Length: 4\r\n\r\ntrue");
+        assert_eq!(
+            (a.response.status, &a.response.body[..]),
+            (200, &b"true"[..])
         );
-        assert_eq!((a.response.status, &a.response.body[..]), (200, &b"true"[..]));
         assert_eq!(a.response.meta.index, 42);
         assert!(a.keep_alive);
 
@@ -364,22 +374,37 @@ mod tests {
     fn partial_and_broken_answers_are_told_apart() {
         let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ntrue";
         for cut in 0..whole.len() {
-            assert!(frame(&whole[..cut]).expect("valid so far").is_none(), "cut at {cut}");
-            assert!(frame_at_end(&whole[..cut]).is_none(), "cut at {cut}, then closed");
+            assert!(
+                frame(&whole[..cut]).expect("valid so far").is_none(),
+                "cut at {cut}"
+            );
+            assert!(
+                frame_at_end(&whole[..cut]).is_none(),
+                "cut at {cut}, then closed"
+            );
         }
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\ntrue\r\n0\r\n\r\n";
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\ntrue\r\n0\r\n\r\n";
         for cut in 0..chunked.len() {
-            assert!(frame(&chunked[..cut]).expect("valid so far").is_none(), "cut at {cut}");
+            assert!(
+                frame(&chunked[..cut]).expect("valid so far").is_none(),
+                "cut at {cut}"
+            );
         }
         assert!(frame(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
         assert!(frame(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
         assert!(frame(b"NOT HTTP\r\n\r\n").is_err());
-        let big = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", MAX_RESPONSE_BYTES + 1);
+        let big = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+            MAX_RESPONSE_BYTES + 1
+        );
         assert!(frame(big.as_bytes()).is_err());
     }
 
     /// A server that reads one request and answers it with `answer`, in two writes.
-    fn serve_once(answer: &'static [u8]) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+    fn serve_once(
+        answer: &'static [u8],
+    ) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().expect("addr");
         let t = std::thread::spawn(move || {
@@ -429,7 +454,10 @@ mod tests {
         let mut ex = Exchange::new(conn, b"PUT /v1/kv/a HTTP/1.1\r\nHost: x\r\n\r\n".to_vec());
         match drive(&mut ex) {
             Progress::Answered(r, conn) => {
-                assert_eq!((r.status, &r.body[..], r.meta.index), (200, &b"true"[..], 7));
+                assert_eq!(
+                    (r.status, &r.body[..], r.meta.index),
+                    (200, &b"true"[..], 7)
+                );
                 // The server has not closed yet or has: either way nothing unasked-for came.
                 drop(conn);
             }

@@ -13,6 +13,7 @@ use super::availability::*;
 use super::body::*;
 use super::encode::*;
 use super::errors::*;
+use super::exchange::LoopConn;
 use super::message::*;
 use super::tls::*;
 
@@ -35,6 +36,8 @@ pub(crate) struct Transport {
     address_origin: crate::config::AddressOrigin,
     /// The TLS settings, for explaining TLS failures.
     tls: crate::tls_hint::TlsContext,
+    /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
+    loop_conn: std::sync::Mutex<Option<LoopConn>>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -153,6 +156,7 @@ impl Transport {
             availability: Availability::default(),
             address_origin: b.address_origin,
             tls: crate::tls_hint::TlsContext::new(&b.tls),
+            loop_conn: std::sync::Mutex::new(None),
         })
     }
 
@@ -191,21 +195,7 @@ impl Transport {
                 return Err(cancelled(endpoint));
             }
         }
-        // The `http` crate refuses a URI over 65534 bytes ("uri too long", which
-        // would look like a connection failure worth retrying): a key, prefix or ID
-        // that long is the caller's argument, refused before anything is sent.
-        let url = self.url(req);
-        if url.len() > MAX_URL_BYTES {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "the request URL would be {} bytes, over the {MAX_URL_BYTES} an HTTP request \
-                     can carry: the key, prefix or ID in it is too long",
-                    url.len()
-                ),
-            )
-            .with_endpoint(endpoint));
-        }
+        let url = self.checked_url(req)?;
         let mut timeout = self.request_timeout;
         let mut timeout_is_users = false;
         if let Some(w) = req.wait {
@@ -269,15 +259,6 @@ impl Transport {
                 return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
             }
         }
-        // A malformed index or contact header on an answer that carries query meta.
-        let result = match result {
-            Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
-                let msg = r.bad_meta.unwrap_or_default();
-                self.availability.saw(false);
-                return Err(Error::new(ErrorKind::BadResponse, msg).with_endpoint(endpoint));
-            }
-            other => other,
-        };
         let result = result.map_err(|e| {
             let hint = self.hint(&e);
             // A fresh HTTPS connection closed under the request too, with no client
@@ -287,7 +268,7 @@ impl Transport {
                 && stale_connection(&e)
                 && self.base.starts_with("https://")
                 && !self.tls.has_client_cert();
-            let err = map_ureq_error(e, endpoint, timeout, timeout_is_users);
+            let err = map_ureq_error(e, endpoint.clone(), timeout, timeout_is_users);
             let err = if refused_again { err.permanent() } else { err };
             match hint {
                 // Advice on TLS reads first, the library's words after it.
@@ -296,6 +277,29 @@ impl Transport {
                 None => err,
             }
         });
+        self.conclude(endpoint, result, timeout_is_users)
+    }
+
+    /// What every answer and transport error goes through, whichever way it came (ureq, or a
+    /// loop's [`Exchange`](super::exchange::Exchange)): a malformed query-meta header is an
+    /// error, and whether Consul answered is noted for the call's scope and the client's
+    /// availability. `users`: the request's timeout was its caller's deadline.
+    pub(crate) fn conclude(
+        &self,
+        endpoint: String,
+        result: Result<Response>,
+        users: bool,
+    ) -> Result<Response> {
+        // A malformed index or contact header on an answer that carries query meta.
+        let result = match result {
+            Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
+                let msg = r.bad_meta.unwrap_or_default();
+                self.availability.saw(false);
+                return Err(Error::new(ErrorKind::BadResponse, msg).with_endpoint(endpoint));
+            }
+            other => other,
+        };
+        let timeout_is_users = users;
         // An answer of any status reached us; a transport error (refused, reset,
         // name not resolved, TLS, no answer within the request timeout) did not.
         // A request cut short by its caller's deadline says neither: Consul holds
@@ -318,6 +322,136 @@ impl Transport {
             Err(_) => {}
         }
         result
+    }
+
+    /// [`Transport::url`], refused when too long to send. The `http` crate refuses a URI over
+    /// 65534 bytes ("uri too long", which would look like a connection failure worth
+    /// retrying): a key, prefix or ID that long is the caller's argument, refused before
+    /// anything is sent.
+    fn checked_url(&self, req: &Request) -> Result<String> {
+        let url = self.url(req);
+        if url.len() > MAX_URL_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the request URL would be {} bytes, over the {MAX_URL_BYTES} an HTTP request \
+                     can carry: the key, prefix or ID in it is too long",
+                    url.len()
+                ),
+            )
+            .with_endpoint(req.endpoint()));
+        }
+        Ok(url)
+    }
+
+    /// Whether an event loop may send this client's requests itself (see `exchange`): plain
+    /// HTTP to the agent, no proxy between.
+    pub(crate) fn loop_capable(&self) -> bool {
+        self.base.starts_with("http://") && self.agent_config.proxy().is_none()
+    }
+
+    /// The idle loop connection, taken for one exchange (`None`: none is open).
+    pub(crate) fn take_loop_conn(&self) -> Option<LoopConn> {
+        // One the agent closed while it sat idle is dropped (reopened by the next thread call).
+        self.loop_conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(LoopConn::reusable)
+    }
+
+    /// Gives a connection back after a clean exchange, for the next one.
+    pub(crate) fn give_back_loop_conn(&self, conn: LoopConn) {
+        *self.loop_conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+    }
+
+    /// Whether a loop connection is open and idle.
+    pub(crate) fn has_loop_conn(&self) -> bool {
+        self.loop_conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Opens the loop connection if none is (blocking: run on a baton thread, never a loop's),
+    /// within the connect timeout per address.
+    pub(crate) fn open_loop_conn(&self) -> Result<()> {
+        if !self.loop_capable() || self.has_loop_conn() {
+            return Ok(());
+        }
+        let authority = self.base["http://".len()..]
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let (host, port) = split_host_port(authority);
+        let host = self
+            .resolver
+            .target_host(host.trim_start_matches('[').trim_end_matches(']'));
+        let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(80);
+        let connect_err = |e: std::io::Error| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("connecting to {authority}: {e}"),
+            )
+            .transient()
+        };
+        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+                .map_err(connect_err)?
+                .collect(),
+        };
+        let budget = self
+            .agent_config
+            .timeouts()
+            .connect
+            .unwrap_or(Duration::from_secs(10));
+        let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
+        for a in addrs.iter().take(16) {
+            match std::net::TcpStream::connect_timeout(a, budget) {
+                Ok(s) => {
+                    let conn = LoopConn::new(s).map_err(connect_err)?;
+                    self.give_back_loop_conn(conn);
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(connect_err(last))
+    }
+
+    /// `req` as bytes on the wire, with the URL and headers the ureq path sends (for a loop's
+    /// exchange; only on a [`Transport::loop_capable`] client).
+    pub(crate) fn render(&self, req: &Request) -> Result<Vec<u8>> {
+        let url = self.checked_url(req)?;
+        let rest = url.strip_prefix("http://").unwrap_or(&url);
+        let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let target = if target.is_empty() { "/" } else { target };
+        let mut head = format!(
+            "{} {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: baton/{}\r\nAccept: */*\r\n",
+            req.method,
+            env!("CARGO_PKG_VERSION")
+        );
+        if let Some(t) = &self.token {
+            head.push_str(&format!("X-Consul-Token: {}\r\n", t.0));
+        }
+        if let Some(a) = &self.auth {
+            head.push_str(&format!("Authorization: {}\r\n", a.0));
+        }
+        let body: &[u8] = match &req.body {
+            Some((b, ct)) => {
+                head.push_str(&format!("Content-Type: {ct}\r\n"));
+                b
+            }
+            None => &[],
+        };
+        if req.method == "PUT" || !body.is_empty() {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
+        out.extend_from_slice(body);
+        Ok(out)
     }
 
     /// The full URL of `req`: base, path, and the query sorted by name.

@@ -3,7 +3,10 @@
 //! See [`Lock`] for the protocol.
 
 mod shared;
+mod warm;
 mod wire;
+
+pub use warm::{ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
 
 pub(crate) use wire::flags_match;
 
@@ -15,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, HookGuard};
-use crate::claim::{hand_over_claim, unclaim};
+use crate::claim::unclaim;
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Sequencer;
@@ -27,7 +30,7 @@ use crate::keyhub::{Hook, KeySub};
 use crate::kv::KvPair;
 use crate::lease::{CallbackId, LostReason, Session};
 use crate::ride_out::RideOut;
-use crate::sync::lock;
+use crate::sync::{lock, Turnstile};
 use crate::txn::KvOp;
 
 /// The `Flags` value Go's `api.Lock` writes on its key (`0x2ddccbc058a50c18`).
@@ -156,8 +159,8 @@ pub(crate) struct LockShared {
     flags: u64,
     id: u64,
     inner: Mutex<Inner>,
-    /// Serialises acquires of this object.
-    acquiring: Mutex<()>,
+    /// Serialises acquires of this object (a warm acquire carries its turn, see `warm`).
+    acquiring: Arc<Turnstile>,
 }
 
 /// A distributed lock on one key.
@@ -234,7 +237,7 @@ impl Client {
                     last_holder: None,
                     retry_at: None,
                 }),
-                acquiring: Mutex::new(()),
+                acquiring: Arc::default(),
             }),
             view: false,
         })
@@ -326,7 +329,7 @@ impl Lock {
     ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
-        let _serial = lock(&sh.acquiring);
+        let _serial = sh.acquiring.enter();
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
         }
@@ -334,32 +337,51 @@ impl Lock {
         // Every request below is bounded by what is left of the timeout (a try-once
         // acquire gets the client's request timeout for its one attempt).
         let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
+        self.acquire_in_turn(deadline, cancel, None)
+    }
+
+    /// [`Lock::acquire_unjudged`] once this object's turn is taken, inside the call's
+    /// deadline scope. `resumed`: the session, already claimed locally, of a warm attempt
+    /// this call goes on from, and whether that attempt may have been granted unseen.
+    pub(crate) fn acquire_in_turn(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        mut resumed: Option<(Session, bool)>,
+    ) -> Result<bool> {
+        let sh = &self.shared;
         let past_deadline = |e: &Error| {
             e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
         };
         let mut ride = RideOut::new(sh.client.core(), "lock acquire", deadline, cancel);
         loop {
-            let session = match &sh.explicit_session {
-                Some(s) => s.clone(),
-                None => match ride.run(|| sh.client.default_session()) {
-                    Ok(s) => s,
-                    Err(e) if past_deadline(&e) => return Ok(false),
-                    Err(e) => return Err(e),
-                },
-            };
-            if !session.is_valid() {
-                if sh.explicit_session.is_some() {
-                    return Err(Error::new(
-                        ErrorKind::SessionInvalidated,
-                        format!("the lock's session {} is lost", session.id()),
-                    ));
+            let (session, maybe_applied) = match resumed.take() {
+                Some(r) => r,
+                None => {
+                    let session = match &sh.explicit_session {
+                        Some(s) => s.clone(),
+                        None => match ride.run(|| sh.client.default_session()) {
+                            Ok(s) => s,
+                            Err(e) if past_deadline(&e) => return Ok(false),
+                            Err(e) => return Err(e),
+                        },
+                    };
+                    if !session.is_valid() {
+                        if sh.explicit_session.is_some() {
+                            return Err(Error::new(
+                                ErrorKind::SessionInvalidated,
+                                format!("the lock's session {} is lost", session.id()),
+                            ));
+                        }
+                        continue;
+                    }
+                    if !sh.wait_local(&session, deadline, cancel)? {
+                        return Ok(false);
+                    }
+                    (session, false)
                 }
-                continue;
-            }
-            if !sh.wait_local(&session, deadline, cancel)? {
-                return Ok(false);
-            }
-            let result = sh.acquire_remote(&session, deadline, cancel);
+            };
+            let result = sh.acquire_remote(&session, deadline, cancel, maybe_applied);
             match result {
                 Ok(true) => return Ok(true),
                 Err(e)
@@ -401,57 +423,11 @@ impl Lock {
     /// key is never left held by a session nobody renews.
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
-        let (holding, value) = {
-            let mut g = lock(&sh.inner);
-            let Some(h) = g.life.release() else {
-                return Ok(false);
-            };
-            g.known = None;
-            (h, g.value.clone())
+        let Some((session, value)) = sh.end_for_release() else {
+            return Ok(false);
         };
-        lock(&sh.client.core().held_keys).remove(&holding.extra.held_id);
-        let Held {
-            session,
-            token,
-            extra,
-            ..
-        } = holding;
-        drop(extra);
-        token.cancel();
         let result = wire::unlock(&sh.client, &sh.key, &value, session.id(), sh.flags);
-        if result.is_ok() {
-            unclaim(session.id(), &sh.key, sh.id);
-        }
-        match result {
-            Ok(Unlocked::Released(entry)) => {
-                if let Some(p) = entry {
-                    let as_of = p.modify_index;
-                    lock(&sh.inner).known = Some(Known {
-                        entry: Some(p),
-                        as_of,
-                        seen_at: Instant::now(),
-                    });
-                }
-                Ok(true)
-            }
-            Ok(Unlocked::NotHeld(what)) => {
-                log::warn!(
-                    "baton lock {}: release found the key no longer ours: {what}",
-                    sh.key
-                );
-                Ok(false)
-            }
-            Err(e) => {
-                // The key may still carry our session: keep trying in the background
-                // until Consul answers (local contenders on this session wait for it).
-                let claim = hand_over_claim(session.id(), &sh.key, sh.id);
-                sh.unlock_later(value, &session, claim);
-                Err(e.prefixed(&format!(
-                    "release of {:?} not confirmed yet (retried in the background until Consul answers)",
-                    sh.key
-                )))
-            }
-        }
+        sh.released(&session, value, result)
     }
 
     /// Whether the lock is held: acquired, not released, not lost, and the

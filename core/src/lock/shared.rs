@@ -13,7 +13,7 @@ use crate::compat::TxnNumbers;
 use crate::ride_out::RideOut;
 
 /// What one acquire attempt found.
-enum Attempt {
+pub(super) enum Attempt {
     Acquired(KvPair),
     /// The key changed since our view: read again.
     Stale,
@@ -86,15 +86,34 @@ impl LockShared {
         if self.client.conn().learn_txn_numbers(&self.key) != TxnNumbers::Exact {
             return self.attempt_by_put(session, value);
         }
+        let ops = self.attempt_ops(session, known, value);
+        let result = self.client.txn(&ops);
+        self.judge_attempt(session, known, value, result)
+    }
+
+    /// The lock txn of an attempt on the view `known`: `check-index` (or
+    /// `check-not-exists`), then `lock`.
+    pub(super) fn attempt_ops(&self, session: &Session, known: &Known, value: &[u8]) -> [KvOp; 2] {
         let check = match &known.entry {
             Some(p) => KvOp::check_index(&self.key, p.modify_index),
             None => KvOp::check_not_exists(&self.key),
         };
-        let ops = [
+        [
             check,
             KvOp::lock(&self.key, value, self.flags, session.id()),
-        ];
-        match self.client.txn(&ops) {
+        ]
+    }
+
+    /// What the answer to [`LockShared::attempt_ops`]'s txn says (no request; an
+    /// invalid session is marked lost).
+    pub(super) fn judge_attempt(
+        &self,
+        session: &Session,
+        known: &Known,
+        value: &[u8],
+        result: Result<Vec<KvPair>>,
+    ) -> Result<Attempt> {
+        match result {
             Ok(entries) => match entries.into_iter().rev().find(|p| p.key == self.key) {
                 Some(mut p) if p.session.as_deref() == Some(session.id()) => {
                     // A re-acquire of a key we hold with the same value is a no-op that
@@ -237,13 +256,16 @@ impl LockShared {
     /// stayed unknown (no answer, or a transient failure) and was not found
     /// applied may still be applied late: unless the call ends holding the key,
     /// such a key is unlocked in the background.
+    /// `maybe_applied`: an earlier attempt of this call (a loop's warm one, see `warm`) may
+    /// have been granted unseen; unless this call ends holding the key, it is given back.
     pub(super) fn acquire_remote(
         self: &Arc<Self>,
         session: &Session,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
+        maybe_applied: bool,
     ) -> Result<bool> {
-        let mut maybe_applied = false;
+        let mut maybe_applied = maybe_applied;
         let result = self.acquire_remote_inner(session, deadline, cancel, &mut maybe_applied);
         if maybe_applied && !matches!(result, Ok(true)) {
             let value = lock(&self.inner).value.clone();
@@ -471,12 +493,81 @@ impl LockShared {
             .filter(|p| p.session.as_deref() == Some(session.id()) && p.flags == self.flags))
     }
 
-    fn holding_valid(&self, generation: u64) -> bool {
+    /// The local half of a release: ends the holding (callbacks are not called) and
+    /// returns its session and the value to send back; `None` if nothing was held.
+    pub(super) fn end_for_release(&self) -> Option<(Session, Vec<u8>)> {
+        let (holding, value) = {
+            let mut g = lock(&self.inner);
+            let h = g.life.release()?;
+            g.known = None;
+            (h, g.value.clone())
+        };
+        lock(&self.client.core().held_keys).remove(&holding.extra.held_id);
+        let Held {
+            session,
+            token,
+            extra,
+            ..
+        } = holding;
+        drop(extra);
+        token.cancel();
+        Some((session, value))
+    }
+
+    /// What a release's unlock came to (see [`Lock::release`]): the key's entry is
+    /// kept for the next acquire; an unconfirmed unlock goes on in the background.
+    pub(super) fn released(
+        &self,
+        session: &Session,
+        value: Vec<u8>,
+        result: Result<Unlocked>,
+    ) -> Result<bool> {
+        if result.is_ok() {
+            unclaim(session.id(), &self.key, self.id);
+        }
+        match result {
+            Ok(Unlocked::Released(entry)) => {
+                if let Some(p) = entry {
+                    let as_of = p.modify_index;
+                    lock(&self.inner).known = Some(Known {
+                        entry: Some(p),
+                        as_of,
+                        seen_at: Instant::now(),
+                    });
+                }
+                Ok(true)
+            }
+            Ok(Unlocked::NotHeld(what)) => {
+                log::warn!(
+                    "baton lock {}: release found the key no longer ours: {what}",
+                    self.key
+                );
+                Ok(false)
+            }
+            Err(e) => {
+                // The key may still carry our session: keep trying in the background
+                // until Consul answers (local contenders on this session wait for it).
+                let claim = hand_over_claim(session.id(), &self.key, self.id);
+                self.unlock_later(value, session, claim);
+                Err(e.prefixed(&format!(
+                    "release of {:?} not confirmed yet (retried in the background until Consul answers)",
+                    self.key
+                )))
+            }
+        }
+    }
+
+    pub(super) fn holding_valid(&self, generation: u64) -> bool {
         self.held_generation() == Some(generation)
     }
 
     /// Records a new holding and starts watching it.
-    fn hold(self: &Arc<Self>, session: &Session, pair: KvPair, sub: Option<KeySub>) -> Result<u64> {
+    pub(super) fn hold(
+        self: &Arc<Self>,
+        session: &Session,
+        pair: KvPair,
+        sub: Option<KeySub>,
+    ) -> Result<u64> {
         drop(sub);
         let core = self.client.core().clone();
         let generation = lock(&self.inner).life.next_generation();

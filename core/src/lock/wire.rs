@@ -57,8 +57,19 @@ pub(crate) fn unlock(
     let exact_txn = by_txn(client);
     let req = unlock_request(exact_txn, key, value, session, flags);
     let resp = client.send(&req)?;
+    unlocked(exact_txn, key, session, &req, resp)
+}
+
+/// What the answer to an unlock request says (`exact_txn`: it was the txn form).
+pub(crate) fn unlocked(
+    exact_txn: bool,
+    key: &str,
+    session: &str,
+    req: &crate::http::Request,
+    resp: crate::http::Response,
+) -> Result<Unlocked> {
     if exact_txn {
-        match txn_answer(&req, resp) {
+        match txn_answer(req, resp) {
             Ok(entries) => Ok(Unlocked::Released(
                 entries.into_iter().rev().find(|p| p.key == key),
             )),
@@ -69,8 +80,8 @@ pub(crate) fn unlock(
             Err(e) => Err(e),
         }
     } else {
-        let resp = crate::http::check(&req, resp)?;
-        Ok(if parse_bool(&req, &resp.body)? {
+        let resp = crate::http::check(req, resp)?;
+        Ok(if parse_bool(req, &resp.body)? {
             Unlocked::Released(None)
         } else {
             Unlocked::NotHeld(format!(
