@@ -138,7 +138,7 @@ enum Target {
 /// `done(False, exception)` as the target says (`done`, or `(hub, done)`). If the token was
 /// cancelled by the time `call` succeeded, `done` gets a `CancelledError` (and an acquire's
 /// success is given back). An exception raised by `done` goes to `sys.unraisablehook`.
-fn start<T: Send + 'static>(
+pub(crate) fn start<T: Send + 'static>(
     done: Py<PyAny>,
     call: impl FnOnce(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
     convert: Convert<T>,
@@ -147,7 +147,7 @@ fn start<T: Send + 'static>(
 }
 
 /// [`start`] for an acquire of `hold`: a success is armed in the call's [`Unclaimed`].
-fn start_holding<H: baton::Hold + 'static>(
+pub(crate) fn start_holding<H: baton::Hold + 'static>(
     done: Py<PyAny>,
     hold: Arc<H>,
     call: impl FnOnce(&baton::CancelToken) -> baton::Result<bool> + Send + 'static,
@@ -383,12 +383,12 @@ impl Hub {
     }
 }
 
-fn any<T: for<'py> IntoPyObject<'py>>(py: Python<'_>, v: T) -> PyResult<Py<PyAny>> {
+pub(crate) fn any<T: for<'py> IntoPyObject<'py>>(py: Python<'_>, v: T) -> PyResult<Py<PyAny>> {
     v.into_py_any(py)
 }
 
 /// `None` when released; the `NotHeldError` message otherwise.
-fn released(py: Python<'_>, not_held: Option<String>) -> PyResult<Py<PyAny>> {
+pub(crate) fn released(py: Python<'_>, not_held: Option<String>) -> PyResult<Py<PyAny>> {
     match not_held {
         None => Ok(py.None()),
         Some(msg) => Err(crate::args::not_held(py, msg)),
@@ -426,7 +426,7 @@ pub(crate) fn _start_call(done: Py<PyAny>, call: Py<PyAny>) -> PyResult<Pending>
 }
 
 /// `None` waits forever; a negative or non-finite timeout is refused.
-fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn timeout(t: Option<f64>) -> PyResult<Option<Duration>> {
     seconds("timeout", t)
 }
 

@@ -12,6 +12,7 @@ mod detached;
 mod devserver;
 mod interrupt;
 mod recipes;
+mod warm;
 
 use detached::Detached;
 
@@ -526,6 +527,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::KvEntry>()?;
     m.add_class::<aio::Pending>()?;
     m.add_class::<aio::Hub>()?;
+    m.add_class::<warm::WarmCall>()?;
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
     let hook = wrap_pyfunction!(at_exit, m)?;

@@ -344,6 +344,11 @@ impl Transport {
         Ok(url)
     }
 
+    /// The client's request timeout.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// Whether an event loop may send this client's requests itself (see `exchange`): plain
     /// HTTP to the agent, no proxy between.
     pub(crate) fn loop_capable(&self) -> bool {

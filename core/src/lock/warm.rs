@@ -172,6 +172,20 @@ impl Lock {
         })
     }
 
+    /// Whether this lock's client could make warm calls but has no loop connection open
+    /// (then [`Lock::open_loop_conn`], on a baton thread). For the language bindings.
+    #[doc(hidden)]
+    pub fn wants_loop_conn(&self) -> bool {
+        let transport = &self.shared.client.conn().transport;
+        transport.loop_capable() && !transport.has_loop_conn()
+    }
+
+    /// [`Client::open_loop_conn`](crate::Client::open_loop_conn) for this lock's client.
+    #[doc(hidden)]
+    pub fn open_loop_conn(&self) -> Result<()> {
+        self.shared.client.open_loop_conn()
+    }
+
     /// Starts this lock's release as a warm call an event loop drives, or `None` when it is
     /// not one (nothing held, or no loop connection: call [`Lock::release`]). The holding ends
     /// at once, as with [`Lock::release`]. For the language bindings.
@@ -244,6 +258,12 @@ impl WarmAcquire {
     #[cfg(unix)]
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.ex.fd().unwrap_or(-1)
+    }
+
+    /// How long its request may take before the loop gives it up ([`WarmAcquire::abandon`]):
+    /// the client's request timeout, which bounds every request of a blocking call too.
+    pub fn time_limit(&self) -> Duration {
+        self.sh.client.conn().transport.request_timeout()
     }
 
     /// Writes, reads and judges what it can without blocking.
@@ -369,6 +389,11 @@ impl WarmRelease {
     #[cfg(unix)]
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.ex.fd().unwrap_or(-1)
+    }
+
+    /// How long its request may take before the loop gives it up ([`WarmRelease::abandon`]).
+    pub fn time_limit(&self) -> Duration {
+        self.sh.client.conn().transport.request_timeout()
     }
 
     /// Writes, reads and judges what it can without blocking.

@@ -209,6 +209,74 @@ async def _run(start: Callable[..., Any], *args: Any) -> Any:
             hub.ended(began)
 
 
+# What a warm call's `advance()` says (bindings/python/src/warm.rs).
+_READ, _WRITE, _DONE, _RESUME = 0, 1, 2, 3
+
+
+async def _warm(call: Any, timeout: Optional[float]) -> Any:
+    """Drives a warm lock call (``Lock._warm_acquire`` / ``_warm_release``): the loop writes
+    its one request and reads the answer itself, polling the call's socket, instead of a baton
+    thread blocking on it and handing the outcome over (that hop is what a loop loses at a
+    real agent's latency: docs/src/performance.md, "The loops' own floors"). Its request is
+    given up (``abandon``) when ``timeout`` or the client's request timeout passes. A call
+    the warm path did not settle goes on on a baton thread, with what is left of
+    ``timeout``. A cancelled await drops the call: what it may have been granted is given
+    back in the background, as a blocking acquire cancelled mid-request does."""
+    loop = asyncio.get_running_loop()
+    fd = call.fileno()
+    fut: "asyncio.Future[Any]" = loop.create_future()
+    watching = [-1]
+
+    def unwatch() -> None:
+        if watching[0] == _READ:
+            loop.remove_reader(fd)
+        elif watching[0] == _WRITE:
+            loop.remove_writer(fd)
+        watching[0] = -1
+
+    def step() -> None:
+        if fut.done():
+            unwatch()
+            return
+        try:
+            state, value = call.advance()
+        except BaseException as e:  # what the call raises
+            unwatch()
+            fut.set_exception(e)
+            return
+        if state in (_READ, _WRITE):
+            if watching[0] != state:
+                unwatch()
+                (loop.add_reader if state == _READ else loop.add_writer)(fd, step)
+                watching[0] = state
+            return
+        unwatch()
+        fut.set_result((state, value))
+
+    def expire() -> None:
+        if not fut.done():
+            unwatch()
+            call.abandon()
+            fut.set_result((_RESUME, None))
+
+    begun = loop.time()
+    limit = call.time_limit if timeout is None or timeout <= 0 else min(timeout, call.time_limit)
+    timer = loop.call_later(limit, expire)
+    step()
+    try:
+        state, value = await fut
+    except asyncio.CancelledError:
+        unwatch()
+        call.drop_call()
+        raise
+    finally:
+        timer.cancel()
+    if state == _DONE:
+        return value
+    left = None if timeout is None else max(0.0, timeout - (loop.time() - begun))
+    return await _run(call._start_resume, left)
+
+
 async def _off_loop(call: Callable[[], Any]) -> Any:
     """Runs a synchronous baton call (one that releases the GIL while it waits) on a pooled
     baton thread and awaits its outcome: never on the event loop, never in the loop's default
@@ -305,6 +373,37 @@ class Lock(_Holding):
 
     def __repr__(self) -> str:
         return f"baton.aio.Lock(key={self.key!r}, held={self.locked()})"
+
+    async def acquire(self, timeout: Optional[float] = None) -> bool:
+        """Waits until held: True once held, False when ``timeout`` seconds pass
+        (``None`` or ``-1`` waits without limit, as for the synchronous ``acquire``;
+        0 tries once)."""
+        if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
+            timeout = None
+        warm = self.sync._warm_acquire() if _hub(asyncio.get_running_loop()) else None
+        if warm is not None:
+            return await _warm(warm, timeout)
+        held = await _run(self.sync._start_acquire, timeout)
+        await self._open_loop_conn()
+        return held
+
+    async def release(self) -> None:
+        """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
+        warm = self.sync._warm_release() if _hub(asyncio.get_running_loop()) else None
+        if warm is not None:
+            await _warm(warm, None)
+            return
+        await _run(self.sync._start_release)
+        await self._open_loop_conn()
+
+    async def _open_loop_conn(self) -> None:
+        """After a call on a baton thread: opens the client's loop connection (on a baton
+        thread) if it can have one and has none, so that the next calls can be warm."""
+        if self.sync._wants_loop_conn():
+            try:
+                await _off_loop(self.sync._open_loop_conn)
+            except baton.BatonError:
+                pass  # the next call on a baton thread tries again
 
 
 class Semaphore(_Holding):

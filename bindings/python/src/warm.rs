@@ -1,0 +1,188 @@
+//! Native half of `baton.aio`'s warm path: a lock's acquire or release whose one request the
+//! event loop writes and reads itself (`baton::warm`, `docs/src/performance.md`). The loop
+//! polls `fileno()` for what `advance()` says and calls it again; a call the warm path did
+//! not settle goes on on a baton thread (`_start_resume`), as every cold call does.
+
+use std::sync::{Arc, Mutex};
+
+use baton::warm::{Interest, ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use crate::aio::{any, released, start, start_holding, timeout, Pending};
+use crate::recipes::Lock;
+use crate::to_py;
+
+/// Where a warm call stands.
+enum State {
+    Acquire(WarmAcquire),
+    Release(WarmRelease),
+    ResumeAcquire(ResumeAcquire),
+    ResumeRelease(ResumeRelease),
+    Over,
+}
+
+/// `advance()`'s answers: poll for reading, poll for writing, settled (the value beside it),
+/// go on on a baton thread (`_start_resume`).
+const READ: u8 = 0;
+const WRITE: u8 = 1;
+const DONE: u8 = 2;
+const RESUME: u8 = 3;
+
+/// One warm lock call of `baton.aio` (made by `Lock._warm_acquire` / `_warm_release`).
+#[pyclass(frozen, module = "consul_baton._native")]
+pub(crate) struct WarmCall {
+    state: Mutex<State>,
+    lock: Arc<baton::Lock>,
+    fd: i32,
+    /// Seconds its request may take (the client's request timeout).
+    limit: f64,
+}
+
+fn interest(i: Interest) -> u8 {
+    match i {
+        Interest::Read => READ,
+        Interest::Write => WRITE,
+    }
+}
+
+impl WarmCall {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl WarmCall {
+    /// The socket to poll.
+    fn fileno(&self) -> i32 {
+        self.fd
+    }
+
+    /// Seconds its request may take before the loop gives it up (`abandon`).
+    #[getter]
+    fn time_limit(&self) -> f64 {
+        self.limit
+    }
+
+    /// Writes, reads and judges what it can without blocking: `(0, None)` poll for reading,
+    /// `(1, None)` for writing, `(2, value)` settled, `(3, None)` call `_start_resume`.
+    /// Raises what the call raises.
+    fn advance(&self, py: Python<'_>) -> PyResult<(u8, Py<PyAny>)> {
+        let mut state = self.state();
+        let none = || py.None();
+        match &mut *state {
+            State::Acquire(w) => match w.advance() {
+                WarmStep::Pending(i) => Ok((interest(i), none())),
+                WarmStep::Done(r) => {
+                    *state = State::Over;
+                    Ok((DONE, any(py, r.map_err(|e| to_py(py, e))?)?))
+                }
+                WarmStep::Resume(r) => {
+                    *state = State::ResumeAcquire(r);
+                    Ok((RESUME, none()))
+                }
+            },
+            State::Release(w) => match w.advance() {
+                WarmStep::Pending(i) => Ok((interest(i), none())),
+                WarmStep::Done(r) => {
+                    *state = State::Over;
+                    let ok = r.map_err(|e| to_py(py, e))?;
+                    let not_held = (!ok).then(|| baton::Hold::not_held_message(&*self.lock));
+                    Ok((DONE, released(py, not_held)?))
+                }
+                WarmStep::Resume(r) => {
+                    *state = State::ResumeRelease(r);
+                    Ok((RESUME, none()))
+                }
+            },
+            State::ResumeAcquire(_) | State::ResumeRelease(_) => Ok((RESUME, none())),
+            State::Over => Err(PyRuntimeError::new_err("this warm call has ended")),
+        }
+    }
+
+    /// Gives the call up as a warm one (its time ran out): `_start_resume` finishes it.
+    fn abandon(&self) {
+        let mut state = self.state();
+        *state = match std::mem::replace(&mut *state, State::Over) {
+            State::Acquire(w) => match w.abandon() {
+                Some(r) => State::ResumeAcquire(r),
+                None => State::Over,
+            },
+            State::Release(w) => State::ResumeRelease(w.abandon()),
+            other => other,
+        };
+    }
+
+    /// Drops the call in flight (its task was cancelled): what it may have acquired is given
+    /// back, and a release goes on, in the background.
+    fn drop_call(&self) {
+        *self.state() = State::Over;
+    }
+
+    /// Native half of the rest of a call `advance` or `abandon` handed over: runs it on a
+    /// baton thread and reports it to `done` as `_start_acquire` / `_start_release` do.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_resume(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        match std::mem::replace(&mut *self.state(), State::Over) {
+            State::ResumeAcquire(r) => {
+                start_holding(done, self.lock.clone(), move |c| r.run(t, Some(c)), any)
+            }
+            State::ResumeRelease(r) => {
+                let lock = self.lock.clone();
+                start(
+                    done,
+                    move |_| {
+                        let ok = r.run()?;
+                        Ok((!ok).then(|| baton::Hold::not_held_message(&*lock)))
+                    },
+                    released,
+                )
+            }
+            _ => Err(PyRuntimeError::new_err("this warm call has nothing to resume")),
+        }
+    }
+}
+
+#[pymethods]
+impl Lock {
+    /// A warm acquire for `baton.aio`, or None (then `_start_acquire`).
+    fn _warm_acquire(&self) -> Option<WarmCall> {
+        let lock = self.inner.hold();
+        let w = lock.warm_acquire()?;
+        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
+        Some(WarmCall {
+            state: Mutex::new(State::Acquire(w)),
+            lock,
+            fd,
+            limit,
+        })
+    }
+
+    /// A warm release for `baton.aio`, or None (then `_start_release`).
+    fn _warm_release(&self) -> Option<WarmCall> {
+        let lock = self.inner.hold();
+        let w = lock.warm_release()?;
+        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
+        Some(WarmCall {
+            state: Mutex::new(State::Release(w)),
+            lock,
+            fd,
+            limit,
+        })
+    }
+
+    /// Whether the client could make warm calls but has no loop connection open (then
+    /// `_open_loop_conn` on a baton thread).
+    fn _wants_loop_conn(&self) -> bool {
+        self.inner.hold().wants_loop_conn()
+    }
+
+    /// Opens the client's loop connection (blocking: on a baton thread).
+    fn _open_loop_conn(&self, py: Python<'_>) -> PyResult<()> {
+        let lock = self.inner.hold();
+        py.detach(move || lock.open_loop_conn())
+            .map_err(|e| to_py(py, e))
+    }
+}
