@@ -119,10 +119,12 @@ class _LoopHub:
         else:
             self.spinning = False
 
-    def started(self) -> float:
+    def started(self, warm: bool = False) -> float:
+        """A call is starting; returns the token for ``ended``. ``warm``: the loop itself
+        reads its answer (``_warm``), so polling keeps no baton thread off its CPU."""
         now = time.perf_counter()
         self.pending += 1
-        if self.SPIN and self.quick >= 0.5 and self.native.in_turn():
+        if self.SPIN and self.quick >= 0.5 and (warm or self.native.in_turn()):
             self.latest = now
             loop = self.loop()
             if not self.spinning and loop is not None:
@@ -263,6 +265,8 @@ async def _warm(call: Any, timeout: Optional[float]) -> Any:
     limit = call.time_limit if timeout is None or timeout <= 0 else min(timeout, call.time_limit)
     timer = loop.call_later(limit, expire)
     step()
+    hub = _hub(loop)
+    began = hub.started(warm=True) if hub is not None else 0.0
     try:
         state, value = await fut
     except asyncio.CancelledError:
@@ -271,6 +275,8 @@ async def _warm(call: Any, timeout: Optional[float]) -> Any:
         raise
     finally:
         timer.cancel()
+        if hub is not None:
+            hub.ended(began)
     if state == _DONE:
         return value
     left = None if timeout is None else max(0.0, timeout - (loop.time() - begun))
