@@ -15,8 +15,8 @@ use crate::to_py;
 
 /// Where a warm call stands.
 enum State {
-    Acquire(WarmAcquire),
-    Release(WarmRelease),
+    Acquire(Box<WarmAcquire>),
+    Release(Box<WarmRelease>),
     ResumeAcquire(ResumeAcquire),
     ResumeRelease(ResumeRelease),
     Over,
@@ -105,11 +105,11 @@ impl WarmCall {
     fn abandon(&self) {
         let mut state = self.state();
         *state = match std::mem::replace(&mut *state, State::Over) {
-            State::Acquire(w) => match w.abandon() {
+            State::Acquire(w) => match (*w).abandon() {
                 Some(r) => State::ResumeAcquire(r),
                 None => State::Over,
             },
-            State::Release(w) => State::ResumeRelease(w.abandon()),
+            State::Release(w) => State::ResumeRelease((*w).abandon()),
             other => other,
         };
     }
@@ -140,24 +140,21 @@ impl WarmCall {
                     released,
                 )
             }
-            _ => Err(PyRuntimeError::new_err("this warm call has nothing to resume")),
+            _ => Err(PyRuntimeError::new_err(
+                "this warm call has nothing to resume",
+            )),
         }
     }
 }
 
 #[pymethods]
 impl Lock {
-    /// A warm acquire for `baton.aio`, or None (then `_start_acquire`).
-    fn _warm_acquire(&self) -> Option<WarmCall> {
-        let lock = self.inner.hold();
-        let w = lock.warm_acquire()?;
-        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
-        Some(WarmCall {
-            state: Mutex::new(State::Acquire(w)),
-            lock,
-            fd,
-            limit,
-        })
+    /// A warm acquire for `baton.aio`, or None (then `_start_acquire`). `timeout` is checked
+    /// as `_start_acquire` checks it (a bad one raises).
+    #[pyo3(signature = (timeout=None))]
+    fn _warm_acquire(&self, timeout: Option<f64>) -> PyResult<Option<WarmCall>> {
+        self::timeout(timeout)?;
+        Ok(self.warm_acquire())
     }
 
     /// A warm release for `baton.aio`, or None (then `_start_release`).
@@ -166,7 +163,7 @@ impl Lock {
         let w = lock.warm_release()?;
         let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
         Some(WarmCall {
-            state: Mutex::new(State::Release(w)),
+            state: Mutex::new(State::Release(Box::new(w))),
             lock,
             fd,
             limit,
@@ -184,5 +181,19 @@ impl Lock {
         let lock = self.inner.hold();
         py.detach(move || lock.open_loop_conn())
             .map_err(|e| to_py(py, e))
+    }
+}
+
+impl Lock {
+    fn warm_acquire(&self) -> Option<WarmCall> {
+        let lock = self.inner.hold();
+        let w = lock.warm_acquire()?;
+        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
+        Some(WarmCall {
+            state: Mutex::new(State::Acquire(Box::new(w))),
+            lock,
+            fd,
+            limit,
+        })
     }
 }

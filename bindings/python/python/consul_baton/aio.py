@@ -279,7 +279,11 @@ async def _warm(call: Any, timeout: Optional[float]) -> Any:
             hub.ended(began)
     if state == _DONE:
         return value
-    left = None if timeout is None else max(0.0, timeout - (loop.time() - begun))
+    # What is left of the call's time; a deadline already passed stays passed (a zero would
+    # mean "try once" and give the rest a whole request timeout).
+    left = None if timeout is None else timeout - (loop.time() - begun)
+    if left is not None:
+        left = max(left, 0.0 if timeout == 0 else 1e-6)
     return await _run(call._start_resume, left)
 
 
@@ -386,7 +390,7 @@ class Lock(_Holding):
         0 tries once)."""
         if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
             timeout = None
-        warm = self.sync._warm_acquire() if _hub(asyncio.get_running_loop()) else None
+        warm = self.sync._warm_acquire(timeout) if _hub(asyncio.get_running_loop()) else None
         if warm is not None:
             return await _warm(warm, timeout)
         held = await _run(self.sync._start_acquire, timeout)

@@ -1,0 +1,128 @@
+"""`baton.aio`'s warm path: a lock's acquire and release whose one request the event loop
+writes and reads itself (bindings/python/src/warm.rs, `aio._warm`), and what it leaves when
+its task is cancelled or its time runs out while the request is on its way."""
+
+import asyncio
+import json
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+import consul_baton as baton
+import consul_baton.aio  # baton.aio
+
+
+def key(name: str) -> str:
+    return f"py-test/aio-warm/{name}/{uuid.uuid4()}"
+
+
+def latency(devserver: str, d: str) -> None:
+    req = urllib.request.Request(f"http://{devserver}/_devserver/latency?d={d}", method="PUT")
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def holder(devserver: str, k: str):
+    """The session holding `k` (read with a plain request, not through baton)."""
+    try:
+        with urllib.request.urlopen(f"http://{devserver}/v1/kv/{k}", timeout=10) as r:
+            return json.loads(r.read())[0].get("Session")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def wait_free(devserver: str, k: str) -> None:
+    """Until nobody holds `k` (a failure bound, not a speed assertion)."""
+    end = time.monotonic() + 20
+    while holder(devserver, k) is not None:
+        assert time.monotonic() < end, f"{k} stayed held"
+        time.sleep(0.01)
+
+
+def test_warm_calls_need_no_baton_thread(devserver, monkeypatch):
+    """After one cold cycle (which opens the loop connection), acquires and releases run on
+    the loop: no call goes to a baton thread, and each holds and releases as a cold one."""
+
+    async def main():
+        async with baton.aio.Client(devserver) as c:
+            k = key("cycle")
+            lock = c.lock(k)
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+            threads = []
+            real_run = baton.aio._run
+
+            async def counting(start, *args):
+                threads.append(start)
+                return await real_run(start, *args)
+
+            monkeypatch.setattr(baton.aio, "_run", counting)
+            session = None
+            for _ in range(5):
+                assert await lock.acquire(timeout=10)
+                assert lock.locked()
+                assert lock.sequencer is not None
+                session = lock.sequencer.session
+                assert holder(devserver, k) == session
+                await lock.release()
+                assert not lock.locked()
+                assert holder(devserver, k) is None
+            assert threads == [], f"calls went to baton threads: {threads}"
+            # Not held: a warm release raises what the cold one does.
+            with pytest.raises(baton.NotHeldError):
+                await lock.release()
+
+    asyncio.run(main())
+
+
+def test_a_warm_acquire_cancelled_in_flight_leaves_nothing_held(devserver, dev_only):
+    dev_only("latency fault")
+
+    async def main():
+        async with baton.aio.Client(devserver) as c:
+            k = key("cancel")
+            lock = c.lock(k)
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+            latency(devserver, "300ms")
+            try:
+                task = asyncio.ensure_future(lock.acquire(timeout=10))
+                await asyncio.sleep(0)  # the task starts: its request is written at once
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            finally:
+                latency(devserver, "0s")
+            assert not lock.locked()
+            wait_free(devserver, k)
+            # Its turn and claim are free again: the next acquire goes through.
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+
+    asyncio.run(main())
+
+
+def test_a_warm_acquire_whose_time_runs_out_in_flight_returns_false_holding_nothing(
+        devserver, dev_only):
+    dev_only("latency fault")
+
+    async def main():
+        async with baton.aio.Client(devserver) as c:
+            k = key("timeout")
+            lock = c.lock(k)
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+            latency(devserver, "300ms")
+            try:
+                assert await lock.acquire(timeout=0.05) is False
+            finally:
+                latency(devserver, "0s")
+            assert not lock.locked()
+            wait_free(devserver, k)
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+
+    asyncio.run(main())
