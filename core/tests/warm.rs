@@ -40,6 +40,12 @@ fn holder(c: &Client, key: &str) -> Option<String> {
     c.kv().get(key).unwrap().and_then(|p| p.session)
 }
 
+/// Whether the server rounds txn numbers (before Consul 1.6.2): the warm path is never taken
+/// there (a lock is written as Go writes it, in two requests).
+fn no_warm_path(f: &Fixture) -> bool {
+    f.before("1.6.2")
+}
+
 /// A lock whose key is known free (one blocking cycle) on a client with its loop
 /// connection open: what the warm path needs.
 fn warm_lock(c: &Client, key: &str) -> Lock {
@@ -56,6 +62,13 @@ fn a_warm_cycle_holds_and_releases_as_the_blocking_one_does() {
     let c = f.client();
     let key = unique("warm-cycle");
     let lock = warm_lock(&c, &key);
+    if no_warm_path(&f) {
+        assert!(
+            lock.warm_acquire().is_none(),
+            "no warm path before Consul 1.6.2"
+        );
+        return;
+    }
     let session = c.default_session().unwrap();
     for round in 0..3 {
         let mut w = lock.warm_acquire().expect("a warm acquire");
@@ -94,6 +107,13 @@ fn no_warm_call_without_a_known_free_key_or_a_loop_connection() {
     assert!(lock.warm_acquire().is_none());
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
     assert!(lock.release().unwrap());
+    if no_warm_path(&f) {
+        assert!(
+            lock.warm_acquire().is_none(),
+            "no warm path before Consul 1.6.2"
+        );
+        return;
+    }
     // Known free now; the loop connection is open: warm.
     let mut w = lock.warm_acquire().expect("warm");
     assert!(matches!(acquire(&mut w), WarmStep::Done(Ok(true))));
@@ -117,6 +137,9 @@ fn a_stale_view_goes_on_on_a_thread_and_ends_as_the_blocking_path_would() {
     let rival = f.client();
     let key = unique("warm-stale");
     let lock = warm_lock(&c, &key);
+    if no_warm_path(&f) {
+        return;
+    }
     // Someone else takes the key after our view of it was cached.
     let theirs = rival.lock(&key).unwrap();
     assert!(theirs.acquire(Some(PATIENCE), None).unwrap());
@@ -141,13 +164,22 @@ fn a_warm_acquire_given_up_in_flight_leaves_nothing_held() {
     let c = f.client();
     let key = unique("warm-abandon");
     let lock = warm_lock(&c, &key);
+    if no_warm_path(&f) {
+        return;
+    }
+    // Requests wait on the server, so that each is still on its way when given up.
+    let Some(dev) = f.dev("a latency fault keeps the request in flight") else {
+        return;
+    };
+    dev.set_latency(Duration::from_millis(100));
 
-    // Given up after the request left (a timeout): resumed on a thread, the call finds the
-    // key ours if it was granted and ends holding it.
+    // Given up after the request left (its loop's timer for the request fired): resumed on
+    // a thread with time left, the call ends holding the key, whether the abandoned request
+    // was granted (the key is ours: taken again) or not.
     let mut w = lock.warm_acquire().expect("warm");
     assert!(matches!(w.advance(), WarmStep::Pending(_)));
     let resume = w.abandon().expect("in flight");
-    assert!(resume.run(Some(Duration::ZERO), None).unwrap());
+    assert!(resume.run(Some(PATIENCE), None).unwrap());
     assert!(lock.is_held());
     assert!(lock.release().unwrap());
 
@@ -165,6 +197,7 @@ fn a_warm_acquire_given_up_in_flight_leaves_nothing_held() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    dev.set_latency(Duration::ZERO);
     // And the lock's turn and claim are free: a blocking acquire goes through.
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
     assert!(lock.release().unwrap());
@@ -176,6 +209,9 @@ fn a_warm_release_dropped_in_flight_still_releases() {
     let c = f.client();
     let key = unique("warm-release-drop");
     let lock = warm_lock(&c, &key);
+    if no_warm_path(&f) {
+        return;
+    }
     let mut w = lock.warm_acquire().expect("warm");
     assert!(matches!(acquire(&mut w), WarmStep::Done(Ok(true))));
     drop(w);

@@ -4,6 +4,7 @@ its task is cancelled or its time runs out while the request is on its way."""
 
 import asyncio
 import json
+import os
 import time
 import urllib.request
 import uuid
@@ -16,6 +17,15 @@ import consul_baton.aio  # baton.aio
 
 def key(name: str) -> str:
     return f"py-test/aio-warm/{name}/{uuid.uuid4()}"
+
+
+def warm_path_expected() -> bool:
+    """Whether the server stores txn numbers exactly (Consul 1.6.2 and later): before, a lock
+    is written as Go writes it, in two requests, and never takes the warm path."""
+    v = os.environ.get("BATON_TEST_CONSUL_VERSION", "current")
+    if v in ("", "current"):
+        return True
+    return tuple(int(x) for x in v.split(".")) >= (1, 6, 2)
 
 
 def latency(devserver: str, d: str) -> None:
@@ -70,7 +80,12 @@ def test_warm_calls_need_no_baton_thread(devserver, monkeypatch):
                 await lock.release()
                 assert not lock.locked()
                 assert holder(devserver, k) is None
-            assert threads == [], f"calls went to baton threads: {threads}"
+            if warm_path_expected():
+                assert threads == [], f"calls went to baton threads: {threads}"
+            else:
+                # Acquires go to a thread (two requests each, as Go writes a lock); releases
+                # (one `PUT ?release=`) stay warm.
+                assert threads == [lock.sync._start_acquire] * 5, threads
             # Not held: a warm release raises what the cold one does.
             with pytest.raises(baton.NotHeldError):
                 await lock.release()
