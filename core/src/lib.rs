@@ -96,13 +96,10 @@ pub use holding::{Hold, HoldLost};
 pub use http::{encode_key, Consistency, QueryMeta, QueryOptions};
 pub use kv::{Kv, KvPair, WriteOptions};
 pub use lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
-pub use lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
-/// The event loops' warm path (`lock::warm`): for the language bindings, free to change.
+/// The event loops' warm path (see `lock::warm`): for the language bindings, free to change.
 #[doc(hidden)]
-pub mod warm {
-    pub use crate::http::Interest;
-    pub use crate::lock::{ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
-}
+pub use lock::warm;
+pub use lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
 pub use semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
 pub use session_api::{SessionApi, SessionEntry};
 pub use session_options::{Behavior, ServiceCheck, SessionOptions};

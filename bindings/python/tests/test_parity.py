@@ -425,7 +425,7 @@ def test_stubs_cover_every_public_method_and_state_units():
 
     for name in [
         "Client", "Session", "Agent", "Lock", "Semaphore", "Election", "Observer", "Leader",
-        "Sequencer", "CancelToken", "KvEntry", "Pending",
+        "Sequencer", "CancelToken", "KvEntry", "Pending", "WarmCall",
     ]:
         assert name in classes, f"{name} missing from _native.pyi"
         runtime = {n for n in dir(getattr(native, name)) if not n.startswith("_")}

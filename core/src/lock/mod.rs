@@ -3,10 +3,8 @@
 //! See [`Lock`] for the protocol.
 
 mod shared;
-mod warm;
+pub mod warm;
 mod wire;
-
-pub use warm::{ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
 
 pub(crate) use wire::flags_match;
 

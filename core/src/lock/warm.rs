@@ -22,7 +22,9 @@ use crate::cancel::CancelToken;
 use crate::claim::{claim_now, hand_over_claim, unclaim};
 use crate::error::{Error, ErrorKind, Result};
 use crate::holding::{acquire_settled, Hold};
-use crate::http::exchange::{Exchange, Interest, Progress};
+pub use crate::http::Interest;
+
+use crate::http::exchange::{Exchange, Progress};
 use crate::http::{Request, Response};
 use crate::lease::Session;
 use crate::sync::{lock, OwnedTurn};

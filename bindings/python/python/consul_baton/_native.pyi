@@ -1,4 +1,4 @@
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 #: A value written to Consul: bytes, or a str (stored UTF-8 encoded).
 Value = Union[bytes, bytearray, memoryview, str]
@@ -471,6 +471,33 @@ class Hub:
     def in_turn(self) -> bool:
         """Whether an outcome was drained in a turn that is not over: a call made now finds
         the baton thread that delivered it awake."""
+        ...
+
+class WarmCall:
+    """A lock acquire or release whose one request ``baton.aio``'s event loop writes and reads
+    itself (``Lock._warm_acquire`` / ``_warm_release`` make it; ``baton.aio`` drives it)."""
+
+    def fileno(self) -> int: ...
+    @property
+    def time_limit(self) -> float:
+        """Seconds its request may take before the loop gives it up (the client's request
+        timeout)."""
+        ...
+    def advance(self) -> Tuple[int, Any]:
+        """Writes, reads and judges without blocking: ``(0, None)`` poll for reading, ``(1,
+        None)`` for writing, ``(2, value)`` settled, ``(3, None)`` finish it with
+        ``_start_resume``. Raises what the call raises."""
+        ...
+    def abandon(self) -> None:
+        """Gives the call up as a warm one (its time ran out); ``_start_resume`` finishes it."""
+        ...
+    def drop_call(self) -> None:
+        """Drops the call in flight (its task was cancelled): what it may have acquired is
+        given back, and a release goes on, in the background."""
+        ...
+    def _start_resume(self, done: Any, timeout: Optional[float] = None) -> Pending:
+        """Finishes on a baton thread what the warm path handed over; ``timeout`` in seconds
+        (what is left of the call's; None: no limit)."""
         ...
 
 def _start_call(done: Any, call: Callable[[], Any]) -> Pending:
