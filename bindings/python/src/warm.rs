@@ -47,6 +47,15 @@ fn interest(i: Interest) -> u8 {
 }
 
 impl WarmCall {
+    fn new(lock: Arc<baton::Lock>, state: State, fd: i32, limit: std::time::Duration) -> Self {
+        WarmCall {
+            state: Mutex::new(state),
+            lock,
+            fd,
+            limit: limit.as_secs_f64(),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -161,13 +170,8 @@ impl Lock {
     fn _warm_release(&self) -> Option<WarmCall> {
         let lock = self.inner.hold();
         let w = lock.warm_release()?;
-        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
-        Some(WarmCall {
-            state: Mutex::new(State::Release(Box::new(w))),
-            lock,
-            fd,
-            limit,
-        })
+        let (fd, limit) = (w.fd(), w.time_limit());
+        Some(WarmCall::new(lock, State::Release(Box::new(w)), fd, limit))
     }
 
     /// Whether the client could make warm calls but has no loop connection open (then
@@ -188,12 +192,7 @@ impl Lock {
     fn warm_acquire(&self) -> Option<WarmCall> {
         let lock = self.inner.hold();
         let w = lock.warm_acquire()?;
-        let (fd, limit) = (w.fd(), w.time_limit().as_secs_f64());
-        Some(WarmCall {
-            state: Mutex::new(State::Acquire(Box::new(w))),
-            lock,
-            fd,
-            limit,
-        })
+        let (fd, limit) = (w.fd(), w.time_limit());
+        Some(WarmCall::new(lock, State::Acquire(Box::new(w)), fd, limit))
     }
 }

@@ -52,16 +52,23 @@ def wait_free(devserver: str, k: str) -> None:
         time.sleep(0.01)
 
 
+async def after_a_cycle(c, name: str):
+    """A lock of `c` on a new key, after one cycle (the key known free, the loop connection
+    open): its next calls are warm."""
+    k = key(name)
+    lock = c.lock(k)
+    assert await lock.acquire(timeout=10)
+    await lock.release()
+    return k, lock
+
+
 def test_warm_calls_need_no_baton_thread(devserver, monkeypatch):
     """After one cold cycle (which opens the loop connection), acquires and releases run on
     the loop: no call goes to a baton thread, and each holds and releases as a cold one."""
 
     async def main():
         async with baton.aio.Client(devserver) as c:
-            k = key("cycle")
-            lock = c.lock(k)
-            assert await lock.acquire(timeout=10)
-            await lock.release()
+            k, lock = await after_a_cycle(c, "cycle")
             threads = []
             real_run = baton.aio._run
 
@@ -98,10 +105,7 @@ def test_a_warm_acquire_cancelled_in_flight_leaves_nothing_held(devserver, dev_o
 
     async def main():
         async with baton.aio.Client(devserver) as c:
-            k = key("cancel")
-            lock = c.lock(k)
-            assert await lock.acquire(timeout=10)
-            await lock.release()
+            k, lock = await after_a_cycle(c, "cancel")
             latency(devserver, "300ms")
             try:
                 task = asyncio.ensure_future(lock.acquire(timeout=10))
@@ -126,10 +130,7 @@ def test_a_warm_acquire_whose_time_runs_out_in_flight_returns_false_holding_noth
 
     async def main():
         async with baton.aio.Client(devserver) as c:
-            k = key("timeout")
-            lock = c.lock(k)
-            assert await lock.acquire(timeout=10)
-            await lock.release()
+            k, lock = await after_a_cycle(c, "timeout")
             latency(devserver, "300ms")
             try:
                 assert await lock.acquire(timeout=0.05) is False

@@ -94,6 +94,26 @@ macro_rules! debug_by_key {
 }
 debug_by_key!(WarmAcquire, ResumeAcquire, WarmRelease, ResumeRelease);
 
+/// What the loop needs of a warm call besides `advance`: its socket and its time.
+macro_rules! loop_facing {
+    ($($t:ident),*) => {$(
+        impl $t {
+            /// The socket the loop polls.
+            #[cfg(unix)]
+            pub fn fd(&self) -> std::os::fd::RawFd {
+                self.ex.fd().unwrap_or(-1)
+            }
+
+            /// How long its request may take before the loop gives it up (`abandon`): the
+            /// client's request timeout, which bounds every request of a blocking call too.
+            pub fn time_limit(&self) -> Duration {
+                self.sh.client.conn().transport.request_timeout()
+            }
+        }
+    )*};
+}
+loop_facing!(WarmAcquire, WarmRelease);
+
 impl Lock {
     /// Starts this lock's acquire as a warm call an event loop drives (see the module docs),
     /// or `None` when it is not one (then call [`Lock::acquire`] on a baton thread). Nothing
@@ -256,18 +276,6 @@ fn answered(
 }
 
 impl WarmAcquire {
-    /// The socket the loop polls.
-    #[cfg(unix)]
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.ex.fd().unwrap_or(-1)
-    }
-
-    /// How long its request may take before the loop gives it up ([`WarmAcquire::abandon`]):
-    /// the client's request timeout, which bounds every request of a blocking call too.
-    pub fn time_limit(&self) -> Duration {
-        self.sh.client.conn().transport.request_timeout()
-    }
-
     /// Writes, reads and judges what it can without blocking.
     pub fn advance(&mut self) -> WarmStep<ResumeAcquire> {
         match self.ex.advance() {
@@ -387,17 +395,6 @@ impl ResumeAcquire {
 }
 
 impl WarmRelease {
-    /// The socket the loop polls.
-    #[cfg(unix)]
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.ex.fd().unwrap_or(-1)
-    }
-
-    /// How long its request may take before the loop gives it up ([`WarmRelease::abandon`]).
-    pub fn time_limit(&self) -> Duration {
-        self.sh.client.conn().transport.request_timeout()
-    }
-
     /// Writes, reads and judges what it can without blocking.
     pub fn advance(&mut self) -> WarmStep<ResumeRelease> {
         if self.over {

@@ -14,7 +14,10 @@
 Every wait runs on a baton thread (reused from call to call) and settles an asyncio future
 through the loop's hub (a queue, and a socket the loop reads; baton threads never take the
 GIL for it): the event loop never blocks, and the default executor's few threads are never
-used for waiting (hundreds of concurrent acquires are fine). Cancelling the awaiting task
+used for waiting (hundreds of concurrent acquires are fine). A lock's warm acquire and release
+(its key known free, a plain-HTTP agent; one request each) need no thread: the loop writes the
+request and reads the answer itself on a connection it polls, without blocking, and anything more
+goes on on a baton thread. Cancelling the awaiting task
 (``task.cancel()``, ``asyncio.wait_for`` timing out, a ``TaskGroup`` failing) cancels the wait in
 the core, and the ``CancelledError`` comes once the native call has returned: an
 acquisition that raced the cancellation has been released by then, so nothing is
