@@ -7,9 +7,9 @@
 //! lock's turn and local claim free, a valid session, the key known free from the last
 //! release or acquire, and a server known to store txn numbers exactly (one lock txn, as in
 //! the blocking path). Anything else is not started ([`Lock::warm_acquire`] returns `None`).
-//! Everything but a clean grant, once started, goes on as a [`Resume`] on a baton thread: the
-//! blocking path from where the warm attempt left it, with its turn, session and claim, and
-//! knowing whether the attempt may have been granted unseen. The request is built and the
+//! Everything but a clean grant, once started, goes on on a baton thread ([`ResumeAcquire`],
+//! [`ResumeRelease`]): the blocking path from where the warm attempt left it, with its turn,
+//! session and claim, and knowing whether the attempt may have been granted unseen. The request is built and the
 //! answer judged by the same functions the blocking path uses.
 
 use std::sync::Arc;
