@@ -385,6 +385,13 @@ export interface TtlCheckOptions {
 }
 
 /**
+ * How many warm calls (a lock's acquire or release whose one request this loop writes and
+ * reads itself, see `warm.rs`) are in flight on this thread's loop: `spin.js` polls for them
+ * as for a call whose baton thread is awake.
+ */
+export declare function warmInFlight(): number
+
+/**
  * Gives the CPU to another runnable thread, if any (`spin.js` calls it between polls, so a
  * baton thread it just woke is not kept waiting behind the spinning event loop).
  */

@@ -845,4 +845,5 @@ module.exports.NativeSession = nativeBinding.NativeSession
 module.exports.inTurn = nativeBinding.inTurn
 module.exports.parseSequencer = nativeBinding.parseSequencer
 module.exports.setLogger = nativeBinding.setLogger
+module.exports.warmInFlight = nativeBinding.warmInFlight
 module.exports.yieldCpu = nativeBinding.yieldCpu

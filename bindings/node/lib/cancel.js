@@ -17,15 +17,19 @@ async function cancellable(signal, start, undo, { token = false } = {}) {
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
     let result
-    const began = spin.started()
+    let began
     try {
-      result = await start(cancel)
+      // Started before the spin is asked for: a warm call (the loop reads its answer) is in
+      // flight by then, and spins as a call whose baton thread is awake does.
+      const pending = start(cancel)
+      began = spin.started()
+      result = await pending
     } catch (e) {
       const t = translate(e)
       if (signal?.aborted && t?.code === 'BATON_CANCELLED') throw abortError(signal)
       throw t
     } finally {
-      spin.ended(began)
+      if (began !== undefined) spin.ended(began)
     }
     if (signal?.aborted) {
       if (undo) {

@@ -57,13 +57,6 @@ where
     on_thread(env, move || work(&h, t, &token))
 }
 
-/// Gives the holding up (release, resign) on one of baton's threads; resolves false if nothing
-/// was held.
-pub(crate) fn release<'e, H: Hold + 'static>(env: &'e Env, holder: &Arc<H>) -> Result<Object<'e>> {
-    let h = holder.clone();
-    on_thread(env, move || h.release())
-}
-
 /// Gives back a success nobody will take (see [`Hold::abandon`]) on one of baton's threads.
 pub(crate) fn abandon<'e, H: Hold + 'static>(env: &'e Env, holder: &Arc<H>) -> Result<Object<'e>> {
     let h = holder.clone();
@@ -96,7 +89,7 @@ macro_rules! holding_methods {
             /// Gives the holding up (release, resign); resolves false if nothing was held.
             #[napi(ts_return_type = "Promise<boolean>")]
             pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-                $crate::holding::release(env, &self.inner)
+                $crate::warm::release(env, &self.inner)
             }
 
             /// Gives back an acquisition whose caller went away meanwhile (an aborted signal).
@@ -152,9 +145,12 @@ macro_rules! holding_methods {
                 timeout_ms: Option<f64>,
                 cancel: Option<&NativeCancel>,
             ) -> Result<Object<'e>> {
-                $crate::holding::wait(env, &self.inner, timeout_ms, cancel, |h, t, c| {
-                    baton::Hold::acquire(h, t, Some(c))
-                })
+                $crate::warm::acquire(
+                    env,
+                    &self.inner,
+                    $crate::millis("timeoutMs", timeout_ms)?,
+                    $crate::holding::token_of(cancel),
+                )
             }
         }
     };

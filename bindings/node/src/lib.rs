@@ -20,6 +20,7 @@ mod holding;
 mod logging;
 mod recipes;
 mod settle;
+mod warm;
 
 /// Separates the message of a native error from its JSON details (see [`js_err`]).
 const DETAILS_SEPARATOR: char = '\u{1f}';
@@ -133,14 +134,24 @@ where
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
 {
     let (deferred, promise) = settle::promise(env)?;
+    run_settling(deferred, work)?;
+    Ok(promise)
+}
+
+/// Runs `work` on one of baton's threads and settles `deferred` with its result (from any
+/// thread: a warm call that goes on on a thread hands its promise over here).
+pub(crate) fn run_settling<T, F>(deferred: settle::Deferred, work: F) -> Result<()>
+where
+    T: ToNapiValue + Send + 'static,
+    F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
+{
     let turns = deferred.turns().clone();
     CALLS
         .run_for(&turns, move || {
             let outcome = work().map_err(js_err);
             move |ticket| deferred.settle(Some(ticket), outcome)
         })
-        .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))?;
-    Ok(promise)
+        .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))
 }
 
 pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {
@@ -471,6 +482,14 @@ impl Default for NativeCancel {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// How many warm calls (a lock's acquire or release whose one request this loop writes and
+/// reads itself, see `warm.rs`) are in flight on this thread's loop: `spin.js` polls for them
+/// as for a call whose baton thread is awake.
+#[napi]
+pub fn warm_in_flight() -> u32 {
+    warm::in_flight()
 }
 
 /// Gives the CPU to another runnable thread, if any (`spin.js` calls it between polls, so a

@@ -1,0 +1,108 @@
+'use strict'
+// The warm path (src/warm.rs): a lock's acquire and release whose one request the event loop
+// writes and reads itself, and what it leaves when its signal aborts or its time runs out while
+// the request is on its way.
+const { test, beforeEach } = require('node:test')
+const assert = require('node:assert/strict')
+const { warmInFlight } = require('../native.js')
+const { useServer, request, rawEntry, freshKey, waitFor, emulatedBefore, realConsul } =
+  require('./helpers')
+
+const fx = useServer()
+let server
+let client
+beforeEach(() => {
+  server = fx.server
+  client = fx.client()
+})
+
+/** Before Consul 1.6.2 a lock is written as Go writes it (two requests): no warm acquire. */
+const noWarmAcquire = () => emulatedBefore('1.6.2')
+
+/** A lock on a new key after one cycle (the key known free, the loop connection open). */
+async function afterACycle(name) {
+  const key = freshKey(name)
+  const lock = client.lock(key)
+  await lock.acquire({ timeoutMs: 10000 })
+  assert.equal(await lock.release(), true)
+  return { key, lock }
+}
+
+async function latency(d) {
+  const r = await request(server.addr, 'PUT', `/_devserver/latency?d=${d}`)
+  assert.equal(r.status, 200, r.body)
+}
+
+const free = (key) => async () => !(await rawEntry(server.addr, key))?.Session
+
+test('warm calls are in flight on the loop, and hold and release as thread calls do', {
+  skip: realConsul && 'needs the dev server latency fault',
+}, async () => {
+  const { key, lock } = await afterACycle('warm-cycle')
+  // Answers wait on the server, so that a call is still in flight when the test looks (a
+  // quick server can answer before the call's first read, and the call ends at once).
+  await latency('20ms')
+  try {
+    await cycles(key, lock)
+  } finally {
+    await latency('0s')
+  }
+})
+
+async function cycles(key, lock) {
+  for (let round = 0; round < 3; round++) {
+    const acquiring = lock.acquire({ timeoutMs: 10000 })
+    assert.equal(warmInFlight(), noWarmAcquire() ? 0 : 1, 'the acquire is a warm call')
+    await acquiring
+    assert.equal(warmInFlight(), 0)
+    assert.ok(lock.isHeld())
+    const entry = await rawEntry(server.addr, key)
+    assert.equal(entry.Session, lock.sequencer.session)
+    const releasing = lock.release()
+    assert.equal(warmInFlight(), 1, 'the release is a warm call (on every Consul version)')
+    assert.equal(await releasing, true)
+    assert.ok(!lock.isHeld())
+    assert.equal((await rawEntry(server.addr, key)).Session, undefined)
+  }
+  // Nothing held: the release says so, as a thread call does.
+  assert.equal(await lock.release(), false)
+}
+
+test('a warm acquire aborted in flight rejects with an AbortError and leaves nothing held', {
+  skip: realConsul && 'needs the dev server latency fault',
+}, async () => {
+  const { key, lock } = await afterACycle('warm-abort')
+  if (noWarmAcquire()) return
+  await latency('300ms')
+  try {
+    const stop = new AbortController()
+    const acquiring = lock.acquire({ timeoutMs: 10000, signal: stop.signal })
+    assert.equal(warmInFlight(), 1)
+    stop.abort()
+    await assert.rejects(acquiring, { name: 'AbortError' })
+  } finally {
+    await latency('0s')
+  }
+  assert.ok(!lock.isHeld())
+  await waitFor('the key given back', free(key))
+  // The lock's turn and claim are free again.
+  await lock.acquire({ timeoutMs: 10000 })
+  assert.equal(await lock.release(), true)
+})
+
+test('a warm acquire whose time runs out in flight misses and leaves nothing held', {
+  skip: realConsul && 'needs the dev server latency fault',
+}, async () => {
+  const { key, lock } = await afterACycle('warm-timeout')
+  if (noWarmAcquire()) return
+  await latency('300ms')
+  try {
+    assert.equal(await lock.tryAcquire({ timeoutMs: 50 }), false)
+  } finally {
+    await latency('0s')
+  }
+  assert.ok(!lock.isHeld())
+  await waitFor('the key given back', free(key))
+  await lock.acquire({ timeoutMs: 10000 })
+  assert.equal(await lock.release(), true)
+})
