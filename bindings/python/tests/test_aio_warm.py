@@ -62,6 +62,15 @@ async def after_a_cycle(c, name: str):
     return k, lock
 
 
+async def nothing_left(devserver: str, k: str, lock) -> None:
+    """Nothing held by `lock` any more, here or in Consul, and its turn and claim are free
+    again: the next acquire goes through."""
+    assert not lock.locked()
+    wait_free(devserver, k)
+    assert await lock.acquire(timeout=10)
+    await lock.release()
+
+
 def test_warm_calls_need_no_baton_thread(devserver, monkeypatch):
     """After one cold cycle (which opens the loop connection), acquires and releases run on
     the loop: no call goes to a baton thread, and each holds and releases as a cold one."""
@@ -115,11 +124,7 @@ def test_a_warm_acquire_cancelled_in_flight_leaves_nothing_held(devserver, dev_o
                     await task
             finally:
                 latency(devserver, "0s")
-            assert not lock.locked()
-            wait_free(devserver, k)
-            # Its turn and claim are free again: the next acquire goes through.
-            assert await lock.acquire(timeout=10)
-            await lock.release()
+            await nothing_left(devserver, k, lock)
 
     asyncio.run(main())
 
@@ -136,9 +141,6 @@ def test_a_warm_acquire_whose_time_runs_out_in_flight_returns_false_holding_noth
                 assert await lock.acquire(timeout=0.05) is False
             finally:
                 latency(devserver, "0s")
-            assert not lock.locked()
-            wait_free(devserver, k)
-            assert await lock.acquire(timeout=10)
-            await lock.release()
+            await nothing_left(devserver, k, lock)
 
     asyncio.run(main())
