@@ -610,6 +610,21 @@ impl Holder for Arc<Shared> {
     /// token and callbacks fire; logging and giving the slot back come after,
     /// off this thread.
     fn lose(&self, generation: u64, reason: SemaphoreLost) {
+        // Owe the slot back before anyone can see the holding end (a `wait_lost` that
+        // returns on the ended state, then a `close`, must find it owed), queue it after
+        // the signal (queueing may start the clean-up thread, which the signal does not
+        // wait for). If another thread ends this holding first, dropping the task here
+        // takes the debt back: that thread owes it.
+        let holder = (reason != SemaphoreLost::ClientClosed)
+            .then(|| {
+                let g = lock(&self.inner);
+                g.life
+                    .held()
+                    .filter(|h| h.generation == generation)
+                    .map(|h| h.session.clone())
+            })
+            .flatten();
+        let give_back = holder.map(|s| self.give_back_lost_task(&s));
         let ended = {
             let mut g = lock(&self.inner);
             let Some(ended) = g.life.end(generation, reason) else {
@@ -621,11 +636,6 @@ impl Holder for Arc<Shared> {
             ended
         };
         let session = ended.held.session.clone();
-        // Owe the slot back before anyone hears of the loss (a `close` that
-        // follows the signal finds it), queue it after (queueing may start
-        // the clean-up thread, which the signal does not wait for).
-        let give_back =
-            (reason != SemaphoreLost::ClientClosed).then(|| self.give_back_lost_task(&session));
         ended.signal(self.client.core(), &format!("semaphore {}", self.prefix));
         drop(ended);
         match give_back {
