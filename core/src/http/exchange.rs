@@ -161,7 +161,9 @@ impl Exchange {
         let conn = self
             .conn
             .take()
-            .filter(|c| framed.keep_alive && framed.used == self.inbuf.len() && c.reusable());
+            // Whether the agent closed it since is checked when it is next taken
+            // (`Transport::take_loop_conn`): one peek per request, not two.
+            .filter(|_| framed.keep_alive && framed.used == self.inbuf.len());
         Progress::Answered(framed.response, conn)
     }
 }
