@@ -19,6 +19,7 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
 
 thread_local! {
     /// Whether this is the interpreter's main thread (where signal handlers run), once known.
@@ -125,16 +126,20 @@ pub(crate) use watcher::stop;
 #[cfg(not(unix))]
 pub(crate) fn stop() {}
 
-/// `signal.set_wakeup_fd`.
-static SET_WAKEUP_FD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
+/// `signal.set_wakeup_fd(fd, warn_on_full_buffer=False)`: the previous wakeup fd.
+///
+/// Two of these run around every main-thread blocking call, so the function and its keyword
+/// arguments are looked up and built once. (CPython's `PySignal_SetWakeupFd` would skip the
+/// Python call, but it is outside the limited API and not exported by every build.)
 fn set_wakeup_fd(py: Python<'_>, fd: i32) -> PyResult<i32> {
-    let f = SET_WAKEUP_FD.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-        Ok(py.import("signal")?.getattr("set_wakeup_fd")?.unbind())
+    static SET_WAKEUP_FD: PyOnceLock<(Py<PyAny>, Py<PyDict>)> = PyOnceLock::new();
+    let (f, kwargs) = SET_WAKEUP_FD.get_or_try_init(py, || -> PyResult<_> {
+        let f = py.import("signal")?.getattr("set_wakeup_fd")?.unbind();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("warn_on_full_buffer", false)?;
+        Ok((f, kwargs.unbind()))
     })?;
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("warn_on_full_buffer", false)?;
-    f.bind(py).call((fd,), Some(&kwargs))?.extract()
+    f.bind(py).call((fd,), Some(kwargs.bind(py)))?.extract()
 }
 
 /// A main-thread call wired to signals: made by [`Interruptible::begin`], ended by drop (which
