@@ -14,7 +14,9 @@ connection, no JSON, no checks: what the wire allows) run
   ROUNDS rounds, each language once per round in a rotating order (a slow moment of a shared
   machine then hits every language alike); the figures are the medians over the rounds.
   Beside each: the worker's user+sys CPU time per cycle (every thread of the process: no
-  speed bought with a busy core goes unseen), the requests per cycle the dev server counted
+  speed bought with a busy core goes unseen), the dev server's CPU time per cycle (every
+  thread of its process, over the whole run: warm-up included), the requests per cycle the dev
+  server counted
   (every request of the run, session and warm-up included, over every cycle), and the range
   of the 1-minute load average while it ran;
 * contended hand-off: two holders (two clients) alternate on one key; the latency from the
@@ -29,6 +31,12 @@ node/floor-node` what baton costs over the loop, to set beside `ratio rust/floor
 asyncio): a binding whose outcome crosses threads pays the hand-off here, and a binding whose loop
 did its own I/O would be bounded by the loop floor.
 
+A third, floor-txn (the Rust worker's `floor-txn` mode), sends the same raw way the requests
+baton sends for a cycle on Consul 1.6.2 and later (a check-index + lock txn, an unlock txn):
+`ratio rust/floor` is then split into `ratio floor-txn/floor` (what baton's requests cost the
+server over `?acquire=`/`?release=`: on loopback at 0 ms, where the server's own time is most of
+a cycle, this is most of the gap) and `ratio rust/floor-txn` (what baton's client side costs).
+
 Then `ratio <lang>/rust X.XX` lines, and `ratio rust/floor`: the cycles/s of the second divided
 by the first's (cost per cycle), taken in each round (languages of one round run back to back,
 under the same load) and the median over the rounds printed (a load spike on the shared machine
@@ -42,6 +50,10 @@ runs use the dev server's fault (a thousand connections through the proxy would 
 proxy). The issue's targets (every `ratio <binding>/rust` <= 1.10 and `ratio rust/floor` <=
 1.15 at 0, 0.3 and 1 ms; loop lag p99 < 1 ms) are reported, never enforced: this is a
 benchmark. It fails only when a worker fails.
+
+--pin puts the dev server (and the latency proxy) on the first CPU and every worker on the
+others (see `Pin`): at 0 ms on a VM, where a wake-up across CPUs costs tens of microseconds, the
+unpinned figures depend on where the scheduler put each process in each round.
 
 Builds nothing: `make bench-bindings` builds the dev server, the Rust and C workers, the latency
 proxy, the wheel and the Node addon first. Stdlib only.
@@ -59,10 +71,12 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.join(ROOT, "bench", "bindings")
-LANGS = ("floor", "rust", "c", "python", "python-aio", "node", "floor-asyncio", "floor-node")
-# The floor clients: no baton, only the wire (floor: blocking, in Rust), or the wire driven by
-# an event loop (floor-node: a net.Socket; floor-asyncio: an asyncio Protocol).
-FLOORS = ("floor", "floor-asyncio", "floor-node")
+LANGS = ("floor", "floor-txn", "rust", "c", "python", "python-aio", "node", "floor-asyncio",
+         "floor-node")
+# The floor clients: no baton, only the wire (floor: blocking, in Rust; floor-txn: the same, with
+# the txn requests baton itself sends), or the wire driven by an event loop (floor-node: a
+# net.Socket; floor-asyncio: an asyncio Protocol).
+FLOORS = ("floor", "floor-txn", "floor-asyncio", "floor-node")
 # Variants run only when named in --langs, to see whether spinning still pays: the asyncio and
 # Node workers with their event loop's polling switched off (-nospin: BATON_AIO_SPIN=0,
 # BATON_NODE_SPIN=0), and with no spinning anywhere (-park: also BATON_POOL_BIND=0, the baton
@@ -87,6 +101,7 @@ def worker(lang, addr, mode, n, key, out_dir, python):
 def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
     argv = {
         "floor": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
+        "floor-txn": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
         "rust": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
         "c": [os.path.join(out_dir, "worker-c")],
         "python": [python, os.path.join(HERE, "worker.py")],
@@ -98,14 +113,65 @@ def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
     if lang == "python-aio":
         mode = f"aio-{mode}"
     if lang in FLOORS:
-        mode = {"floor-asyncio": "aio-floor"}.get(lang, "floor")
+        mode = {"floor-asyncio": "aio-floor", "floor-txn": "floor-txn"}.get(lang, "floor")
     p = subprocess.run(argv + [addr, mode, str(n), key], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600, env=env)
+                       timeout=600, env=env, preexec_fn=PIN.worker)
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
         sys.exit(f"bench-bindings: the {name} worker ({mode}) failed (exit {p.returncode}):\n"
                  f"{p.stdout}{p.stderr}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+class Pin:
+    """--pin: the dev server and the latency proxy on the first CPU, every worker on the others
+    (each process's threads inherit its set). Unpinned, the scheduler puts a worker beside the
+    server on one CPU in some rounds and across two in others, and on a VM the two differ
+    several-fold at 0 ms (a wake-up across CPUs costs tens of microseconds), so a ratio taken
+    in one round can compare two placements; pinned, every client pays the same hop."""
+
+    def __init__(self):
+        self.on = False
+
+    def enable(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("bench-bindings: --pin needs at least 2 CPUs")
+        self.on, self.server_cpus, self.worker_cpus = True, {cpus[0]}, set(cpus[1:])
+
+    def server(self):
+        if self.on:
+            os.sched_setaffinity(0, self.server_cpus)
+
+    def worker(self):
+        if self.on:
+            os.sched_setaffinity(0, self.worker_cpus)
+
+    def describe(self):
+        if not self.on:
+            return "unpinned"
+        return (f"pinned: server on CPU {','.join(map(str, sorted(self.server_cpus)))}, "
+                f"workers on {','.join(map(str, sorted(self.worker_cpus)))}")
+
+
+PIN = Pin()
+
+
+def server_cpu_secs(pid):
+    """CPU time of every thread of process `pid` so far, in seconds (Linux: the scheduler's
+    per-thread runtime in nanoseconds, far finer than the clock ticks of /proc/PID/stat; a
+    thread that ended takes its time with it). None off Linux."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    except OSError:
+        return None
+    return total / 1e9
 
 
 def machine():
@@ -151,7 +217,8 @@ class Latency:
         self.addr = server
         if ms > 0 and via == "proxy":
             self.proc = subprocess.Popen([proxy_bin, server, str(round(ms * 1000))],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         preexec_fn=PIN.server)
             first = self.proc.stdout.readline().strip()
             if not first.startswith("BENCH_LATENCY_ADDR="):
                 sys.exit(f"bench-bindings: unexpected first line from the latency proxy: {first!r}")
@@ -187,7 +254,12 @@ def main():
                     help="how latency is added: the bench's precise proxy (default) or the dev "
                          "server's own fault (millisecond timer; see latency.rs)")
     ap.add_argument("--no-handoff", action="store_true", help="skip the contended hand-offs")
+    ap.add_argument("--pin", action="store_true",
+                    help="the dev server and the latency proxy on the first CPU, the workers on "
+                         "the others (see Pin)")
     args = ap.parse_args()
+    if args.pin:
+        PIN.enable()
     langs = [l for l in args.langs.split(",") if l]
     for l in langs:
         if l not in LANGS and l not in VARIANTS:
@@ -198,14 +270,17 @@ def main():
     proxy_bin = os.path.join(ROOT, "target", "release", "bench-bindings-latency")
 
     server = subprocess.Popen([args.devserver, "--port", "0", "--max-conns-per-client", "0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              preexec_fn=PIN.server)
+    args.server_pid = server.pid
     try:
         first = server.stdout.readline().strip()
         if not first.startswith("BATON_DEVSERVER_ADDR="):
             sys.exit(f"bench-bindings: unexpected first line from the dev server: {first!r}")
         dev = first.split("=", 1)[1].replace("http://", "")
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        print(f"bench-bindings: dev server (own process) at {dev}; {machine()}; {now}")
+        print(f"bench-bindings: dev server (own process) at {dev}; {machine()}; {now}; "
+              f"{PIN.describe()}")
         print(f"uncontended acquire+release on one key, one thread: {args.rounds} rounds x "
               f"{args.cycles} cycles per language and latency (medians over the rounds); "
               f"floor = two raw PUTs (?acquire=, ?release=) on one keep-alive connection")
@@ -235,9 +310,13 @@ def step(args, dev, ms, langs, proxy_bin):
             order = langs[r % len(langs):] + langs[:r % len(langs)]
             for lang in order:
                 before = requests_total(dev)
+                server_before = server_cpu_secs(args.server_pid)
                 x = run(lang, "cycles", args.cycles, f"bench/bindings/{lang}/{ms:g}")
+                server_after = server_cpu_secs(args.server_pid)
                 # Every request of the run (session, warm-up, close included) per cycle.
                 x["requests"] = requests_total(dev) - before
+                if server_before is not None and server_after is not None:
+                    x["server_cpu_secs"] = server_after - server_before
                 x["load1"] = os.getloadavg()[0]
                 rounds[lang].append(x)
         rate = {}
@@ -250,8 +329,12 @@ def step(args, dev, ms, langs, proxy_bin):
             req = statistics.median(x["requests"] / (x["cycles"] + WARM) for x in rs)
             each = " ".join(f"{x['cycles'] / x['secs']:.0f}" for x in rs)
             cpu_text = f"cpu {cpu * 1e6:5.0f} us/cycle" if cpu is not None else "cpu     n/a      "
+            # The server's CPU over every cycle of the run, warm-up included (as req/cycle).
+            server = (statistics.median(x["server_cpu_secs"] / (x["cycles"] + WARM) for x in rs)
+                      if "server_cpu_secs" in rs[0] else None)
+            server_text = f"server {server * 1e6:4.0f} us/cycle" if server is not None else ""
             print(f"  {lang:<17} {rate[lang]:>7.0f} cycles/s   p50 {ms_(p50)}   p99 {ms_(p99)}   "
-                  f"{cpu_text}   {req:.2f} req/cycle   (rounds: {each}; load1 "
+                  f"{cpu_text}   {server_text}   {req:.2f} req/cycle   (rounds: {each}; load1 "
                   f"{min(x['load1'] for x in rs):.2f}-{max(x['load1'] for x in rs):.2f})")
 
         if not args.no_handoff:
@@ -276,6 +359,11 @@ def step(args, dev, ms, langs, proxy_bin):
 
         if "rust" in langs:
             ratio("rust", "floor")
+            # Of which: baton's requests over the floor's (what the server spends on a txn),
+            # and baton's client side over the same requests sent raw.
+            if "floor-txn" in langs:
+                ratio("floor-txn", "floor")
+                ratio("rust", "floor-txn")
             for lang in ("python", "python-aio", "python-aio-nospin", "python-aio-park", "node",
                          "node-nospin", "node-park", "c"):
                 if lang in langs:

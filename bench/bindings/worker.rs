@@ -5,6 +5,7 @@
 //! bench-bindings-rust ADDR cycles N KEY    N uncontended acquire+release cycles on KEY
 //! bench-bindings-rust ADDR handoff N KEY   N hand-offs of KEY between two holders
 //! bench-bindings-rust ADDR floor N KEY     N cycles of the floor client (below)
+//! bench-bindings-rust ADDR floor-txn N KEY N cycles of the txn floor client (below)
 //! ```
 //!
 //! Prints one line, `RESULT {json}`: for `cycles` and `floor`, `{"cycles", "secs", "p50_us",
@@ -16,6 +17,14 @@
 //! /v1/kv/KEY?acquire=SESSION` then `PUT /v1/kv/KEY?release=SESSION`, no JSON, no checks (the
 //! answer is read to its `Content-Length` and not looked at), no client library. Every other
 //! figure is also a ratio to it.
+//!
+//! The txn floor client sends, the same raw way, the requests baton itself sends for a cycle
+//! on Consul 1.6.2 and later: `PUT /v1/txn` with a `check-index` and a `lock` op, then `PUT
+//! /v1/txn` with an `unlock` op (the flags and ops of `baton::lock`). The one thing it reads
+//! from an answer is the key's `ModifyIndex`, found by a string search, for the next check.
+//! `rust/floor-txn` is then what baton's client side costs, and `floor-txn/floor` what its
+//! requests cost the server over `?acquire=`/`?release=` (on loopback, where the server's own
+//! time is most of a cycle, the second is most of `rust/floor`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -96,14 +105,7 @@ impl Wire {
 /// The floor client (see the module docs): `n` cycles after the same warm-up as `cycles`.
 fn floor(addr: &str, n: usize, key: &str) -> String {
     let mut w = Wire::connect(addr);
-    let created = w.put("/v1/session/create", r#"{"TTL":"60s","LockDelay":"0s"}"#);
-    let created = String::from_utf8(created).expect("utf-8");
-    let id = created
-        .split('"')
-        .skip_while(|s| *s != "ID")
-        .nth(2)
-        .expect("a session ID")
-        .to_string();
+    let id = session_of(&w.put("/v1/session/create", r#"{"TTL":"60s","LockDelay":"0s"}"#));
     let acquire = format!("/v1/kv/{key}?acquire={id}");
     let release = format!("/v1/kv/{key}?release={id}");
     for _ in 0..WARM {
@@ -122,6 +124,129 @@ fn floor(addr: &str, n: usize, key: &str) -> String {
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_secs() - cpu;
     w.put(&format!("/v1/session/destroy/{id}"), "");
+    summary(n, secs, cpu, lat)
+}
+
+/// The lock flags baton writes (`baton::lock`'s `LOCK_FLAG_VALUE`, Go's `api.LockFlagValue`).
+const LOCK_FLAGS: u64 = 0x2ddccbc058a50c18;
+
+/// The txn floor client (see the module docs): `n` cycles after the same warm-up.
+fn floor_txn(addr: &str, n: usize, key: &str) -> String {
+    let mut w = Wire::connect(addr);
+    let id = session_of(&w.put("/v1/session/create", r#"{"TTL":"60s","LockDelay":"0s"}"#));
+    let unlock = format!(
+        r#"[{{"KV":{{"Verb":"unlock","Key":"{key}","Value":"","Flags":{LOCK_FLAGS},"Session":"{id}"}}}}]"#
+    );
+    let lock_op = format!(
+        r#"{{"KV":{{"Verb":"lock","Key":"{key}","Value":"","Flags":{LOCK_FLAGS},"Session":"{id}"}}}}"#
+    );
+    let mut check = format!(r#"{{"KV":{{"Verb":"check-not-exists","Key":"{key}"}}}}"#);
+    let mut cycle = |w: &mut Wire| {
+        w.put("/v1/txn", &format!("[{check},{lock_op}]"));
+        let released = w.put("/v1/txn", &unlock);
+        let index = modify_index(&released);
+        check = format!(r#"{{"KV":{{"Verb":"check-index","Key":"{key}","Index":{index}}}}}"#);
+    };
+    for _ in 0..WARM {
+        cycle(&mut w);
+    }
+    let mut lat = Vec::with_capacity(n);
+    let cpu = cpu_secs();
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        cycle(&mut w);
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu;
+    w.put(&format!("/v1/session/destroy/{id}"), "");
+    summary(n, secs, cpu, lat)
+}
+
+/// The `"ID"` of a session create's answer (a string search: the floors parse no JSON).
+fn session_of(created: &[u8]) -> String {
+    let created = std::str::from_utf8(created).expect("utf-8");
+    created
+        .split('"')
+        .skip_while(|s| *s != "ID")
+        .nth(2)
+        .expect("a session ID")
+        .to_string()
+}
+
+/// The first `"ModifyIndex"` of a txn answer (a string search); panics without one.
+fn modify_index(answer: &[u8]) -> u64 {
+    let text = std::str::from_utf8(answer).expect("utf-8");
+    let at = text
+        .find("\"ModifyIndex\"")
+        .unwrap_or_else(|| panic!("no ModifyIndex in the txn answer {text}"));
+    let digits: String = text[at + "\"ModifyIndex\"".len()..]
+        .trim_start_matches([':', ' '])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("a ModifyIndex")
+}
+
+/// Blocks until `fd` is ready for `interest` or `limit` passes (a blocking thread's way of
+/// driving a warm call; `warm` mode).
+#[allow(unsafe_code)]
+fn wait_ready(fd: i32, interest: baton::warm::Interest, limit: Duration) {
+    let events = match interest {
+        baton::warm::Interest::Read => libc::POLLIN,
+        _ => libc::POLLOUT,
+    };
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, limit.as_millis().max(1) as i32) };
+}
+
+/// `cycles` through the warm path (`baton::warm`), driven by a blocking thread with `poll`:
+/// what the core costs per cycle without ureq (an experiment; not run by run.py).
+fn warm(addr: &str, n: usize, key: &str) -> String {
+    use baton::warm::WarmStep;
+    let c = client(addr);
+    let lock = c.lock(key).expect("lock");
+    for _ in 0..WARM {
+        assert!(lock.acquire(LONG, None).expect("acquire"));
+        lock.release().expect("release");
+    }
+    c.open_loop_conn().expect("loop connection");
+    let cycle = || {
+        let mut a = lock.warm_acquire().expect("a warm acquire");
+        let got = loop {
+            match a.advance() {
+                WarmStep::Pending(i) => wait_ready(a.fd(), i, a.time_limit()),
+                WarmStep::Done(r) => break r.expect("acquire"),
+                WarmStep::Resume(r) => break r.run(LONG, None).expect("acquire"),
+            }
+        };
+        assert!(got);
+        let mut r = lock.warm_release().expect("a warm release");
+        loop {
+            match r.advance() {
+                WarmStep::Pending(i) => wait_ready(r.fd(), i, r.time_limit()),
+                WarmStep::Done(x) => break x.expect("release"),
+                WarmStep::Resume(x) => break x.run().expect("release"),
+            };
+        }
+    };
+    let mut lat = Vec::with_capacity(n);
+    let cpu = cpu_secs();
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        cycle();
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu;
+    c.close(Duration::from_secs(5));
     summary(n, secs, cpu, lat)
 }
 
@@ -210,7 +335,7 @@ fn handoff(addr: &str, rounds: usize, key: &str) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 5 {
-        eprintln!("usage: bench-bindings-rust ADDR cycles|handoff|floor N KEY");
+        eprintln!("usage: bench-bindings-rust ADDR cycles|handoff|floor|floor-txn N KEY");
         std::process::exit(2);
     }
     let n: usize = args[3].parse().expect("N must be a number");
@@ -218,8 +343,10 @@ fn main() {
         "cycles" => cycles(&args[1], n, &args[4]),
         "handoff" => handoff(&args[1], n, &args[4]),
         "floor" => floor(&args[1], n, &args[4]),
+        "floor-txn" => floor_txn(&args[1], n, &args[4]),
+        "warm" => warm(&args[1], n, &args[4]),
         other => {
-            eprintln!("unknown mode {other:?} (cycles, handoff or floor)");
+            eprintln!("unknown mode {other:?} (cycles, handoff, floor or floor-txn)");
             std::process::exit(2);
         }
     };

@@ -736,6 +736,14 @@ impl Client {
         )
     }
 
+    /// How many lock acquires and releases were settled by their one request on the direct
+    /// path: written and read by the calling thread on the client's loop connection instead
+    /// of through ureq (see `lock::direct`). For tests and benches.
+    #[doc(hidden)]
+    pub fn direct_calls(&self) -> u64 {
+        self.core().direct_calls.load(Ordering::Relaxed)
+    }
+
     /// Opens the connection an event loop's warm calls use (see `lock::warm`), if this
     /// client can have one (plain HTTP, no proxy) and it is not open. Blocking: for a baton
     /// thread, never the loop's. For the language bindings.

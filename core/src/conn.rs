@@ -30,6 +30,8 @@ pub(crate) struct Conn {
     /// Transient failures (no leader, connection refused, …) that calls with
     /// time left waited out and tried again (see `ride_out`).
     pub(crate) transient_retries: AtomicU64,
+    /// Lock acquires and releases settled on the direct path (`lock::direct`).
+    pub(crate) direct_calls: AtomicU64,
 }
 
 /// The address only: no token, no state.
@@ -51,6 +53,7 @@ impl Conn {
             request_timeout,
             learned: Learned::default(),
             transient_retries: AtomicU64::new(0),
+            direct_calls: AtomicU64::new(0),
         }
     }
 

@@ -133,6 +133,16 @@ pub(crate) fn is_finishing() -> bool {
     CURRENT.with(|c| c.borrow().finishing)
 }
 
+/// The deadline of the calling thread's scope (`Some(None)`: none) when a request may run
+/// outside the transport's ordinary path (a lock's direct path): `None` when the scope has a
+/// cancel token or is making `close`'s owed work, whose requests take the ordinary path.
+pub(crate) fn plain_deadline() -> Option<Option<Instant>> {
+    CURRENT.with(|c| {
+        let s = c.borrow();
+        (s.cancel.is_none() && !s.finishing).then_some(s.deadline)
+    })
+}
+
 /// Makes the calling thread's requests interruptible by `cancel` until the
 /// guard drops. Such requests cannot share pooled connections, so this is for
 /// rare requests (clean-up), not for the hot path.

@@ -265,6 +265,7 @@ async fn handle(
         return finish(reply);
     }
     carried.store(CONN_CONSUL, Ordering::SeqCst);
+    let _in_flight = shared.in_flight(format!("{} {raw_path}", req.method()));
     let arrived = std::time::Instant::now();
     shared.wait_unpaused().await;
     let latency = shared.latency();

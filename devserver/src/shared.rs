@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
@@ -27,6 +27,11 @@ pub struct RequestCounts {
     /// client's watches poll on their own schedule, so a count of the requests
     /// an operation costs leaves them out.
     pub blocking_by_route: BTreeMap<String, u64>,
+    /// `/v1/` requests that have arrived and are not answered yet (waiting out a latency
+    /// fault or a pause included), per `"<METHOD> <path>"` (the path as sent, without the
+    /// query; only those with requests in flight): how a test knows a client's request is on
+    /// its way.
+    pub in_flight: BTreeMap<String, u64>,
 }
 
 impl RequestCounts {
@@ -34,6 +39,21 @@ impl RequestCounts {
     pub fn non_blocking(&self, route: &str) -> u64 {
         let all = self.by_route.get(route).copied().unwrap_or(0);
         all - self.blocking_by_route.get(route).copied().unwrap_or(0)
+    }
+}
+
+/// A `/v1/` request in flight ([`Shared::in_flight`]).
+pub(crate) struct InFlight(Arc<Shared>, String);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut m = self.0.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
     }
 }
 
@@ -55,6 +75,8 @@ pub(crate) struct Shared {
     /// Wakes the TTL timer task when a session timer may have moved earlier.
     pub timer_kick: Notify,
     counts: Mutex<RequestCounts>,
+    /// See [`RequestCounts::in_flight`].
+    in_flight: Mutex<BTreeMap<String, u64>>,
     conns: Mutex<HashMap<IpAddr, usize>>,
     /// The agent's NodeID (stable for the server's life).
     pub node_id: String,
@@ -93,6 +115,7 @@ impl Shared {
             generation: watch::channel(0).0,
             timer_kick: Notify::new(),
             counts: Mutex::new(RequestCounts::default()),
+            in_flight: Mutex::new(BTreeMap::new()),
             conns: Mutex::new(HashMap::new()),
             node_id,
             agent_cache: Mutex::new(Default::default()),
@@ -142,10 +165,25 @@ impl Shared {
     }
 
     pub fn counts(&self) -> RequestCounts {
-        self.counts
+        let mut c = self
+            .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .clone();
+        c.in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        c
+    }
+
+    /// Counts a `/v1/` request (`"<METHOD> <path>"`) in flight until the guard drops
+    /// (answered, or its connection gone).
+    pub fn in_flight(self: &Arc<Self>, what: String) -> InFlight {
+        let mut m = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        *m.entry(what.clone()).or_default() += 1;
+        InFlight(self.clone(), what)
     }
 
     pub fn reset_counts(&self) {

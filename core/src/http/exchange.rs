@@ -11,9 +11,14 @@
 //! and judged by the transport like any other ([`Transport::conclude`](super::Transport)).
 //! Only plain HTTP without a proxy takes this path; TLS, proxies and every call that needs more
 //! than one request stay on baton's threads.
+//!
+//! A blocking call drives the same exchange on its own thread ([`Exchange::wait`] polls the
+//! socket between advances): the lock's direct path (`lock::warm`), which skips ureq's
+//! per-request work for the two requests of a warm cycle.
 
 use std::io::{ErrorKind as IoKind, Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 
 use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
@@ -22,7 +27,8 @@ use super::Response;
 /// A keep-alive connection to the agent, non-blocking, for one exchange at a time.
 #[derive(Debug)]
 pub(crate) struct LoopConn {
-    stream: TcpStream,
+    /// Shared only with an interrupter ([`Exchange::interrupter`]) while a thread waits on it.
+    stream: Arc<TcpStream>,
 }
 
 impl LoopConn {
@@ -30,7 +36,9 @@ impl LoopConn {
     pub(crate) fn new(stream: TcpStream) -> std::io::Result<LoopConn> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
-        Ok(LoopConn { stream })
+        Ok(LoopConn {
+            stream: Arc::new(stream),
+        })
     }
 
     /// Whether the connection can carry another request: nothing unasked-for has arrived
@@ -103,7 +111,7 @@ impl Exchange {
             return Progress::Failed(IoKind::NotConnected.into(), false);
         };
         while self.sent < self.out.len() {
-            match conn.stream.write(&self.out[self.sent..]) {
+            match (&*conn.stream).write(&self.out[self.sent..]) {
                 Ok(0) => return self.failed(IoKind::WriteZero.into()),
                 Ok(n) => self.sent += n,
                 Err(e) if e.kind() == IoKind::WouldBlock => {
@@ -120,7 +128,7 @@ impl Exchange {
                 Ok(None) => {}
                 Err(e) => return self.failed(std::io::Error::new(IoKind::InvalidData, e)),
             }
-            match conn.stream.read(&mut chunk) {
+            match (&*conn.stream).read(&mut chunk) {
                 Ok(0) => {
                     // The end of the connection: ends an answer without a length, and
                     // anything else early.
@@ -145,6 +153,38 @@ impl Exchange {
                 Err(e) => return self.failed(e),
             }
         }
+    }
+
+    /// Blocks the calling thread until the socket is ready for `interest`, `limit` has
+    /// passed, or the connection is shut down ([`Exchange::interrupter`]); then advance again.
+    /// Returns at once once the exchange has ended.
+    #[cfg(unix)]
+    pub(crate) fn wait(&self, interest: Interest, limit: std::time::Duration) {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        let flags = match interest {
+            Interest::Read => PollFlags::IN,
+            Interest::Write => PollFlags::OUT,
+        };
+        let mut fds = [PollFd::new(&*conn.stream, flags)];
+        let limit = Timespec {
+            tv_sec: limit.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: limit.subsec_nanos().into(),
+        };
+        // Readiness, a hang-up, the time passing and EINTR all end in the caller's next
+        // `advance`, which sees what happened (and the caller's clock, whether time is up).
+        let _ = poll(&mut fds, Some(&limit));
+    }
+
+    /// What shuts the connection down from another thread (a cancel or close hook): the
+    /// waiting thread's poll then returns, and its next `advance` fails.
+    pub(crate) fn interrupter(&self) -> Option<impl Fn() + Clone + Send + Sync + 'static> {
+        let stream = Arc::clone(&self.conn.as_ref()?.stream);
+        Some(move || {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        })
     }
 
     /// Whether any of the request has been written (then it may have reached the agent).

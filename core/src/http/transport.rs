@@ -38,6 +38,9 @@ pub(crate) struct Transport {
     tls: crate::tls_hint::TlsContext,
     /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
     loop_conn: std::sync::Mutex<Option<LoopConn>>,
+    /// Lock releases made through ureq while no loop connection was open
+    /// ([`Transport::after_thread_release`]).
+    thread_releases: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for Transport {
@@ -157,6 +160,7 @@ impl Transport {
             address_origin: b.address_origin,
             tls: crate::tls_hint::TlsContext::new(&b.tls),
             loop_conn: std::sync::Mutex::new(None),
+            thread_releases: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -423,6 +427,24 @@ impl Transport {
             }
         }
         Err(connect_err(last))
+    }
+
+    /// Called after a lock release made through ureq. The second such release of a client
+    /// with no loop connection open opens one, on the releasing thread: a client that cycles
+    /// its locks then makes its next acquires and releases directly (`lock::direct`), while a
+    /// one-shot user (the `baton lock` command) never pays for the connect. A failure is
+    /// only logged: the next cycle goes through ureq, as before.
+    pub(crate) fn after_thread_release(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.loop_capable() || self.has_loop_conn() {
+            return;
+        }
+        if self.thread_releases.fetch_add(1, Ordering::Relaxed) == 0 {
+            return;
+        }
+        if let Err(e) = self.open_loop_conn() {
+            log::debug!("baton: no loop connection for direct lock calls: {e}");
+        }
     }
 
     /// `req` as bytes on the wire, with the URL and headers the ureq path sends (for a loop's

@@ -2,6 +2,8 @@
 //!
 //! See [`Lock`] for the protocol.
 
+#[cfg(unix)]
+mod direct;
 mod shared;
 pub mod warm;
 mod wire;
@@ -327,6 +329,10 @@ impl Lock {
     ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
+        #[cfg(unix)]
+        if let Some(direct) = self.acquire_direct(timeout, cancel) {
+            return direct;
+        }
         let _serial = sh.acquiring.enter();
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
@@ -336,6 +342,22 @@ impl Lock {
         // acquire gets the client's request timeout for its one attempt).
         let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
         self.acquire_in_turn(deadline, cancel, None)
+    }
+
+    /// The acquire as a warm call driven on this thread (`lock::direct`), when it is one:
+    /// the turn free, the key known free, the loop connection idle (see `lock::warm`).
+    #[cfg(unix)]
+    fn acquire_direct(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<Result<bool>> {
+        let deadline = crate::scope::deadline_after(timeout);
+        let _scope = crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
+        // The scope's own deadline (an enclosing call's may be sooner) bounds the request.
+        let bound = crate::scope::plain_deadline()?;
+        let w = self.warm_acquire()?;
+        Some(direct::acquire(w, bound, deadline, cancel))
     }
 
     /// [`Lock::acquire_unjudged`] once this object's turn is taken, inside the call's
@@ -421,11 +443,23 @@ impl Lock {
     /// key is never left held by a session nobody renews.
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
+        #[cfg(unix)]
+        if let Some(bound) = crate::scope::plain_deadline() {
+            if let Some(w) = self.warm_release() {
+                return direct::release(w, bound);
+            }
+        }
         let Some((session, value)) = sh.end_for_release() else {
             return Ok(false);
         };
         let result = wire::unlock(&sh.client, &sh.key, &value, session.id(), sh.flags);
-        sh.released(&session, value, result)
+        let released = sh.released(&session, value, result);
+        // Outside any deadline: opening a connection is not bounded by one.
+        #[cfg(unix)]
+        if matches!(released, Ok(true)) && crate::scope::plain_deadline() == Some(None) {
+            sh.client.conn().transport.after_thread_release();
+        }
+        released
     }
 
     /// Whether the lock is held: acquired, not released, not lost, and the

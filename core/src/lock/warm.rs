@@ -367,32 +367,91 @@ impl ResumeAcquire {
     /// Finishes the acquire as [`Lock::acquire`] would from here, blocking (on a baton
     /// thread): `timeout` is what is left of the call's.
     pub fn run(self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        let sh = self.sh.clone();
         let lock = Lock {
-            shared: self.sh.clone(),
+            shared: sh.clone(),
             view: true,
         };
-        let ResumeAcquire {
-            sh,
-            session,
-            turn,
-            maybe_applied,
-        } = self;
         acquire_settled(
             sh.client.core(),
             "lock acquire",
             timeout,
             cancel,
             || {
-                let _turn = turn;
                 let deadline = crate::scope::deadline_after(timeout);
                 let _scope =
                     crate::scope::deadline(deadline.filter(|_| timeout != Some(Duration::ZERO)));
-                lock.acquire_in_turn(deadline, cancel, Some((session, maybe_applied)))
+                self.continue_here(deadline, cancel)
             },
             || Hold::abandon(&lock),
         )
     }
+
+    /// The rest of the acquire, inside the call's judgement and deadline scope (the direct
+    /// path's, or [`ResumeAcquire::run`]'s).
+    pub(super) fn continue_here(
+        self,
+        deadline: Option<std::time::Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<bool> {
+        let ResumeAcquire {
+            sh,
+            session,
+            turn,
+            maybe_applied,
+        } = self;
+        let _turn = turn;
+        let lock = Lock {
+            shared: sh,
+            view: true,
+        };
+        lock.acquire_in_turn(deadline, cancel, Some((session, maybe_applied)))
+    }
 }
+
+/// A warm call the calling thread can drive (the direct path, `lock::direct`).
+pub(super) trait Driven {
+    /// What finishes it on this thread when its one request does not.
+    type Resume;
+    /// [`WarmAcquire::advance`] or [`WarmRelease::advance`].
+    fn advance(&mut self) -> WarmStep<Self::Resume>;
+    /// The exchange in flight, to wait on and to interrupt.
+    fn exchange(&self) -> &Exchange;
+    /// The client's closing token (a close interrupts the call).
+    fn closing(&self) -> CancelToken;
+    /// The client's request timeout, which bounds the one request.
+    fn time_limit(&self) -> std::time::Duration;
+    /// Counts a call its request settled (`Client::direct_calls`).
+    fn settled(&self);
+}
+
+macro_rules! driven {
+    ($($t:ident => $r:ident),*) => {$(
+        impl Driven for $t {
+            type Resume = $r;
+            fn advance(&mut self) -> WarmStep<$r> {
+                $t::advance(self)
+            }
+            fn exchange(&self) -> &Exchange {
+                &self.ex
+            }
+            fn closing(&self) -> CancelToken {
+                self.sh.client.conn().closing.clone()
+            }
+            fn settled(&self) {
+                self.sh
+                    .client
+                    .core()
+                    .direct_calls
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            fn time_limit(&self) -> Duration {
+                $t::time_limit(self)
+            }
+        }
+    )*};
+}
+driven!(WarmAcquire => ResumeAcquire, WarmRelease => ResumeRelease);
 
 impl WarmRelease {
     /// Writes, reads and judges what it can without blocking.
