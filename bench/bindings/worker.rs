@@ -75,8 +75,13 @@ impl Wire {
 
     /// Sends `PUT path` with `body` and reads the whole answer; returns its body.
     fn put(&mut self, path: &str, body: &str) -> Vec<u8> {
+        self.call("PUT", path, body)
+    }
+
+    /// Sends `method path` with `body` and reads the whole answer; returns its body.
+    fn call(&mut self, method: &str, path: &str, body: &str) -> Vec<u8> {
         let req = format!(
-            "PUT {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{body}",
             self.host,
             body.len()
         );
@@ -140,7 +145,14 @@ fn floor_txn(addr: &str, n: usize, key: &str) -> String {
     let lock_op = format!(
         r#"{{"KV":{{"Verb":"lock","Key":"{key}","Value":"","Flags":{LOCK_FLAGS},"Session":"{id}"}}}}"#
     );
-    let mut check = format!(r#"{{"KV":{{"Verb":"check-not-exists","Key":"{key}"}}}}"#);
+    // The key as it is (an earlier round may have left it): its index, or that it is absent.
+    let entry = w.call("GET", &format!("/v1/kv/{key}"), "");
+    let mut check = if entry.is_empty() {
+        format!(r#"{{"KV":{{"Verb":"check-not-exists","Key":"{key}"}}}}"#)
+    } else {
+        let index = modify_index(&entry);
+        format!(r#"{{"KV":{{"Verb":"check-index","Key":"{key}","Index":{index}}}}}"#)
+    };
     let mut cycle = |w: &mut Wire| {
         w.put("/v1/txn", &format!("[{check},{lock_op}]"));
         let released = w.put("/v1/txn", &unlock);
@@ -175,7 +187,7 @@ fn session_of(created: &[u8]) -> String {
         .to_string()
 }
 
-/// The first `"ModifyIndex"` of a txn answer (a string search); panics without one.
+/// The first `"ModifyIndex"` of a txn or KV answer (a string search); panics without one.
 fn modify_index(answer: &[u8]) -> u64 {
     let text = std::str::from_utf8(answer).expect("utf-8");
     let at = text
