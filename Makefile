@@ -289,8 +289,10 @@ bench-loss: python-install node-build
 ## own process; Rust, C, Python (sync and baton.aio) and Node workers each run uncontended
 ## acquire+release cycles (cycles/s, p50/p99) and contended hand-offs, then `ratio <lang>/rust`
 ## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires. Each round
-## also runs the floor client (two raw PUTs on one keep-alive connection: what the wire allows),
-## and every figure comes with CPU per cycle, requests per cycle and the load average.
+## also runs the floor clients (two raw PUTs on one keep-alive connection: what the wire allows;
+## floor-txn, the same with baton's own txn requests), and every figure comes with the worker's
+## and the dev server's CPU per cycle, requests per cycle and the load average. With 2 CPUs or
+## more the dev server runs on the first and the workers on the others (--no-pin: unpinned).
 ## LATENCY_MS=0.5 runs at that server latency (a precise proxy in front of the dev server,
 ## bench/bindings/latency.rs); LATENCY_MS=0,0.3,1 sweeps. Options: BENCH_BINDINGS_ARGS="--rounds 9
 ## --cycles 1000 --langs floor,rust,node,node-nospin" (node-nospin, python-aio-nospin: the event

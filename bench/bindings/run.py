@@ -51,9 +51,12 @@ proxy). The issue's targets (every `ratio <binding>/rust` <= 1.10 and `ratio rus
 1.15 at 0, 0.3 and 1 ms; loop lag p99 < 1 ms) are reported, never enforced: this is a
 benchmark. It fails only when a worker fails.
 
---pin puts the dev server (and the latency proxy) on the first CPU and every worker on the
-others (see `Pin`): at 0 ms on a VM, where a wake-up across CPUs costs tens of microseconds, the
-unpinned figures depend on where the scheduler put each process in each round.
+With 2 CPUs or more, the dev server (and the latency proxy) run on the first CPU and every
+worker on the others (see `Pin`; --no-pin leaves them to the scheduler): at 0 ms on a VM, where
+a wake-up across CPUs costs tens of microseconds, unpinned figures depend on where the
+scheduler put each process in each round (the floor client ran at 45,000 cycles/s beside the
+server and 6,000 across, so `ratio rust/floor` read 7.04 in one unpinned run). Pinned, every
+client pays the same hop, as a service does whose agent runs on another core.
 
 Builds nothing: `make bench-bindings` builds the dev server, the Rust and C workers, the latency
 proxy, the wheel and the Node addon first. Stdlib only.
@@ -124,8 +127,9 @@ def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
 
 
 class Pin:
-    """--pin: the dev server and the latency proxy on the first CPU, every worker on the others
-    (each process's threads inherit its set). Unpinned, the scheduler puts a worker beside the
+    """The dev server and the latency proxy on the first CPU, every worker on the others (each
+    process's threads inherit its set); the default with 2 CPUs or more (--no-pin: off).
+    Unpinned, the scheduler puts a worker beside the
     server on one CPU in some rounds and across two in others, and on a VM the two differ
     several-fold at 0 ms (a wake-up across CPUs costs tens of microseconds), so a ratio taken
     in one round can compare two placements; pinned, every client pays the same hop."""
@@ -136,7 +140,7 @@ class Pin:
     def enable(self):
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
-            sys.exit("bench-bindings: --pin needs at least 2 CPUs")
+            sys.exit("bench-bindings: pinning needs at least 2 CPUs")
         self.on, self.server_cpus, self.worker_cpus = True, {cpus[0]}, set(cpus[1:])
 
     def server(self):
@@ -254,11 +258,12 @@ def main():
                     help="how latency is added: the bench's precise proxy (default) or the dev "
                          "server's own fault (millisecond timer; see latency.rs)")
     ap.add_argument("--no-handoff", action="store_true", help="skip the contended hand-offs")
-    ap.add_argument("--pin", action="store_true",
-                    help="the dev server and the latency proxy on the first CPU, the workers on "
-                         "the others (see Pin)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave every process where the scheduler puts it (by default, with 2 "
+                         "CPUs or more, the dev server and the latency proxy run on the first "
+                         "and the workers on the others: see Pin)")
     args = ap.parse_args()
-    if args.pin:
+    if not args.no_pin and len(os.sched_getaffinity(0)) >= 2:
         PIN.enable()
     langs = [l for l in args.langs.split(",") if l]
     for l in langs:

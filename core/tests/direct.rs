@@ -158,22 +158,36 @@ fn a_direct_acquire_whose_deadline_passes_in_flight_leaves_nothing_held() {
     cycle(&lock);
 }
 
-#[test]
-fn a_cancel_interrupts_a_direct_acquire_in_flight() {
-    let f = Fixture::start();
-    // The request timeout is long, so that only the cancel can end the request early.
+/// A client whose request timeout is long (so that only an interruption ends a request early)
+/// with a cycling lock on a fresh key; `None` (the client closed) where the test cannot hold
+/// a direct acquire in flight: no dev server, or acquires not direct.
+fn interruptible<'f>(
+    f: &'f Fixture,
+    name: &str,
+) -> Option<(Client, Lock, String, &'f baton_devserver::DevServer)> {
     let c = f
         .builder()
         .request_timeout(Duration::from_secs(60))
         .build()
         .unwrap();
-    let key = unique("direct-cancel");
+    let key = unique(name);
     let lock = cycling_lock(&c, &key);
-    let Some(dev) = f
-        .dev("a latency fault keeps the request in flight")
-        .filter(|_| direct_acquires(&f))
-    else {
-        c.close(PATIENCE);
+    match f
+        .dev("a fault keeps the request in flight")
+        .filter(|_| direct_acquires(f))
+    {
+        Some(dev) => Some((c, lock, key, dev)),
+        None => {
+            c.close(PATIENCE);
+            None
+        }
+    }
+}
+
+#[test]
+fn a_cancel_interrupts_a_direct_acquire_in_flight() {
+    let f = Fixture::start();
+    let Some((c, lock, key, dev)) = interruptible(&f, "direct-cancel") else {
         return;
     };
     let before = c.direct_calls();
@@ -208,19 +222,8 @@ fn a_cancel_interrupts_a_direct_acquire_in_flight() {
 #[test]
 fn a_close_interrupts_a_direct_acquire_in_flight() {
     let f = Fixture::start();
-    let c = f
-        .builder()
-        .request_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
     let observer = f.client();
-    let key = unique("direct-close");
-    let lock = cycling_lock(&c, &key);
-    let Some(dev) = f
-        .dev("a paused server keeps the request in flight")
-        .filter(|_| direct_acquires(&f))
-    else {
-        c.close(PATIENCE);
+    let Some((c, lock, key, dev)) = interruptible(&f, "direct-close") else {
         return;
     };
     dev.pause();
