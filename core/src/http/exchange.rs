@@ -13,7 +13,7 @@
 //! than one request stay on baton's threads.
 //!
 //! A blocking call drives the same exchange on its own thread ([`Exchange::wait`] polls the
-//! socket between advances): the lock's direct path (`lock::warm`), which skips ureq's
+//! socket between advances): the lock's direct path (`lock::direct`), which skips ureq's
 //! per-request work for the two requests of a warm cycle.
 
 use std::io::{ErrorKind as IoKind, Read, Write};

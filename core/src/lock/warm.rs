@@ -1,7 +1,8 @@
 //! A lock's warm acquire and release for an event loop: the call's one request written and
 //! its answer read by the loop itself (see `http::exchange`), instead of a baton thread that
 //! blocks on it and then hands the outcome over (the hop that costs Node and asyncio their
-//! speed at a real agent's latency: `docs/src/performance.md`, "The loops' own floors").
+//! speed at a real agent's latency: `docs/src/performance.md`, "The loops' own floors"). A
+//! blocking acquire or release drives the same calls on its own thread (`lock::direct`).
 //!
 //! Only the warm case takes this path: a plain-HTTP client with its loop connection open, the
 //! lock's turn and local claim free, a valid session, the key known free from the last
