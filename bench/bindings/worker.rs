@@ -113,23 +113,12 @@ fn floor(addr: &str, n: usize, key: &str) -> String {
     let id = session_of(&w.put("/v1/session/create", r#"{"TTL":"60s","LockDelay":"0s"}"#));
     let acquire = format!("/v1/kv/{key}?acquire={id}");
     let release = format!("/v1/kv/{key}?release={id}");
-    for _ in 0..WARM {
+    let result = measure(n, || {
         w.put(&acquire, "");
         w.put(&release, "");
-    }
-    let mut lat = Vec::with_capacity(n);
-    let cpu = cpu_secs();
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        w.put(&acquire, "");
-        w.put(&release, "");
-        lat.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu;
+    });
     w.put(&format!("/v1/session/destroy/{id}"), "");
-    summary(n, secs, cpu, lat)
+    result
 }
 
 /// The lock flags baton writes (`baton::lock`'s `LOCK_FLAG_VALUE`, Go's `api.LockFlagValue`).
@@ -153,27 +142,14 @@ fn floor_txn(addr: &str, n: usize, key: &str) -> String {
         let index = modify_index(&entry);
         format!(r#"{{"KV":{{"Verb":"check-index","Key":"{key}","Index":{index}}}}}"#)
     };
-    let mut cycle = |w: &mut Wire| {
+    let result = measure(n, || {
         w.put("/v1/txn", &format!("[{check},{lock_op}]"));
         let released = w.put("/v1/txn", &unlock);
         let index = modify_index(&released);
         check = format!(r#"{{"KV":{{"Verb":"check-index","Key":"{key}","Index":{index}}}}}"#);
-    };
-    for _ in 0..WARM {
-        cycle(&mut w);
-    }
-    let mut lat = Vec::with_capacity(n);
-    let cpu = cpu_secs();
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        cycle(&mut w);
-        lat.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu;
+    });
     w.put(&format!("/v1/session/destroy/{id}"), "");
-    summary(n, secs, cpu, lat)
+    result
 }
 
 /// The `"ID"` of a session create's answer (a string search: the floors parse no JSON).
@@ -201,53 +177,11 @@ fn modify_index(answer: &[u8]) -> u64 {
     digits.parse().expect("a ModifyIndex")
 }
 
-/// Blocks until `fd` is ready for `interest` or `limit` passes (a blocking thread's way of
-/// driving a warm call; `warm` mode).
-#[allow(unsafe_code)]
-fn wait_ready(fd: i32, interest: baton::warm::Interest, limit: Duration) {
-    let events = match interest {
-        baton::warm::Interest::Read => libc::POLLIN,
-        _ => libc::POLLOUT,
-    };
-    let mut p = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut p, 1, limit.as_millis().max(1) as i32) };
-}
-
-/// `cycles` through the warm path (`baton::warm`), driven by a blocking thread with `poll`:
-/// what the core costs per cycle without ureq (an experiment; not run by run.py).
-fn warm(addr: &str, n: usize, key: &str) -> String {
-    use baton::warm::WarmStep;
-    let c = client(addr);
-    let lock = c.lock(key).expect("lock");
+/// Runs `cycle` `WARM` times, then `n` measured times; the `RESULT` of a cycles run.
+fn measure(n: usize, mut cycle: impl FnMut()) -> String {
     for _ in 0..WARM {
-        assert!(lock.acquire(LONG, None).expect("acquire"));
-        lock.release().expect("release");
+        cycle();
     }
-    c.open_loop_conn().expect("loop connection");
-    let cycle = || {
-        let mut a = lock.warm_acquire().expect("a warm acquire");
-        let got = loop {
-            match a.advance() {
-                WarmStep::Pending(i) => wait_ready(a.fd(), i, a.time_limit()),
-                WarmStep::Done(r) => break r.expect("acquire"),
-                WarmStep::Resume(r) => break r.run(LONG, None).expect("acquire"),
-            }
-        };
-        assert!(got);
-        let mut r = lock.warm_release().expect("a warm release");
-        loop {
-            match r.advance() {
-                WarmStep::Pending(i) => wait_ready(r.fd(), i, r.time_limit()),
-                WarmStep::Done(x) => break x.expect("release"),
-                WarmStep::Resume(x) => break x.run().expect("release"),
-            };
-        }
-    };
     let mut lat = Vec::with_capacity(n);
     let cpu = cpu_secs();
     let start = Instant::now();
@@ -258,12 +192,6 @@ fn warm(addr: &str, n: usize, key: &str) -> String {
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_secs() - cpu;
-    c.close(Duration::from_secs(5));
-    summary(n, secs, cpu, lat)
-}
-
-/// The `RESULT` of a cycles run.
-fn summary(n: usize, secs: f64, cpu: f64, mut lat: Vec<f64>) -> String {
     lat.sort_by(f64::total_cmp);
     format!(
         r#"{{"cycles": {n}, "secs": {secs}, "p50_us": {}, "p99_us": {}, "cpu_secs": {cpu}}}"#,
@@ -284,24 +212,13 @@ const LONG: Option<Duration> = Some(Duration::from_secs(30));
 fn cycles(addr: &str, n: usize, key: &str) -> String {
     let c = client(addr);
     let lock = c.lock(key).expect("lock");
-    // Warm: the session exists, the connection is open, the key is known (WARM: see run.py).
-    for _ in 0..WARM {
+    // Warm-up: the session exists, the connection is open, the key is known (WARM: see run.py).
+    let result = measure(n, || {
         assert!(lock.acquire(LONG, None).expect("acquire"));
         lock.release().expect("release");
-    }
-    let mut lat = Vec::with_capacity(n);
-    let cpu = cpu_secs();
-    let start = Instant::now();
-    for _ in 0..n {
-        let t = Instant::now();
-        assert!(lock.acquire(LONG, None).expect("acquire"));
-        lock.release().expect("release");
-        lat.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu;
+    });
     c.close(Duration::from_secs(5));
-    summary(n, secs, cpu, lat)
+    result
 }
 
 fn handoff(addr: &str, rounds: usize, key: &str) -> String {
@@ -356,7 +273,6 @@ fn main() {
         "handoff" => handoff(&args[1], n, &args[4]),
         "floor" => floor(&args[1], n, &args[4]),
         "floor-txn" => floor_txn(&args[1], n, &args[4]),
-        "warm" => warm(&args[1], n, &args[4]),
         other => {
             eprintln!("unknown mode {other:?} (cycles, handoff, floor or floor-txn)");
             std::process::exit(2);

@@ -9,24 +9,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use baton::{CancelToken, Client, ErrorKind, Lock};
-use common::{unique, Fixture};
+use common::{holder, unique, wait_free, Fixture};
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(20);
-
-/// The session holding `key`, if any.
-fn holder(c: &Client, key: &str) -> Option<String> {
-    c.kv().get(key).unwrap().and_then(|p| p.session)
-}
-
-/// Waits until nobody holds `key` (what a call that gave up gives back, in the background).
-fn wait_free(c: &Client, key: &str, what: &str) {
-    let end = Instant::now() + PATIENCE;
-    while holder(c, key).is_some() {
-        assert!(Instant::now() < end, "{what}: the key was never given back");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// Acquire+release cycles through the blocking API.
 fn cycle(lock: &Lock) {
@@ -154,7 +140,7 @@ fn a_direct_acquire_whose_deadline_passes_in_flight_leaves_nothing_held() {
     );
     dev.set_latency(Duration::ZERO);
     // Granted late or not, the key is given back.
-    wait_free(&c, &key, "the acquire whose deadline passed");
+    wait_free(&c, &key);
     cycle(&lock);
 }
 
@@ -214,7 +200,7 @@ fn a_cancel_interrupts_a_direct_acquire_in_flight() {
     );
     assert!(!lock.is_held());
     assert_eq!(c.direct_calls(), before);
-    wait_free(&c, &key, "the cancelled acquire");
+    wait_free(&c, &key);
     cycle(&lock);
     c.close(PATIENCE);
 }
@@ -249,7 +235,7 @@ fn a_close_interrupts_a_direct_acquire_in_flight() {
     );
     assert!(!lock.is_held());
     // Whatever the interrupted request did, nothing stays held.
-    wait_free(&observer, &key, "the acquire interrupted by close");
+    wait_free(&observer, &key);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use baton::{Client, ErrorKind, LockOptions, SessionOptions};
 use baton_devserver::{Config, DevServer, JournalEntry, NoLeader, NoLeaderAnswers};
-use common::{unique, wait_session_gone, Fixture};
+use common::{unique, wait_free, wait_session_gone, Fixture};
 use serde_json::Value;
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
@@ -34,27 +34,6 @@ fn client_with_ttl(f: &Fixture, ttl: Duration) -> Client {
         )
         .build()
         .unwrap()
-}
-
-/// Blocks (on blocking queries) until `key` carries no session, failing after
-/// `PATIENCE`; returns when it was first seen free.
-fn wait_free(c: &Client, key: &str) -> Instant {
-    let end = Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (entry, meta) = c
-            .kv()
-            .get_with(
-                key,
-                &baton::QueryOptions::blocking(index, Duration::from_secs(1)),
-            )
-            .unwrap();
-        if entry.as_ref().is_none_or(|p| p.session.is_none()) {
-            return Instant::now();
-        }
-        assert!(Instant::now() < end, "{key} still held: {entry:?}");
-        index = meta.index;
-    }
 }
 
 /// Whether a journal entry asks Consul to acquire with, or renew, session `sid`

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use baton::warm::{WarmAcquire, WarmRelease, WarmStep};
 use baton::{Client, Lock};
-use common::{unique, Fixture};
+use common::{holder, unique, wait_free, Fixture};
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -33,11 +33,6 @@ fn acquire(w: &mut WarmAcquire) -> WarmStep<baton::warm::ResumeAcquire> {
 
 fn release(w: &mut WarmRelease) -> WarmStep<baton::warm::ResumeRelease> {
     drive(|| w.advance())
-}
-
-/// The session holding `key`, if any.
-fn holder(c: &Client, key: &str) -> Option<String> {
-    c.kv().get(key).unwrap().and_then(|p| p.session)
 }
 
 /// Whether the server rounds txn numbers (before Consul 1.6.2): the warm path is never taken
@@ -189,14 +184,8 @@ fn a_warm_acquire_given_up_in_flight_leaves_nothing_held() {
     assert!(matches!(w.advance(), WarmStep::Pending(_)));
     drop(w);
     assert!(!lock.is_held());
-    let end = Instant::now() + PATIENCE;
-    while holder(&c, &key).is_some() {
-        assert!(
-            Instant::now() < end,
-            "the dropped acquire's grant was never given back"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // The dropped acquire's grant is given back.
+    wait_free(&c, &key);
     dev.set_latency(Duration::ZERO);
     // And the lock's turn and claim are free: a blocking acquire goes through.
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
@@ -218,9 +207,6 @@ fn a_warm_release_dropped_in_flight_still_releases() {
     let r = lock.warm_release().expect("warm release");
     drop(r); // before anything was written
     assert!(!lock.is_held());
-    let end = Instant::now() + PATIENCE;
-    while holder(&c, &key).is_some() {
-        assert!(Instant::now() < end, "the dropped release never happened");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // The dropped release happens.
+    wait_free(&c, &key);
 }

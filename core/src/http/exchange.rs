@@ -157,12 +157,13 @@ impl Exchange {
 
     /// Blocks the calling thread until the socket is ready for `interest`, `limit` has
     /// passed, or the connection is shut down ([`Exchange::interrupter`]); then advance again.
-    /// Returns at once once the exchange has ended.
+    /// Returns at once once the exchange has ended. `false` when `poll` itself failed (not
+    /// interrupted by a signal): waiting again would only spin, so the caller gives up.
     #[cfg(unix)]
-    pub(crate) fn wait(&self, interest: Interest, limit: std::time::Duration) {
+    pub(crate) fn wait(&self, interest: Interest, limit: std::time::Duration) -> bool {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};
         let Some(conn) = &self.conn else {
-            return;
+            return true;
         };
         let flags = match interest {
             Interest::Read => PollFlags::IN,
@@ -175,7 +176,7 @@ impl Exchange {
         };
         // Readiness, a hang-up, the time passing and EINTR all end in the caller's next
         // `advance`, which sees what happened (and the caller's clock, whether time is up).
-        let _ = poll(&mut fds, Some(&limit));
+        !matches!(poll(&mut fds, Some(&limit)), Err(e) if e != rustix::io::Errno::INTR)
     }
 
     /// What shuts the connection down from another thread (a cancel or close hook): the

@@ -124,8 +124,8 @@ impl Response {
 /// and its length, so that a cut-off or non-JSON answer (a proxy's HTML page)
 /// is told apart from a wrong value.
 ///
-/// An answer that decodes is decoded once, without the path tracking (which about doubles the
-/// cost of a decode, on every request); only one that fails is decoded again to say where.
+/// An answer that decodes is decoded once, without the path tracking (which wraps every step
+/// of a decode); only one that fails is decoded again, to say where.
 pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
     if let Ok(v) = serde_json::from_slice(body) {
         return Ok(v);

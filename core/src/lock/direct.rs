@@ -45,6 +45,10 @@ fn drive<W: Driven>(
         Some(shut) => tokens.iter().map(|t| t.on_cancel(shut.clone())).collect(),
         None => Vec::new(),
     };
+    // Nothing is written once the time is up (as the ordinary path sends nothing then).
+    if Instant::now() >= stop_at {
+        return Stopped::Abandon;
+    }
     loop {
         // Before advancing: a connection shut down by a hook is not the agent's failure.
         if tokens.iter().any(|t| t.is_cancelled()) {
@@ -53,10 +57,9 @@ fn drive<W: Driven>(
         match w.advance() {
             WarmStep::Pending(interest) => {
                 let now = Instant::now();
-                if now >= stop_at {
+                if now >= stop_at || !w.exchange().wait(interest, stop_at - now) {
                     return Stopped::Abandon;
                 }
-                w.exchange().wait(interest, stop_at - now);
             }
             WarmStep::Done(r) => {
                 w.settled();

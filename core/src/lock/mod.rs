@@ -444,7 +444,9 @@ impl Lock {
     pub fn release(&self) -> Result<bool> {
         let sh = &self.shared;
         #[cfg(unix)]
-        if let Some(bound) = crate::scope::plain_deadline() {
+        let plain = crate::scope::plain_deadline();
+        #[cfg(unix)]
+        if let Some(bound) = plain {
             if let Some(w) = self.warm_release() {
                 return direct::release(w, bound);
             }
@@ -456,7 +458,7 @@ impl Lock {
         let released = sh.released(&session, value, result);
         // Outside any deadline: opening a connection is not bounded by one.
         #[cfg(unix)]
-        if matches!(released, Ok(true)) && crate::scope::plain_deadline() == Some(None) {
+        if matches!(released, Ok(true)) && plain == Some(None) {
             sh.client.conn().transport.after_thread_release();
         }
         released

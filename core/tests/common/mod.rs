@@ -235,6 +235,35 @@ pub fn unique(name: &str) -> String {
     )
 }
 
+/// The session holding `key`, if any.
+pub fn holder(c: &Client, key: &str) -> Option<String> {
+    c.kv().get(key).unwrap().and_then(|p| p.session)
+}
+
+/// Blocks (on blocking queries of the key) until nobody holds `key`, failing after 20 s;
+/// returns when it was first seen free.
+pub fn wait_free(c: &Client, key: &str) -> std::time::Instant {
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    let mut index = 0;
+    loop {
+        let (entry, meta) = c
+            .kv()
+            .get_with(
+                key,
+                &baton::QueryOptions::blocking(index, Duration::from_secs(1)),
+            )
+            .unwrap();
+        if entry.as_ref().is_none_or(|p| p.session.is_none()) {
+            return std::time::Instant::now();
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{key} still held: {entry:?}"
+        );
+        index = meta.index;
+    }
+}
+
 /// Blocks (on blocking queries of the session list) until the server no longer
 /// has session `id`, failing after 20 s.
 pub fn wait_session_gone(c: &Client, id: &str) {
