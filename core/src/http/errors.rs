@@ -23,6 +23,20 @@ pub(super) fn stale_connection(e: &ureq::Error) -> bool {
     }
 }
 
+/// How a failed read or write on a connection is described, whichever way it was made.
+fn io_message(io: &std::io::Error) -> String {
+    format!("I/O error: {io}")
+}
+
+/// A failed read or write on a loop connection ([`Exchange`](super::exchange::Exchange)), as
+/// [`map_ureq_error`] describes one of ureq's: a connection error, worth another try.
+pub(super) fn io_error(io: std::io::Error, endpoint: String) -> Error {
+    Error::new(ErrorKind::Connection, io_message(&io))
+        .with_endpoint(endpoint)
+        .transient()
+        .with_source(io)
+}
+
 pub(super) fn map_ureq_error(
     e: ureq::Error,
     endpoint: String,
@@ -46,7 +60,7 @@ pub(super) fn map_ureq_error(
             ErrorKind::Connection,
             format!("TLS error: {}", tls_failure.expect("checked")),
         ),
-        ureq::Error::Io(io) => (ErrorKind::Connection, format!("I/O error: {io}")),
+        ureq::Error::Io(io) => (ErrorKind::Connection, io_message(io)),
         ureq::Error::Tls(_) | ureq::Error::Pem(_) | ureq::Error::Rustls(_) => {
             (ErrorKind::Connection, format!("TLS error: {e}"))
         }

@@ -284,6 +284,12 @@ impl Transport {
         self.conclude(endpoint, result, timeout_is_users)
     }
 
+    /// A loop connection's failed exchange of `endpoint`, noted as a failed ureq request is
+    /// (reach and availability records).
+    pub(crate) fn conclude_io_failure(&self, endpoint: String, io: std::io::Error) {
+        let _ = self.conclude(endpoint.clone(), Err(io_error(io, endpoint)), false);
+    }
+
     /// What every answer and transport error goes through, whichever way it came (ureq, or a
     /// loop's [`Exchange`](super::exchange::Exchange)): a malformed query-meta header is an
     /// error, and whether Consul answered is noted for the call's scope and the client's

@@ -252,14 +252,10 @@ impl Lock {
 /// What a failed exchange tells the transport's reach and availability records, as the
 /// ureq path would.
 fn connection_failed(sh: &LockShared, req: &Request, e: std::io::Error) {
-    let err = Error::new(ErrorKind::Connection, format!("I/O error: {e}"))
-        .with_endpoint(req.endpoint())
-        .transient();
-    let _ = sh
-        .client
+    sh.client
         .conn()
         .transport
-        .conclude(req.endpoint(), Err(err), false);
+        .conclude_io_failure(req.endpoint(), e);
 }
 
 /// The answer of an exchange through the transport's judgement; gives the connection back.
