@@ -2,6 +2,7 @@
 
 use base64::Engine as _;
 use serde::Deserialize;
+#[cfg(test)]
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
@@ -217,24 +218,68 @@ impl KvOp {
         KvOp::new(KvVerb::DeleteTree, prefix)
     }
 
+    /// The op as Consul's `/v1/txn` reads it (a test's view of [`TxnBody`]).
+    #[cfg(test)]
     pub(crate) fn to_json(&self) -> Value {
-        let mut kv = json!({
-            "Verb": self.verb.as_str(),
-            "Key": self.key,
-        });
-        if let Some(v) = &self.value {
-            kv["Value"] = json!(base64::engine::general_purpose::STANDARD.encode(v));
+        serde_json::to_value(TxnBody(std::slice::from_ref(self))).expect("serialisable")[0].take()
+    }
+}
+
+/// The body of a `/v1/txn` request: `[{"KV": {"Verb", "Key", ...}}, ...]`, the fields in the
+/// order Go's `api.KVTxnOp` declares them and, as Go's `omitempty` does, without an empty
+/// value, zero flags or index, or an unset session. Written straight to bytes: a lock's
+/// acquire and release each send one.
+pub(crate) struct TxnBody<'a>(pub(crate) &'a [KvOp]);
+
+impl serde::Serialize for TxnBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for op in self.0 {
+            seq.serialize_element(&OpJson(op))?;
         }
-        if self.flags != 0 {
-            kv["Flags"] = json!(self.flags);
+        seq.end()
+    }
+}
+
+/// One op of a [`TxnBody`].
+struct OpJson<'a>(&'a KvOp);
+
+impl serde::Serialize for OpJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut outer = s.serialize_map(Some(1))?;
+        outer.serialize_entry("KV", &KvJson(self.0))?;
+        outer.end()
+    }
+}
+
+/// The `KV` object of an [`OpJson`].
+struct KvJson<'a>(&'a KvOp);
+
+impl serde::Serialize for KvJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let op = self.0;
+        let mut kv = s.serialize_map(None)?;
+        kv.serialize_entry("Verb", op.verb.as_str())?;
+        kv.serialize_entry("Key", &op.key)?;
+        if let Some(v) = &op.value {
+            kv.serialize_entry(
+                "Value",
+                &base64::engine::general_purpose::STANDARD.encode(v),
+            )?;
         }
-        if self.index != 0 {
-            kv["Index"] = json!(self.index);
+        if op.flags != 0 {
+            kv.serialize_entry("Flags", &op.flags)?;
         }
-        if let Some(s) = &self.session {
-            kv["Session"] = json!(s);
+        if op.index != 0 {
+            kv.serialize_entry("Index", &op.index)?;
         }
-        json!({ "KV": kv })
+        if let Some(session) = &op.session {
+            kv.serialize_entry("Session", session)?;
+        }
+        kv.end()
     }
 }
 
@@ -309,7 +354,7 @@ impl Conn {
     pub(crate) fn txn_request(&self, ops: &[KvOp]) -> Result<Request> {
         self.refuse_unsupported(ops)?;
         let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
+        req.json_body(&TxnBody(ops));
         Ok(req)
     }
 
@@ -346,7 +391,7 @@ impl Conn {
         }
         let ops = [KvOp::set(key, b"", 0), KvOp::check_index(key, PROBE_INDEX)];
         let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&Value::Array(ops.iter().map(KvOp::to_json).collect()));
+        req.json_body(&TxnBody(&ops));
         let (found, answered) = match self.send(&req).and_then(|resp| txn_answer(&req, resp)) {
             Err(e) => {
                 let found = e
@@ -537,7 +582,7 @@ pub(crate) fn unlock_request(
     if exact_txn {
         let op = KvOp::unlock(key, value, flags, session);
         let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&serde_json::Value::Array(vec![op.to_json()]));
+        req.json_body(&TxnBody(std::slice::from_ref(&op)));
         req
     } else {
         let mut req = Request::new("PUT", kv_path(key));

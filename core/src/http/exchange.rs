@@ -16,13 +16,16 @@
 //! socket between advances): the lock's direct path (`lock::direct`), which skips ureq's
 //! per-request work for the two requests of a warm cycle.
 
-use std::io::{ErrorKind as IoKind, Read, Write};
+use std::io::{ErrorKind as IoKind, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
 
 use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
 use super::Response;
+
+/// How much room each read of an answer asks for.
+const READ_STEP: usize = 4 * 1024;
 
 /// A keep-alive connection to the agent, non-blocking, for one exchange at a time.
 #[derive(Debug)]
@@ -110,6 +113,7 @@ impl Exchange {
         let Some(conn) = self.conn.as_mut() else {
             return Progress::Failed(IoKind::NotConnected.into(), false);
         };
+        let writing = self.sent < self.out.len();
         while self.sent < self.out.len() {
             match (&*conn.stream).write(&self.out[self.sent..]) {
                 Ok(0) => return self.failed(IoKind::WriteZero.into()),
@@ -121,14 +125,30 @@ impl Exchange {
                 Err(e) => return self.failed(e),
             }
         }
-        let mut chunk = [0u8; 16 * 1024];
+        if writing {
+            // The request has just left: its answer needs the agent to run first, so a read
+            // now would only say "not yet" (one system call per request for nothing, seen
+            // with strace). Wait for it; a failed connection shows when the socket polls.
+            return Progress::Pending(Interest::Read);
+        }
         loop {
             match frame(&self.inbuf) {
                 Ok(Some(framed)) => return self.answered(framed),
                 Ok(None) => {}
                 Err(e) => return self.failed(std::io::Error::new(IoKind::InvalidData, e)),
             }
-            match (&*conn.stream).read(&mut chunk) {
+            // Read straight into the buffer's spare room, growing it as it fills (a lock
+            // call's answer is a few hundred bytes: zeroing a 16 KiB scratch buffer for
+            // every read cost more than the read).
+            self.inbuf.reserve(READ_STEP.max(self.inbuf.len()));
+            let read = rustix::net::recv(
+                &*conn.stream,
+                rustix::buffer::spare_capacity(&mut self.inbuf),
+                rustix::net::RecvFlags::empty(),
+            )
+            .map(|(n, _)| n)
+            .map_err(std::io::Error::from);
+            match read {
                 Ok(0) => {
                     // The end of the connection: ends an answer without a length, and
                     // anything else early.
@@ -137,14 +157,13 @@ impl Exchange {
                         None => self.failed(IoKind::UnexpectedEof.into()),
                     };
                 }
-                Ok(n) => {
-                    if self.inbuf.len() + n > MAX_RESPONSE_BYTES + 64 * 1024 {
+                Ok(_) => {
+                    if self.inbuf.len() > MAX_RESPONSE_BYTES + 64 * 1024 {
                         return self.failed(std::io::Error::new(
                             IoKind::InvalidData,
                             too_large_message(),
                         ));
                     }
-                    self.inbuf.extend_from_slice(&chunk[..n]);
                 }
                 Err(e) if e.kind() == IoKind::WouldBlock => {
                     return Progress::Pending(Interest::Read)

@@ -43,7 +43,7 @@ impl Request {
         self.param(k, "");
     }
 
-    pub(crate) fn json_body(&mut self, value: &serde_json::Value) {
+    pub(crate) fn json_body(&mut self, value: &impl serde::Serialize) {
         let mut body = serde_json::to_vec(value).expect("serialising JSON cannot fail");
         body.push(b'\n');
         self.body = Some((body, "application/json"));
