@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
-use super::Response;
+use super::{QueryMeta, Response};
 
 /// How much room each read of an answer asks for.
 const READ_STEP: usize = 4 * 1024;
@@ -237,10 +237,11 @@ struct Framed {
     keep_alive: bool,
 }
 
-/// The head of an answer: status, headers, and where its body starts.
+/// The head of an answer: status, query meta (and what was wrong with it), and where its
+/// body starts.
 struct Head {
     status: u16,
-    headers: ureq::http::HeaderMap,
+    meta: (QueryMeta, Option<String>),
     body_at: usize,
     length: BodyLength,
     close: bool,
@@ -262,17 +263,18 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
         Err(e) => return Err(format!("HTTP protocol error: {e}")),
     };
     let status = parsed.code.unwrap_or(0);
-    let mut headers = ureq::http::HeaderMap::new();
-    for h in parsed.headers.iter() {
-        let name = ureq::http::HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|e| format!("HTTP protocol error: header {:?}: {e}", h.name))?;
-        let value = ureq::http::HeaderValue::from_bytes(h.value)
-            .map_err(|e| format!("HTTP protocol error: header {:?}: {e}", h.name))?;
-        headers.append(name, value);
-    }
-    let has = |name: &str, token: &str| {
-        headers.get_all(name).iter().any(|v| {
-            v.to_str()
+    // httparse has checked the names and values (tokens; no control bytes but tab). Every
+    // value of a header, as Consul may send a header more than once:
+    let values = |name: &'static str| {
+        parsed
+            .headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    };
+    let has = |name: &'static str, token: &str| {
+        values(name).any(|v| {
+            std::str::from_utf8(v)
                 .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
@@ -281,9 +283,8 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
         BodyLength::None
     } else if has("transfer-encoding", "chunked") {
         BodyLength::Chunked
-    } else if let Some(v) = headers.get("content-length") {
-        let n = v
-            .to_str()
+    } else if let Some(v) = first_value(parsed.headers, "content-length") {
+        let n = std::str::from_utf8(v)
             .ok()
             .and_then(|s| s.trim().parse::<usize>().ok())
             .ok_or_else(|| {
@@ -296,13 +297,22 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
     } else {
         BodyLength::ToEnd
     };
+    let meta = parse_meta(|name| first_value(parsed.headers, name));
     Ok(Some(Head {
         status,
-        headers,
+        meta,
         body_at,
         length,
         close,
     }))
+}
+
+/// The first value of the header `name` (names compared without regard to case).
+fn first_value<'b>(headers: &[httparse::Header<'b>], name: &str) -> Option<&'b [u8]> {
+    headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| h.value)
 }
 
 /// Frames a whole answer out of `buf`, or `None` while more is needed.
@@ -339,7 +349,7 @@ fn frame_at_end(buf: &[u8]) -> Option<Framed> {
 }
 
 fn finish(h: Head, body: Vec<u8>, used: usize, keep: bool) -> Framed {
-    let (meta, bad_meta) = parse_meta(&h.headers);
+    let (meta, bad_meta) = h.meta;
     Framed {
         response: Response {
             status: h.status,

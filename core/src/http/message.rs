@@ -78,12 +78,13 @@ pub(crate) struct Response {
 /// error text is returned beside the (zeroed) value; [`Transport::send_on`]
 /// turns it into a `BadResponse` for the answers that carry meta (2xx and
 /// 404). `X-Consul-KnownLeader` is `true` only when it says exactly that, as in Go.
-pub(super) fn parse_meta(h: &ureq::http::HeaderMap) -> (QueryMeta, Option<String>) {
+pub(super) fn parse_meta<'h>(
+    header: impl Fn(&str) -> Option<&'h [u8]>,
+) -> (QueryMeta, Option<String>) {
     let mut bad = None;
     let mut number = |name: &str| -> u64 {
-        let Some(v) = h.get(name) else { return 0 };
-        let parsed = v
-            .to_str()
+        let Some(v) = header(name) else { return 0 };
+        let parsed = std::str::from_utf8(v)
             .ok()
             .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|s| s.parse::<u64>().ok());
@@ -91,7 +92,7 @@ pub(super) fn parse_meta(h: &ureq::http::HeaderMap) -> (QueryMeta, Option<String
             bad.get_or_insert_with(|| {
                 format!(
                     "the {name} header is not a decimal uint64: {}",
-                    crate::error::printable(v.as_bytes(), 80)
+                    crate::error::printable(v, 80)
                 )
             });
             0
@@ -99,9 +100,7 @@ pub(super) fn parse_meta(h: &ureq::http::HeaderMap) -> (QueryMeta, Option<String
     };
     let index = number("X-Consul-Index");
     let last_contact_ms = number("X-Consul-LastContact");
-    let known_leader = h
-        .get("X-Consul-KnownLeader")
-        .is_some_and(|v| v.as_bytes() == b"true");
+    let known_leader = header("X-Consul-KnownLeader").is_some_and(|v| v == b"true");
     (
         QueryMeta {
             index,

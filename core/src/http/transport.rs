@@ -535,7 +535,7 @@ impl Transport {
             (m, _) => unreachable!("method {m} is not used"),
         };
         let status = resp.status().as_u16();
-        let (meta, bad_meta) = parse_meta(resp.headers());
+        let (meta, bad_meta) = parse_meta(|name| resp.headers().get(name).map(|v| v.as_bytes()));
         let body = read_body(resp.body_mut())?;
         Ok(Response {
             status,
