@@ -226,9 +226,9 @@ impl KvOp {
 }
 
 /// The body of a `/v1/txn` request: `[{"KV": {"Verb", "Key", ...}}, ...]`, the fields in the
-/// order Go's `api.KVTxnOp` declares them and, as Go's `omitempty` does, without an empty
-/// value, zero flags or index, or an unset session. Written straight to bytes: a lock's
-/// acquire and release each send one.
+/// order Go's `api.KVTxnOp` declares them, leaving out a value the op does not carry, zero
+/// flags or index, and an unset session. Written straight to bytes: a lock's acquire and
+/// release each send one.
 pub(crate) struct TxnBody<'a>(pub(crate) &'a [KvOp]);
 
 impl serde::Serialize for TxnBody<'_> {
