@@ -233,54 +233,58 @@ pub(crate) struct TxnBody<'a>(pub(crate) &'a [KvOp]);
 
 impl serde::Serialize for TxnBody<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for op in self.0 {
-            seq.serialize_element(&OpJson(op))?;
-        }
-        seq.end()
+        s.collect_seq(self.0.iter().map(|op| OpJson { kv: KvJson::of(op) }))
     }
 }
 
 /// One op of a [`TxnBody`].
-struct OpJson<'a>(&'a KvOp);
-
-impl serde::Serialize for OpJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut outer = s.serialize_map(Some(1))?;
-        outer.serialize_entry("KV", &KvJson(self.0))?;
-        outer.end()
-    }
+#[derive(serde::Serialize)]
+struct OpJson<'a> {
+    #[serde(rename = "KV")]
+    kv: KvJson<'a>,
 }
 
 /// The `KV` object of an [`OpJson`].
-struct KvJson<'a>(&'a KvOp);
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct KvJson<'a> {
+    verb: &'a str,
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    flags: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    index: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a str>,
+}
 
-impl serde::Serialize for KvJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let op = self.0;
-        let mut kv = s.serialize_map(None)?;
-        kv.serialize_entry("Verb", op.verb.as_str())?;
-        kv.serialize_entry("Key", &op.key)?;
-        if let Some(v) = &op.value {
-            kv.serialize_entry(
-                "Value",
-                &base64::engine::general_purpose::STANDARD.encode(v),
-            )?;
+impl<'a> KvJson<'a> {
+    fn of(op: &'a KvOp) -> KvJson<'a> {
+        KvJson {
+            verb: op.verb.as_str(),
+            key: &op.key,
+            value: op
+                .value
+                .as_ref()
+                .map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
+            flags: op.flags,
+            index: op.index,
+            session: op.session.as_deref(),
         }
-        if op.flags != 0 {
-            kv.serialize_entry("Flags", &op.flags)?;
-        }
-        if op.index != 0 {
-            kv.serialize_entry("Index", &op.index)?;
-        }
-        if let Some(session) = &op.session {
-            kv.serialize_entry("Session", session)?;
-        }
-        kv.end()
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The `PUT /v1/txn` request that runs `ops` as they are (no checks).
+fn txn_put(ops: &[KvOp]) -> Request {
+    let mut req = Request::new("PUT", "/v1/txn");
+    req.json_body(&TxnBody(ops));
+    req
 }
 
 #[derive(Deserialize)]
@@ -353,9 +357,7 @@ impl Conn {
     /// sends it itself; see `http::exchange`).
     pub(crate) fn txn_request(&self, ops: &[KvOp]) -> Result<Request> {
         self.refuse_unsupported(ops)?;
-        let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&TxnBody(ops));
-        Ok(req)
+        Ok(txn_put(ops))
     }
 
     /// What the answer to `req`, the request of `ops`, says: the entries, or the refusal,
@@ -390,8 +392,7 @@ impl Conn {
             return learned.txn_numbers();
         }
         let ops = [KvOp::set(key, b"", 0), KvOp::check_index(key, PROBE_INDEX)];
-        let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&TxnBody(&ops));
+        let req = txn_put(&ops);
         let (found, answered) = match self.send(&req).and_then(|resp| txn_answer(&req, resp)) {
             Err(e) => {
                 let found = e
@@ -580,10 +581,7 @@ pub(crate) fn unlock_request(
     flags: u64,
 ) -> Request {
     if exact_txn {
-        let op = KvOp::unlock(key, value, flags, session);
-        let mut req = Request::new("PUT", "/v1/txn");
-        req.json_body(&TxnBody(std::slice::from_ref(&op)));
-        req
+        txn_put(&[KvOp::unlock(key, value, flags, session)])
     } else {
         let mut req = Request::new("PUT", kv_path(key));
         req.param("flags", flags.to_string());

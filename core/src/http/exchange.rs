@@ -263,17 +263,9 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
         Err(e) => return Err(format!("HTTP protocol error: {e}")),
     };
     let status = parsed.code.unwrap_or(0);
-    // httparse has checked the names and values (tokens; no control bytes but tab). Every
-    // value of a header, as Consul may send a header more than once:
-    let values = |name: &'static str| {
-        parsed
-            .headers
-            .iter()
-            .filter(move |h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value)
-    };
-    let has = |name: &'static str, token: &str| {
-        values(name).any(|v| {
+    // httparse has checked the names and values (tokens; no control bytes but tab).
+    let has = |name: &str, token: &str| {
+        values(parsed.headers, name).any(|v| {
             std::str::from_utf8(v)
                 .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
@@ -283,7 +275,7 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
         BodyLength::None
     } else if has("transfer-encoding", "chunked") {
         BodyLength::Chunked
-    } else if let Some(v) = first_value(parsed.headers, "content-length") {
+    } else if let Some(v) = values(parsed.headers, "content-length").next() {
         let n = std::str::from_utf8(v)
             .ok()
             .and_then(|s| s.trim().parse::<usize>().ok())
@@ -297,7 +289,7 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
     } else {
         BodyLength::ToEnd
     };
-    let meta = parse_meta(|name| first_value(parsed.headers, name));
+    let meta = parse_meta(|name| values(parsed.headers, name).next());
     Ok(Some(Head {
         status,
         meta,
@@ -307,11 +299,15 @@ fn head(buf: &[u8]) -> Result<Option<Head>, String> {
     }))
 }
 
-/// The first value of the header `name` (names compared without regard to case).
-fn first_value<'b>(headers: &[httparse::Header<'b>], name: &str) -> Option<&'b [u8]> {
+/// Every value of the header `name`, in order (names compared without regard to case; a
+/// header may come more than once).
+fn values<'h, 'b: 'h>(
+    headers: &'h [httparse::Header<'b>],
+    name: &'h str,
+) -> impl Iterator<Item = &'b [u8]> + 'h {
     headers
         .iter()
-        .find(|h| h.name.eq_ignore_ascii_case(name))
+        .filter(move |h| h.name.eq_ignore_ascii_case(name))
         .map(|h| h.value)
 }
 
