@@ -4,7 +4,8 @@
 //! Prints one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test fixtures
 //! in any language can start it with `--port 0` and read the address, and with HTTPS on a
 //! second one, `BATON_DEVSERVER_HTTPS_ADDR=<host:port>`; everything else goes to stderr. Exits
-//! cleanly on SIGINT or SIGTERM.
+//! cleanly on SIGINT or SIGTERM, and with `--exit-on-stdin-eof` when stdin reaches end of file
+//! (see [`EXIT_ON_STDIN_EOF`]).
 //!
 //! `baton-devserver tls ...` writes a CA and certificates as `consul tls ca create` and
 //! `consul tls cert create` do (`baton-devserver tls --help`).
@@ -51,6 +52,9 @@ const USAGE: &str = "usage: baton-devserver [options]
   --tls-key FILE             its private key, PEM (Consul's key_file)
   --tls-ca FILE              CA certificates client certificates must chain to (ca_file)
   --verify-incoming          require a client certificate on HTTPS (mutual TLS); needs --tls-ca
+  --exit-on-stdin-eof        shut down cleanly when stdin reaches end of file: a starter that
+                             hands over a pipe and keeps its write end takes the server down
+                             when it dies, however it dies (also with `proxy` and `agent`)
   -h, --help                 this text
 
 Fault controls: PUT /_devserver/{pause,resume,restart,node/fail,node/heal},
@@ -70,6 +74,7 @@ BATON_PROXY_ADDR=<host:port> BATON_PROXY_CONTROL=<host:port>
   --to HOST:PORT        the server to forward to (required)
   --listen HOST:PORT    where clients connect (default 127.0.0.1:0, a free port)
   --control HOST:PORT   the HTTP control API's address (default 127.0.0.1:0, a free port)
+  --exit-on-stdin-eof   shut down when stdin reaches end of file (the starter is gone)
   -h, --help            this text
 
 Control API (answers JSON `true`, or 400 with a message naming the bad parameter):
@@ -84,6 +89,52 @@ Control API (answers JSON `true`, or 400 with a message naming the bad parameter
   GET /_proxy/status                    {mode, upstream, delay, jitter, drop_after,
                                         connections: {accepted, open},
                                         bytes: {to_upstream, to_client}}";
+
+/// The flag that ties the server's life to its starter's: with it, a named thread reads stdin
+/// and shuts the server down (as SIGTERM does) once stdin reaches end of file. A starter passes
+/// a pipe as stdin and keeps the write end: the kernel closes that end when the starter
+/// exits, whatever ends it (SIGKILL included), on Linux and macOS alike, so the server never
+/// outlives it. Taken in any position and by every long-running mode (the server, `agent`,
+/// `proxy`), so a wrapper can add it without knowing the rest of the command line.
+pub const EXIT_ON_STDIN_EOF: &str = "--exit-on-stdin-eof";
+
+/// Removes every [`EXIT_ON_STDIN_EOF`] from `args`; true when there was one.
+fn take_exit_on_stdin_eof(args: &mut Vec<String>) -> bool {
+    let before = args.len();
+    args.retain(|a| a != EXIT_ON_STDIN_EOF);
+    args.len() != before
+}
+
+/// Starts the thread that reads stdin to its end and then sends this process SIGTERM (taken
+/// by [`Signals::wait`] like any other), logging why. Call after [`Signals::block`], so the
+/// thread inherits the mask. The thread is not joined: a blocking read of stdin cannot be
+/// cancelled portably, and it ends with the process (which exits once the server has
+/// stopped); it holds nothing but stdin.
+fn watch_stdin(what: &'static str) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("baton-devserver-stdin".into())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 512];
+            loop {
+                match std::io::Read::read(&mut stdin, &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        log::warn!("{what}: reading stdin failed ({e}); taking it as closed");
+                        break;
+                    }
+                }
+            }
+            log::info!("{what}: stdin closed (its starter is gone), shutting down");
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::this(),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        })
+        .map(drop)
+}
 
 /// The main help text, with the default Consul version filled in.
 fn usage() -> String {
@@ -242,12 +293,13 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
 /// Runs `baton-devserver` with the arguments after the program name (`argv0`, which tells
 /// whether it was invoked as `consul`) until SIGINT or SIGTERM, and gives the exit status.
 /// Logs go to stderr (`RUST_LOG`, default `info`) unless a logger is already installed.
-pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
+pub fn run(argv0: Option<&str>, mut args: Vec<String>) -> u8 {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .target(env_logger::Target::Stderr)
         .try_init();
+    let exit_on_stdin_eof = take_exit_on_stdin_eof(&mut args);
     if args.first().map(String::as_str) == Some("proxy") {
-        return run_proxy(&args[1..]);
+        return run_proxy(&args[1..], exit_on_stdin_eof);
     }
     if args.first().map(String::as_str) == Some("tls") {
         return match tls_cli::run(&args[1..]) {
@@ -302,6 +354,12 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
             return 1;
         }
     };
+    if exit_on_stdin_eof {
+        if let Err(e) = watch_stdin("baton-devserver") {
+            eprintln!("baton-devserver: cannot start the stdin watcher: {e}");
+            return 1;
+        }
+    }
     let server = match DevServer::start(cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -348,7 +406,7 @@ pub fn run(argv0: Option<&str>, args: Vec<String>) -> u8 {
 }
 
 /// `baton-devserver proxy ...`.
-fn run_proxy(args: &[String]) -> u8 {
+fn run_proxy(args: &[String], exit_on_stdin_eof: bool) -> u8 {
     let pa = match parse_proxy_args(args) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
@@ -367,6 +425,12 @@ fn run_proxy(args: &[String]) -> u8 {
             return 1;
         }
     };
+    if exit_on_stdin_eof {
+        if let Err(e) = watch_stdin("baton-devserver proxy") {
+            eprintln!("baton-devserver proxy: cannot start the stdin watcher: {e}");
+            return 1;
+        }
+    }
     let proxy = match FaultProxy::start(pa.to, pa.listen) {
         Ok(p) => p,
         Err(e) => {

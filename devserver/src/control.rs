@@ -11,7 +11,7 @@
 //! | `PUT /_devserver/session/invalidate/<id>` | invalidate as a failed TTL/check would |
 //! | `PUT /_devserver/node/fail` / `node/heal` | agent node's `serfHealth` critical / passing |
 //! | `GET /_devserver/requests` / `DELETE` | request counts per route, and the requests in flight / reset the counts |
-//! | `GET /_devserver/status` | paused, latency, leader, current index |
+//! | `GET /_devserver/status` | paused, latency, leader, current index, the server's process id |
 //!
 //! Faults that hit one client alone live beside these in `proxy.rs`: a `FaultProxy` in front
 //! of that client (in-process, or `baton-devserver proxy --to HOST:PORT` with its own control
@@ -127,6 +127,9 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
                 "latency_ms": shared.latency().as_millis() as u64,
                 "leader": shared.has_leader(),
                 "index": shared.read(|st| st.current_index()),
+                // The process serving (a test that starts the server through a wrapper can
+                // watch it end).
+                "pid": std::process::id(),
             });
             Reply::json(200, &body, false)
         }

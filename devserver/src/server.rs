@@ -215,8 +215,11 @@ impl DevServer {
         self.shared.set_latency(d);
     }
 
-    /// Restarts with all state lost: KV, sessions, lock-delays and the index start over, and
-    /// every open connection is dropped. The address stays the same.
+    /// Restarts with all state lost: KV, sessions, lock-delays and the catalog start over, and
+    /// every open connection is dropped. The address stays the same, and so does the raft
+    /// index: writes after the restart get indexes above every one handed out before (as a
+    /// real cluster keeps its index when sessions are lost), so fencing tokens keep
+    /// increasing. Only a fresh dev server starts its indexes again.
     pub fn restart(&self) {
         self.shared.restart();
     }

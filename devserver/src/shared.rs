@@ -244,16 +244,20 @@ impl Shared {
     }
 
     /// Loses all state, as a dev agent restarted without a data dir would, and drops every
-    /// open connection.
+    /// open connection; the raft index carries on from where it was (a real cluster that
+    /// loses its sessions keeps its index), so no index a client saw is handed out again.
     pub fn restart(&self) {
         {
             let mut st = self.lock();
-            *st = State::new(
+            // The data goes, the raft index stays: indexes keep increasing across the fault.
+            let index = st.current_index();
+            *st = State::new_after(
                 &self.cfg.node_name,
                 &self.node_id,
                 &self.cfg.node_meta,
                 self.cfg.tombstone_ttl,
                 self.cfg.consul_version,
+                index,
             );
         }
         self.agent_cache

@@ -107,10 +107,32 @@ impl State {
         tombstone_ttl: Duration,
         version: ConsulVersion,
     ) -> State {
+        State::new_after(
+            node_name,
+            node_id,
+            node_meta,
+            tombstone_ttl,
+            version,
+            BOOT_INDEX,
+        )
+    }
+
+    /// Like [`State::new`], with the boot writes and every write after them above `index`:
+    /// a restart (`/_devserver/restart`) loses the data but not the raft index, as a cluster
+    /// that loses its sessions keeps counting, so indexes (and fencing tokens made from them)
+    /// never go backwards.
+    pub fn new_after(
+        node_name: &str,
+        node_id: &str,
+        node_meta: &[(String, String)],
+        tombstone_ttl: Duration,
+        version: ConsulVersion,
+        index: u64,
+    ) -> State {
         let mut st = State {
             version,
             tombstone_ttl,
-            index: BOOT_INDEX,
+            index: index.max(BOOT_INDEX),
             kvs: Kvs::default(),
             graveyard: Graveyard::default(),
             delay: Delay::default(),
