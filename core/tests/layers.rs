@@ -286,3 +286,20 @@ fn the_reader_sees_planted_imports() {
     assert_eq!(got, vec!["client::Client", "lock", "kv::Kv::new"]);
     assert_eq!(paths_after(&code, "super::"), vec!["x::y"]);
 }
+
+/// No source file of the core is over 800 lines: a longer one is split along a seam
+/// (`client/close.rs` came out of `client.rs` this way).
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 800).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these files along a seam: {long:?}");
+}
