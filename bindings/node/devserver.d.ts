@@ -43,5 +43,9 @@ export declare class DevServer {
   [Symbol.asyncDispose](): Promise<void>
 }
 
-/** Starts a Consul-compatible dev server on a free port; resolves once it answers. */
+/**
+ * Starts a Consul-compatible dev server on a free port; resolves once it answers. The server
+ * ends with this process however it ends (SIGKILL included): its stdin is a pipe this process
+ * holds open, and it shuts down when that pipe closes (`--exit-on-stdin-eof`).
+ */
 export declare function startDevServer(options?: DevServerOptions): Promise<DevServer>

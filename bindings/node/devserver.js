@@ -92,9 +92,15 @@ class DevServer {
   /** Stops the server (SIGTERM) and resolves once it has exited. */
   stop() {
     const child = this._child
-    if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+    if (child.exitCode !== null || child.signalCode !== null) {
+      child.stdin?.destroy()
+      return Promise.resolve()
+    }
     return new Promise((resolve) => {
-      child.once('exit', () => resolve())
+      child.once('exit', () => {
+        child.stdin?.destroy()
+        resolve()
+      })
       child.kill('SIGTERM')
     })
   }
@@ -108,12 +114,19 @@ class DevServer {
  * Starts a dev server on a free port and resolves once it answers.
  * Options: sessionTtlMin (ms or '100ms'; default Consul's 10s), args (more baton-devserver
  * options), bin (the executable), stderr ('ignore' | 'inherit').
+ * The server ends with this process however it ends (SIGKILL included): its stdin is a pipe
+ * this process holds open, and it shuts down when that pipe closes.
  */
 async function startDevServer(opts) {
   const options = optionsOf('startDevServer', opts, ['port', 'sessionTtlMin', 'args', 'bin', 'stderr'])
   const bin = devserverBinary(options.bin)
-  const args = ['--port', String(options.port ?? 0), '--session-ttl-min', goDuration(options.sessionTtlMin ?? '10s'), ...(options.args ?? [])]
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', options.stderr ?? 'ignore'] })
+  // stdin is a pipe this process keeps the write end of, and --exit-on-stdin-eof stops the
+  // server when it closes: the kernel closes it when this process dies, however it dies
+  // (SIGKILL of a test runner, a CI timeout), so no server outlives its starter.
+  const args = ['--exit-on-stdin-eof', '--port', String(options.port ?? 0), '--session-ttl-min', goDuration(options.sessionTtlMin ?? '10s'), ...(options.args ?? [])]
+  const child = spawn(bin, args, { stdio: ['pipe', 'pipe', options.stderr ?? 'ignore'] })
+  // A write end nobody writes to: an error on it (the server gone) is no concern of ours.
+  child.stdin.on('error', () => {})
   const lines = readline.createInterface({ input: child.stdout })
   let line
   try {

@@ -117,8 +117,9 @@ class DevServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def start_devserver(
@@ -133,15 +134,24 @@ def start_devserver(
     ``port`` 0 picks a free port; ``session_ttl_min`` is Consul's (default 10 s; lower it,
     e.g. ``"100ms"``, to test short TTLs); ``args`` are more ``baton-devserver`` options
     (``["--acl-token", "root"]``, ``["--consul-version", "1.6.1"]``, ...). Logs go to
-    ``stderr`` (default: discarded)."""
-    cmd = [sys.executable, "-m", "consul_baton.devserver", "--port", str(port),
+    ``stderr`` (default: discarded).
+
+    The server ends with this process, however it ends (``kill -9`` included): its stdin is a
+    pipe this process holds open, and it shuts down when that pipe closes."""
+    # stdin is a pipe this process keeps the write end of, and --exit-on-stdin-eof stops the
+    # server when it closes: the kernel closes it when this process dies, however it dies
+    # (SIGKILL of a test runner, a CI timeout), so no server outlives its starter.
+    cmd = [sys.executable, "-m", "consul_baton.devserver", "--exit-on-stdin-eof", "--port", str(port),
            "--session-ttl-min", _duration(session_ttl_min), *args]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
     line = proc.stdout.readline().strip() if proc.stdout else ""
     if not line.startswith("BATON_DEVSERVER_ADDR="):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
         raise DevServerError(
             f"baton-devserver did not start (exit status {proc.returncode}, first line {line!r}); "
             f"run `{' '.join(cmd[1:])}` by hand to see why"
