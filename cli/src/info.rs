@@ -1,10 +1,14 @@
 //! `baton leader`, `baton holders` and `baton sessions`: read-only views (and
 //! `sessions destroy`), human output by default, `-json` for scripts.
 
-use baton::{Client, KvPair, LeaderEvent, SessionEntry, LOCK_FLAG_VALUE, SEMAPHORE_FLAG_VALUE};
+use baton::{
+    CancelToken, Client, KvPair, LeaderEvent, QueryOptions, SessionEntry, LOCK_FLAG_VALUE,
+    SEMAPHORE_FLAG_VALUE,
+};
 use serde_json::{json, Value};
 
 use crate::args::{Flag, Kind, Parsed};
+use crate::watch::{self, Fail, Fetched};
 use crate::{connect, exit, gopath};
 
 const JSON: Flag = Flag {
@@ -29,7 +33,15 @@ pub fn leader_flags() -> Vec<Flag> {
 
 /// Flags of `baton holders` and `baton sessions`.
 pub fn json_flags() -> Vec<Flag> {
-    connect::with_http(&[JSON])
+    connect::with_http(&[
+        Flag {
+            name: "watch",
+            kind: Kind::Bool,
+            value_name: "",
+            help: "Keep running: print the current state, then the new state after every\nchange (blocking queries; Ctrl-C ends it).",
+        },
+        JSON,
+    ])
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -183,12 +195,9 @@ enum Found {
     },
 }
 
-fn find(client: &Client, prefix: &str) -> Result<Option<Found>, String> {
+/// What the entries under `prefix` say is there.
+fn find(pairs: &[KvPair], prefix: &str) -> Result<Option<Found>, String> {
     let lock_key = gopath::join(prefix, ".lock");
-    let pairs = client
-        .kv()
-        .list(prefix)
-        .map_err(|e| format!("reading {prefix}: {e}"))?;
     if let Some(lp) = pairs.iter().find(|p| p.key == lock_key) {
         if lp.flags == LOCK_FLAG_VALUE {
             return Ok(Some(Found::Lock {
@@ -247,54 +256,50 @@ fn find(client: &Client, prefix: &str) -> Result<Option<Found>, String> {
     Ok(None)
 }
 
-/// `baton holders PREFIX [-json]`.
-pub fn holders(p: &Parsed) -> i32 {
-    let [prefix] = p.positionals.as_slice() else {
-        eprintln!("baton: holders takes exactly one PREFIX");
-        return exit::ERROR;
+
+/// The output of `holders` for the entries under `prefix` (without a trailing
+/// newline). Holders' sessions are read afresh; a failed read is an error, not
+/// a session shown as gone.
+fn holders_doc(
+    client: &Client,
+    prefix: &str,
+    pairs: &[KvPair],
+    as_json: bool,
+) -> Result<String, Fail> {
+    let lookup = |id: &str| -> Result<Option<SessionEntry>, Fail> {
+        client
+            .sessions()
+            .info(id)
+            .map_err(Fail::consul(format!("reading session {id}")))
     };
-    let prefix = prefix.trim_start_matches('/');
-    let client = match connect::client(p) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("baton: {e}");
-            return exit::ERROR;
-        }
-    };
-    let as_json = p.flag("json", false);
-    let found = match find(&client, prefix) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("baton: {e}");
-            return exit::ERROR;
-        }
-    };
-    match found {
+    let found = find(pairs, prefix).map_err(Fail::Format)?;
+    Ok(match found {
         None => {
             if as_json {
-                println!("{}", json!({"prefix": prefix, "kind": null, "holders": []}));
+                json!({"prefix": prefix, "kind": null, "holders": []}).to_string()
             } else {
-                println!("{prefix}: no lock or semaphore here");
+                format!("{prefix}: no lock or semaphore here")
             }
         }
         Some(Found::Lock { key, pair }) => {
             let holder = pair.session.as_deref();
-            let entry = holder.and_then(|s| info(&client, s));
+            let entry = match holder {
+                Some(s) => lookup(s)?,
+                None => None,
+            };
             if as_json {
                 let hs: Vec<Value> = holder
                     .map(|s| session_json(s, entry.as_ref()))
                     .into_iter()
                     .collect();
-                println!(
-                    "{}",
-                    json!({"prefix": prefix, "kind": "lock", "key": key,
-                           "lock_index": pair.lock_index, "token": pair.modify_index,
-                           "value": pair.value.as_deref().map(text), "holders": hs})
-                );
+                json!({"prefix": prefix, "kind": "lock", "key": key,
+                       "lock_index": pair.lock_index, "token": pair.modify_index,
+                       "value": pair.value.as_deref().map(text), "holders": hs})
+                .to_string()
             } else {
                 match holder {
-                    None => println!("{key}: lock, free"),
-                    Some(s) => println!(
+                    None => format!("{key}: lock, free"),
+                    Some(s) => format!(
                         "{key}: lock, held (lock index {}, token {})\n  {}",
                         pair.lock_index,
                         pair.modify_index,
@@ -308,13 +313,11 @@ pub fn holders(p: &Parsed) -> i32 {
             limit,
             holders,
         }) => {
-            let entries: Vec<(String, bool, Option<SessionEntry>)> = holders
-                .into_iter()
-                .map(|(id, live)| {
-                    let e = info(&client, &id);
-                    (id, live, e)
-                })
-                .collect();
+            let mut entries: Vec<(String, bool, Option<SessionEntry>)> = Vec::new();
+            for (id, live) in holders {
+                let e = lookup(&id)?;
+                entries.push((id, live, e));
+            }
             let live = entries.iter().filter(|(_, l, _)| *l).count();
             if as_json {
                 let hs: Vec<Value> = entries
@@ -325,90 +328,192 @@ pub fn holders(p: &Parsed) -> i32 {
                         v
                     })
                     .collect();
-                println!(
-                    "{}",
-                    json!({"prefix": prefix, "kind": "semaphore", "key": key,
-                           "limit": limit, "held": live, "holders": hs})
-                );
+                json!({"prefix": prefix, "kind": "semaphore", "key": key,
+                       "limit": limit, "held": live, "holders": hs})
+                .to_string()
             } else {
                 let limit = limit.map_or_else(|| "?".to_string(), |l| l.to_string());
-                println!("{prefix}: semaphore, {live} of {limit} slots held");
+                let mut out = format!("{prefix}: semaphore, {live} of {limit} slots held");
                 for (id, l, e) in &entries {
                     let stale = if *l {
                         ""
                     } else {
                         " [stale: no contender key carries it; pruned by the next writer]"
                     };
-                    println!("  {}{stale}", session_line(id, e.as_ref()));
+                    out.push_str(&format!("\n  {}{stale}", session_line(id, e.as_ref())));
                 }
+                out
             }
         }
-    }
-    exit::OK
+    })
 }
 
-/// `baton sessions [list|info ID|destroy ID] [-json]`.
-pub fn sessions(p: &Parsed) -> i32 {
-    let words: Vec<&str> = p.positionals.iter().map(String::as_str).collect();
-    let client = match connect::client(p) {
-        Ok(c) => c,
+/// Blocks the terminating signals first when `-watch` is given (before the
+/// client starts any thread); then builds the client.
+fn start(p: &Parsed) -> Result<(Client, Option<CancelToken>), i32> {
+    let stop = if p.flag("watch", false) {
+        match watch::stop_on_signals() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("baton: {e}");
+                return Err(exit::ERROR);
+            }
+        }
+    } else {
+        None
+    };
+    match connect::client(p) {
+        Ok(c) => Ok((c, stop)),
         Err(e) => {
             eprintln!("baton: {e}");
-            return exit::ERROR;
+            Err(exit::ERROR)
         }
+    }
+}
+
+/// `baton holders PREFIX [-watch] [-json]`.
+pub fn holders(p: &Parsed) -> i32 {
+    let [prefix] = p.positionals.as_slice() else {
+        eprintln!("baton: holders takes exactly one PREFIX");
+        return exit::ERROR;
+    };
+    let prefix = prefix.trim_start_matches('/');
+    let (client, stop) = match start(p) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let as_json = p.flag("json", false);
+    let round = |opts: &QueryOptions| -> Result<Fetched, Fail> {
+        let (pairs, meta) = client
+            .kv()
+            .list_with(prefix, opts)
+            .map_err(Fail::consul(format!("reading {prefix}")))?;
+        Ok(Fetched {
+            doc: holders_doc(&client, prefix, &pairs, as_json)?,
+            index: meta.index,
+        })
+    };
+    if let Some(stop) = stop {
+        return watch::run(prefix, as_json, &stop, round);
+    }
+    match round(&QueryOptions::default()) {
+        Ok(f) => {
+            println!("{}", f.doc);
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("baton: {e}");
+            exit::ERROR
+        }
+    }
+}
+
+/// The `sessions list` output (without a trailing newline).
+fn list_doc(mut list: Vec<SessionEntry>, as_json: bool) -> String {
+    list.sort_by_key(|e| e.create_index);
+    if as_json {
+        let v: Vec<Value> = list.iter().map(|e| session_json(&e.id, Some(e))).collect();
+        return Value::Array(v).to_string();
+    }
+    if list.is_empty() {
+        return "no sessions".to_string();
+    }
+    let mut out = format!(
+        "{:<36}  {:<16}  {:<7}  {:<8}  {:<10}  NAME",
+        "ID", "NODE", "TTL", "BEHAVIOR", "LOCK-DELAY"
+    );
+    for e in &list {
+        out.push_str(&format!(
+            "\n{:<36}  {:<16}  {:<7}  {:<8}  {:<10}  {}",
+            e.id,
+            e.node,
+            if e.ttl.is_empty() { "-" } else { &e.ttl },
+            e.behavior,
+            baton::format_go_duration(e.lock_delay()),
+            e.name
+        ));
+    }
+    out
+}
+
+/// `baton sessions [list|info ID|destroy ID] [-watch] [-json]`.
+pub fn sessions(p: &Parsed) -> i32 {
+    let words: Vec<&str> = p.positionals.iter().map(String::as_str).collect();
+    let watching = p.flag("watch", false);
+    if watching && !matches!(words.as_slice(), [] | ["list"] | ["info", _]) {
+        eprintln!("baton: sessions: -watch goes with `sessions [list]` or `sessions info ID`");
+        return exit::ERROR;
+    }
+    let (client, stop) = match start(p) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
     let as_json = p.flag("json", false);
     match words.as_slice() {
-        [] | ["list"] => match client.sessions().list() {
-            Ok(mut list) => {
-                list.sort_by_key(|e| e.create_index);
-                if as_json {
-                    let v: Vec<Value> = list.iter().map(|e| session_json(&e.id, Some(e))).collect();
-                    println!("{}", Value::Array(v));
-                } else if list.is_empty() {
-                    println!("no sessions");
-                } else {
-                    println!(
-                        "{:<36}  {:<16}  {:<7}  {:<8}  {:<10}  NAME",
-                        "ID", "NODE", "TTL", "BEHAVIOR", "LOCK-DELAY"
-                    );
-                    for e in &list {
-                        println!(
-                            "{:<36}  {:<16}  {:<7}  {:<8}  {:<10}  {}",
-                            e.id,
-                            e.node,
-                            if e.ttl.is_empty() { "-" } else { &e.ttl },
-                            e.behavior,
-                            baton::format_go_duration(e.lock_delay()),
-                            e.name
-                        );
+        [] | ["list"] => {
+            let round = |opts: &QueryOptions| -> Result<Fetched, Fail> {
+                let (list, meta) = client
+                    .sessions()
+                    .list_with(opts)
+                    .map_err(Fail::consul("listing sessions"))?;
+                Ok(Fetched {
+                    doc: list_doc(list, as_json),
+                    index: meta.index,
+                })
+            };
+            if let Some(stop) = stop {
+                return watch::run("the sessions", as_json, &stop, round);
+            }
+            match round(&QueryOptions::default()) {
+                Ok(f) => {
+                    println!("{}", f.doc);
+                    exit::OK
+                }
+                Err(e) => {
+                    eprintln!("baton: {e}");
+                    exit::ERROR
+                }
+            }
+        }
+        ["info", id] => {
+            if let Some(stop) = stop {
+                // A session that does not exist (yet, or any more) is a state too.
+                let round = |opts: &QueryOptions| -> Result<Fetched, Fail> {
+                    let (entry, meta) = client
+                        .sessions()
+                        .info_with(id, opts)
+                        .map_err(Fail::consul(format!("reading session {id}")))?;
+                    let doc = if as_json {
+                        session_json(id, entry.as_ref()).to_string()
+                    } else {
+                        session_line(id, entry.as_ref())
+                    };
+                    Ok(Fetched {
+                        doc,
+                        index: meta.index,
+                    })
+                };
+                return watch::run(&format!("session {id}"), as_json, &stop, round);
+            }
+            match client.sessions().info(id) {
+                Ok(Some(e)) => {
+                    if as_json {
+                        println!("{}", session_json(id, Some(&e)));
+                    } else {
+                        println!("{}", session_line(id, Some(&e)));
                     }
+                    exit::OK
                 }
-                exit::OK
-            }
-            Err(e) => {
-                eprintln!("baton: listing sessions: {e}");
-                exit::ERROR
-            }
-        },
-        ["info", id] => match client.sessions().info(id) {
-            Ok(Some(e)) => {
-                if as_json {
-                    println!("{}", session_json(id, Some(&e)));
-                } else {
-                    println!("{}", session_line(id, Some(&e)));
+                Ok(None) => {
+                    eprintln!("baton: no session {id}");
+                    exit::ERROR
                 }
-                exit::OK
+                Err(e) => {
+                    eprintln!("baton: reading session {id}: {e}");
+                    exit::ERROR
+                }
             }
-            Ok(None) => {
-                eprintln!("baton: no session {id}");
-                exit::ERROR
-            }
-            Err(e) => {
-                eprintln!("baton: reading session {id}: {e}");
-                exit::ERROR
-            }
-        },
+        }
         ["destroy", id] => {
             // Consul answers `true` for a session that does not exist: look first.
             match client.sessions().info(id) {

@@ -10,6 +10,7 @@ mod gopath;
 mod holding;
 mod info;
 mod run;
+mod watch;
 
 use args::Flag;
 
@@ -55,8 +56,8 @@ Commands:
   lock      Run a command holding a lock (or one of N semaphore slots) on a prefix
   elect     Run a command only while leader of a key; campaign again after a loss
   leader    Show the leader of an election key (-watch: follow changes)
-  holders   Show who holds the lock or the semaphore slots at a prefix
-  sessions  List sessions, show one, or destroy one
+  holders   Show who holds the lock or the semaphore slots at a prefix (-watch)
+  sessions  List sessions, show one (-watch: follow changes), or destroy one
 
 Configuration comes from the CONSUL_* environment variables (CONSUL_HTTP_ADDR,
 CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_SSL, CONSUL_CACERT, ...)
@@ -137,6 +138,12 @@ Usage: baton holders [options] PREFIX
   renew, then keeps its keys for the lock-delay). Semaphore holders whose
   contender key is gone are marked stale.
 
+  With -watch, keeps running: prints the current state, then the new state
+  after every change (blocking queries on PREFIX); each state starts with a
+  line `=== <UTC time>, index <X-Consul-Index>`, or with -json is one JSON
+  document per line. Connection errors are retried with backoff (said on
+  stderr); SIGINT or SIGTERM ends it with exit 0.
+
 Options:
 ";
 
@@ -147,6 +154,12 @@ Usage: baton sessions [options] [list]
 
   Lists the sessions Consul knows, shows one, or destroys one (releasing or
   deleting the keys it holds, per its behavior; lock-delay applies).
+
+  With -watch (list and info), keeps running: prints the current state, then
+  the new state after every change (blocking queries); each state starts with
+  a line `=== <UTC time>, index <X-Consul-Index>`, or with -json is one JSON
+  document per line. Connection errors are retried with backoff (said on
+  stderr); SIGINT or SIGTERM ends it with exit 0.
 
 Options:
 ";
