@@ -203,6 +203,24 @@ impl ConsulVersion {
     }
 }
 
+impl ConsulVersion {
+    /// Whether the ACL system has the builtin policy `builtin/global-read-only`
+    /// (ID `00000000-0000-0000-0000-000000000002`) beside `global-management`: from 1.17.0,
+    /// and backported to 1.14.9, 1.15.5 and 1.16.1 (1.16.0 came out before it and lacks it).
+    ///
+    /// Source: CHANGELOG 1.16.1, 1.15.5 and 1.14.9 (all August 8, 2023), "acl: added builtin
+    /// ACL policy that provides global read-only access (builtin/global-read-only)
+    /// [GH-18319]"; `structs.ACLBuiltinPolicies` in `agent/structs/acl.go`.
+    pub const fn builtin_global_read_only_policy(self) -> bool {
+        match (self.major, self.minor) {
+            (1, 14) => self.patch >= 9,
+            (1, 15) => self.patch >= 5,
+            (1, 16) => self.patch >= 1,
+            _ => !self.before(1, 17, 0),
+        }
+    }
+}
+
 impl fmt::Display for ConsulVersion {
     /// `MAJOR.MINOR.PATCH`, as `/v1/agent/self` reports it in `Config.Version`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -301,6 +319,19 @@ mod tests {
         assert!(!v("1.10.9").txn_kv_knows_partition() && v("1.11.0").txn_kv_knows_partition());
         assert!(v("1.16.9").dev_agent_always_pretty());
         assert!(!v("1.17.0").dev_agent_always_pretty());
+        for (s, has) in [
+            ("1.13.9", false),
+            ("1.14.8", false),
+            ("1.14.9", true),
+            ("1.15.4", false),
+            ("1.15.5", true),
+            ("1.15.10", true),
+            ("1.16.0", false),
+            ("1.16.1", true),
+            ("1.17.0", true),
+        ] {
+            assert_eq!(v(s).builtin_global_read_only_policy(), has, "{s}");
+        }
         let c = ConsulVersion::CURRENT;
         assert!(
             !c.txn_numbers_through_float64()

@@ -169,3 +169,79 @@ fn leave_ends_the_consul_agent_process() {
     assert!(std::net::TcpStream::connect(addr).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `consul version -format=json` and `consul version`, as sdk/testutil (1.15 and later,
+/// `findConsulVersion`) runs them before `consul agent`: stdout decodes into
+/// `struct { Version string }`, whose `Version` `hashicorp/go-version` parses; the emulated
+/// version is `BATON_CONSUL_VERSION` (the harness passes no flags), and the agent started
+/// next with the same environment emulates it too.
+#[test]
+fn consul_version_answers_as_the_emulated_release_for_the_harness() {
+    let dir = std::env::temp_dir().join(format!("baton-consul-version-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let consul = dir.join("consul");
+    let _ = std::fs::remove_file(&consul);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_baton-devserver"), &consul).unwrap();
+    let run = |args: &[&str], version: Option<&str>| {
+        let mut cmd = Command::new(&consul);
+        cmd.args(args);
+        match version {
+            Some(v) => cmd.env("BATON_CONSUL_VERSION", v),
+            None => cmd.env_remove("BATON_CONSUL_VERSION"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "consul {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // findConsulVersion: json.Unmarshal(stdout, &struct{ Version string }).
+    let info: Value = serde_json::from_str(&run(&["version", "-format=json"], Some("1.15.10")))
+        .expect("stdout is one JSON document");
+    assert_eq!(info["Version"], "1.15.10");
+    assert_eq!(info["RPC"], json!({"Default": 2, "Min": 2, "Max": 3}));
+    assert!(info["BuildDate"].is_string() && info["Prerelease"] == "");
+    let current: Value = serde_json::from_str(&run(&["version", "-format", "json"], None)).unwrap();
+    assert_eq!(
+        current["Version"],
+        baton_devserver::ConsulVersion::CURRENT.to_string()
+    );
+    let pretty = run(&["version"], Some("v1.15.10"));
+    let lines: Vec<&str> = pretty.lines().collect();
+    assert_eq!(lines[0], "Consul v1.15.10");
+    assert!(
+        lines.iter().any(|l| l.starts_with("Build Date ")),
+        "{pretty}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "Protocol 2 spoken by default, understands 2 to 3 (agent will automatically use protocol >2"
+        )),
+        "{pretty}"
+    );
+    // The harness then writes that version into the config as `version` and starts the agent.
+    let config = json!({"node_name": "node-version", "version": info["Version"],
+                        "ports": {"http": 0, "serf_lan": 0, "serf_wan": 0}});
+    let file = dir.join("config.json");
+    std::fs::write(&file, serde_json::to_vec(&config).unwrap()).unwrap();
+    let mut child = Command::new(&consul)
+        .args(["agent", "-config-file"])
+        .arg(&file)
+        .env("BATON_CONSUL_VERSION", "1.15.10")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line.trim().split_once('=').unwrap().1.parse().unwrap();
+    let me = Req::get("/v1/agent/self").send_to(addr).json();
+    assert_eq!(me["Config"]["Version"], "1.15.10");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,12 +11,103 @@
 //! agents' joins); the files' `service`/`services` definitions are registered on
 //! `PUT /v1/agent/reload` (not at start). Everything else is accepted and ignored;
 //! `-dev`, `-config-dir` and other flags of `consul agent` are accepted too.
+//!
+//! `consul version [-format=pretty|json]` answers as Consul's `command/version` does: the
+//! harness of Consul 1.15 and later (`findConsulVersion`) runs `consul version -format=json`
+//! before anything else and decodes `{"Version": ...}` with `hashicorp/go-version`, then writes
+//! that version back into the agent's config file as `version`.
+//!
+//! The Consul version both forms emulate is `-consul-version X.Y.Z` (for `agent`), else the
+//! environment variable [`CONSUL_VERSION_ENV`] (the only way to reach `consul version`, which
+//! the harness runs without flags), else [`ConsulVersion::CURRENT`].
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::{parse_go_duration, Config};
-use serde_json::Value;
+use crate::{parse_go_duration, Config, ConsulVersion};
+use serde_json::{json, Value};
+
+/// The environment variable that names the Consul version `consul version` reports and
+/// `consul agent` emulates when no `-consul-version` flag is given (`1.15.10`, `current`).
+pub const CONSUL_VERSION_ENV: &str = "BATON_CONSUL_VERSION";
+
+/// The version to emulate: the flag's value, else [`CONSUL_VERSION_ENV`], else the current one.
+fn emulated_version(flag: Option<&str>) -> Result<ConsulVersion, String> {
+    if let Some(v) = flag {
+        return ConsulVersion::parse(v).map_err(|e| format!("-consul-version: {e}"));
+    }
+    match std::env::var(CONSUL_VERSION_ENV) {
+        Ok(v) if !v.trim().is_empty() => {
+            ConsulVersion::parse(&v).map_err(|e| format!("{CONSUL_VERSION_ENV}: {e}"))
+        }
+        _ => Ok(ConsulVersion::CURRENT),
+    }
+}
+
+/// Consul's RPC protocol versions (`consul.DefaultRPCProtocol`, `ProtocolVersionMin`,
+/// `ProtocolVersionMax`), the same in every 1.x release.
+const RPC_PROTOCOL: (u8, u8, u8) = (2, 2, 3);
+
+/// What `consul version [-format=pretty|json]` prints, emulating `version`. `Err` carries the
+/// message for a flag Consul's command refuses.
+pub(crate) fn version_output(args: &[String], version: ConsulVersion) -> Result<String, String> {
+    let mut format = "pretty".to_string();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let flag = a.trim_start_matches('-');
+        match flag.split_once('=') {
+            Some(("format", v)) => format = v.to_string(),
+            None if flag == "format" => {
+                format = it
+                    .next()
+                    .cloned()
+                    .ok_or("flag needs an argument: -format")?
+            }
+            _ => return Err(format!("flag provided but not defined: {a}")),
+        }
+    }
+    // No git commit or build of Consul stands behind the dev server: the revision is empty
+    // (Consul then leaves the line out) and the build date is the epoch.
+    let build_date = "1970-01-01T00:00:00Z";
+    let (default, min, max) = RPC_PROTOCOL;
+    match format.as_str() {
+        "pretty" => Ok(format!(
+            "Consul v{version}\nBuild Date {build_date}\nProtocol {default} spoken by default, \
+             understands {min} to {max} (agent will automatically use protocol >{default} when \
+             speaking to compatible agents)\n"
+        )),
+        "json" => {
+            let info = json!({
+                "Version": version.to_string(),
+                "Revision": "",
+                "Prerelease": "",
+                "BuildDate": build_date,
+                "RPC": {"Default": default, "Min": min, "Max": max}
+            });
+            let mut out = serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?;
+            out.push('\n');
+            Ok(out)
+        }
+        other => Err(format!("Invalid format: {other}")),
+    }
+}
+
+/// Runs `consul version ARGS` (the arguments after `version`): prints as Consul does and gives
+/// the exit status (1 for a refused flag or version, as Consul's command does).
+// Reached from `cli::run` once it routes `version` here (the routing line is pending).
+#[allow(dead_code)]
+pub fn run_version(args: &[String]) -> u8 {
+    match emulated_version(None).and_then(|v| version_output(args, v)) {
+        Ok(out) => {
+            print!("{out}");
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, k| cur.get(*k))
@@ -84,6 +175,7 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config::default();
     let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut port = 8500;
+    let mut version_flag = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let flag = a.trim_start_matches('-');
@@ -92,6 +184,13 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
             None => (flag, None),
         };
         match name {
+            "consul-version" => {
+                version_flag = Some(
+                    inline
+                        .or_else(|| it.next().cloned())
+                        .ok_or("-consul-version needs a value")?,
+                )
+            }
             "config-file" => {
                 let path = inline
                     .or_else(|| it.next().cloned())
@@ -129,6 +228,7 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
         }
     }
     cfg.addr = SocketAddr::new(ip, port);
+    cfg.consul_version = emulated_version(version_flag.as_deref())?;
     // A `consul agent` listens on its serf ports: other agents of a test join it there.
     cfg.serf_listen = true;
     cfg.validate().map_err(|e| e.to_string())?;

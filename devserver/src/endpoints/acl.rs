@@ -25,6 +25,13 @@ use crate::godur::rfc3339;
 /// The anonymous token's AccessorID (`acl.AnonymousTokenID`).
 pub(crate) const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
+/// The ID of `builtin/global-read-only` (`structs.ACLPolicyGlobalReadOnlyID`), the second
+/// builtin policy (see [`crate::ConsulVersion::builtin_global_read_only_policy`]).
+pub(crate) const GLOBAL_READ_ONLY_ID: &str = "00000000-0000-0000-0000-000000000002";
+
+/// `structs.ACLPolicyGlobalReadOnlyRules`, indented as the global-management rules here are.
+const GLOBAL_READ_ONLY_RULES: &str = "\nacl = \"read\"\nagent_prefix \"\" {\n  policy = \"read\"\n}\nevent_prefix \"\" {\n  policy = \"read\"\n}\nkey_prefix \"\" {\n  policy = \"read\"\n}\nkeyring = \"read\"\nnode_prefix \"\" {\n  policy = \"read\"\n}\noperator = \"read\"\nmesh = \"read\"\npeering = \"read\"\nquery_prefix \"\" {\n  policy = \"read\"\n}\nservice_prefix \"\" {\n  policy = \"read\"\n  intentions = \"read\"\n}\nsession_prefix \"\" {\n  policy = \"read\"\n}";
+
 fn disabled() -> Reply {
     Reply::text(401, "ACL support disabled")
 }
@@ -33,9 +40,14 @@ fn not_found() -> Reply {
     Reply::text(403, "ACL not found")
 }
 
-/// Puts the built-in policy and the anonymous token in place the first time the ACL store is
+/// Puts the built-in policies and the anonymous token in place the first time the ACL store is
 /// used, and the initial management token when one is configured (`management`).
-pub(crate) fn ensure_bootstrapped(st: &mut State, management: Option<&str>) {
+/// `builtin/global-read-only` only where `version` has it.
+pub(crate) fn ensure_bootstrapped(
+    st: &mut State,
+    management: Option<&str>,
+    version: crate::ConsulVersion,
+) {
     if st.acl().bootstrapped {
         return;
     }
@@ -54,6 +66,19 @@ pub(crate) fn ensure_bootstrapped(st: &mut State, management: Option<&str>) {
     });
     acl.policies
         .insert(GLOBAL_MANAGEMENT_ID.into(), obj(policy));
+    if version.builtin_global_read_only_policy() {
+        let read_only = json!({
+            "ID": GLOBAL_READ_ONLY_ID,
+            "Name": "builtin/global-read-only",
+            "Description": "Builtin Policy that grants unlimited read-only access to all components",
+            "Rules": GLOBAL_READ_ONLY_RULES,
+            "Hash": "",
+            "CreateIndex": idx,
+            "ModifyIndex": idx
+        });
+        acl.policies
+            .insert(GLOBAL_READ_ONLY_ID.into(), obj(read_only));
+    }
     let anon = json!({
         "AccessorID": ANONYMOUS_ID,
         "SecretID": "anonymous",
@@ -143,7 +168,7 @@ pub(crate) async fn handle(
         return Reply::text(500, "No path to datacenter");
     }
     ctx.shared
-        .write(|st| ensure_bootstrapped(st, management.as_deref()));
+        .write(|st| ensure_bootstrapped(st, management.as_deref(), ctx.shared.cfg.consul_version));
     let token = crate::query::request_token(&ctx.query, &ctx.headers);
     let t = token.as_deref();
     let r = match pattern {
@@ -358,6 +383,18 @@ fn refuse_delete(ctx: &Ctx, t: Option<&str>, kind: Kind, id: &str) -> Result<(),
         }
         Kind::Policy if id == GLOBAL_MANAGEMENT_ID => {
             refused("Delete operation not permitted on the builtin global-management policy")
+        }
+        Kind::Policy if id == GLOBAL_READ_ONLY_ID => {
+            let present = ctx
+                .shared
+                .read(|st| st.acl().policies.contains_key(GLOBAL_READ_ONLY_ID));
+            if present {
+                refused(
+                    "Delete operation not permitted on the builtin builtin/global-read-only policy",
+                )
+            } else {
+                Ok(())
+            }
         }
         _ => Ok(()),
     }

@@ -9,8 +9,12 @@
 //!           | selector ("is empty" | "is not empty")
 //!           | value ("in" | "not in") selector
 //!           | selector ("contains" | "not contains" | "matches" | "not matches") value
-//! selector := name ("." name)*          value := "string" | `raw` | number | bare word
+//! selector := name ("." name | "[" "string" "]")*
+//! value    := "string" | `raw` | number | bare word
 //! ```
+//!
+//! `Meta["key"]` and `Meta.key` select the same map entry, as in go-bexpr (whose error for
+//! `NodeMeta["synthetic"]` before this was `expected an operator, found Str("synthetic")`).
 //!
 //! `matches` is a substring test here, not a regular expression.
 
@@ -41,6 +45,10 @@ enum Tok {
     Op(&'static str),
     Open,
     Close,
+    /// `[`, opening an index selector.
+    LBrack,
+    /// `]`, closing an index selector.
+    RBrack,
 }
 
 fn lex(s: &str) -> Result<Vec<Tok>, String> {
@@ -56,6 +64,9 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
             i += 1;
         } else if ch == ')' {
             out.push(Tok::Close);
+            i += 1;
+        } else if ch == '[' || ch == ']' {
+            out.push(if ch == '[' { Tok::LBrack } else { Tok::RBrack });
             i += 1;
         } else if ch == '=' || ch == '!' {
             if c.get(i + 1) != Some(&'=') {
@@ -80,7 +91,7 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
             i = j + 1;
         } else {
             let mut j = i;
-            while j < c.len() && !c[j].is_whitespace() && !"()=!\"`".contains(c[j]) {
+            while j < c.len() && !c[j].is_whitespace() && !"()=!\"`[]".contains(c[j]) {
                 j += 1;
             }
             out.push(Tok::Word(c[i..j].iter().collect()));
@@ -168,13 +179,32 @@ impl Parser {
     }
 
     fn selector(&mut self) -> Result<Vec<String>, String> {
-        match self.toks.get(self.pos).cloned() {
+        let mut path: Vec<String> = match self.toks.get(self.pos).cloned() {
             Some(Tok::Word(w)) if !w.is_empty() => {
                 self.pos += 1;
-                Ok(w.split('.').map(str::to_string).collect())
+                w.split('.').map(str::to_string).collect()
             }
-            t => Err(format!("expected a selector, found {t:?}")),
+            t => return Err(format!("expected a selector, found {t:?}")),
+        };
+        // `["key"]` indexes, each possibly followed by `.name` parts (`Meta["a"].b`).
+        while self.toks.get(self.pos) == Some(&Tok::LBrack) {
+            let key = match self.toks.get(self.pos + 1).cloned() {
+                Some(Tok::Str(k)) => k,
+                t => return Err(format!("expected a quoted index key, found {t:?}")),
+            };
+            if self.toks.get(self.pos + 2) != Some(&Tok::RBrack) {
+                return Err("expected \"]\"".into());
+            }
+            self.pos += 3;
+            path.push(key);
+            if let Some(Tok::Word(w)) = self.toks.get(self.pos).cloned() {
+                if let Some(rest) = w.strip_prefix('.') {
+                    self.pos += 1;
+                    path.extend(rest.split('.').map(str::to_string));
+                }
+            }
         }
+        Ok(path)
     }
 
     fn matcher(&mut self) -> Result<Expr, String> {
@@ -331,6 +361,14 @@ mod tests {
         assert!(f(r#""z" not in Service.Tags"#).matches(&v));
         assert!(f("Status == `passing` and not (Node == x)").matches(&v));
         assert!(f("Missing is empty or Node == n2").matches(&v));
+        let m = json!({"NodeMeta": {"synthetic": "true", "a.b": "x"}});
+        assert!(f(r#"NodeMeta["synthetic"] == "true""#).matches(&m));
+        assert!(f(r#"NodeMeta["synthetic"] == true"#).matches(&m));
+        assert!(f(r#"NodeMeta["a.b"] == x and NodeMeta.synthetic != false"#).matches(&m));
+        assert!(f(r#""synthetic" in NodeMeta and NodeMeta["none"] is empty"#).matches(&m));
+        assert!(
+            Filter::from_query(&Query::parse(Some("filter=NodeMeta%5Bx%5D+%3D%3D+1"))).is_err()
+        );
         assert!(
             Filter::from_query(&Query::parse(Some("filter=not+a+valid+expression(("))).is_err()
         );
