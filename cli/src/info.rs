@@ -256,7 +256,6 @@ fn find(pairs: &[KvPair], prefix: &str) -> Result<Option<Found>, String> {
     Ok(None)
 }
 
-
 /// The output of `holders` for the entries under `prefix` (without a trailing
 /// newline). Holders' sessions are read afresh; a failed read is an error, not
 /// a session shown as gone.

@@ -231,7 +231,9 @@ pub fn run(
                 let wait = backoff.next();
                 let msg = format!("{doing}: {error}");
                 if failing.as_deref() != Some(msg.as_str()) {
-                    eprintln!("baton: watching {what}: {msg}; retrying with backoff (up to 5s apart)");
+                    eprintln!(
+                        "baton: watching {what}: {msg}; retrying with backoff (up to 5s apart)"
+                    );
                     failing = Some(msg);
                 }
                 if stop.wait_timeout(wait) {
