@@ -58,9 +58,15 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r bindings/python/requirements-dev.txt
 
-## Builds the abi3 wheel (maturin) and installs it into the venv.
+## Builds the abi3 wheel (maturin, release, into $(PY_WHEEL_DIR): cargo's progress shows, as
+## `maturin build --release` in tests/packages/run.py, so the two share one build) and installs it
+## into the venv.
+PY_WHEEL_DIR := target/python-install
 python-install: $(PY)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pip install -q --no-build-isolation --force-reinstall --no-deps ./bindings/python
+	@echo "== python-install: the consul-baton wheel (maturin, release); the first build compiles the Rust core and its dependencies, minutes on 2 cores"
+	rm -rf $(PY_WHEEL_DIR)
+	$(VENV)/bin/maturin build --release --manifest-path $(PY_MANIFEST) --out $(PY_WHEEL_DIR)
+	$(VENV)/bin/pip install -q --force-reinstall --no-deps $(PY_WHEEL_DIR)/*.whl
 
 ## The pytest suite, against a baton-devserver process its fixture starts.
 test-python: python-install
@@ -84,11 +90,13 @@ test-pyconsul: $(PY)
 ## starts the dev server; stops everything it started and checks that no session is left.
 DEMO_OUT := target/demo
 demo: python-install node-build demo-workers
+	@echo "== demo: baton-devserver (release); the first build takes a few minutes on 2 cores"
 	$(CARGO) build --release -p consul-baton-devserver
 	$(PY) demo/run.py
 
 ## The C worker of the demo and of the cross-language test (the Python one needs the wheel).
 demo-workers:
+	@echo "== demo-workers: libbaton (debug) and the C worker; the first build takes minutes on 2 cores"
 	$(MAKE) ffi-lib FFI_PROFILE=debug
 	mkdir -p $(DEMO_OUT)
 	cc -std=c11 $(CWARN) -Iinclude demo/worker.c -Ltarget/debug/baton-lib -lbaton -pthread \
@@ -189,6 +197,7 @@ devserver:
 ## Node 20 we test). `npm ci` failing on an EBADENGINE warning keeps it that way.
 node-build:
 	@mkdir -p target
+	@echo "== node-build: npm ci (output below when it ends), then the Node addon (napi-rs, release); the first build takes minutes on 2 cores"
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund > $(CURDIR)/target/npm-ci.log 2>&1; rc=$$?; cat $(CURDIR)/target/npm-ci.log; exit $$rc
 	@if grep -q EBADENGINE target/npm-ci.log; then \
 		echo "npm ci: a dependency does not support Node $$(node --version) (EBADENGINE above); pin it in package.json overrides" >&2; exit 1; fi
@@ -328,6 +337,7 @@ STATIC_LIBS := -lpthread -ldl -lm -lrt
 SOVERSION := $(shell echo $(VERSION) | awk -F. '{ if ($$1 == 0) print $$1 "." $$2; else print $$1 }')
 
 ffi-lib:
+	@echo "== libbaton ($(FFI_PROFILE)): the first build compiles the Rust core and its dependencies, minutes on 2 cores"
 	$(CARGO) build -p baton-ffi $(FFI_CARGO_FLAGS)
 	mkdir -p $(FFI_LIB)
 	rm -f $(FFI_LIB)/libbaton.so*
@@ -337,34 +347,42 @@ ffi-lib:
 	cp $(FFI_TARGET)/libbaton_ffi.a $(FFI_LIB)/libbaton.a
 
 ## Installs include/baton.h, libbaton.so.$(VERSION) (links libbaton.so.$(SOVERSION), the soname,
-## and libbaton.so), libbaton.a and baton.pc under PREFIX (default /usr/local).
+## and libbaton.so), libbaton.a, lib/pkgconfig/baton.pc and bin/baton-devserver (release; the
+## dev server the getting-started page runs) under PREFIX (default /usr/local). What is installed
+## is stripped: libbaton.so of its debug info and local symbols (`--strip-unneeded` keeps the
+## exported baton_* dynamic symbols), libbaton.a and baton-devserver of debug info only (an
+## archive's symbols are what links against it). STRIP=true installs them as built, for
+## distributions that split the debug info off themselves. baton.pc carries no rpath (see
+## docs/src/getting-started/c.md): a program finds libbaton.so in PREFIX/lib through its own
+## -Wl,-rpath, ldconfig or LD_LIBRARY_PATH.
+STRIP ?= strip
 install: ffi-lib
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	@echo "== baton-devserver (release), for $(PREFIX)/bin; the first build takes minutes on 2 cores"
+	$(CARGO) build --release -p consul-baton-devserver
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/baton.h $(DESTDIR)$(PREFIX)/include/baton.h
 	install -m 755 $(FFI_LIB)/libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(VERSION)
+	$(STRIP) --strip-unneeded $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(VERSION)
 	ln -sfn libbaton.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so.$(SOVERSION)
 	ln -sfn libbaton.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libbaton.so
 	install -m 644 $(FFI_LIB)/libbaton.a $(DESTDIR)$(PREFIX)/lib/libbaton.a
+	$(STRIP) --strip-debug $(DESTDIR)$(PREFIX)/lib/libbaton.a
+	install -m 755 target/release/baton-devserver $(DESTDIR)$(PREFIX)/bin/baton-devserver
+	$(STRIP) --strip-debug $(DESTDIR)$(PREFIX)/bin/baton-devserver
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ffi/baton.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/baton.pc
+	$(if $(DESTDIR),@true,@echo "installed under $(PREFIX); build a program with  cc app.c -o app \$$(pkg-config --cflags --libs baton) -Wl,-rpath,$(PREFIX)/lib  (docs/src/getting-started/c.md)")
 
-## The C release tarball, target/dist/baton-$(VERSION)-<arch>-linux-gnu.tar.gz: include/baton.h,
-## lib/libbaton.{so*,a}, lib/pkgconfig/baton.pc (relocatable: its prefix is where it lies),
-## bin/baton-devserver (the dev server for C users' tests), README.md, CHANGELOG.md. Unpack
-## anywhere; `PKG_CONFIG_PATH=<dir>/lib/pkgconfig pkg-config --cflags --libs baton`.
+## The C release tarball, target/dist/baton-$(VERSION)-<arch>-linux-gnu.tar.gz: what `make install`
+## puts under a prefix (include/baton.h, lib/libbaton.{so*,a}, lib/pkgconfig/baton.pc, relocatable:
+## its prefix is where it lies, bin/baton-devserver, the dev server for C users' tests), README.md,
+## CHANGELOG.md, LICENSE. Unpack anywhere; `PKG_CONFIG_PATH=<dir>/lib/pkgconfig pkg-config --cflags --libs baton`.
 DIST_DIR := target/dist
 DIST_NAME := baton-$(VERSION)-$(shell uname -m)-linux-gnu
 .PHONY: dist
 dist:
-	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
-	$(CARGO) build --release -p consul-baton-devserver
 	rm -rf $(DIST_DIR)/$(DIST_NAME) $(DIST_DIR)/$(DIST_NAME).tar.gz
 	$(MAKE) --no-print-directory install FFI_PROFILE=release PREFIX=/ DESTDIR=$(CURDIR)/$(DIST_DIR)/$(DIST_NAME)
 	sed -i 's|^prefix=.*|prefix=$${pcfiledir}/../..|' $(DIST_DIR)/$(DIST_NAME)/lib/pkgconfig/baton.pc
-	install -d $(DIST_DIR)/$(DIST_NAME)/bin
-	install -m 755 target/release/baton-devserver $(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
-	# The release profile keeps line tables (debug = 1) for our backtraces; users download less.
-	strip --strip-debug $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.so.$(VERSION) $(DIST_DIR)/$(DIST_NAME)/lib/libbaton.a \
-		$(DIST_DIR)/$(DIST_NAME)/bin/baton-devserver
 	install -m 644 README.md CHANGELOG.md LICENSE $(DIST_DIR)/$(DIST_NAME)/
 	tar -C $(DIST_DIR) -czf $(DIST_DIR)/$(DIST_NAME).tar.gz $(DIST_NAME)
 	@echo "$(DIST_DIR)/$(DIST_NAME).tar.gz"

@@ -14,7 +14,11 @@ fresh place OUTSIDE the repository, and runs a smoke test against the packaged d
           the loader's error when no addon fits the platform
   C       `make install` into a new prefix and `make dist`; tests/packages/c/smoke.c built
           with pkg-config against the prefix and run against the tarball's baton-devserver;
-          the soname; the tarball's relocatable baton.pc
+          the soname; the tarball's relocatable baton.pc. Then docs/src/getting-started/c.md as
+          written: its `make install PREFIX=$HOME/...` under a new HOME, its app.c and `cc` line
+          (RUNPATH checked), its static build, the installed baton-devserver, ./app with no
+          LD_LIBRARY_PATH printing what the page says; the installed sizes under packager-sane
+          bounds, and every baton.h function exported by libbaton.so
 
 Also: one version everywhere (versions.py check) and the rust-version check (versions.py
 msrv). Build outputs go to target/packages/ (artifacts in target/packages/dist); logs of each
@@ -251,6 +255,135 @@ def c_package(work: pathlib.Path):
     return f"{soname}, {tarball.name}"
 
 
+# The getting-started page, run as written: docs/src/getting-started/c.md.
+GETTING_STARTED_C = ROOT / "docs" / "src" / "getting-started" / "c.md"
+# Packager-sane bounds on what `make install` puts in lib/ (stripped; measured 4.3 MB and 30 MB
+# on x86_64, 0.1.0). Unstripped they were 31 MB and 94 MB (release, debug = 1), so a bound in
+# between catches a lost strip; the .a holds all of Rust's std and the TLS stack and cannot be
+# small (a staticlib's symbols are what a program links against).
+MAX_SO_BYTES = 8 * 1024 * 1024
+MAX_A_BYTES = 40 * 1024 * 1024
+
+
+def page_steps(text: str) -> dict:
+    """The page's app.c (its C block with `main`) and the shell lines a reader types, found by
+    what they start with (comments cut off); AssertionError naming the step the page lost."""
+    blocks = re.findall(r"^```(\w*)[^\n]*\n(.*?)^```", text, re.S | re.M)
+    apps = [code for lang, code in blocks if lang == "c" and re.search(r"\bint\s+main\s*\(", code)]
+    lines = [re.sub(r"\s+#\s.*$", "", ln).strip() for lang, code in blocks if lang == "sh"
+             for ln in code.splitlines()]
+    lines = [ln for ln in lines if ln]
+
+    def one(prefix, why):
+        found = [ln for ln in lines if ln.startswith(prefix)]
+        assert found, f"{GETTING_STARTED_C.relative_to(ROOT)} has no `{prefix}...` line ({why})"
+        return found[0]
+
+    assert len(apps) == 1, f"{GETTING_STARTED_C.relative_to(ROOT)}: want one ```c block with main, found {len(apps)}"
+    return {
+        "app.c": apps[0],
+        "install": one("make install PREFIX=", "the install"),
+        "env": one("export PKG_CONFIG_PATH=", "where pkg-config and the shell find the prefix"),
+        "cc": one("cc app.c -o app ", "the build"),
+        "static": one("cc app.c -o app-static ", "the static build"),
+        "devserver": one("baton-devserver ", "the dev server"),
+        "addr": one("export CONSUL_HTTP_ADDR=", "the address the dev server printed"),
+        "run": one("./app", "running the program"),
+        # What the page says ./app prints: the comment after `./app`, lines split by " / ".
+        "output": next(ln.split("#", 1)[1].strip() for lang, code in blocks if lang == "sh"
+                       for ln in code.splitlines() if ln.strip().startswith("./app") and "#" in ln),
+    }
+
+
+def shell(cmd, cwd, env, step="c-page"):
+    """Runs one of the page's lines with bash, as a reader's shell would."""
+    return run(step, ["bash", "-ec", cmd], cwd=cwd, env=env)[1]
+
+
+@step("C: the getting-started page as written (make install to a new prefix, pkg-config build, ./app with no LD_LIBRARY_PATH)")
+def c_getting_started(work: pathlib.Path):
+    page = page_steps(GETTING_STARTED_C.read_text(encoding="utf-8"))
+    # A new HOME, so the page's `$HOME/...` prefix is a fresh one; cargo and rustup keep theirs.
+    home = work / "c-page-home"
+    home.mkdir()
+    real_home = pathlib.Path.home()
+    base = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    base.update(HOME=str(home), CARGO_HOME=os.environ.get("CARGO_HOME", str(real_home / ".cargo")),
+                RUSTUP_HOME=os.environ.get("RUSTUP_HOME", str(real_home / ".rustup")))
+    base.pop("PKG_CONFIG_PATH", None)
+    # run() merges into os.environ; these steps must not see the caller's LD_LIBRARY_PATH.
+    saved_ld = os.environ.pop("LD_LIBRARY_PATH", None)
+    try:
+        return _c_getting_started(page, home, base)
+    finally:
+        if saved_ld is not None:
+            os.environ["LD_LIBRARY_PATH"] = saved_ld
+
+
+def _c_getting_started(page, home, base):
+    shell(page["install"], ROOT, base)
+    # The page's exports, applied as its shell would.
+    out = shell(page["env"] + "\nenv -0", ROOT, base)
+    env = dict(kv.split("=", 1) for kv in out.split("\0") if "=" in kv)
+    env.pop("LD_LIBRARY_PATH", None)
+    prefixes = [pathlib.Path(p).parent.parent for p in env.get("PKG_CONFIG_PATH", "").split(":") if p]
+    assert prefixes and home in prefixes[0].parents, f"the page's prefix is not under HOME: {env.get('PKG_CONFIG_PATH')}"
+    prefix = prefixes[0]
+    lib = prefix / "lib"
+    v = version()
+
+    # Sizes a packager accepts, and the .so still exports the whole C API.
+    so, a = lib / f"libbaton.so.{v}", lib / "libbaton.a"
+    sizes = f"libbaton.so {so.stat().st_size / 1e6:.1f} MB, libbaton.a {a.stat().st_size / 1e6:.1f} MB"
+    assert so.stat().st_size < MAX_SO_BYTES, f"{so} is {so.stat().st_size} bytes (bound {MAX_SO_BYTES}): not stripped?"
+    assert a.stat().st_size < MAX_A_BYTES, f"{a} is {a.stat().st_size} bytes (bound {MAX_A_BYTES}): debug info left in?"
+    _, dynsyms = run("c-page", ["nm", "-D", "--defined-only", so])
+    exported = set(re.findall(r"\sT\s(baton_\w+)$", dynsyms, re.M))
+    header = (ROOT / "include" / "baton.h").read_text()
+    declared = set(re.findall(r"\b(baton_\w+)\(", "\n".join(ln for ln in header.splitlines() if not ln.lstrip().startswith("//"))))
+    assert declared and declared <= exported, f"{so} does not export {sorted(declared - exported)}"
+    _, sections = run("c-page", ["readelf", "-S", so])
+    assert ".debug_info" not in sections and ".symtab" not in sections, f"{so} keeps debug info or a symtab"
+    devserver = shutil.which("baton-devserver", path=env["PATH"])
+    assert devserver and pathlib.Path(devserver) == prefix / "bin" / "baton-devserver", \
+        f"baton-devserver on the page's PATH is {devserver}, not the installed one"
+
+    app = home / "app"
+    app.mkdir()
+    (app / "app.c").write_text(page["app.c"])
+    shell(page["cc"], app, env)
+    _, dyn = run("c-page", ["readelf", "-d", app / "app"])
+    assert re.search(rf"\(RUNPATH\).*\[{re.escape(str(lib))}\]", dyn), f"./app has no RUNPATH {lib}:\n{dyn}"
+    shell(page["static"], app, env)
+    _, sdyn = run("c-page", ["readelf", "-d", app / "app-static"])
+    assert "libbaton" not in sdyn, f"app-static still loads libbaton:\n{sdyn}"
+
+    m = re.fullmatch(r"export CONSUL_HTTP_ADDR=(\S+)", page["addr"])
+    assert m, f"the page's address line is {page['addr']!r}"
+    want = [ln.strip() for ln in page["output"].split(" / ")]
+    # Each program against a dev server of its own started as the page says (a fresh election:
+    # the token the page shows).
+    for exe in (page["run"], page["run"].replace("./app", "./app-static", 1)):
+        server = subprocess.Popen(["bash", "-c", "exec " + page["devserver"]], env=env, cwd=app,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            first = server.stdout.readline().strip()
+            assert first.startswith("BATON_DEVSERVER_ADDR="), f"the page's `{page['devserver']}` printed {first!r}"
+            # The page's export line, with the address this dev server printed.
+            exported = shell(page["addr"].replace(m.group(1), first.split("=", 1)[1]) + "\nenv -0", app, env)
+            renv = dict(kv.split("=", 1) for kv in exported.split("\0") if "=" in kv)
+            renv.pop("LD_LIBRARY_PATH", None)
+            got = [ln.strip() for ln in shell(exe, app, renv).splitlines() if ln.strip()]
+            # `<n>` in the page's comment stands for a number (the fencing token).
+            ok = len(got) == len(want) and all(
+                re.fullmatch(re.escape(w).replace(re.escape("<n>"), r"\d+"), g) for w, g in zip(want, got))
+            assert ok, f"`{exe}` printed {got}, the page says {want}"
+        finally:
+            server.terminate()
+            server.wait()
+    return f"{prefix.relative_to(home)} under a new HOME; {sizes}; RUNPATH {lib.relative_to(home)}"
+
+
 # ---- Python ----------------------------------------------------------------------------------
 
 def venv(path: pathlib.Path) -> pathlib.Path:
@@ -389,6 +522,7 @@ def main():
                 rust_scratch(work)
         if "c" in only:
             c_package(work)
+            c_getting_started(work)
         if "python" in only:
             python_wheel(work)
             python_sdist(work)
