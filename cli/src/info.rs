@@ -137,12 +137,9 @@ pub fn leader(p: &Parsed) -> i32 {
         eprintln!("baton: leader takes exactly one KEY");
         return exit::ERROR;
     };
-    let client = match connect::client(p) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("baton: {e}");
-            return exit::ERROR;
-        }
+    let (client, stop) = match start(p) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
     let as_json = p.flag("json", false);
     let show = |ev: &LeaderEvent| {
@@ -172,8 +169,10 @@ pub fn leader(p: &Parsed) -> i32 {
         }
     };
     loop {
-        match observer.next(None, None) {
+        match observer.next(None, stop.as_ref()) {
             Ok(ev) => show(&ev),
+            // SIGINT, SIGTERM, SIGHUP or SIGQUIT: done.
+            Err(e) if e.kind() == baton::ErrorKind::Cancelled => return exit::OK,
             Err(e) => {
                 eprintln!("baton: watching {key}: {e}");
                 return exit::ERROR;

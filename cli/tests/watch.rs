@@ -334,3 +334,19 @@ fn an_index_that_goes_backwards_starts_the_next_read_over_at_zero() {
         "a blocking read names its wait: {requests:?}"
     );
 }
+
+#[test]
+fn leader_watch_ends_cleanly_on_sigterm() {
+    let dev = devserver();
+    let dir = workdir("leader-watch-term");
+    let mut w = baton(
+        &dev,
+        &dir,
+        "w",
+        &["leader", "-watch", "-json", "svc/lw"],
+        &[],
+    );
+    assert_eq!(line(&w, 1)["leader"], Value::Null);
+    w.signal("TERM");
+    assert_eq!(w.wait(), 0, "{}", w.stderr_text());
+}
