@@ -25,6 +25,16 @@ fragments of files. Each block that runs gets a fresh baton-devserver (session_t
 address is in CONSUL_HTTP_ADDR, and runs in a scratch directory. A snippet fails the run if it
 exits non-zero or takes longer than 90 s. The last line is `N passed, N failed`.
 
+A snippet whose output matters says what it must print: one or more lines
+
+    <!-- expect: REGEX -->
+
+right above its fence (blank lines between are allowed; the comment is hidden when the page is
+rendered). Each REGEX must match somewhere in the snippet's stdout (Python's `re.search`, `^` and
+`$` at line ends), or the snippet fails, its output shown. A block that prints what readers are
+meant to see (a token, `held=true`) should carry one: a run that only checks the exit status let
+`holding: True token None` pass.
+
 `--list` prints the blocks that would run; `--only SUBSTRING` runs the blocks of the files whose
 path contains it; `--self-test` runs a planted failing snippet of each language and fails unless
 each of them fails.
@@ -43,6 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PACKAGE_PAGES = ["core/README.md", "bindings/python/README.md", "bindings/node/README.md",
                  "devserver/README.md", "cli/README.md", "ffi/README.md"]
 FENCE = re.compile(r"^```([\w,+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+EXPECT = re.compile(r"^[ \t]*<!--[ \t]*expect:[ \t]?(.*?)[ \t]*-->[ \t]*$")
 TIMEOUT = 90
 
 
@@ -61,17 +72,40 @@ def language(info):
             "bash": "bash"}.get(first)
 
 
+def expectations(text, fence_start):
+    """The `<!-- expect: REGEX -->` lines right above the fence that starts at `fence_start`
+    (blank lines between allowed), top to bottom."""
+    found = []
+    for line in reversed(text[:fence_start].splitlines()):
+        if not line.strip():
+            continue
+        m = EXPECT.match(line)
+        if not m:
+            break
+        found.append(m.group(1))
+    return found[::-1]
+
+
 def snippets(files):
-    """(file, line, language, code) of every block that runs."""
+    """(file, line, language, code, expected regexes) of every block that runs."""
     out = []
     for rel in files:
         with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
             text = f.read()
         for m in FENCE.finditer(text):
             lang = language(m.group(1))
+            expects = expectations(text, m.start())
+            line = text.count("\n", 0, m.start()) + 1
             if lang:
-                out.append((rel, text.count("\n", 0, m.start()) + 1, lang, m.group(2)))
+                out.append((rel, line, lang, m.group(2), expects))
+            elif expects:
+                sys.exit(f"{rel}:{line}: an expect: marker on a block that does not run ({m.group(1)!r})")
     return out
+
+
+def unmatched(expects, stdout):
+    """The regexes of `expects` that do not match `stdout`."""
+    return [e for e in expects if not re.search(e, stdout, re.M)]
 
 
 def rust_binaries(tmp, rust):
@@ -148,7 +182,7 @@ def prepare(tmp, blocks):
     binaries = dict(zip([id(b) for b in rust], rust_binaries(tmp, [b[3] for b in rust])))
     libdir = os.path.join(ROOT, "target", "debug", "baton-lib")
     for n, block in enumerate(blocks):
-        rel, line, lang, code = block
+        rel, line, lang, code, _expects = block
         name = f"{rel}:{line} ({lang})"
         cwd = os.path.join(tmp, f"run{n}")
         os.makedirs(cwd)
@@ -191,12 +225,17 @@ def run_all(blocks, verbose=True):
     env0 = dict(os.environ, PATH=os.path.join(ROOT, "target", "debug") + os.pathsep + os.environ["PATH"])
     with tempfile.TemporaryDirectory() as tmp:
         results = []
-        for name, argv, cwd in prepare(tmp, blocks):
+        for (name, argv, cwd), block in zip(prepare(tmp, blocks), blocks):
             server, addr = start_devserver()
             try:
                 r = subprocess.run(argv, cwd=cwd, env=dict(env0, CONSUL_HTTP_ADDR=addr),
                                    capture_output=True, text=True, timeout=TIMEOUT)
                 ok, out = r.returncode == 0, (r.stdout + r.stderr).strip()
+                missing = unmatched(block[4], r.stdout)
+                if ok and missing:
+                    ok = False
+                    out = ("stdout does not match " + ", ".join(f"expect: {e}" for e in missing) +
+                           f"\n--- stdout ---\n{r.stdout}--- stderr ---\n{r.stderr}").strip()
             except subprocess.TimeoutExpired:
                 ok, out = False, f"timed out after {TIMEOUT} s"
             finally:
@@ -219,6 +258,16 @@ SELF_TEST = [
     ("c", '#include <baton.h>\nbaton_client *c = NULL;\nif (baton_client_new_from_env(&c) == BATON_OK) return 3;\n'),
     ("c", "int x = undeclared_planted;\n"),
     ("bash", "baton holders --no-such-flag-planted x\n"),
+    # Runs and exits 0, but does not print what its page promises (the getting-started snippet
+    # that printed `holding: True token None`).
+    ("python", "import consul_baton as baton\n"
+               "with baton.Client() as client:\n"
+               "    with client.lock('jobs/nightly-report') as held:\n"
+               "        print('holding:', held, 'token', client.lock('jobs/nightly-report').sequencer)\n",
+     [r"^holding: True token \d+$"]),
+    # consul lock's -shell joins the words and the shell parses them again: `sh -c 'echo ...'`
+    # as separate words runs `echo` with no arguments.
+    ("bash", "baton lock planted -- sh -c 'echo \"held=$CONSUL_LOCK_HELD\"'\n", [r"^held=true$"]),
 ]
 
 
@@ -229,9 +278,10 @@ def main():
     ap.add_argument("--self-test", action="store_true", help="planted failing snippets must fail")
     args = ap.parse_args()
     if args.self_test:
-        blocks = [("self-test", i + 1, lang, code) for i, (lang, code) in enumerate(SELF_TEST)]
+        blocks = [("self-test", i + 1, t[0], t[1], t[2] if len(t) > 2 else [])
+                  for i, t in enumerate(SELF_TEST)]
         results, _failures = run_all(blocks, verbose=False)
-        for (_f, i, lang, _c), ok in zip(blocks, results):
+        for (_f, i, lang, _c, _e), ok in zip(blocks, results):
             print(f"self-test #{i} ({lang}): {'FAILED as planted' if not ok else 'PASSED (the runner cannot catch it)'}")
         bad = sum(results)
         print(f"snippet self-test: {len(results) - bad} planted failures caught, {bad} missed")
@@ -241,8 +291,8 @@ def main():
         files = [f for f in files if args.only in f]
     blocks = snippets(files)
     if args.list:
-        for rel, line, lang, _code in blocks:
-            print(f"{rel}:{line} {lang}")
+        for rel, line, lang, _code, expects in blocks:
+            print(f"{rel}:{line} {lang}" + "".join(f"  expect: {e}" for e in expects))
         return 0
     _results, failures = run_all(blocks)
     print(f"doc snippets from {len(files)} files")
