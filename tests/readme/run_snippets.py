@@ -35,6 +35,10 @@ rendered). Each REGEX must match somewhere in the snippet's stdout (Python's `re
 meant to see (a token, `held=true`) should carry one: a run that only checks the exit status let
 `holding: True token None` pass.
 
+Figures a page states that a file decides (FACTS: the number of py-consul tests that must pass,
+which tests/pyconsul/expected-pass.txt lists) are checked too: each paragraph naming the file
+must state the file's count ("N tests") and no other count.
+
 `--list` prints the blocks that would run; `--only SUBSTRING` runs the blocks of the files whose
 path contains it; `--self-test` runs a planted failing snippet of each language and fails unless
 each of them fails.
@@ -106,6 +110,45 @@ def snippets(files):
 def unmatched(expects, stdout):
     """The regexes of `expects` that do not match `stdout`."""
     return [e for e in expects if not re.search(e, stdout, re.M)]
+
+
+def listed_tests(rel):
+    """How many entries a test list holds (one a line; `#` comments and blank lines skipped)."""
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+        return sum(1 for line in f if line.split("#", 1)[0].strip())
+
+
+# Figures the pages state that a file of the repository decides: (page, the file the paragraph
+# names, the figure). Each paragraph of the page that names the file must state the figure and
+# no other count of tests, so the page cannot go stale silently.
+FACTS = [
+    ("docs/src/guide/testing.md", "tests/pyconsul/expected-pass.txt",
+     lambda: listed_tests("tests/pyconsul/expected-pass.txt")),
+]
+
+
+def count_problems(text, names, figure):
+    """What is wrong with the counts the paragraphs of `text` that mention `names` state."""
+    problems = []
+    paragraphs = [p for p in re.split(r"\n[ \t]*\n", text) if names in p]
+    if not paragraphs:
+        return [f"no paragraph names {names}"]
+    for para in paragraphs:
+        # A count: a number followed by "tests" or "of" ("148 of its 168 tests").
+        counts = {int(n) for n in re.findall(r"(?<![\w.])(\d+)\s+(?:tests?|of)\b", para)}
+        if counts != {figure}:
+            problems.append(f"the paragraph naming {names} states {sorted(counts)}, "
+                            f"not {figure} (the file's count)")
+    return problems
+
+
+def check_facts():
+    """Problems with the FACTS the pages state."""
+    problems = []
+    for page, names, truth in FACTS:
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            problems += [f"{page}: {p}" for p in count_problems(f.read(), names, truth())]
+    return problems
 
 
 def rust_binaries(tmp, rust):
@@ -283,6 +326,13 @@ def main():
         results, _failures = run_all(blocks, verbose=False)
         for (_f, i, lang, _c, _e), ok in zip(blocks, results):
             print(f"self-test #{i} ({lang}): {'FAILED as planted' if not ok else 'PASSED (the runner cannot catch it)'}")
+        # The stale figure the testing page carried must be caught.
+        stale = ("`make test-pyconsul` runs py-consul 1.8.0's own test suite, and 148\n"
+                 "of its 168 tests pass; the list is `tests/pyconsul/expected-pass.txt`.")
+        caught = bool(count_problems(stale, "tests/pyconsul/expected-pass.txt", 156))
+        print(f"self-test: a stale count beside expected-pass.txt: "
+              f"{'caught' if caught else 'MISSED'}")
+        results.append(not caught)
         bad = sum(results)
         print(f"snippet self-test: {len(results) - bad} planted failures caught, {bad} missed")
         return 1 if bad else 0
@@ -294,7 +344,11 @@ def main():
         for rel, line, lang, _code, expects in blocks:
             print(f"{rel}:{line} {lang}" + "".join(f"  expect: {e}" for e in expects))
         return 0
+    facts = check_facts()
+    for p in facts:
+        print(f"stale figure: {p}")
     _results, failures = run_all(blocks)
+    failures += len(facts)
     print(f"doc snippets from {len(files)} files")
     print(f"snippets: {len(blocks) - failures} passed, {failures} failed")
     return 1 if failures else 0
