@@ -58,15 +58,15 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r bindings/python/requirements-dev.txt
 
-## Builds the abi3 wheel (maturin, release, into $(PY_WHEEL_DIR): cargo's progress shows, as
-## `maturin build --release` in tests/packages/run.py, so the two share one build) and installs it
-## into the venv.
-PY_WHEEL_DIR := target/python-install
+## Builds the abi3 wheel with `maturin build --release` (cargo's progress shows; tests/packages/run.py
+## builds it the same way, so the two share one build) into a directory of its own (two makes at
+## once each install their own wheel) and installs it into the venv.
 python-install: $(PY)
 	@echo "== python-install: the consul-baton wheel (maturin, release); the first build compiles the Rust core and its dependencies, minutes on 2 cores"
-	rm -rf $(PY_WHEEL_DIR)
-	$(VENV)/bin/maturin build --release --manifest-path $(PY_MANIFEST) --out $(PY_WHEEL_DIR)
-	$(VENV)/bin/pip install -q --force-reinstall --no-deps $(PY_WHEEL_DIR)/*.whl
+	@mkdir -p target
+	set -e; out=$$(mktemp -d $(CURDIR)/target/python-install.XXXXXX); trap 'rm -rf "$$out"' EXIT; \
+		$(VENV)/bin/maturin build --release --manifest-path $(PY_MANIFEST) --out "$$out"; \
+		$(VENV)/bin/pip install -q --force-reinstall --no-deps "$$out"/*.whl
 
 ## The pytest suite, against a baton-devserver process its fixture starts.
 test-python: python-install
