@@ -32,8 +32,8 @@ pub enum Fail {
     Consul {
         /// What was being done (`reading svc/x`).
         doing: String,
-        /// The error.
-        error: baton::Error,
+        /// The error (boxed: `Fail` travels in every round's `Result`).
+        error: Box<baton::Error>,
     },
     /// What was read cannot be shown (a key in another format): not retried.
     Format(String),
@@ -43,7 +43,10 @@ impl Fail {
     /// A failed Consul call, `doing` what it says.
     pub fn consul(doing: impl Into<String>) -> impl FnOnce(baton::Error) -> Fail {
         let doing = doing.into();
-        move |error| Fail::Consul { doing, error }
+        move |error| Fail::Consul {
+            doing,
+            error: Box::new(error),
+        }
     }
 }
 
