@@ -128,10 +128,8 @@ fn watch_stdin(what: &'static str) -> std::io::Result<()> {
                 }
             }
             log::info!("{what}: stdin closed (its starter is gone), shutting down");
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::this(),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGTERM);
         })
         .map(drop)
 }
@@ -324,6 +322,10 @@ pub fn run(argv0: Option<&str>, mut args: Vec<String>) -> u8 {
     let invoked_as_consul = argv0
         .and_then(|a0| std::path::Path::new(a0).file_name().map(|f| f == "consul"))
         .unwrap_or(false);
+    // `consul version [-format=json]`: how Consul's Go test harness learns the version.
+    if invoked_as_consul && args.first().map(String::as_str) == Some("version") {
+        return consul_cli::run_version(&args[1..]);
+    }
     let parsed = if args.first().map(String::as_str) == Some("agent") {
         consul_cli::parse_agent_args(&args[1..])
     } else if invoked_as_consul {

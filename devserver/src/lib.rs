@@ -1,7 +1,8 @@
 //! `baton-devserver`: a single-node, in-memory server that answers the Consul HTTP API endpoints
 //! that sessions, locks, leader election and semaphores use, with Consul's own semantics — KV,
 //! sessions, transactions — and the agent, catalog, health, status, ACL, event and coordinate
-//! endpoints around them (services and TTL checks that invalidate the sessions bound to them,
+//! endpoints around them (services and TTL, HTTP and TCP checks that invalidate the sessions
+//! bound to them, the HTTP and TCP ones probed as an agent does,
 //! blocking reads on per-table indexes, a generated Connect CA root), so Consul's own Go test
 //! harness and third-party clients' suites can run against it. Run as `consul agent
 //! -config-file F` (a symlink named `consul`), it reads the harness's JSON config.

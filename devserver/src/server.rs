@@ -1,5 +1,7 @@
 //! The server handle: the listener thread with its own Tokio runtime, the shared state, the
-//! TTL timer task, and the fault controls.
+//! TTL timer task, the HTTP/TCP check runner ([`checks`]), and the fault controls.
+
+mod checks;
 
 use std::io;
 use std::net::SocketAddr;
@@ -120,6 +122,7 @@ impl DevServer {
             .spawn(move || {
                 rt.block_on(async move {
                     tokio::spawn(ttl_timers(s2.clone()));
+                    tokio::spawn(checks::run(s2.clone()));
                     tokio::spawn(tombstone_reaper(s2.clone()));
                     for (l, pool) in serf {
                         let s3 = s2.clone();

@@ -12,7 +12,7 @@ use tokio::sync::{watch, Notify};
 use crate::config::Config;
 use crate::journal::Journal;
 use crate::leaderless::{Leaderless, NoLeader};
-use crate::state::{CheckStatus, State, SERF_CHECK_ID};
+use crate::state::{CheckStatus, State, Topic, SERF_CHECK_ID};
 use crate::watch::Hub;
 
 /// Requests the server has seen on `/v1/`, by route (e.g. `"PUT /v1/kv"`, `"PUT /v1/txn"`).
@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     pub generation: watch::Sender<u64>,
     /// Wakes the TTL timer task when a session timer may have moved earlier.
     pub timer_kick: Notify,
+    /// Wakes the check runner (`checks.rs`) when the catalog changed or the store restarted.
+    pub check_kick: Notify,
     counts: Mutex<RequestCounts>,
     /// See [`RequestCounts::in_flight`].
     in_flight: Mutex<BTreeMap<String, u64>>,
@@ -114,6 +116,7 @@ impl Shared {
             journal: Journal::default(),
             generation: watch::channel(0).0,
             timer_kick: Notify::new(),
+            check_kick: Notify::new(),
             counts: Mutex::new(RequestCounts::default()),
             in_flight: Mutex::new(BTreeMap::new()),
             conns: Mutex::new(HashMap::new()),
@@ -150,6 +153,9 @@ impl Shared {
             let r = f(&mut st);
             (r, st.take_changes())
         };
+        if changed.contains(&Topic::Catalog) {
+            self.check_kick.notify_one();
+        }
         self.hub.notify(changed);
         r
     }
@@ -267,6 +273,7 @@ impl Shared {
         self.generation.send_modify(|g| *g += 1);
         self.hub.notify_all();
         self.timer_kick.notify_one();
+        self.check_kick.notify_one();
     }
 
     pub fn invalidate_session(&self, id: &str) -> bool {

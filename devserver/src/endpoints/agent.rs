@@ -4,18 +4,20 @@
 //!
 //! Texts and statuses follow `agent/agent_endpoint.go` and `agent/agent.go` (Consul 1.15).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
 use serde_json::{json, Map, Value};
 
+use crate::endpoints::agent_service::check_probe;
 use crate::endpoints::catalog_json;
 use crate::endpoints::ctx::Ctx;
 use crate::endpoints::decode::{self, fld};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::Reply;
 use crate::serf::Pool;
-use crate::state::{Check, CheckStatus, Service, State};
+use crate::state::{Check, CheckStatus, Probe, Service, State};
 
 /// `structs.NodeMaint`: the check node maintenance mode registers.
 pub(crate) const NODE_MAINT: &str = "_node_maintenance";
@@ -197,6 +199,8 @@ struct CheckDef {
     interval: String,
     timeout: String,
     definition: Map<String, Value>,
+    /// What the agent probes, for an HTTP or TCP check.
+    probe: Option<Arc<Probe>>,
 }
 
 /// Decodes a check definition and validates it as `CheckType.Validate` does. Errors are the
@@ -214,6 +218,7 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
         interval: decode::string(obj, "Interval"),
         timeout: decode::string(obj, "Timeout"),
         definition: Map::new(),
+        probe: None,
     };
     if def.id.is_empty() {
         def.id = decode::string(obj, "ID");
@@ -276,6 +281,7 @@ fn check_def(obj: &Map<String, Value>) -> Result<CheckDef, String> {
             def.definition
                 .insert("Timeout".into(), json!(def.timeout.clone()));
         }
+        def.probe = check_probe(obj, def.check_type, interval, dur("Timeout")?);
     } else if def.check_type.is_empty() {
         if ttl <= 0 {
             return Err("TTL must be > 0 for TTL checks".into());
@@ -305,6 +311,7 @@ fn build_check(node: &str, def: &CheckDef) -> Check {
     c.ttl_expires = def.ttl.map(|t| Instant::now() + t);
     c.reap_after = def.reap_after;
     c.definition = Value::Object(def.definition.clone());
+    c.probe = def.probe.clone();
     c
 }
 

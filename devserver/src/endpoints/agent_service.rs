@@ -16,15 +16,22 @@
 //! server's hash equals Consul's for every service without a `Proxy` (typical services,
 //! Connect-native ones). A proxy's `Proxy` block is hashed from its JSON text instead of as
 //! Consul's struct: the hash still changes with it, but it is not Consul's value.
+//!
+//! Also here, for the agent's check registrations: [`check_probe`], what an HTTP or TCP check
+//! definition asks the server's check runner to probe.
 
-use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
 
 use crate::endpoints::access;
 use crate::endpoints::catalog_json;
 use crate::endpoints::ctx::Ctx;
+use crate::endpoints::decode;
 use crate::godur::parse_go_duration;
 use crate::query::Reply;
-use crate::state::{Service, Topic};
+use crate::state::{Probe, Service, Target, Topic};
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -214,6 +221,49 @@ pub(crate) async fn service(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
             return Ok(Reply::json(200, &v, ctx.pretty()).with("x-consul-contenthash", hash));
         }
     }
+}
+
+/// What the check runner probes for an HTTP or TCP check (`None` for other kinds): the
+/// target with `Method`, `Header` (`{"Name": ["value", ...]}`), `Body` and `TLSSkipVerify`,
+/// every `interval` ns, each probe bounded by `timeout` ns (0: Consul's 10 s).
+pub(crate) fn check_probe(
+    obj: &Map<String, Value>,
+    kind: &str,
+    interval: i64,
+    timeout: i64,
+) -> Option<Arc<Probe>> {
+    let target = match kind {
+        "http" => {
+            let mut headers = Vec::new();
+            for (name, values) in decode::map(obj, "Header") {
+                match values {
+                    Value::Array(list) => headers.extend(
+                        list.iter()
+                            .filter_map(Value::as_str)
+                            .map(|v| (name.clone(), v.to_string())),
+                    ),
+                    Value::String(v) => headers.push((name.clone(), v)),
+                    _ => {}
+                }
+            }
+            let method = decode::string(obj, "Method");
+            Target::Http {
+                url: decode::string(obj, "HTTP"),
+                method: if method.is_empty() {
+                    "GET".into()
+                } else {
+                    method
+                },
+                headers,
+                body: decode::string(obj, "Body"),
+                tls_skip_verify: decode::boolean(obj, "TLSSkipVerify"),
+            }
+        }
+        "tcp" => Target::Tcp(decode::string(obj, "TCP")),
+        _ => return None,
+    };
+    let ns = |v: i64| Duration::from_nanos(v.max(0) as u64);
+    Some(Arc::new(Probe::new(target, ns(interval), ns(timeout))))
 }
 
 #[cfg(test)]

@@ -7,11 +7,12 @@
 //! `deleteNodeTxn` delete the sessions found through the session-checks index).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::{Session, State, Topic};
+use super::{Probe, Session, State, Topic};
 
 /// The node check every session is bound to by default.
 pub(crate) const SERF_CHECK_ID: &str = "serfHealth";
@@ -127,6 +128,9 @@ pub(crate) struct Check {
     pub critical_since: Option<Instant>,
     /// The HTTP definition fields Consul echoes under `Definition`.
     pub definition: Value,
+    /// What the agent probes, for an HTTP or TCP check it registered (the server's check
+    /// runner probes it); `None` for every other check.
+    pub probe: Option<Arc<Probe>>,
     pub create_index: u64,
     pub modify_index: u64,
 }
@@ -152,6 +156,7 @@ impl Check {
             reap_after: None,
             critical_since: None,
             definition: Value::Object(Map::new()),
+            probe: None,
             create_index: 0,
             modify_index: 0,
         }
@@ -173,6 +178,7 @@ impl Check {
             && self.interval == o.interval
             && self.timeout == o.timeout
             && self.definition == o.definition
+            && self.probe == o.probe
     }
 }
 
@@ -531,6 +537,47 @@ impl State {
             let _ = self.put_check_at(idx, c);
         }
         n
+    }
+
+    /// The checks the agent probes (HTTP and TCP), by `(node, check ID)`.
+    pub fn probed_checks(&self) -> Vec<((String, String), Arc<Probe>)> {
+        self.catalog
+            .checks
+            .values()
+            .filter_map(|c| Some(((c.node.clone(), c.check_id.clone()), c.probe.clone()?)))
+            .collect()
+    }
+
+    /// Moves whenever a check is written or deleted, or the store restarts (the checks
+    /// table's index; indexes never go back): the check runner re-reads
+    /// [`State::probed_checks`] when it does.
+    pub fn checks_generation(&self) -> u64 {
+        self.catalog.checks_index
+    }
+
+    /// Records an HTTP or TCP probe's result, as the agent syncs a check's new state to the
+    /// catalog: a status change is written (a critical one invalidates the sessions bound
+    /// to the check, the same write TTL checks make), a change of output alone only when
+    /// `output_due`. True when something was written.
+    pub fn set_check_result(
+        &mut self,
+        node: &str,
+        check_id: &str,
+        status: CheckStatus,
+        output: &str,
+        output_due: bool,
+    ) -> bool {
+        let Some(old) = self.check(node, check_id) else {
+            return false;
+        };
+        if old.status == status && (old.output == output || !output_due) {
+            return false;
+        }
+        let mut c = old.clone();
+        c.status = status;
+        c.output = output.to_string();
+        let idx = self.next_index();
+        self.put_check_at(idx, c).is_ok()
     }
 
     /// The earliest TTL-check or reaper deadline, if any.

@@ -19,6 +19,7 @@ mod events;
 mod graveyard;
 mod kvs;
 mod operator;
+mod probe;
 mod sessions;
 
 use std::time::Duration;
@@ -32,6 +33,7 @@ use graveyard::{Graveyard, Tombstone};
 pub(crate) use kvs::Entry;
 use kvs::Kvs;
 pub(crate) use operator::OperatorTables;
+pub(crate) use probe::{Probe, Target};
 use sessions::SessionTable;
 pub(crate) use sessions::{Behavior, NewSession, ServiceCheck, Session, SESSION_TTL_MAX};
 
