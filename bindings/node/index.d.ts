@@ -86,6 +86,8 @@ export declare class BatonError extends Error {
   readonly serverText?: string
   /** The endpoint of the failing request, e.g. `PUT /v1/txn`. */
   readonly endpoint?: string
+  /** The full URL the failing request went to (address prefix included, no query string). */
+  readonly url?: string
   /** For a failed transaction: every failing operation Consul listed. */
   readonly txnErrors?: ReadonlyArray<{ opIndex: number; what: string }>
   /**

@@ -95,6 +95,7 @@ pub fn parse_address(address: &str) -> Result<Endpoint> {
             Some((hp, p)) => (hp.to_string(), format!("/{p}")),
             None => (rest.to_string(), String::new()),
         };
+        refuse_api_path(address, &prefix)?;
         Ok(Endpoint::Tcp {
             host_port,
             scheme: forced,
@@ -107,6 +108,60 @@ pub fn parse_address(address: &str) -> Result<Endpoint> {
             path_prefix: String::new(),
         })
     }
+}
+
+/// The first segments of Consul's HTTP API under `/v1/`, for telling an API path given as an
+/// address prefix (`http://host:8500/v1/kv`) from a reverse proxy's own path.
+const API_FAMILIES: &[&str] = &[
+    "acl",
+    "agent",
+    "catalog",
+    "config",
+    "connect",
+    "coordinate",
+    "event",
+    "health",
+    "internal",
+    "kv",
+    "namespace",
+    "operator",
+    "partition",
+    "query",
+    "session",
+    "snapshot",
+    "status",
+    "txn",
+];
+
+/// Refuses an address whose path is (or ends in) Consul's API root: `http://host:8500/v1`
+/// or `.../v1/kv` would make every request go to `/v1/v1/...`, which an agent answers
+/// with 404 — a key that exists reads as missing. A reverse proxy's own prefix
+/// (`https://gw/consul`) stays allowed.
+fn refuse_api_path(address: &str, prefix: &str) -> Result<()> {
+    let segments: Vec<&str> = prefix.split('/').filter(|s| !s.is_empty()).collect();
+    let api_root = segments.iter().enumerate().any(|(i, s)| {
+        s.eq_ignore_ascii_case("v1")
+            && segments
+                .get(i + 1)
+                .is_none_or(|next| API_FAMILIES.contains(&next.to_ascii_lowercase().as_str()))
+    });
+    if !api_root {
+        return Ok(());
+    }
+    let at = prefix
+        .to_ascii_lowercase()
+        .find("/v1")
+        .map_or(prefix, |i| &prefix[i..]);
+    let agent = &address[..address.len() - prefix.len()];
+    Err(Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "the Consul address {address:?} (in {ENV_HTTP_ADDR} or address) carries the API \
+             path {at:?}: baton adds /v1/... to every request itself, so requests would go to \
+             {agent}{prefix}/v1/... and be answered 404. Give the agent's address alone \
+             ({agent:?}); a path is only for a reverse proxy's own prefix (https://gw/consul)"
+        ),
+    ))
 }
 
 /// Go's `strconv.ParseBool`.
@@ -457,6 +512,26 @@ mod tests {
             parse_address("unix:///var/run/consul.sock").unwrap(),
             Endpoint::Unix("/var/run/consul.sock".into())
         );
+        for bad in [
+            "http://127.0.0.1:8500/v1",
+            "http://127.0.0.1:8500/v1/",
+            "https://h:8501/consul/v1",
+            "http://h:1/v1/kv",
+            "http://h:1/V1/Session/",
+        ] {
+            let e = parse_address(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}");
+            assert!(e.message().contains("API path"), "{bad}: {e}");
+            assert!(e.message().contains("/v1/..."), "{bad}: {e}");
+        }
+        // A proxy's own prefix, even one with a v1 inside that is not Consul's API root.
+        for ok in [
+            "http://h:1/consul",
+            "https://gw/api/v1/consul",
+            "http://h:1/v1proxy",
+        ] {
+            assert!(parse_address(ok).is_ok(), "{ok}");
+        }
         let e = parse_address("ftp://h:1").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         assert!(e.to_string().contains("Unknown protocol scheme: ftp"));

@@ -93,7 +93,7 @@ pub(crate) fn read(
         return Ok((Vec::new(), resp.meta));
     }
     let resp = crate::http::check(&req, resp)?;
-    Ok((resp.json(&req.endpoint())?, resp.meta))
+    Ok((resp.json(&req)?, resp.meta))
 }
 
 impl Kv<'_> {
@@ -156,7 +156,7 @@ impl Kv<'_> {
             return Ok((Vec::new(), resp.meta));
         }
         let resp = crate::http::check(&req, resp)?;
-        Ok((resp.json(&req.endpoint())?, resp.meta))
+        Ok((resp.json(&req)?, resp.meta))
     }
 
     /// Writes a value (flags 0). Returns Consul's `true`/`false`.

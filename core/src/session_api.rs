@@ -18,7 +18,7 @@ pub(crate) fn info_on(
     let req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
     let resp = conn.transport.send_on(agent, &req, Some(&conn.closing))?;
     let resp = crate::http::check(&req, resp)?;
-    let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+    let list: Vec<SessionEntry> = resp.json(&req)?;
     Ok(list.into_iter().next())
 }
 
@@ -42,7 +42,7 @@ pub(crate) fn read_list(
     let mut req = Request::new("GET", "/v1/session/list");
     options.apply(&mut req);
     let resp = crate::http::check(&req, send(&req)?)?;
-    Ok((resp.json(&req.endpoint())?, resp.meta))
+    Ok((resp.json(&req)?, resp.meta))
 }
 
 /// A session as Consul describes it.
@@ -141,16 +141,16 @@ impl SessionApi<'_> {
         let mut req = Request::new("PUT", "/v1/session/create");
         req.json_body(&options.to_json());
         let resp = self.conn.call(&req).map_err(explain_ttl_refusal)?;
-        let a: CreateAnswer = resp.json(&req.endpoint())?;
+        let a: CreateAnswer = resp.json(&req)?;
         if !is_session_id(&a.id) {
-            return Err(Error::new(
+            let e = Error::new(
                 ErrorKind::BadResponse,
                 format!(
                     "Consul answered a session ID that is not a UUID: {}",
                     quoted(&a.id)
                 ),
-            )
-            .with_endpoint(req.endpoint()));
+            );
+            return Err(resp.located(&req, e));
         }
         Ok(a.id)
     }
@@ -197,7 +197,7 @@ impl SessionApi<'_> {
         );
         options.apply(&mut req);
         let resp = self.conn.call(&req)?;
-        let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+        let list: Vec<SessionEntry> = resp.json(&req)?;
         let entry = list.into_iter().next();
         if let Some(e) = &entry {
             check_answer_names(&req, &e.id)?;
@@ -223,7 +223,7 @@ impl SessionApi<'_> {
             format!("/v1/session/node/{}", path_segment("node name", node)?),
         );
         let resp = self.conn.call(&req)?;
-        resp.json(&req.endpoint())
+        resp.json(&req)
     }
 }
 
@@ -309,14 +309,14 @@ fn check_answer_names(req: &Request, answered: &str) -> Result<()> {
 pub(crate) fn renew_answer(req: &Request, resp: crate::http::Response) -> Result<SessionEntry> {
     if resp.status == 404 {
         let text = printable(resp.body.trim_ascii(), SHOWN_TEXT_MAX);
-        return Err(Error::new(
+        let e = Error::new(
             ErrorKind::SessionInvalidated,
             format!("session is gone (404 {text})"),
-        )
-        .with_endpoint(req.endpoint()));
+        );
+        return Err(resp.located(req, e));
     }
     let resp = crate::http::check(req, resp)?;
-    let list: Vec<SessionEntry> = resp.json(&req.endpoint())?;
+    let list: Vec<SessionEntry> = resp.json(req)?;
     let entry = list.into_iter().next().ok_or_else(|| {
         Error::new(ErrorKind::BadResponse, "renew answered an empty list")
             .with_endpoint(req.endpoint())

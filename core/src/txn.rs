@@ -615,9 +615,10 @@ fn normalise_keys(ops: &[KvOp]) -> Result<Cow<'_, [KvOp]>> {
 pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
     // Any 2xx is read as Consul's 200 (a 204 used to reach an `expect` here and panic).
     if resp.status != 409 && !(200..300).contains(&resp.status) {
-        return Err(Error::from_status(req.endpoint(), resp.status, &resp.body));
+        let e = Error::from_status(req.endpoint(), resp.status, &resp.body);
+        return Err(resp.located(req, e));
     }
-    let answer: TxnAnswer = resp.json(&req.endpoint())?;
+    let answer: TxnAnswer = resp.json(req)?;
     if resp.status == 409 {
         let errors: Vec<TxnOpError> = answer
             .errors
@@ -631,15 +632,16 @@ pub(crate) fn txn_answer(req: &Request, resp: Response) -> Result<Vec<KvPair>> {
         if errors.is_empty() {
             // Consul's 409 always lists the failed operations; without them the
             // callers could not tell a lost lock from a CAS mismatch.
-            return Err(Error::new(
+            let e = Error::new(
                 ErrorKind::BadResponse,
                 "Consul answered 409 to a transaction without listing its failed operations \
                  (\"Errors\" is empty or missing)",
-            )
-            .with_endpoint(req.endpoint()));
+            );
+            return Err(resp.located(req, e));
         }
         let body = req.body.as_ref().map(|b| &b.0[..]).unwrap_or_default();
-        return Err(Error::txn_conflict_of(req.endpoint(), errors, body));
+        let e = Error::txn_conflict_of(req.endpoint(), errors, body);
+        return Err(resp.located(req, e));
     }
     Ok(answer
         .results

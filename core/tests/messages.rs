@@ -113,3 +113,47 @@ fn a_redirect_says_it_is_not_followed() {
         "{e}"
     );
 }
+
+/// An address ending in Consul's API root (`.../v1`, a common mistake) is refused at
+/// construction, saying why; before, every request went to `/v1/v1/...` and a key that
+/// exists read as missing.
+#[test]
+fn an_address_with_the_api_path_is_refused_at_construction() {
+    let fx = Fixture::start();
+    for bad in [
+        format!("http://{}/v1", fx.addr),
+        format!("http://{}/v1/kv/", fx.addr),
+    ] {
+        let e = ClientBuilder::new().address(&bad).build().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}");
+        let text = e.to_string();
+        assert!(text.contains("carries the API path"), "{text}");
+        assert!(text.contains(&format!("\"http://{}\"", fx.addr)), "{text}");
+    }
+}
+
+/// A reverse proxy's prefix stays allowed, and every error names the full URL it
+/// requested (prefix included), not only the API path.
+#[test]
+fn errors_name_the_full_url_requested() {
+    let fx = Fixture::start();
+    let client = ClientBuilder::new()
+        .address(format!("http://{}/consul", fx.addr))
+        .build()
+        .expect("a proxy prefix is allowed");
+    let e = client.kv().put("k", b"v").unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+    assert_eq!(e.endpoint(), Some("PUT /v1/kv/k"));
+    let url = format!("http://{}/consul/v1/kv/k", fx.addr);
+    assert_eq!(e.url(), Some(url.as_str()));
+    assert!(e.to_string().starts_with(&format!("PUT {url}: ")), "{e}");
+    let lock = client.lock("jobs/x").unwrap();
+    let e = lock
+        .acquire(Some(std::time::Duration::from_secs(5)), None)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("http://{}/consul/v1/session/create", fx.addr)),
+        "{e}"
+    );
+}

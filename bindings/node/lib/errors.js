@@ -14,6 +14,7 @@ class BatonError extends Error {
     if (details.status !== undefined) this.status = details.status
     if (details.serverText !== undefined) this.serverText = details.serverText
     if (details.endpoint !== undefined) this.endpoint = details.endpoint
+    if (details.url !== undefined) this.url = details.url
     if (details.txnErrors !== undefined) this.txnErrors = details.txnErrors
     this.transient = details.transient === true
   }

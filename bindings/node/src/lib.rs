@@ -39,6 +39,9 @@ pub(crate) fn js_err(e: baton::Error) -> Error {
     if let Some(ep) = e.endpoint() {
         details.insert("endpoint".into(), ep.into());
     }
+    if let Some(url) = e.url() {
+        details.insert("url".into(), url.into());
+    }
     if e.is_transient() {
         details.insert("transient".into(), true.into());
     }

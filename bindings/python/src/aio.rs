@@ -580,7 +580,7 @@ starts! {
         ] |_| c.guarded_txn(&s, &ops);
 
         /// Native half of `baton.aio.Client.create_session` (keywords as `create_session`'s).
-        #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+        #[pyo3(signature = (done, *, name=None, ttl=crate::args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None, **unknown))]
         #[allow(clippy::too_many_arguments)]
         fn _start_create_session(
             &self,
@@ -592,18 +592,26 @@ starts! {
             node: Option<String>,
             node_checks: Option<Vec<String>>,
             service_checks: Option<Vec<String>>,
+            unknown: Option<&Bound<'_, pyo3::types::PyDict>>,
         ) -> session [
-            o = crate::args::SessionArgs {
-                in_dict: false,
-                name,
-                ttl,
-                lock_delay,
-                behavior: behavior.to_string(),
-                node,
-                node_checks,
-                service_checks,
-            }
-            .options(py)?,
+            o = {
+                crate::args::refuse_unknown(
+                    "create_session",
+                    unknown,
+                    &crate::args::SessionArgs::KEYS,
+                )?;
+                crate::args::SessionArgs {
+                    in_dict: false,
+                    name,
+                    ttl,
+                    lock_delay,
+                    behavior: behavior.to_string(),
+                    node,
+                    node_checks,
+                    service_checks,
+                }
+                .options(py)?
+            },
             c = (*self.inner).clone(),
         ] |_| c.create_session(&o);
 

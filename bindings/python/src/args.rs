@@ -123,23 +123,27 @@ impl SessionArgs {
 
     /// `Client(default_session={...})`: the same keys as `create_session`; a key left out
     /// keeps the default session's default (name "baton", TTL 15 s, Consul's lock-delay).
+    /// The session keywords (`create_session`'s and `default_session`'s keys).
+    pub(crate) const KEYS: [&str; 7] = [
+        "name",
+        "ttl",
+        "lock_delay",
+        "behavior",
+        "node",
+        "node_checks",
+        "service_checks",
+    ];
+
     pub(crate) fn from_dict(d: &Bound<'_, PyDict>) -> PyResult<SessionArgs> {
-        const KEYS: [&str; 7] = [
-            "name",
-            "ttl",
-            "lock_delay",
-            "behavior",
-            "node",
-            "node_checks",
-            "service_checks",
-        ];
+        const KEYS: [&str; 7] = SessionArgs::KEYS;
         for k in d.keys() {
             let k: String = k.extract().map_err(|_| {
                 PyTypeError::new_err("default_session keys must be str (create_session keywords)")
             })?;
             if !KEYS.contains(&k.as_str()) {
                 return Err(PyTypeError::new_err(format!(
-                    "default_session got an unknown key {k:?} (known: {})",
+                    "unknown default_session option {k:?}{} (known: {})",
+                    did_you_mean(&k, &KEYS),
                     KEYS.join(", ")
                 )));
             }
@@ -199,4 +203,68 @@ pub(crate) fn not_held(py: Python<'_>, msg: String) -> PyErr {
         Ok(PyErr::from_value(exc))
     };
     build().unwrap_or_else(|e| e)
+}
+
+/// Refuses keyword arguments a call does not take, in the words Node's options check uses:
+/// `unknown Client option "adress" (did you mean address?) (known: ...)`, a `TypeError`.
+/// `unknown` is the call's `**kwargs` (only the names its signature does not list).
+pub(crate) fn refuse_unknown(
+    what: &str,
+    unknown: Option<&Bound<'_, PyDict>>,
+    known: &[&str],
+) -> PyResult<()> {
+    let Some(first) = unknown.and_then(|d| d.keys().iter().next()) else {
+        return Ok(());
+    };
+    let name: String = first.extract()?;
+    Err(PyTypeError::new_err(format!(
+        "unknown {what} option {name:?}{} (known: {})",
+        did_you_mean(&name, known),
+        known.join(", ")
+    )))
+}
+
+/// ` (did you mean NAME?)` for the known name nearest to `k` when it is close (the edit
+/// distance with a swap of neighbours counting one, at most a third of the name's length),
+/// else nothing: the same rule as Node's `options.js`.
+fn did_you_mean(k: &str, known: &[&str]) -> String {
+    let best = known
+        .iter()
+        .map(|n| {
+            let d = if n.eq_ignore_ascii_case(k) {
+                0
+            } else {
+                distance(k, n)
+            };
+            (d, *n)
+        })
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, n)) if d <= (n.chars().count() / 3).max(1) => format!(" (did you mean {n}?)"),
+        _ => String::new(),
+    }
+}
+
+/// Edit distance of two short strings, a swap of neighbours counting one.
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }

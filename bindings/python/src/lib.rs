@@ -88,6 +88,8 @@ fn to_py(py: Python<'_>, e: baton::Error) -> PyErr {
         exc.setattr("code", e.code())?;
         exc.setattr("status", e.status())?;
         exc.setattr("server_text", e.server_text())?;
+        exc.setattr("endpoint", e.endpoint())?;
+        exc.setattr("url", e.url())?;
         exc.setattr("transient", e.is_transient())?;
         Ok(PyErr::from_value(exc))
     };
@@ -155,7 +157,7 @@ pub(crate) struct Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (address=None, *, token=None, token_file=None, datacenter=None, request_timeout=None, default_session=None))]
+    #[pyo3(signature = (address=None, *, token=None, token_file=None, datacenter=None, request_timeout=None, default_session=None, **unknown))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -165,7 +167,20 @@ impl Client {
         datacenter: Option<String>,
         request_timeout: Option<f64>,
         default_session: Option<&Bound<'_, PyDict>>,
+        unknown: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Client> {
+        args::refuse_unknown(
+            "Client",
+            unknown,
+            &[
+                "address",
+                "token",
+                "token_file",
+                "datacenter",
+                "request_timeout",
+                "default_session",
+            ],
+        )?;
         let mut b = baton::ClientBuilder::from_env();
         if let Some(a) = address {
             if a.is_empty() {
@@ -214,7 +229,7 @@ impl Client {
     /// refused with `baton.InvalidArgumentError`), `lock_delay` to
     /// Consul's (15). `node_checks` (default Consul's `['serfHealth']`, `[]` for none) and
     /// `service_checks` bind it to health checks: it is invalidated when one turns critical.
-    #[pyo3(signature = (*, name=None, ttl=args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None))]
+    #[pyo3(signature = (*, name=None, ttl=args::DEFAULT_TTL, lock_delay=None, behavior="release", node=None, node_checks=None, service_checks=None, **unknown))]
     #[allow(clippy::too_many_arguments)]
     fn create_session(
         &self,
@@ -226,7 +241,9 @@ impl Client {
         node: Option<String>,
         node_checks: Option<Vec<String>>,
         service_checks: Option<Vec<String>>,
+        unknown: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Session> {
+        args::refuse_unknown("create_session", unknown, &args::SessionArgs::KEYS)?;
         let o = args::SessionArgs {
             in_dict: false,
             name,

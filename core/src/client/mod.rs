@@ -497,7 +497,7 @@ impl Client {
     pub fn status_leader(&self) -> Result<String> {
         let req = Request::new("GET", "/v1/status/leader");
         let resp = self.call(&req)?;
-        resp.json(&req.endpoint())
+        resp.json(&req)
     }
 
     /// Creates a managed session: renewed in the background at about TTL/3

@@ -34,8 +34,11 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     status: Option<u16>,
-    endpoint: Option<String>,
-    server_text: Option<String>,
+    // Boxed strings: the error stays small enough to return by value (clippy's
+    // `result_large_err` bound) with every field it names.
+    endpoint: Option<Box<str>>,
+    url: Option<Box<str>>,
+    server_text: Option<Box<str>>,
     txn_errors: Vec<TxnOpError>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     transient: bool,
@@ -54,6 +57,7 @@ impl Error {
             message: bounded(message.into(), MESSAGE_MAX),
             status: None,
             endpoint: None,
+            url: None,
             server_text: None,
             txn_errors: Vec::new(),
             source: None,
@@ -100,8 +104,18 @@ impl Error {
         self
     }
 
+    /// The same error naming the full URL its request went to (base, prefix and path, no
+    /// query): shown instead of the endpoint's bare path, so that a wrong address prefix
+    /// (`http://host:8500/v1`) is visible in the message. Kept if already set.
+    pub(crate) fn with_url(mut self, url: impl FnOnce() -> String) -> Error {
+        if self.url.is_none() && self.endpoint.is_some() {
+            self.url = Some(bounded(url(), MESSAGE_MAX).into());
+        }
+        self
+    }
+
     pub(crate) fn with_endpoint(mut self, endpoint: impl Into<String>) -> Error {
-        self.endpoint = Some(bounded(endpoint.into(), MESSAGE_MAX));
+        self.endpoint = Some(bounded(endpoint.into(), MESSAGE_MAX).into());
         self
     }
 
@@ -139,8 +153,9 @@ impl Error {
             kind,
             message: bounded(message, MESSAGE_MAX),
             status: Some(status),
-            endpoint: Some(endpoint),
-            server_text: Some(printable(raw, SERVER_TEXT_MAX)),
+            endpoint: Some(endpoint.into()),
+            url: None,
+            server_text: Some(printable(raw, SERVER_TEXT_MAX).into()),
             txn_errors: Vec::new(),
             source: None,
             transient,
@@ -177,7 +192,8 @@ impl Error {
                 MESSAGE_MAX,
             ),
             status: Some(409),
-            endpoint: Some(endpoint),
+            endpoint: Some(endpoint.into()),
+            url: None,
             server_text: None,
             txn_errors: errors,
             source: None,
@@ -232,6 +248,13 @@ impl Error {
         self.endpoint.as_deref()
     }
 
+    /// The full URL the failing request went to, without its query string, e.g.
+    /// `http://127.0.0.1:8500/consul/v1/session/create` (`None` for an error that
+    /// no request made).
+    pub fn url(&self) -> Option<&str> {
+        self.url.as_deref()
+    }
+
     /// Consul's own error text (the trimmed plain-text body), if any.
     ///
     /// It is in printable form: invalid UTF-8 replaced, control characters
@@ -280,9 +303,13 @@ const TXN_ERRORS_SHOWN: usize = 8;
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.endpoint {
-            Some(ep) => write!(f, "{ep}: {}", self.message),
-            None => f.write_str(&self.message),
+        match (&self.endpoint, &self.url) {
+            (Some(ep), Some(url)) => {
+                let method = ep.split_once(' ').map_or(&**ep, |(m, _)| m);
+                write!(f, "{method} {url}: {}", self.message)
+            }
+            (Some(ep), None) => write!(f, "{ep}: {}", self.message),
+            (None, _) => f.write_str(&self.message),
         }
     }
 }
@@ -294,6 +321,7 @@ impl fmt::Debug for Error {
             .field("message", &self.message)
             .field("status", &self.status)
             .field("endpoint", &self.endpoint)
+            .field("url", &self.url)
             .field("transient", &self.transient);
         if !self.txn_errors.is_empty() {
             // Shown like the message: escaped, bounded, the first few only.

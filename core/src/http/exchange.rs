@@ -352,6 +352,7 @@ fn finish(h: Head, body: Vec<u8>, used: usize, keep: bool) -> Framed {
             body,
             meta,
             bad_meta,
+            base: None,
         },
         used: h.body_at + used,
         keep_alive: keep && !h.close,

@@ -66,6 +66,9 @@ pub(crate) struct Response {
     pub(crate) meta: QueryMeta,
     /// What was wrong with a query-meta header, if anything (see [`parse_meta`]).
     pub(crate) bad_meta: Option<String>,
+    /// The base URL the request went to (scheme, host, port, prefix), set by the transport
+    /// when it concludes the request, for naming the full URL in an error about the answer.
+    pub(crate) base: Option<std::sync::Arc<str>>,
 }
 
 /// Reads the query-meta headers (names compared without regard to case).
@@ -112,8 +115,18 @@ pub(super) fn parse_meta<'h>(
 }
 
 impl Response {
-    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<T> {
-        decode_json(&self.body).map_err(|e| e.with_endpoint(endpoint.to_string()))
+    /// The answer decoded as JSON; an error names `req`'s endpoint and full URL.
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, req: &Request) -> Result<T> {
+        decode_json(&self.body).map_err(|e| self.located(req, e))
+    }
+
+    /// `e`, about this answer to `req`, naming the request's endpoint and full URL.
+    pub(crate) fn located(&self, req: &Request, e: Error) -> Error {
+        let e = e.with_endpoint(req.endpoint());
+        match &self.base {
+            Some(base) => e.with_url(|| format!("{base}{}", req.path)),
+            None => e,
+        }
     }
 }
 
@@ -170,7 +183,8 @@ pub(crate) fn check(req: &Request, resp: Response) -> Result<Response> {
     if (200..300).contains(&resp.status) {
         Ok(resp)
     } else {
-        Err(Error::from_status(req.endpoint(), resp.status, &resp.body))
+        let e = Error::from_status(req.endpoint(), resp.status, &resp.body);
+        Err(resp.located(req, e))
     }
 }
 

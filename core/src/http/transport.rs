@@ -22,7 +22,7 @@ pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
 
 /// The HTTP side of a client: base URL, credentials and agents.
 pub(crate) struct Transport {
-    base: String,
+    base: std::sync::Arc<str>,
     agent: Agent,
     agent_config: ureq::config::Config,
     resolver: Resolver,
@@ -148,7 +148,7 @@ impl Transport {
             ));
         }
         Ok(Transport {
-            base,
+            base: base.into(),
             agent: new_agent(agent_config.clone(), resolver.clone()),
             resolver,
             agent_config,
@@ -301,13 +301,23 @@ impl Transport {
         users: bool,
     ) -> Result<Response> {
         // A malformed index or contact header on an answer that carries query meta.
+        let full_url = || {
+            let path = endpoint.split_once(' ').map_or("", |(_, p)| p);
+            format!("{}{path}", self.base)
+        };
         let result = match result {
             Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
                 let msg = r.bad_meta.unwrap_or_default();
                 self.availability.saw(false);
-                return Err(Error::new(ErrorKind::BadResponse, msg).with_endpoint(endpoint));
+                return Err(Error::new(ErrorKind::BadResponse, msg)
+                    .with_endpoint(endpoint.clone())
+                    .with_url(full_url));
             }
-            other => other,
+            Ok(mut r) => {
+                r.base = Some(self.base.clone());
+                Ok(r)
+            }
+            Err(e) => Err(e.with_url(full_url)),
         };
         let timeout_is_users = users;
         // An answer of any status reached us; a transport error (refused, reset,
@@ -542,6 +552,7 @@ impl Transport {
             body,
             meta,
             bad_meta,
+            base: None,
         })
     }
 

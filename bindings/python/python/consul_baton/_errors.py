@@ -1,6 +1,8 @@
 """The exception hierarchy. Every baton exception derives from :class:`BatonError` and carries
 ``code`` (the same name the C API and the Node addon use, e.g. ``"BATON_TIMEOUT"``), ``status``
-(Consul's HTTP status, when there was one), ``server_text`` (Consul's own error text) and
+(Consul's HTTP status, when there was one), ``server_text`` (Consul's own error text),
+``endpoint`` (the failing request's method and API path, ``"PUT /v1/session/create"``), ``url``
+(the full URL it went to, address prefix included) and
 ``transient`` (True when Consul could not be reached or could not serve the request *now*: no
 raft leader, a refused or reset connection, a request timeout, 429/502/503/504 — worth trying
 again later; False for refusals such as 403, 400 or a conflict). Acquires, campaigns and
@@ -16,6 +18,8 @@ class BatonError(Exception):
     code: str = "BATON_ERROR"
     status: Optional[int] = None
     server_text: Optional[str] = None
+    endpoint: Optional[str] = None
+    url: Optional[str] = None
     transient: bool = False
 
 

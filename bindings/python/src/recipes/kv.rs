@@ -117,14 +117,16 @@ pub(crate) fn txn_op(i: usize, op: &Bound<'_, PyAny>) -> PyResult<baton::KvOp> {
 impl crate::Client {
     /// A lock on `key`; `value` (bytes, or str stored UTF-8 encoded) is written on acquire;
     /// `session` defaults to the client's.
-    #[pyo3(signature = (key, *, value=None, session=None))]
+    #[pyo3(signature = (key, *, value=None, session=None, **unknown))]
     fn lock(
         &self,
         py: Python<'_>,
         key: &str,
         value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
+        unknown: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Lock> {
+        crate::args::refuse_unknown("lock", unknown, &["value", "session"])?;
         let mut o = baton::LockOptions::new().value(opt_value("value", value)?);
         if let Some(s) = session {
             o = o.session(s.inner.clone());
@@ -136,7 +138,7 @@ impl crate::Client {
     }
 
     /// A semaphore with `limit` slots on `prefix`; `value` as for `lock`.
-    #[pyo3(signature = (prefix, limit, *, value=None, session=None))]
+    #[pyo3(signature = (prefix, limit, *, value=None, session=None, **unknown))]
     fn semaphore(
         &self,
         py: Python<'_>,
@@ -144,7 +146,9 @@ impl crate::Client {
         limit: i64,
         value: Option<&Bound<'_, PyAny>>,
         session: Option<PyRef<'_, Session>>,
+        unknown: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Semaphore> {
+        crate::args::refuse_unknown("semaphore", unknown, &["value", "session"])?;
         if limit <= 0 {
             return Err(PyValueError::new_err(format!(
                 "limit must be a positive integer, got {limit}"
@@ -165,14 +169,16 @@ impl crate::Client {
 
     /// An election on `key`; `flags` as Consul's guide writes the key (0) to
     /// campaign alongside such clients (default: Go's api.Lock flag).
-    #[pyo3(signature = (key, *, session=None, flags=None))]
+    #[pyo3(signature = (key, *, session=None, flags=None, **unknown))]
     fn election(
         &self,
         py: Python<'_>,
         key: &str,
         session: Option<PyRef<'_, Session>>,
         flags: Option<u64>,
+        unknown: Option<&Bound<'_, pyo3::types::PyDict>>,
     ) -> PyResult<Election> {
+        crate::args::refuse_unknown("election", unknown, &["session", "flags"])?;
         let mut o = baton::ElectionOptions::new();
         if let Some(s) = session {
             o = o.session(s.inner.clone());
