@@ -159,3 +159,57 @@ fn catalog_services_filter_on_a_node_meta_index_selector() {
         );
     }
 }
+
+/// TestAPI_ACLToken_ListFiltered (api/acl_test.go): three tokens with service identities
+/// s1, s2 and both; `GET /v1/acl/tokens?servicename=` (what `TokenListFiltered` sends for
+/// `ACLTokenFilterOptions.ServiceName`) lists the two naming each service, an empty JSON
+/// list for a service no token names, and two filters at once are refused with the state
+/// store's "can only filter by one of policy, role, serviceName, or methodName at a time".
+#[test]
+fn acl_token_list_filtered_by_service_name() {
+    let s = acl_server("1.15.10");
+    for (desc, services) in [
+        ("token1", vec!["s1"]),
+        ("token2", vec!["s2"]),
+        ("token3", vec!["s1", "s2"]),
+    ] {
+        let ids: Vec<Value> = services.iter().map(|n| json!({"ServiceName": n})).collect();
+        let body = json!({"Description": desc, "ServiceIdentities": ids});
+        let created = ok_json(as_root("PUT", "/v1/acl/token", Some(&body)).send(&s));
+        assert_ne!(created["AccessorID"], "", "{created}");
+        assert_ne!(created["SecretID"], "", "{created}");
+    }
+    for (service, want) in [
+        ("s1", vec!["token1", "token3"]),
+        ("s2", vec!["token2", "token3"]),
+        ("nothing", vec![]),
+    ] {
+        let r = as_root(
+            "GET",
+            &format!("/v1/acl/tokens?servicename={service}"),
+            None,
+        )
+        .send(&s);
+        assert_ne!(r.index(), 0, "{service}");
+        assert_eq!(r.header("X-Consul-KnownLeader"), Some("true"));
+        let list = ok_json(r);
+        // Go decodes `null` into a nil slice, which `require.Empty` accepts but the two
+        // listings' `require.Len` do not; Consul itself always answers a JSON array.
+        let list = list
+            .as_array()
+            .unwrap_or_else(|| panic!("{service}: {list}"));
+        let mut found: Vec<&str> = list
+            .iter()
+            .map(|t| t["Description"].as_str().unwrap())
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, want, "{service}");
+    }
+    let r = as_root("GET", "/v1/acl/tokens?servicename=s&authmethod=a", None).send(&s);
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(
+        r.text().contains("can only filter by one of"),
+        "{}",
+        r.text()
+    );
+}

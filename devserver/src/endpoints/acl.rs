@@ -266,6 +266,14 @@ fn list(ctx: &Ctx, t: Option<&str>, kind: Kind) -> Result<Reply, Reply> {
     let q = &ctx.query;
     let (policy, role, method) = (q.get("policy"), q.get("role"), q.get("authmethod"));
     let service = q.get("servicename");
+    // `ACLTokenList` in the state store takes one index at a time.
+    let filters = [policy, role, method, service];
+    if matches!(kind, Kind::Token) && filters.iter().filter(|f| !f.is_empty()).count() > 1 {
+        return Err(Reply::text(
+            500,
+            "can only filter by one of policy, role, serviceName, or methodName at a time",
+        ));
+    }
     let links = |o: &Map<String, Value>, field: &str, id: &str| {
         o.get(field)
             .and_then(Value::as_array)
