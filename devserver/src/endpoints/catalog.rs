@@ -211,7 +211,10 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         chk.service_id = decode::string(c, "ServiceID");
         chk.check_type = decode::string(c, "Type");
         if let Some(d) = decode::sub(c, "Definition") {
-            chk.definition = decode::camel(&Value::Object(d.clone()));
+            chk.definition = stored_definition(&decode::camel(&Value::Object(d.clone())));
+        }
+        if chk.check_type.is_empty() {
+            chk.check_type = type_of_definition(&chk.definition).into();
         }
         checks.push(chk);
     }
@@ -243,6 +246,63 @@ fn register(ctx: &Ctx, body: &[u8]) -> Result<Reply, Reply> {
         })
         .map_err(|e| Reply::text(500, e))?;
     Ok(Reply::json(200, &json!(true), ctx.pretty()))
+}
+
+/// A registered check's `Definition` as `structs.HealthCheckDefinition` stores and encodes it:
+/// every field `omitempty` (the api package sends them all, empty), durations (nanoseconds
+/// or strings) rendered as Go's `time.Duration` strings, as its `MarshalJSON` does.
+fn stored_definition(d: &Value) -> Value {
+    let Some(obj) = d.as_object() else {
+        return d.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in obj {
+        let empty = match v {
+            Value::Null => true,
+            Value::Bool(b) => !b,
+            Value::String(s) => s.is_empty(),
+            Value::Number(n) => n.as_f64() == Some(0.0),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+        };
+        if empty {
+            continue;
+        }
+        let is_duration = matches!(
+            k.as_str(),
+            "Interval" | "Timeout" | "DeregisterCriticalServiceAfter"
+        );
+        let ns = match v {
+            Value::String(s) => crate::godur::parse_go_duration(s).ok(),
+            _ => v.as_i64(),
+        };
+        let v = match ns {
+            Some(ns) if is_duration => Value::String(crate::godur::format_go_duration(ns)),
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    Value::Object(out)
+}
+
+/// The `Type` of a check registered without one, from the probe its definition names (the api
+/// package's `TestAPI_ClientTxn` reads `tcp` back for a TCP definition).
+fn type_of_definition(d: &Value) -> &'static str {
+    let set = |k: &str| {
+        d.get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    [
+        ("HTTP", "http"),
+        ("TCP", "tcp"),
+        ("UDP", "udp"),
+        ("GRPC", "grpc"),
+        ("H2PING", "h2ping"),
+    ]
+    .into_iter()
+    .find(|(k, _)| set(k))
+    .map_or("", |(_, t)| t)
 }
 
 /// `PUT /v1/catalog/deregister`: `{"Node"}` removes the node (its services, checks and

@@ -143,7 +143,7 @@ impl CatalogOp {
         let stale = |what: &str| format!("failed to {what} node {q}, index is stale");
         match self.verb.as_str() {
             "get" => current
-                .map(|n| vec![json!({"Node": catalog_json::node(&n, dc)})])
+                .map(|n| vec![json!({"Node": node_json(&n, dc)})])
                 .ok_or(format!("node {q} doesn't exist")),
             "set" | "cas" => {
                 if self.verb == "cas" {
@@ -162,7 +162,7 @@ impl CatalogOp {
                     .node(&name)
                     .cloned()
                     .ok_or(format!("node {q} doesn't exist"))?;
-                Ok(vec![json!({"Node": catalog_json::node(&n, dc)})])
+                Ok(vec![json!({"Node": node_json(&n, dc)})])
             }
             "delete" => {
                 st.delete_node_at(idx, &self.node);
@@ -276,6 +276,19 @@ impl CatalogOp {
             other => Err(format!("unknown Check verb {}", go_quote(other))),
         }
     }
+}
+
+/// A txn result's node: `structs.Node` as the FSM returns it, where a node registered without
+/// tagged addresses or meta has nil maps (`null`; the api package's `TestAPI_ClientTxn`
+/// compares them to nil).
+fn node_json(n: &Node, dc: &str) -> Value {
+    let mut v = catalog_json::node(n, dc);
+    for field in ["TaggedAddresses", "Meta"] {
+        if v[field].as_object().is_some_and(Map::is_empty) {
+            v[field] = Value::Null;
+        }
+    }
+    v
 }
 
 /// A txn result's service: `structs.NodeService` as the FSM returns it, with its (empty)
