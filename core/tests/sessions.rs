@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use baton::{ErrorKind, LostReason, SessionEvent, SessionOptions, SessionState};
-use common::Fixture;
+use common::{unique, Fixture};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 /// Generous bound for "eventually" waits; a failure, not a speed assertion.
@@ -290,7 +290,10 @@ fn node_failure_is_signalled_as_invalidation() {
 fn a_zero_ttl_is_refused_and_no_ttl_is_explicit() {
     let f = Fixture::start();
     let c = f.client();
-    let zero = SessionOptions::new().ttl(Duration::ZERO);
+    // A name of this test's own: the server may be shared with tests running in
+    // parallel, so "nothing was created" counts only sessions with this name.
+    let name = unique("zero-ttl");
+    let zero = SessionOptions::new().name(name.clone()).ttl(Duration::ZERO);
     let e = c.create_session(&zero).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.to_string().contains("TTL must be positive"), "{e}");
@@ -298,11 +301,19 @@ fn a_zero_ttl_is_refused_and_no_ttl_is_explicit() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let e = f
         .builder()
-        .default_session(SessionOptions::default_for_client().ttl(Duration::ZERO))
+        .default_session(
+            SessionOptions::default_for_client()
+                .name(name.clone())
+                .ttl(Duration::ZERO),
+        )
         .build()
         .expect_err("a zero default-session TTL is refused when the client is built");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(f.session_names().is_empty(), "nothing was created");
+    assert_eq!(
+        f.sessions_named(&name),
+        Vec::<String>::new(),
+        "nothing was created"
+    );
     let none = c
         .create_session(&SessionOptions::default_for_client().without_ttl())
         .unwrap();

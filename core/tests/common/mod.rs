@@ -10,7 +10,9 @@ use baton_devserver::{Config, ConsulVersion, DevServer, FaultProxy};
 /// The smallest session TTL the dev server accepts in these tests.
 pub const TTL_MIN: Duration = Duration::from_millis(500);
 
-/// The version `BATON_TEST_CONSUL_VERSION` names (`current` or unset: none).
+/// The version `BATON_TEST_CONSUL_VERSION` names (`current` or unset: none): what a dev
+/// server the suite starts emulates. Never a statement about the server under test (a
+/// real Consul in `BATON_TEST_CONSUL` is whatever it is): ask [`Fixture::consul_version`].
 pub fn test_consul_version() -> Option<ConsulVersion> {
     let v = std::env::var("BATON_TEST_CONSUL_VERSION").ok()?;
     if v.is_empty() || v == "current" {
@@ -33,8 +35,8 @@ pub fn test_consul_version() -> Option<ConsulVersion> {
 pub struct Fixture {
     pub dev: Option<DevServer>,
     pub addr: String,
-    /// The Consul version the dev server emulates (unset against real Consul).
-    emulated: Option<ConsulVersion>,
+    /// The version the server reported in `/v1/agent/self`, asked once.
+    version: std::sync::OnceLock<Option<ConsulVersion>>,
     /// Why sessions may remain at the end (`None`: none may).
     sessions_may_remain: std::cell::Cell<Option<&'static str>>,
 }
@@ -87,7 +89,7 @@ impl Fixture {
                 return Fixture {
                     dev: None,
                     addr,
-                    emulated: None,
+                    version: Default::default(),
                     sessions_may_remain: Default::default(),
                 };
             }
@@ -101,13 +103,12 @@ impl Fixture {
                 config.consul_version = v;
             }
         }
-        let emulated = Some(config.consul_version);
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
         Fixture {
             dev: Some(dev),
             addr,
-            emulated,
+            version: Default::default(),
             sessions_may_remain: Default::default(),
         }
     }
@@ -119,30 +120,51 @@ impl Fixture {
     }
 
     /// `ID (Name)` of every session the server holds (`GET /v1/session/list`).
+    ///
+    /// Against a server that tests running in parallel share, this lists theirs too: a
+    /// test counts only its own sessions ([`Fixture::sessions_among`],
+    /// [`Fixture::sessions_named`]).
     pub fn session_names(&self) -> Vec<String> {
         self.session_list(0).0
+    }
+
+    /// Those of `ids` the server still holds.
+    pub fn sessions_among<S: AsRef<str>>(&self, ids: &[S]) -> Vec<String> {
+        self.sessions()
+            .into_iter()
+            .filter(|(id, _)| ids.iter().any(|i| i.as_ref() == id))
+            .map(|(id, name)| format!("{id} ({name})"))
+            .collect()
+    }
+
+    /// The IDs of the sessions named `name` (give a test's sessions a [`unique`] name).
+    pub fn sessions_named(&self, name: &str) -> Vec<String> {
+        self.sessions()
+            .into_iter()
+            .filter(|(_, n)| n == name)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// `(ID, Name)` of every session the server holds.
+    fn sessions(&self) -> Vec<(String, String)> {
+        self.session_list_json(0)
+            .0
+            .iter()
+            .map(|s| {
+                (
+                    s["ID"].as_str().unwrap_or("?").to_string(),
+                    s["Name"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
     }
 
     /// The session list (`ID (Name)` each) and its index; with `index` > 0, a
     /// blocking query that waits up to a second for a change past it.
     fn session_list(&self, index: u64) -> (Vec<String>, u64) {
-        let url = format!("{}/v1/session/list?index={index}&wait=1s", self.url());
-        let mut req = ureq::get(&url);
-        if let Ok(t) = std::env::var("CONSUL_HTTP_TOKEN") {
-            req = req.header("X-Consul-Token", &t);
-        }
-        let mut resp = req.call().expect("session list");
-        let next = resp
-            .headers()
-            .get("X-Consul-Index")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let body = resp.body_mut().read_to_string().expect("session list body");
-        let v: serde_json::Value = serde_json::from_str(&body).expect("session list is JSON");
-        let names = v
-            .as_array()
-            .expect("session list is an array")
+        let (list, next) = self.session_list_json(index);
+        let names = list
             .iter()
             .map(|s| {
                 format!(
@@ -153,6 +175,26 @@ impl Fixture {
             })
             .collect();
         (names, next)
+    }
+
+    /// The session list as JSON and its index (see [`Fixture::session_list`]).
+    fn session_list_json(&self, index: u64) -> (Vec<serde_json::Value>, u64) {
+        let url = format!("{}/v1/session/list?index={index}&wait=1s", self.url());
+        let mut req = http_agent().get(&url);
+        if let Ok(t) = std::env::var("CONSUL_HTTP_TOKEN") {
+            req = req.header("X-Consul-Token", &t);
+        }
+        let mut resp = req.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let next = resp
+            .headers()
+            .get("X-Consul-Index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let body = resp.body_mut().read_to_string().expect("session list body");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("session list is JSON");
+        let list = v.as_array().expect("session list is an array").clone();
+        (list, next)
     }
 
     /// The dev server's controls, or `None` (with a message) against real Consul.
@@ -173,15 +215,26 @@ impl Fixture {
         }
     }
 
-    /// The server's Consul version: the one the dev server emulates, or what a real
-    /// Consul reports in `/v1/agent/self` (`None` if it will not say, e.g. a token
-    /// without `agent:read`).
+    /// The server's Consul version as it reports it in `/v1/agent/self` (a dev server
+    /// reports the version it emulates), asked once per fixture; `None` if it will not say
+    /// (e.g. a token without `agent:read`) or cannot be asked.
     pub fn consul_version(&self) -> Option<ConsulVersion> {
-        if self.emulated.is_some() {
-            return self.emulated;
-        }
+        *self.version.get_or_init(|| {
+            let v = self.agent_self_version();
+            if v.is_none() {
+                eprintln!(
+                    "the server at {} did not say its Consul version",
+                    self.url()
+                );
+            }
+            v
+        })
+    }
+
+    /// `Config.Version` of `/v1/agent/self`, its release part.
+    fn agent_self_version(&self) -> Option<ConsulVersion> {
         let url = format!("{}/v1/agent/self", self.url());
-        let mut req = ureq::get(&url);
+        let mut req = http_agent().get(&url);
         if let Ok(t) = std::env::var("CONSUL_HTTP_TOKEN") {
             req = req.header("X-Consul-Token", &t);
         }
@@ -221,6 +274,18 @@ impl Fixture {
     pub fn client(&self) -> Client {
         self.builder().build().expect("client builds")
     }
+}
+
+/// The HTTP agent of the fixture's own requests: every one bounded by a timeout (a
+/// blocking session-list query waits 1 s at the server).
+fn http_agent() -> &'static ureq::Agent {
+    static AGENT: std::sync::OnceLock<ureq::Agent> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into()
+    })
 }
 
 /// A unique key prefix per test.
