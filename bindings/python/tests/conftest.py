@@ -40,8 +40,9 @@ def _pretty() -> bool:
 
 
 def _consul_version() -> list:
-    """BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server emulates that Consul version's
-    client-visible differences (`baton-devserver --consul-version`)."""
+    """BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server these tests start emulates that
+    Consul version's client-visible differences (`baton-devserver --consul-version`). It says
+    nothing of the server under test: a test asks the server (`consul_version`)."""
     v = os.environ.get("BATON_TEST_CONSUL_VERSION", "")
     return ["--consul-version", v] if v and v != "current" else []
 
@@ -142,6 +143,62 @@ def pytest_runtest_makereport(item, call):
         item._baton_call_failed = outcome.get_result().failed
 
 
+def _base_url(devserver: str) -> str:
+    """The base URL of the test server: BATON_TEST_CONSUL with its scheme, or our dev server."""
+    base = os.environ.get("BATON_TEST_CONSUL", "").rstrip("/") if _real_consul() else ""
+    if not base:
+        return f"http://{devserver}"
+    return base if "://" in base else "http://" + base
+
+
+def _get(devserver: str, path: str):
+    """GET `path` of the test server, parsed; with `CONSUL_HTTP_TOKEN` and `CONSUL_CACERT` as
+    the clients use them. Returns (the JSON, the response headers)."""
+    base = _base_url(devserver)
+    req = urllib.request.Request(base + path)
+    token = os.environ.get("CONSUL_HTTP_TOKEN")
+    if token:
+        req.add_header("X-Consul-Token", token)
+    context = None
+    if base.startswith("https://"):
+        context = ssl.create_default_context(cafile=os.environ.get("CONSUL_CACERT") or None)
+    with urllib.request.urlopen(req, timeout=10, context=context) as r:
+        return json.load(r), r.headers
+
+
+def server_version(devserver: str):
+    """The Consul version the test server reports in `/v1/agent/self` (`Config.Version`, its
+    release part) as a tuple, e.g. (1, 0, 8); a dev server reports the version it emulates.
+    None when the server will not say (e.g. a token without `agent:read`)."""
+    try:
+        agent, _ = _get(devserver, "/v1/agent/self")
+        text = agent["Config"]["Version"]
+        # "1.17.0+ent", "1.9.0-dev": the release part.
+        return tuple(int(x) for x in re.split(r"[+-]", text)[0].split("."))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def consul_version(devserver):
+    """The test server's Consul version as it reports it (see `server_version`), asked once."""
+    return server_version(devserver)
+
+
+@pytest.fixture(scope="session")
+def consul_before(consul_version):
+    """`consul_before("1.6.2")`: whether the test server is a Consul older than that (False
+    when it will not say its version). Version decisions come from the server, never from
+    BATON_TEST_CONSUL_VERSION, which only chooses what a dev server these tests start emulates."""
+
+    def before(version: str) -> bool:
+        return consul_version is not None and consul_version < tuple(
+            int(x) for x in version.split(".")
+        )
+
+    return before
+
+
 def server_sessions(devserver: str, index: int = 0) -> list:
     """`/v1/session/list` of the test server, parsed. Against BATON_TEST_CONSUL, with its scheme,
     `CONSUL_HTTP_TOKEN` and `CONSUL_CACERT` as the clients use them. With `index` > 0, a
@@ -151,21 +208,9 @@ def server_sessions(devserver: str, index: int = 0) -> list:
 
 def _session_list(devserver: str, index: int) -> tuple:
     """(the session list, its X-Consul-Index)."""
-    base = os.environ.get("BATON_TEST_CONSUL", "").rstrip("/") if _real_consul() else ""
-    if not base:
-        base = f"http://{devserver}"
-    elif "://" not in base:
-        base = "http://" + base
     query = f"?index={index}&wait=1s" if index > 0 else ""
-    req = urllib.request.Request(base + "/v1/session/list" + query)
-    token = os.environ.get("CONSUL_HTTP_TOKEN")
-    if token:
-        req.add_header("X-Consul-Token", token)
-    context = None
-    if base.startswith("https://"):
-        context = ssl.create_default_context(cafile=os.environ.get("CONSUL_CACERT") or None)
-    with urllib.request.urlopen(req, timeout=10, context=context) as r:
-        return json.load(r), int(r.headers.get("X-Consul-Index") or 0)
+    sessions, headers = _get(devserver, "/v1/session/list" + query)
+    return sessions, int(headers.get("X-Consul-Index") or 0)
 
 
 def sessions_left(devserver: str, before: set) -> list:
