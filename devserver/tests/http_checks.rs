@@ -26,7 +26,8 @@ struct Seen {
 }
 
 /// A tiny HTTP service: answers every request with `status` (and body `hello`) until told
-/// otherwise; `status` 0 closes each connection without answering. Stopped and joined on drop.
+/// otherwise; `status` 0 closes each connection without answering. `GET /moved` is a
+/// redirect to `/health`. Stopped and joined on drop.
 struct Service {
     addr: SocketAddr,
     status: Arc<AtomicU16>,
@@ -75,9 +76,14 @@ impl Service {
                                     break (head, raw[end + 4..end + 4 + len].to_vec());
                                 }
                             };
+                            let moved = head.starts_with("GET /moved ");
                             sn.lock().unwrap().push(Seen { head, body });
                             let code = st.load(Ordering::SeqCst);
-                            if code != 0 {
+                            if moved {
+                                let _ = c.write_all(
+                                    b"HTTP/1.1 301 Moved Permanently\r\nLocation: /health\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                                );
+                            } else if code != 0 {
                                 let answer = format!(
                                     "HTTP/1.1 {code} Whatever\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
                                 );
@@ -346,4 +352,37 @@ fn a_deregistered_check_is_no_longer_probed_and_a_restart_forgets_them_all() {
         thread::sleep(Duration::from_millis(50)); // observing that nothing happens
     }
     assert!(agent_check(&s, "again").is_none());
+}
+
+#[test]
+fn http_check_follows_redirects_unless_disable_redirects() {
+    let s = start();
+    let svc = Service::start(200);
+    let moved = format!("http://{}/moved", svc.addr);
+    put_json(
+        &s,
+        "/v1/agent/check/register",
+        &json!({"Name": "follows", "HTTP": moved, "Interval": "1s"}),
+    )
+    .assert(200, "");
+    put_json(
+        &s,
+        "/v1/agent/check/register",
+        &json!({"Name": "stays", "HTTP": moved, "Interval": "1s", "DisableRedirects": true}),
+    )
+    .assert(200, "");
+    // Go's client follows the 301: the output names the check's URL and the final answer.
+    let c = check_reaches(&s, "follows", "passing");
+    assert_eq!(
+        c["Output"],
+        format!("HTTP GET {moved}: 200 Whatever Output: hello")
+    );
+    let c = eventually("the non-following check probed", || {
+        agent_check(&s, "stays").filter(|c| c["Output"] != "")
+    });
+    assert_eq!(c["Status"], "critical");
+    assert_eq!(
+        c["Output"],
+        format!("HTTP GET {moved}: 301 Moved Permanently Output: ")
+    );
 }

@@ -224,7 +224,8 @@ pub(crate) async fn service(ctx: &Ctx, id: &str) -> Result<Reply, Reply> {
 }
 
 /// What the check runner probes for an HTTP or TCP check (`None` for other kinds): the
-/// target with `Method`, `Header` (`{"Name": ["value", ...]}`), `Body` and `TLSSkipVerify`,
+/// target with `Method`, `Header` (`{"Name": ["value", ...]}`), `Body`, `TLSSkipVerify` and
+/// `DisableRedirects`,
 /// every `interval` ns, each probe bounded by `timeout` ns (0: Consul's 10 s).
 pub(crate) fn check_probe(
     obj: &Map<String, Value>,
@@ -257,6 +258,7 @@ pub(crate) fn check_probe(
                 headers,
                 body: decode::string(obj, "Body"),
                 tls_skip_verify: decode::boolean(obj, "TLSSkipVerify"),
+                disable_redirects: decode::boolean(obj, "DisableRedirects"),
             }
         }
         "tcp" => Target::Tcp(decode::string(obj, "TCP")),

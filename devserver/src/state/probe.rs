@@ -33,14 +33,16 @@ const READ_MAX: usize = 64 * 1024;
 /// What to probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
-    /// `HTTP`: a URL, with the check's `Method` (default GET), `Header`, `Body` and
-    /// `TLSSkipVerify`.
+    /// `HTTP`: a URL, with the check's `Method` (default GET), `Header`, `Body`,
+    /// `TLSSkipVerify` and `DisableRedirects`.
     Http {
         url: String,
         method: String,
         headers: Vec<(String, String)>,
         body: String,
         tls_skip_verify: bool,
+        /// `DisableRedirects`: a 3xx answer is the result (else up to 10 are followed).
+        disable_redirects: bool,
     },
     /// `TCP`: `host:port`.
     Tcp(String),
@@ -108,61 +110,96 @@ impl Probe {
             headers,
             body,
             tls_skip_verify,
+            disable_redirects,
         } = &self.target
         else {
             unreachable!("http() on a TCP probe");
         };
         let fail = |e: String| (CheckStatus::Critical, format!("{method} {url:?}: {e}"));
-        let parsed = match Url::parse(url) {
-            Ok(u) => u,
-            Err(e) => return fail(e),
-        };
-        let request = request_bytes(method, &parsed, headers, body);
-        let tcp = match TcpStream::connect((parsed.host.as_str(), parsed.port)).await {
-            Ok(s) => s,
-            Err(e) => return fail(format!("dial tcp {}:{}: {e}", parsed.host, parsed.port)),
-        };
-        let answer = if parsed.https {
-            let config = match tls_client_config(*tls_skip_verify, ca_file) {
-                Ok(c) => c,
+        let (mut at, mut how, mut payload) = (url.clone(), method.clone(), body.clone());
+        let mut redirects = 0;
+        let answer = loop {
+            let a = match fetch(&at, &how, headers, &payload, *tls_skip_verify, ca_file).await {
+                Ok(a) => a,
                 Err(e) => return fail(e),
             };
-            let name =
-                match tokio_rustls::rustls::pki_types::ServerName::try_from(parsed.host.clone()) {
-                    Ok(n) => n,
-                    Err(e) => return fail(format!("bad TLS server name {:?}: {e}", parsed.host)),
-                };
-            match tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await
-            {
-                Ok(tls) => exchange(tls, &request).await,
-                Err(e) => return fail(format!("tls: {e}")),
+            // Go's http.Client follows up to 10 redirects (Consul's DisableRedirects stops it).
+            let next = match (&a.location, a.code, *disable_redirects) {
+                (Some(loc), 301 | 302 | 303 | 307 | 308, false) => Url::parse(&at)
+                    .map(|u| u.resolve(loc))
+                    .map_err(|e| format!("bad redirect from {at:?}: {e}")),
+                _ => break a,
+            };
+            let next = match next {
+                Ok(n) => n,
+                Err(e) => return fail(e),
+            };
+            redirects += 1;
+            if redirects > MAX_REDIRECTS {
+                return fail(format!("stopped after {MAX_REDIRECTS} redirects"));
             }
-        } else {
-            exchange(tcp, &request).await
+            if matches!(a.code, 301..=303) && how != "HEAD" {
+                how = "GET".into();
+                payload.clear();
+            }
+            at = next;
         };
-        let raw = match answer {
-            Ok(r) => r,
-            Err(e) => return fail(e.to_string()),
-        };
-        let (code, status_text, body) = match parse_response(&raw) {
-            Ok(r) => r,
-            Err(e) => return fail(e),
-        };
-        let mut out = body;
+        let mut out = answer.body;
         out.truncate(OUTPUT_MAX);
         let output = format!(
-            "HTTP {method} {url}: {code} {status_text} Output: {}",
+            "HTTP {method} {url}: {} {} Output: {}",
+            answer.code,
+            answer.reason,
             String::from_utf8_lossy(&out)
         );
-        let status = match code {
+        let status = match answer.code {
             200..=299 => CheckStatus::Passing,
             429 => CheckStatus::Warning,
             _ => CheckStatus::Critical,
         };
         (status, output)
     }
+}
+
+/// How many redirects an HTTP check follows (Go's `http.Client` default).
+const MAX_REDIRECTS: usize = 10;
+
+/// One HTTP answer.
+struct Answer {
+    code: u16,
+    reason: String,
+    /// `Location`, when the answer has one.
+    location: Option<String>,
+    body: Vec<u8>,
+}
+
+/// One request on a connection of its own (TLS for `https://`).
+async fn fetch(
+    url: &str,
+    method: &str,
+    headers: &[(String, String)],
+    body: &str,
+    tls_skip_verify: bool,
+    ca_file: Option<&std::path::Path>,
+) -> Result<Answer, String> {
+    let parsed = Url::parse(url)?;
+    let request = request_bytes(method, &parsed, headers, body);
+    let tcp = TcpStream::connect((parsed.host.as_str(), parsed.port))
+        .await
+        .map_err(|e| format!("dial tcp {}:{}: {e}", parsed.host, parsed.port))?;
+    let raw = if parsed.https {
+        let config = tls_client_config(tls_skip_verify, ca_file)?;
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(parsed.host.clone())
+            .map_err(|e| format!("bad TLS server name {:?}: {e}", parsed.host))?;
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("tls: {e}"))?;
+        exchange(tls, &request).await
+    } else {
+        exchange(tcp, &request).await
+    };
+    parse_response(&raw.map_err(|e| e.to_string())?)
 }
 
 /// The parts of an `http://` or `https://` URL a probe needs.
@@ -218,6 +255,26 @@ impl Url {
             target: target.split('#').next().unwrap_or("/").to_string(),
             authority: authority.to_string(),
         })
+    }
+}
+
+impl Url {
+    /// Where a `Location` from this URL points: absolute, or a path on the same server
+    /// (relative ones against this URL's directory).
+    fn resolve(&self, location: &str) -> String {
+        if location.starts_with("http://") || location.starts_with("https://") {
+            return location.to_string();
+        }
+        let scheme = if self.https { "https" } else { "http" };
+        if let Some(rest) = location.strip_prefix("//") {
+            return format!("{scheme}://{rest}");
+        }
+        if location.starts_with('/') {
+            return format!("{scheme}://{}{location}", self.authority);
+        }
+        let path = self.target.split('?').next().unwrap_or("/");
+        let dir = &path[..=path.rfind('/').unwrap_or(0)];
+        format!("{scheme}://{}{dir}{location}", self.authority)
     }
 }
 
@@ -292,8 +349,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// The status code, its reason phrase and the body (de-chunked) of an HTTP/1.x answer.
-fn parse_response(raw: &[u8]) -> Result<(u16, String, Vec<u8>), String> {
+/// The status code, its reason phrase, `Location` and the body (de-chunked) of an HTTP/1.x
+/// answer.
+fn parse_response(raw: &[u8]) -> Result<Answer, String> {
     if raw.is_empty() {
         return Err("EOF (the server closed the connection without answering)".into());
     }
@@ -311,19 +369,27 @@ fn parse_response(raw: &[u8]) -> Result<(u16, String, Vec<u8>), String> {
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| format!("malformed HTTP status code in {status_line:?}"))?;
     let reason = parts.next().unwrap_or("").to_string();
-    let chunked = lines.any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("transfer-encoding")
-                && v.to_ascii_lowercase().contains("chunked")
-        })
-    });
+    let (mut chunked, mut location) = (false, None);
+    for (k, v) in lines.filter_map(|l| l.split_once(':')) {
+        let (k, v) = (k.trim(), v.trim());
+        if k.eq_ignore_ascii_case("transfer-encoding") {
+            chunked |= v.to_ascii_lowercase().contains("chunked");
+        } else if k.eq_ignore_ascii_case("location") {
+            location = Some(v.to_string());
+        }
+    }
     let body = &raw[end + 4..];
     let body = if chunked {
         dechunk(body)
     } else {
         body.to_vec()
     };
-    Ok((code, reason, body))
+    Ok(Answer {
+        code,
+        reason,
+        location,
+        body,
+    })
 }
 
 /// The data of a chunked body (as much of it as arrived).
@@ -452,15 +518,24 @@ mod tests {
         let u = Url::parse("http://example.com?q").unwrap();
         assert_eq!((u.port, u.target.as_str()), (80, "/?q"));
         assert!(Url::parse("ftp://x/").is_err());
+        let u = Url::parse("http://h:1/a/b?q").unwrap();
+        assert_eq!(u.resolve("/ui/"), "http://h:1/ui/");
+        assert_eq!(u.resolve("c"), "http://h:1/a/c");
+        assert_eq!(u.resolve("https://o/x"), "https://o/x");
     }
 
     #[test]
     fn answers_parse_with_length_or_chunks() {
-        let (c, r, b) = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").unwrap();
-        assert_eq!((c, r.as_str(), b.as_slice()), (200, "OK", &b"ok"[..]));
+        let a = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").unwrap();
+        assert_eq!(
+            (a.code, a.reason.as_str(), a.body.as_slice()),
+            (200, "OK", &b"ok"[..])
+        );
         let raw = b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        let (c, _, b) = parse_response(raw).unwrap();
-        assert_eq!((c, b.as_slice()), (503, &b"abcde"[..]));
+        let a = parse_response(raw).unwrap();
+        assert_eq!((a.code, a.body.as_slice()), (503, &b"abcde"[..]));
+        let a = parse_response(b"HTTP/1.1 301 Moved\r\nlocation: /ui/\r\n\r\n").unwrap();
+        assert_eq!(a.location.as_deref(), Some("/ui/"));
         assert!(parse_response(b"").is_err());
         assert!(complete(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
         assert!(!complete(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok"));
