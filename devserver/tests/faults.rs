@@ -130,12 +130,21 @@ fn restart_keeps_indexes_increasing_for_fencing_tokens() {
     let sid = session_create(&s, &json!({}));
     acquire(&s, "lock", &sid, b"v").assert(200, "true");
     let before = modify_index(&s, "lock");
-    let status_before = get(&s, "/_devserver/status").json()["index"].as_u64().unwrap();
+    let status_before = get(&s, "/_devserver/status").json()["index"]
+        .as_u64()
+        .unwrap();
     assert_eq!(put(&s, "/_devserver/restart", b"").status, 200);
-    let status_after = get(&s, "/_devserver/status").json()["index"].as_u64().unwrap();
+    let status_after = get(&s, "/_devserver/status").json()["index"]
+        .as_u64()
+        .unwrap();
     assert!(
         status_after >= status_before,
         "status index {status_after} after the restart, {status_before} before"
+    );
+    // The status names the serving process (here, the test's own).
+    assert_eq!(
+        get(&s, "/_devserver/status").json()["pid"],
+        json!(std::process::id())
     );
     let sid = session_create(&s, &json!({}));
     acquire(&s, "lock", &sid, b"v").assert(200, "true");
