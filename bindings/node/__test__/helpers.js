@@ -14,8 +14,9 @@ const realConsul = Boolean(process.env.BATON_TEST_CONSUL)
 // BATON_TEST_DEVSERVER_PRETTY (set, not empty, not "0"): the dev server pretty-prints every JSON
 // answer as `consul agent -dev` does (indented, ending with a newline), like a real -dev agent.
 const pretty = !['', '0'].includes(process.env.BATON_TEST_DEVSERVER_PRETTY ?? '')
-// BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server emulates that Consul version's
-// client-visible differences (baton-devserver --consul-version).
+// BATON_TEST_CONSUL_VERSION (e.g. 1.0.8): the dev server these tests start emulates that Consul
+// version's client-visible differences (baton-devserver --consul-version). It says nothing of the
+// server under test: a test asks the server (consulBefore).
 const consulVersion = ['', 'current'].includes(process.env.BATON_TEST_CONSUL_VERSION ?? '')
   ? []
   : ['--consul-version', process.env.BATON_TEST_CONSUL_VERSION]
@@ -147,27 +148,37 @@ function versionBefore(a, b) {
   return false
 }
 
-/**
- * Whether the emulated Consul (BATON_TEST_CONSUL_VERSION) is older than `version` ('1.6.2').
- * False for the current version and against a real Consul, whose version the tests do not know
- * (consulBefore asks it).
- */
-function emulatedBefore(version) {
-  const v = process.env.BATON_TEST_CONSUL_VERSION ?? ''
-  if (realConsul || v === '' || v === 'current') return false
-  return versionBefore(v, version)
-}
+/** The Config.Version each server reported in /v1/agent/self, by address (asked once). */
+const reportedVersions = new Map()
 
 /**
- * Whether the Consul at `addr` is older than `version`: emulatedBefore for the tests' own dev
- * server, and for BATON_TEST_CONSUL the version the agent reports (GET /v1/agent/self).
+ * Whether the Consul at `addr` is older than `version` ('1.6.2'), as the server itself says in
+ * GET /v1/agent/self (a dev server reports the version it emulates), for our dev server and for
+ * BATON_TEST_CONSUL alike; never from BATON_TEST_CONSUL_VERSION. Asked once per server.
  */
 async function consulBefore(addr, version) {
-  if (!realConsul) return emulatedBefore(version)
-  const r = await request(addr, 'GET', '/v1/agent/self')
-  assert.equal(r.status, 200, `cannot read the Consul version from /v1/agent/self: ${r.body}`)
-  const reported = parseJson(r.body).Config?.Version
-  assert.match(String(reported), /^v?\d+\.\d+/, `unexpected Config.Version ${reported}`)
+  if (!reportedVersions.has(addr)) {
+    reportedVersions.set(
+      addr,
+      (async () => {
+        const r = await request(addr, 'GET', '/v1/agent/self', undefined, {
+          timeoutMs: 10000,
+          token: realConsul ? process.env.CONSUL_HTTP_TOKEN || undefined : undefined,
+        })
+        assert.equal(r.status, 200, `cannot read the Consul version from /v1/agent/self: ${r.body}`)
+        const reported = parseJson(r.body).Config?.Version
+        assert.match(String(reported), /^v?\d+\.\d+/, `unexpected Config.Version ${reported}`)
+        return String(reported)
+      })(),
+    )
+  }
+  let reported
+  try {
+    reported = await reportedVersions.get(addr)
+  } catch (e) {
+    reportedVersions.delete(addr)
+    throw e
+  }
   return versionBefore(reported, version)
 }
 
@@ -368,7 +379,6 @@ module.exports = {
   closedPort,
   waitFor,
   consulBefore,
-  emulatedBefore,
   listSessions,
   startServer,
   useServer,
