@@ -137,7 +137,9 @@ def start_devserver(
     ``stderr`` (default: discarded).
 
     The server ends with this process, however it ends (``kill -9`` included): its stdin is a
-    pipe this process holds open, and it shuts down when that pipe closes."""
+    pipe this process holds open, and it shuts down when that pipe closes. The pipe belongs to
+    the returned handle, so keep the handle for as long as the server is needed: once it is
+    garbage-collected, the pipe closes and the server stops."""
     # stdin is a pipe this process keeps the write end of, and --exit-on-stdin-eof stops the
     # server when it closes: the kernel closes it when this process dies, however it dies
     # (SIGKILL of a test runner, a CI timeout), so no server outlives its starter.
