@@ -39,7 +39,12 @@ fn catalog_nodes_is_the_agent_node_with_its_configured_id() {
     assert_eq!(n[0]["Datacenter"], "dc1");
     assert_eq!(n[0]["TaggedAddresses"]["lan"], "127.0.0.1");
     assert_eq!(n[0]["TaggedAddresses"]["wan"], "127.0.0.1");
-    assert_eq!(n[0]["Meta"], json!({"consul-network-segment": ""}));
+    // `consul-version` since 1.16.1 (GH-17754); the dev server emulates the current release.
+    let version = baton_devserver::ConsulVersion::CURRENT.to_string();
+    assert_eq!(
+        n[0]["Meta"],
+        json!({"consul-network-segment": "", "consul-version": version})
+    );
     assert_eq!(n[0]["ModifyIndex"], index);
     // agent/self reports the same ID.
     let me = ok_json(get(&s, "/v1/agent/self"));
@@ -731,7 +736,11 @@ fn txn_reads_nodes_services_and_checks_beside_kv() {
     assert_eq!(n["ID"], "0b6b2a4c-1111-2222-3333-444444444444");
     assert_eq!(n["Address"], "127.0.0.1");
     assert_eq!(n["TaggedAddresses"]["lan"], "127.0.0.1");
-    assert_eq!(n["Meta"], json!({"consul-network-segment": ""}));
+    let version = baton_devserver::ConsulVersion::CURRENT.to_string();
+    assert_eq!(
+        n["Meta"],
+        json!({"consul-network-segment": "", "consul-version": version})
+    );
 }
 
 /// TestAPI_ClientTxnWrite (the write half): node, service and check `set` in one txn, then a

@@ -532,3 +532,36 @@ fn client_txn(version: &str, expect_consul_version_meta: bool) {
 fn client_txn_when_emulating_1_15_10() {
     client_txn("1.15.10", false);
 }
+
+/// TestAPI_ClientTxn from 1.16.1: the agent's node carries `consul-version` (GH-17754).
+#[test]
+fn client_txn_when_emulating_1_16_1() {
+    client_txn("1.16.1", true);
+}
+
+/// 1.16.0 came before `consul-version` node meta.
+#[test]
+fn client_txn_when_emulating_1_16_0() {
+    client_txn("1.16.0", false);
+}
+
+/// TestAPI_AgentMembersOpts as of 1.15.5: `MembersOpts.Filter` (sent as `?filter=`, GH-18223)
+/// narrows the member list (the test's WAN pool of two down to one). Here one server's pools:
+/// a filter on a member's tags keeps or drops it, on the LAN and the WAN pool alike.
+#[test]
+fn agent_members_are_filtered_by_a_bexpr_filter() {
+    let s = start();
+    for wan in ["", "&wan=1"] {
+        for (filter, want) in [
+            (r#"Tags["dc"] == "dc1""#, 1),
+            (r#"Tags.dc == "dc2""#, 0),
+            (r#"Status == 1 and Tags["role"] != "bogus""#, 1),
+        ] {
+            let q =
+                percent_encoding::utf8_percent_encode(filter, percent_encoding::NON_ALPHANUMERIC);
+            let members = ok_json(get(&s, &format!("/v1/agent/members?filter={q}{wan}")));
+            let n = members.as_array().map_or(0, Vec::len);
+            assert_eq!(n, want, "{filter} {wan}: {members}");
+        }
+    }
+}

@@ -94,8 +94,6 @@ pub(crate) fn version_output(args: &[String], version: ConsulVersion) -> Result<
 
 /// Runs `consul version ARGS` (the arguments after `version`): prints as Consul does and gives
 /// the exit status (1 for a refused flag or version, as Consul's command does).
-// Reached from `cli::run` once it routes `version` here (the routing line is pending).
-#[allow(dead_code)]
 pub fn run_version(args: &[String]) -> u8 {
     match emulated_version(None).and_then(|v| version_output(args, v)) {
         Ok(out) => {

@@ -438,6 +438,14 @@ impl State {
             "consul-network-segment".into(),
             Value::String(String::new()),
         );
+        // `structs.MetaConsulVersion`, which the leader's member reconcile writes since 1.16.1
+        // (GH-17754; the api package's TestAPI_ClientTxn reads it back).
+        if self.version >= crate::ConsulVersion::new(1, 16, 1) {
+            node.meta.insert(
+                "consul-version".into(),
+                Value::String(self.version.to_string()),
+            );
+        }
         for (k, v) in node_meta {
             node.meta.insert(k.clone(), Value::String(v.clone()));
         }
