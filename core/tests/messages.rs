@@ -120,15 +120,14 @@ fn a_redirect_says_it_is_not_followed() {
 #[test]
 fn an_address_with_the_api_path_is_refused_at_construction() {
     let fx = Fixture::start();
-    for bad in [
-        format!("http://{}/v1", fx.addr),
-        format!("http://{}/v1/kv/", fx.addr),
-    ] {
+    // `url()`: the address with its scheme (BATON_TEST_CONSUL may carry one, or not).
+    let base = fx.url();
+    for bad in [format!("{base}/v1"), format!("{base}/v1/kv/")] {
         let e = ClientBuilder::new().address(&bad).build().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad}");
         let text = e.to_string();
         assert!(text.contains("carries the API path"), "{text}");
-        assert!(text.contains(&format!("\"http://{}\"", fx.addr)), "{text}");
+        assert!(text.contains(&format!("\"{base}\"")), "{text}");
     }
 }
 
@@ -137,14 +136,15 @@ fn an_address_with_the_api_path_is_refused_at_construction() {
 #[test]
 fn errors_name_the_full_url_requested() {
     let fx = Fixture::start();
+    let base = fx.url();
     let client = ClientBuilder::new()
-        .address(format!("http://{}/consul", fx.addr))
+        .address(format!("{base}/consul"))
         .build()
         .expect("a proxy prefix is allowed");
     let e = client.kv().put("k", b"v").unwrap_err();
     assert_eq!(e.status(), Some(404), "{e}");
     assert_eq!(e.endpoint(), Some("PUT /v1/kv/k"));
-    let url = format!("http://{}/consul/v1/kv/k", fx.addr);
+    let url = format!("{base}/consul/v1/kv/k");
     assert_eq!(e.url(), Some(url.as_str()));
     assert!(e.to_string().starts_with(&format!("PUT {url}: ")), "{e}");
     let lock = client.lock("jobs/x").unwrap();
@@ -153,7 +153,7 @@ fn errors_name_the_full_url_requested() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains(&format!("http://{}/consul/v1/session/create", fx.addr)),
+            .contains(&format!("{base}/consul/v1/session/create")),
         "{e}"
     );
 }
