@@ -224,10 +224,12 @@ fn error_bodies_are_shown_escaped_and_bounded() {
     assert_eq!(e.status(), Some(500));
     let text = e.to_string();
     assert!(one_printable_line(&text), "{text:?}");
+    // Every request error names the full URL it asked (Error::url).
     assert!(
-        text.starts_with(
-            "GET /v1/kv/ansi: Consul answered 500: \\u{1b}[2J\\u{1b}[31mNo cluster leader\\u{0}\\u{1b}]0;owned\\u{7}\\r\\nsecond line\\u{1f}"
-        ),
+        text.starts_with(&format!(
+            "GET http://{}/v1/kv/ansi: Consul answered 500: \\u{{1b}}[2J\\u{{1b}}[31mNo cluster leader\\u{{0}}\\u{{1b}}]0;owned\\u{{7}}\\r\\nsecond line\\u{{1f}}",
+            srv.addr
+        )),
         "{text}"
     );
     assert!(text.ends_with("\u{fffd}"), "{text}");
@@ -258,7 +260,10 @@ fn error_bodies_are_shown_escaped_and_bounded() {
     let text = e.to_string();
     assert!(one_printable_line(&text), "{text:?}");
     assert!(
-        text.starts_with("PUT /v1/txn: transaction failed: op 0: \\u{1b}[31mfailed to lock key"),
+        text.starts_with(&format!(
+            "PUT http://{}/v1/txn: transaction failed: op 0: \\u{{1b}}[31mfailed to lock key",
+            srv.addr
+        )),
         "{text}"
     );
     assert!(text.len() < 3000, "{}", text.len());
