@@ -260,14 +260,16 @@ fn an_unknown_refusal_ends_the_acquire() {
     let result = rx
         .recv_timeout(PATIENCE)
         .expect("the acquire returned (it loops forever when the text is unknown)");
-    let e = result.expect_err("an unknown refusal is an error");
-    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
-    assert!(e.to_string().contains("missing session"), "{e}");
+    // First that the shim refused a lock write at all: else the test proves nothing.
     assert_eq!(
         refused.load(std::sync::atomic::Ordering::SeqCst),
         1,
-        "one attempt, no retries"
+        "one attempt, no retries (the acquire returned {result:?}; the shim saw {})",
+        shim.routes()
     );
+    let e = result.expect_err("an unknown refusal is an error");
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(e.to_string().contains("missing session"), "{e}");
     assert!(!lock.is_held());
     c.close(Duration::from_secs(5));
 }
@@ -411,6 +413,8 @@ fn a_semaphore_reports_undecodable_answers() {
     let f = Fixture::start();
     let prefix = unique("undecodable");
     let target = format!("/v1/kv/{prefix}");
+    let spoilt = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = spoilt.clone();
     let shim = Rewriter::start(
         &f.addr,
         Arc::new(move |x: &Exchange| {
@@ -421,14 +425,20 @@ fn a_semaphore_reports_undecodable_answers() {
             for e in v.as_array_mut()? {
                 e["Value"] = Value::String("!!not base64!!".into());
             }
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Some((200, serde_json::to_vec(&v).unwrap()))
         }),
     );
     let c = patient_client(&shim.addr);
     let sem = c.semaphore(&prefix, 2).unwrap();
-    let e = sem
-        .acquire(Some(Duration::from_secs(5)), None)
-        .expect_err("undecodable answers are an error");
+    let result = sem.acquire(Some(Duration::from_secs(5)), None);
+    // First that the shim spoilt a listing at all: else the test proves nothing.
+    assert!(
+        spoilt.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "no listing of {prefix} was spoilt (the acquire returned {result:?}; the shim saw {})",
+        shim.routes()
+    );
+    let e = result.expect_err("undecodable answers are an error");
     assert_eq!(e.kind(), ErrorKind::BadResponse, "{e}");
     assert!(!sem.is_held());
     // Nothing is left behind: the contender entry is removed again.
@@ -626,7 +636,17 @@ fn a_probe_answer_that_does_not_tell_is_not_asked_again() {
         assert!(lock.acquire(Some(PATIENCE), None).unwrap());
         assert!(lock.release().unwrap());
     }
-    assert_eq!(probes.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(shim.count("PUT /v1/txn"), 1, "locks went Go's way");
+    assert_eq!(
+        probes.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "txn-number probes refused (the shim saw {})",
+        shim.routes()
+    );
+    assert_eq!(
+        shim.count("PUT /v1/txn"),
+        1,
+        "locks went Go's way (the shim saw {})",
+        shim.routes()
+    );
     assert!(c.close(Duration::from_secs(5)));
 }

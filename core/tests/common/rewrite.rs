@@ -62,6 +62,15 @@ impl Rewriter {
     pub fn count(&self, route: &str) -> usize {
         self.counts.lock().unwrap().get(route).copied().unwrap_or(0)
     }
+
+    /// Every `METHOD path` seen with its count, sorted (for failure messages: a rule
+    /// that never matched shows what went by instead).
+    pub fn routes(&self) -> String {
+        let counts = self.counts.lock().unwrap();
+        let mut routes: Vec<String> = counts.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
+        routes.sort();
+        routes.join(", ")
+    }
 }
 
 impl Drop for Rewriter {
