@@ -35,11 +35,32 @@ def _unset_consul_token():
     os.environ.pop("CONSUL_HTTP_TOKEN", None)
 
 
+def _port_8500_free() -> bool:
+    """Whether 127.0.0.1:8500 can be listened on (nothing else is there)."""
+    import socket
+
+    with socket.socket() as s:
+        # As the server's listener does: a connection of an earlier server on 8500 that is
+        # still in TIME_WAIT does not make the port busy.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", 8500))
+        except OSError:
+            return False
+    return True
+
+
 def _start(acl_token: str | None):
-    args = [_binary(), "--port", "0", "--session-ttl-min", "10s"]
+    # py-consul's own harness runs Consul in a container where the agent listens on 8500, and
+    # two of its tests register HTTP checks against http://127.0.0.1:8500 (the agent itself).
+    # The dev server takes that port when it is free, so those checks reach it; otherwise any
+    # free port, and the checks go to whatever listens on 8500.
+    port = "8500" if acl_token is None and _port_8500_free() else "0"
+    args = [_binary(), "--port", port, "--session-ttl-min", "10s", "--exit-on-stdin-eof"]
     if acl_token:
         args += ["--acl-token", acl_token]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # stdin a pipe this process holds: the server ends with it, however the run ends.
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline().strip()
     if not line.startswith("BATON_DEVSERVER_ADDR="):
         proc.kill()
