@@ -162,7 +162,7 @@ fn until_answered(deadline: Instant, mut op: impl FnMut(Duration) -> Result<()>)
     }
 }
 
-/// What [`Client::close_report`] did and could not do.
+/// What [`Client::close_report`](super::Client::close_report) did and could not do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CloseReport {
