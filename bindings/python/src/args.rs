@@ -228,6 +228,12 @@ pub(crate) fn refuse_unknown(
 /// distance with a swap of neighbours counting one, at most a third of the name's length),
 /// else nothing: the same rule as Node's `options.js`.
 fn did_you_mean(k: &str, known: &[&str]) -> String {
+    // Durations are seconds here, with no unit in the name (Node's are `...Ms`).
+    if let Some(base) = k.strip_suffix("_ms").or_else(|| k.strip_suffix("Ms")) {
+        if let Some(n) = known.iter().find(|n| n.eq_ignore_ascii_case(base)) {
+            return format!(" (did you mean {n}? durations are in seconds)");
+        }
+    }
     let best = known
         .iter()
         .map(|n| {

@@ -71,3 +71,9 @@ def test_the_asyncio_client_gives_the_same_words(devserver):
             assert str(e.value).startswith('unknown create_session option "lock_delya" (did you mean lock_delay?)'), str(e.value)
 
     asyncio.run(main())
+
+
+def test_a_duration_keyword_with_a_unit_says_durations_are_seconds(client):
+    with pytest.raises(TypeError) as e:
+        client.create_session(ttlMs=10)
+    assert str(e.value).startswith('unknown create_session option "ttlMs" (did you mean ttl? durations are in seconds)'), str(e.value)

@@ -166,7 +166,7 @@ def test_the_default_session_is_configurable(devserver, session_ttl):
     with baton.Client(devserver, default_session={}) as c:
         info = session_info(devserver, c.default_session().id)
         assert info["Name"] == "baton" and info["TTL"] == "15s"
-    with pytest.raises(TypeError, match='unknown key "ttl_ms"'):
+    with pytest.raises(TypeError, match=r'unknown default_session option "ttl_ms" \(did you mean ttl\? durations are in seconds\)'):
         baton.Client(devserver, default_session={"ttl_ms": 10})
 
 
