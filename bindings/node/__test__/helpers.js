@@ -39,8 +39,9 @@ async function startServer() {
   }
   const bin = process.env.BATON_DEVSERVER_BIN ?? path.join(root, 'target/debug/baton-devserver')
   assert.ok(fs.existsSync(bin), `${bin} is not built: run cargo build -p consul-baton-devserver`)
-  const args = ['--port', '0', '--session-ttl-min', '100ms', ...(pretty ? ['--pretty'] : []), ...consulVersion]
-  const server = spawn(bin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+  // stdin a pipe this process holds: the server ends with the test run, even a killed one.
+  const args = ['--port', '0', '--session-ttl-min', '100ms', '--exit-on-stdin-eof', ...(pretty ? ['--pretty'] : []), ...consulVersion]
+  const server = spawn(bin, args, { stdio: ['pipe', 'pipe', 'ignore'] })
   const line = await new Promise((resolve, reject) => {
     readline.createInterface({ input: server.stdout }).once('line', resolve)
     server.once('exit', (code) => reject(new Error(`devserver exited ${code}`)))

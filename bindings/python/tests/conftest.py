@@ -97,10 +97,12 @@ def devserver():
     if _real_consul():
         yield re.sub(r"^https?://", "", os.environ["BATON_TEST_CONSUL"]).rstrip("/")
         return
+    # stdin a pipe this process holds: the server ends with the test run, even a killed one.
     proc = subprocess.Popen(
-        [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms"]
+        [_devserver_binary(), "--port", "0", "--session-ttl-min", "100ms", "--exit-on-stdin-eof"]
         + (["--pretty"] if _pretty() else [])
         + _consul_version(),
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
