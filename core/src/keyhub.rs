@@ -8,6 +8,16 @@
 //! `?recurse`, and hands each subscriber the state of its key. A thousand locks
 //! under one prefix cost one thread and one poll, not a thousand.
 //!
+//! The groups are bounded ([`MAX_GROUPS`]) whatever the keys are called: once a
+//! client has that many, a key of a new first segment (`lock-17`, `job:42`) joins
+//! the group whose name shares the longest prefix with it, and that group polls
+//! the common prefix of all its keys, wider than before (at worst the whole KV,
+//! `?recurse` from the root). Each group holds one long-poll connection, so a
+//! client never holds more than `MAX_GROUPS` of them: a thread and a connection
+//! per key would reach Consul's `limits.http_max_conns_per_client` (200), after
+//! which the agent answers 429 to everything the client sends, its renewals and
+//! releases included, and every lock it holds is lost.
+//!
 //! Knowledge is ordered by raft index: a subscriber may seed its key with the
 //! state it just read or wrote, and a poll's answer only replaces a key's state
 //! when the answer is at least as new (`X-Consul-Index` ≥ the state's index), so
@@ -28,6 +38,9 @@ use crate::kv::KvPair;
 use crate::sync::lock;
 use crate::threads::Worker;
 use crate::watch::{next_index, Backoff, Pacer};
+
+/// The most groups (each a thread and a long-poll connection) a client's hub has.
+pub(crate) const MAX_GROUPS: usize = 8;
 
 /// How long one poll may block at the server.
 const HUB_WAIT: Duration = Duration::from_secs(300);
@@ -147,6 +160,26 @@ fn group_of(key: &str) -> &str {
     }
 }
 
+/// The group `key` joins among the `existing` ones: its own first segment's while the
+/// hub has room for it ([`MAX_GROUPS`]), else the existing group whose name shares the
+/// longest prefix with the key (the first such name in order, so the choice is stable).
+fn group_for<'a>(existing: impl Iterator<Item = &'a String> + Clone, key: &str) -> String {
+    let own = group_of(key);
+    let count = existing.clone().count();
+    if count < MAX_GROUPS || existing.clone().any(|n| n == own) {
+        return own.to_string();
+    }
+    let shared = |n: &str| {
+        n.bytes()
+            .zip(key.bytes())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    existing
+        .max_by(|a, b| shared(a).cmp(&shared(b)).then_with(|| b.cmp(a)))
+        .map_or_else(|| own.to_string(), Clone::clone)
+}
+
 fn common_prefix<'a>(mut keys: impl Iterator<Item = &'a String>) -> String {
     let Some(first) = keys.next() else {
         return String::new();
@@ -211,10 +244,10 @@ impl KeySub {
         defer_until: Option<Instant>,
     ) -> Result<KeySub> {
         core.check_usable()?;
-        let name = group_of(key).to_string();
         let group = {
             let mut groups = lock(&hub.groups);
             core.check_usable()?;
+            let name = group_for(groups.keys(), key);
             match groups.get(&name) {
                 Some((g, _)) => g.clone(),
                 None => {
@@ -669,6 +702,25 @@ mod tests {
         );
         assert_eq!(a.take_new().and_then(|v| v.entry), Some(entry));
         client.close(Duration::from_secs(5));
+    }
+
+    #[test]
+    fn groups_are_bounded_whatever_the_keys_are_called() {
+        let mut groups: Vec<String> = Vec::new();
+        for i in 0..MAX_GROUPS {
+            let name = group_for(groups.iter(), &format!("lock-{i}"));
+            assert_eq!(name, format!("lock-{i}"), "room for a group of its own");
+            groups.push(name);
+        }
+        // Full: a new first segment joins the group sharing the longest prefix with it
+        // (the names above are lock-0 … lock-7, MAX_GROUPS being 8).
+        assert_eq!(group_for(groups.iter(), "lock-1234"), "lock-1");
+        assert_eq!(group_for(groups.iter(), "lock-77"), "lock-7");
+        // Nothing shared: the first group in order, every time.
+        assert_eq!(group_for(groups.iter(), "zzz"), "lock-0");
+        assert_eq!(group_for(groups.iter().rev(), "zzz"), "lock-0");
+        // A segment that has a group keeps it.
+        assert_eq!(group_for(groups.iter(), "lock-3"), "lock-3");
     }
 
     #[test]
