@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
+test: lint test-make test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
 
 lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
@@ -39,6 +39,12 @@ test-rust:
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
 ## against in-process dev servers (loss -> SIGTERM timings are printed; --nocapture shows them).
+## `make demo` says what it builds before each long step (tests/make/check_progress.py).
+.PHONY: test-make
+test-make:
+	python3 tests/make/check_progress.py --self-test
+	python3 tests/make/check_progress.py
+
 .PHONY: test-cli
 test-cli:
 	$(CARGO) test -p consul-baton-cli -- --nocapture
@@ -55,6 +61,7 @@ fmt:
 	$(CARGO) fmt --manifest-path $(NODE_DIR)/Cargo.toml
 
 $(PY):
+	@echo "== $(VENV): a Python venv with maturin and pytest (bindings/python/requirements-dev.txt)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r bindings/python/requirements-dev.txt
 
