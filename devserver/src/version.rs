@@ -212,6 +212,21 @@ impl ConsulVersion {
     /// ACL policy that provides global read-only access (builtin/global-read-only)
     /// [GH-18319]"; `structs.ACLBuiltinPolicies` in `agent/structs/acl.go`.
     pub const fn builtin_global_read_only_policy(self) -> bool {
+        self.has_august_2023_backports()
+    }
+
+    /// Whether `/v1/agent/members` runs `?filter=` (bexpr over the members; earlier releases
+    /// ignore the parameter): the same releases as the read-only policy.
+    ///
+    /// Source: CHANGELOG 1.16.1, 1.15.5 and 1.14.9, "cli: Add `-filter` option to `consul
+    /// members` [GH-18223]" (the agent endpoint's filter that the option sends).
+    pub const fn agent_members_filter(self) -> bool {
+        self.has_august_2023_backports()
+    }
+
+    /// From 1.17.0, and the 1.14.9 / 1.15.5 / 1.16.1 patch releases of August 8, 2023,
+    /// which carried features back (1.16.0 came out before them).
+    const fn has_august_2023_backports(self) -> bool {
         match (self.major, self.minor) {
             (1, 14) => self.patch >= 9,
             (1, 15) => self.patch >= 5,

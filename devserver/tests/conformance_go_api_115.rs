@@ -564,4 +564,12 @@ fn agent_members_are_filtered_by_a_bexpr_filter() {
             assert_eq!(n, want, "{filter} {wan}: {members}");
         }
     }
+    // Before the filter came (1.15.4), the parameter is ignored: every member is listed.
+    let old = start_with(|c| c.consul_version = ConsulVersion::parse("1.15.4").unwrap());
+    let q = percent_encoding::utf8_percent_encode(
+        r#"Tags.dc == "dc2""#,
+        percent_encoding::NON_ALPHANUMERIC,
+    );
+    let members = ok_json(get(&old, &format!("/v1/agent/members?filter={q}")));
+    assert_eq!(members.as_array().map_or(0, Vec::len), 1, "{members}");
 }

@@ -161,14 +161,20 @@ fn members(ctx: &Ctx) -> Result<Reply, Reply> {
     require(ctx, "node:read", &node_name(ctx))?;
     // `?filter=` (bexpr) over the member list: Consul 1.14.9 / 1.15.5 / 1.16.1 (GH-18223);
     // api 1.15's TestAPI_AgentMembersOpts filters the WAN pool down to one member.
-    let filter = crate::endpoints::filter::Filter::from_query(&ctx.query)?;
+    let filter = if ctx.shared.cfg.consul_version.agent_members_filter() {
+        Some(crate::endpoints::filter::Filter::from_query(&ctx.query)?)
+    } else {
+        None // earlier releases ignore the parameter
+    };
     let mut all = vec![member(ctx, wan)];
     all.extend(
         ctx.shared
             .serf
             .others(if wan { Pool::Wan } else { Pool::Lan }),
     );
-    all.retain(|m| filter.matches(m));
+    if let Some(filter) = filter {
+        all.retain(|m| filter.matches(m));
+    }
     Ok(Reply::json(200, &Value::Array(all), ctx.pretty()))
 }
 

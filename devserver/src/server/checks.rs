@@ -144,10 +144,11 @@ fn record(shared: &Shared, schedule: &mut HashMap<Key, Scheduled>, done: Done) {
     let Some(s) = schedule.get_mut(&done.key) else {
         return; // deregistered meanwhile
     };
-    if !Arc::ptr_eq(&s.probe, &done.probe) && *s.probe != *done.probe {
-        return; // re-registered with another definition meanwhile: probed afresh
-    }
+    // Not running any more either way: a result left `running` set would never be probed again.
     s.running = false;
+    if !Arc::ptr_eq(&s.probe, &done.probe) && *s.probe != *done.probe {
+        return; // re-registered with another definition meanwhile: probed afresh at `next`
+    }
     let now = Instant::now();
     s.next = now + s.probe.interval;
     // Without a leader nothing reaches the catalog; the next probe after one returns does.
