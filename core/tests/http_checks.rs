@@ -48,6 +48,8 @@ impl Service {
                             let mut buf = [0u8; 2048];
                             while !raw.windows(4).any(|w| w == b"\r\n\r\n") {
                                 match c.read(&mut buf) {
+                                    // EINTR after a stop/continue of the test process.
+                                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                                     Ok(0) | Err(_) => break,
                                     Ok(n) => raw.extend_from_slice(&buf[..n]),
                                 }

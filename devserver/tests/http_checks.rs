@@ -56,7 +56,14 @@ impl Service {
                             let mut raw = Vec::new();
                             let mut buf = [0u8; 4096];
                             let (head, body) = loop {
-                                let Ok(n) = c.read(&mut buf) else { break (String::new(), vec![]) };
+                                let n = match c.read(&mut buf) {
+                                    Ok(n) => n,
+                                    // EINTR after a stop/continue of the test process.
+                                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                                        continue
+                                    }
+                                    Err(_) => break (String::new(), vec![]),
+                                };
                                 if n == 0 {
                                     break (String::new(), vec![]);
                                 }

@@ -375,7 +375,14 @@ impl Conn {
         self.stream
             .set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))))?;
         let mut tmp = [0u8; 16 * 1024];
-        let n = self.stream.read(&mut tmp)?;
+        // A socket with SO_RCVTIMEO answers EINTR after the process is stopped and continued,
+        // with no handler installed (signal(7)); a CI machine pausing the runner is not an error.
+        let n = loop {
+            match self.stream.read(&mut tmp) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
         self.buf.extend_from_slice(&tmp[..n]);
         Ok(n)
     }
