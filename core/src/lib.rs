@@ -50,6 +50,8 @@ mod compat;
 mod config;
 mod conn;
 mod dispatcher;
+#[doc(hidden)]
+pub mod drive;
 mod election;
 mod error;
 mod fence;

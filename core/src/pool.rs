@@ -72,6 +72,12 @@ impl Turns {
         Arc::new(Turns::default())
     }
 
+    /// A ticket for an outcome handed to the loop by something other than a pool thread (a
+    /// driven future, see [`crate::drive`]): no thread waits for its turn to end.
+    pub fn ticket(&self) -> Ticket {
+        self.issue()
+    }
+
     fn issue(&self) -> Ticket {
         Ticket(self.issued.fetch_add(1, Ordering::SeqCst) + 1)
     }

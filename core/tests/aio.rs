@@ -677,3 +677,36 @@ fn dropping_the_futures_at_every_await_point_leaves_nothing_held() {
     assert!(a.close_report(PATIENCE).is_complete());
     assert!(b.close_report(PATIENCE).is_complete());
 }
+
+/// A zero timeout tries once, as in the blocking API: a free lock, semaphore slot or
+/// election is taken, not refused because the deadline (now) passed before the try. The
+/// same for a timeout that has already run out by the first poll.
+#[test]
+fn a_zero_or_spent_timeout_still_tries_once() {
+    let f = Fixture::start();
+    let c = f.client();
+    let rt = current_thread();
+    rt.block_on(async {
+        let lock = c.lock(&unique("aio-try-once")).unwrap();
+        assert!(lock.try_acquire_async().await.unwrap(), "a free lock");
+        assert!(lock.release_async().await.unwrap());
+        // A timeout spent before the first poll ends as the blocking call's does.
+        let blocking = lock.acquire(Some(Duration::from_nanos(1)), None).unwrap();
+        if blocking {
+            assert!(lock.release().unwrap());
+        }
+        let spent = lock.acquire_async(Some(Duration::from_nanos(1)));
+        thread::sleep(Duration::from_millis(2));
+        assert_eq!(spent.await.unwrap(), blocking);
+        if blocking {
+            assert!(lock.release_async().await.unwrap());
+        }
+        let sem = c.semaphore(&unique("aio-try-once-sem"), 1).unwrap();
+        assert!(sem.try_acquire_async().await.unwrap(), "a free slot");
+        assert!(sem.release_async().await.unwrap());
+        let e = c.election(&unique("aio-try-once-e")).unwrap();
+        assert!(e.campaign_async(b"me", Some(Duration::ZERO)).await.unwrap());
+        assert!(e.resign_async().await.unwrap());
+    });
+    assert!(c.close_report(PATIENCE).is_complete());
+}

@@ -1,5 +1,6 @@
-//! The native half of `baton.aio`: start a blocking core call on a baton thread
-//! and report its outcome to a Python callback, with a handle to cancel it.
+//! The native half of `baton.aio`: start a core call — a short blocking one on a pooled
+//! baton thread, a waiting one as a driven future that holds no thread (`waits.rs`) — and
+//! report its outcome to a Python callback, with a handle to cancel it.
 //!
 //! `baton/aio.py` turns the callback into an asyncio future (through
 //! `loop.call_soon_threadsafe`, or the loop's [`Hub`]), so waits never occupy the event loop
@@ -18,7 +19,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use baton::pool::{Ticket, Turns};
-use baton::HoldLost;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -63,7 +63,7 @@ impl Pending {
 }
 
 /// A holding, for giving it back: [`baton::Hold::abandon`] behind a type every recipe shares.
-trait Abandon: Send + Sync {
+pub(crate) trait Abandon: Send + Sync {
     fn abandon(&self);
 }
 
@@ -79,14 +79,14 @@ impl<H: baton::Hold> Abandon for H {
 /// [`Pending::_give_back`] when `aio.py` finds the task cancelled with the outcome on its way
 /// (or taken by nobody), when the outcome is dropped undelivered (its event loop is gone).
 #[derive(Clone, Default)]
-struct Unclaimed(Arc<Mutex<Option<Arc<dyn Abandon>>>>);
+pub(crate) struct Unclaimed(Arc<Mutex<Option<Arc<dyn Abandon>>>>);
 
 impl Unclaimed {
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<dyn Abandon>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn arm(&self, hold: Arc<dyn Abandon>) {
+    pub(crate) fn arm(&self, hold: Arc<dyn Abandon>) {
         *self.slot() = Some(hold);
     }
 
@@ -114,7 +114,7 @@ impl Unclaimed {
     }
 }
 
-type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
+pub(crate) type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
 
 /// The threads `baton.aio` calls run on.
 static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-aio");
@@ -166,12 +166,9 @@ pub(crate) fn start_holding<H: baton::Hold + 'static>(
     )
 }
 
-fn launch<T: Send + 'static>(
-    done: Py<PyAny>,
-    call: impl FnOnce(&baton::CancelToken, &Unclaimed) -> baton::Result<T> + Send + 'static,
-    convert: Convert<T>,
-) -> PyResult<Pending> {
-    let target = Python::attach(|py| -> PyResult<Target> {
+/// Where `done` says outcomes go (see [`Target`]).
+fn target_of(done: &Py<PyAny>) -> PyResult<Target> {
+    Python::attach(|py| -> PyResult<Target> {
         let d = done.bind(py);
         if let Ok((hub, callback)) = d.extract::<(Bound<'_, Hub>, Bound<'_, PyAny>)>() {
             if !callback.is_instance_of::<pyo3::types::PyWeakrefReference>() {
@@ -190,26 +187,68 @@ fn launch<T: Send + 'static>(
             return Err(PyValueError::new_err("done must be callable"));
         }
         Ok(Target::Thread(done.clone_ref(py)))
-    })?;
+    })
+}
+
+/// The outcome of a call whose token was cancelled after the core call returned (before, it
+/// returns `Cancelled` with nothing held): the task that awaits it is gone, and what the call
+/// took is given back (`now`: on this thread, a baton thread that may make requests;
+/// otherwise on a pooled one).
+fn unless_cancelled<T>(
+    outcome: baton::Result<T>,
+    token: &baton::CancelToken,
+    unclaimed: &Unclaimed,
+    now: bool,
+) -> baton::Result<T> {
+    match outcome {
+        Ok(_) if token.is_cancelled() => {
+            if now {
+                unclaimed.give_back();
+            } else {
+                unclaimed.give_back_then(|| ());
+            }
+            Err(baton::Error::new(
+                baton::ErrorKind::Cancelled,
+                "cancelled while the call finished",
+            ))
+        }
+        other => other,
+    }
+}
+
+/// Hands an outcome to its event loop's hub (never blocks: a byte written to a socket).
+fn to_loop<T: Send + 'static>(
+    hub: Weak<HubInner>,
+    ticket: Ticket,
+    outcome: baton::Result<T>,
+    unclaimed: Unclaimed,
+    done: Py<PyAny>,
+    convert: Convert<T>,
+) {
+    let settled = Box::new(Settled {
+        outcome: Some(outcome),
+        unclaimed,
+        done,
+        convert,
+    });
+    // With the hub gone, dropping `settled` gives back.
+    if let Some(hub) = hub.upgrade() {
+        hub.push(ticket, settled);
+    }
+}
+
+fn launch<T: Send + 'static>(
+    done: Py<PyAny>,
+    call: impl FnOnce(&baton::CancelToken, &Unclaimed) -> baton::Result<T> + Send + 'static,
+    convert: Convert<T>,
+) -> PyResult<Pending> {
+    let target = target_of(&done)?;
     let cancel = baton::CancelToken::new();
     let unclaimed = Unclaimed::default();
     let (token, mine) = (cancel.clone(), unclaimed.clone());
     let work = move || {
-        match call(&token, &mine) {
-            // Cancelled after the core call returned (before, it returns `Cancelled`
-            // with nothing held): the task that awaits it is gone.
-            Ok(_) if token.is_cancelled() => {
-                mine.give_back();
-                (
-                    Err(baton::Error::new(
-                        baton::ErrorKind::Cancelled,
-                        "cancelled while the call finished",
-                    )),
-                    mine,
-                )
-            }
-            other => (other, mine),
-        }
+        let outcome = unless_cancelled(call(&token, &mine), &token, &mine, true);
+        (outcome, mine)
     };
     let started = match target {
         Target::Thread(done) => CALLS.run(move || {
@@ -222,21 +261,58 @@ fn launch<T: Send + 'static>(
         // (see `pool.rs`): a call the awaiting task makes next finds it awake.
         Target::Loop(hub, turns, done) => CALLS.run_for(&turns, move || {
             let (outcome, mine) = work();
-            move |ticket| {
-                let settled = Box::new(Settled {
-                    outcome: Some(outcome),
-                    unclaimed: mine,
-                    done,
-                    convert,
-                });
-                // With the hub gone, dropping `settled` gives back.
-                if let Some(hub) = hub.upgrade() {
-                    hub.push(ticket, settled);
-                }
-            }
+            move |ticket| to_loop(hub, ticket, outcome, mine, done, convert)
         }),
     };
     started.map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    Ok(Pending { cancel, unclaimed })
+}
+
+/// A call that may wait long (an acquire, a wait for a loss), as a future of `baton::aio`
+/// driven to its end with no thread of its own (`baton::drive`): `make(token, unclaimed)`
+/// builds it; the outcome goes where `done` says, as [`launch`]'s does. The future is first
+/// polled here, on the caller's thread (a poll never blocks), then by the baton thread that
+/// wakes it; the outcome is handed over without the interpreter (to the loop's hub), or on a
+/// pooled thread that takes it (a `done` without a hub).
+pub(crate) fn drive<T: Send + 'static, F>(
+    done: Py<PyAny>,
+    make: impl FnOnce(&baton::CancelToken, &Unclaimed) -> F,
+    convert: Convert<T>,
+) -> PyResult<Pending>
+where
+    F: std::future::Future<Output = baton::Result<T>> + Send + 'static,
+{
+    let target = target_of(&done)?;
+    let cancel = baton::CancelToken::new();
+    let unclaimed = Unclaimed::default();
+    let future = make(&cancel, &unclaimed);
+    let (token, mine) = (cancel.clone(), unclaimed.clone());
+    // The first poll runs here: let go of the interpreter while it does (a wake on another
+    // thread may settle the call at once, and a `done` without a hub takes the interpreter).
+    Python::attach(|py| {
+        py.detach(|| {
+            baton::drive::drive(future, move |outcome| {
+                let outcome = unless_cancelled(outcome, &token, &mine, false);
+                match target {
+                    Target::Thread(done) => {
+                        let ran = CALLS.run(move || {
+                            move || {
+                                let _ = crate::attach_from_thread(|py| {
+                                    report(py, &done, outcome, convert)
+                                });
+                            }
+                        });
+                        if let Err(e) = ran {
+                            log::error!("baton.aio: cannot start a thread to report: {e}");
+                        }
+                    }
+                    Target::Loop(hub, turns, done) => {
+                        to_loop(hub, turns.ticket(), outcome, mine, done, convert)
+                    }
+                }
+            })
+        })
+    });
     Ok(Pending { cancel, unclaimed })
 }
 
@@ -472,31 +548,11 @@ macro_rules! starts {
 
 starts! {
     impl Lock, Semaphore {
-        /// Native half of `baton.aio.Lock.acquire` (and `Semaphore.acquire`).
-        #[pyo3(signature = (done, timeout=None))]
-        fn _start_acquire(&self, timeout: Option<f64>) -> any, giving back h
-            [h = self.inner.hold(), t = self::timeout(timeout)?] |c| h.acquire(t, Some(c));
-
         /// Native half of `baton.aio.Lock.release` (and `Semaphore.release`).
         fn _start_release(&self) -> released [h = self.inner.hold()] |_| release(&*h);
     }
 
-    impl Lock, Semaphore, Election {
-        /// Native half of `baton.aio`'s `wait_lost` of a lock, semaphore or election.
-        #[pyo3(signature = (done, timeout=None))]
-        fn _start_wait_lost(&self, timeout: Option<f64>) -> any
-            [h = self.inner.hold(), t = self::timeout(timeout)?]
-            |c| h.wait_lost(t, Some(c)).map(HoldLost::name);
-    }
-
     impl Election {
-        /// Native half of `baton.aio.Election.campaign`.
-        #[pyo3(signature = (done, value, timeout=None))]
-        fn _start_campaign(&self, value: &Bound<'_, PyAny>, timeout: Option<f64>) -> any,
-            giving back e
-            [v = value_bytes("value", value)?, t = self::timeout(timeout)?, e = self.inner.hold()]
-            |c| e.campaign(&v, t, Some(c));
-
         /// Native half of `baton.aio.Election.resign`.
         fn _start_resign(&self) -> any [e = self.inner.hold()] |_| e.resign();
 

@@ -12,6 +12,7 @@ mod detached;
 mod devserver;
 mod interrupt;
 mod recipes;
+mod waits;
 mod warm;
 
 use detached::Detached;

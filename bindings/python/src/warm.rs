@@ -129,14 +129,22 @@ impl WarmCall {
         *self.state() = State::Over;
     }
 
-    /// Native half of the rest of a call `advance` or `abandon` handed over: runs it on a
-    /// baton thread and reports it to `done` as `_start_acquire` / `_start_release` do.
+    /// Native half of the rest of a call `advance` or `abandon` handed over, reported to
+    /// `done` as `_start_acquire` / `_start_release` do: a release, or an acquire whose warm
+    /// request may have been applied, on a baton thread; any other acquire starts over as a
+    /// wait that holds no thread.
     #[pyo3(signature = (done, timeout=None))]
     fn _start_resume(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
         let t = self::timeout(timeout)?;
         match std::mem::replace(&mut *self.state(), State::Over) {
-            State::ResumeAcquire(r) => {
+            // The warm request may have been applied: settle that first, on a thread.
+            State::ResumeAcquire(r) if r.maybe_applied() => {
                 start_holding(done, self.lock.clone(), move |c| r.run(t, Some(c)), any)
+            }
+            // Nothing owed: the acquire starts over as a wait that holds no thread.
+            State::ResumeAcquire(r) => {
+                drop(r);
+                crate::waits::acquire(done, self.lock.clone(), t)
             }
             State::ResumeRelease(r) => {
                 let lock = self.lock.clone();

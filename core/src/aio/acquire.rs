@@ -56,6 +56,9 @@ pub struct Acquire<'a, H: Contend> {
     alarm: SlotAlarm,
     /// Tries that kept something for the next (see [`Acquire::end_wait`]).
     tried_waiting: u32,
+    /// A try has been started: the deadline ends the call only after one (a zero timeout
+    /// tries once, as in the blocking API).
+    tried: bool,
     done: bool,
 }
 
@@ -101,6 +104,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             session_hooked: None,
             alarm: SlotAlarm::default(),
             tried_waiting: 0,
+            tried: false,
             done: false,
         }
     }
@@ -110,6 +114,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
         let (hold, undo) = (self.hold.view(), self.hold.view());
         let deadline = self.deadline;
         let try_once = self.try_once;
+        self.tried = true;
         if !try_once {
             self.tried_waiting += 1;
         }
@@ -185,7 +190,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
         if let Err(e) = self.hold.client().core().check_usable() {
             return Some(Err(e));
         }
-        if self.deadline.is_some_and(|d| d <= Instant::now()) {
+        if self.tried && self.deadline.is_some_and(|d| d <= Instant::now()) {
             return Some(self.last_transient.take().map_or(Ok(false), Err));
         }
         None

@@ -40,6 +40,7 @@
 //!   resolves when the holding ends, for `select!`.
 
 mod acquire;
+mod bounded;
 mod call;
 mod contend;
 mod lost;
@@ -49,6 +50,7 @@ mod wake;
 use std::time::Duration;
 
 pub use acquire::Acquire;
+pub use bounded::Bounded;
 pub use call::Call;
 pub use contend::Contend;
 pub use lost::{Lost, SessionLost};

@@ -361,6 +361,23 @@ impl Drop for WarmAcquire {
 }
 
 impl ResumeAcquire {
+    /// Whether the warm request may have been applied (its answer was lost): the rest must
+    /// then run with [`ResumeAcquire::run`], which settles that first. Otherwise nothing is
+    /// owed, and dropping this lets the acquire start over another way (as a future of
+    /// `baton::aio`, which waits without a thread).
+    pub fn maybe_applied(&self) -> bool {
+        self.maybe_applied
+    }
+
+    /// The lock being acquired, as a handle whose drop gives back nothing (to start the
+    /// acquire over when [`ResumeAcquire::maybe_applied`] is false).
+    pub fn lock(&self) -> Lock {
+        Lock {
+            shared: self.sh.clone(),
+            view: true,
+        }
+    }
+
     /// Finishes the acquire as [`Lock::acquire`] would from here, blocking (on a baton
     /// thread): `timeout` is what is left of the call's.
     pub fn run(self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {

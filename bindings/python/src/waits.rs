@@ -1,0 +1,120 @@
+//! The native halves of `baton.aio`'s waiting calls — acquire, campaign, `wait_lost` — as
+//! futures of `baton::aio` driven with no thread of their own ([`crate::aio::drive`]): ten
+//! thousand pending acquires cost the client's few baton threads, not ten thousand. The
+//! calls that never wait (a release, a KV read) stay on pooled threads (`aio.rs`), where a
+//! thread bound to the loop makes back-to-back calls fast.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton::aio::{AsyncHold, Bounded, Contend};
+use baton::HoldLost;
+use pyo3::prelude::*;
+
+use crate::aio::{any, drive, timeout, Pending};
+use crate::args::value_bytes;
+use crate::recipes::{Election, Lock, Semaphore};
+
+/// An acquire of `hold` (or, with `value`, a campaign) for `timeout`, driven: its success is
+/// armed to be given back if nobody takes it.
+pub(crate) fn acquire<H: Contend + Send + Sync>(
+    done: Py<PyAny>,
+    hold: Arc<H>,
+    t: Option<Duration>,
+) -> PyResult<Pending> {
+    drive(
+        done,
+        |token, unclaimed| {
+            let (token, unclaimed) = (token.clone(), unclaimed.clone());
+            async move {
+                let held = hold.acquire_async_with(t, &token).await?;
+                if held {
+                    unclaimed.arm(hold);
+                }
+                Ok(held)
+            }
+        },
+        any,
+    )
+}
+
+/// A wait for the end of `hold`'s holding, bounded by `t`, driven; resolves to the reason's
+/// name. Errors as the blocking `wait_lost`: `Timeout` while still held at `t`, `Cancelled`.
+fn wait_lost<H: Contend + Send + Sync>(
+    done: Py<PyAny>,
+    hold: Arc<H>,
+    t: Option<Duration>,
+) -> PyResult<Pending> {
+    drive(
+        done,
+        |token, _| {
+            let what = hold.describe();
+            let token = token.clone();
+            async move {
+                let client = Contend::client(&*hold).clone();
+                Bounded::new(
+                    &client,
+                    hold.lost(),
+                    t,
+                    Some(&token),
+                    format!("{what} still held at timeout"),
+                    format!("wait for the loss of {what} cancelled"),
+                )
+                .await
+                .map(HoldLost::name)
+            }
+        },
+        any,
+    )
+}
+
+macro_rules! waiting_methods {
+    ($($class:ident),+) => {$(
+        #[pymethods]
+        impl $class {
+            /// Native half of `baton.aio`'s `wait_lost` of a lock, semaphore or election.
+            #[pyo3(signature = (done, timeout=None))]
+            fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+                wait_lost(done, self.inner.hold(), self::timeout(timeout)?)
+            }
+        }
+    )+};
+}
+
+waiting_methods!(Lock, Semaphore, Election);
+
+#[pymethods]
+impl Lock {
+    /// Native half of `baton.aio.Lock.acquire` when the warm path is not taken.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        acquire(done, self.inner.hold(), self::timeout(timeout)?)
+    }
+}
+
+#[pymethods]
+impl Semaphore {
+    /// Native half of `baton.aio.Semaphore.acquire`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        acquire(done, self.inner.hold(), self::timeout(timeout)?)
+    }
+}
+
+#[pymethods]
+impl Election {
+    /// Native half of `baton.aio.Election.campaign`: campaigns with `value`.
+    #[pyo3(signature = (done, value, timeout=None))]
+    fn _start_campaign(
+        &self,
+        done: Py<PyAny>,
+        value: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Pending> {
+        let v = value_bytes("value", value)?;
+        let t = self::timeout(timeout)?;
+        let e = self.inner.hold();
+        e.lock().set_value(v);
+        acquire(done, e, t)
+    }
+}
