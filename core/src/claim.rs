@@ -2,6 +2,11 @@
 //! Consul. Several `Lock`s (or `Semaphore`s) of one process on the same key and
 //! session queue here instead of racing each other at the server; a clean-up
 //! that must not undo a new holding keeps the claim until it is done.
+//!
+//! A waiting future (`baton::aio`) refused because a sibling held the claim is not
+//! parked on a channel here: it registers a hook ([`on_unclaim`]) that every release of a
+//! claim under its key (or prefix) fires, since that release may change nothing in Consul
+//! (the sibling's try failed) and so would wake nothing else.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +31,68 @@ struct LocalClaim {
 
 static LOCAL: Lazy<Mutex<HashMap<(String, String), LocalClaim>>> =
     Lazy::new(|| Mutex::new(HashMap::new()));
+
+/// What a release of a claim calls: quick, never user code beyond a `Waker`.
+pub(crate) type UnclaimFn = std::sync::Arc<dyn Fn() + Send + Sync + 'static>;
+
+/// The hooks of waiting futures, by the key or prefix they watch: id and hook.
+static HOOKS: Lazy<Mutex<HashMap<String, Vec<(u64, UnclaimFn)>>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
+
+/// Removes its hook when dropped.
+pub(crate) struct UnclaimHook {
+    at: String,
+    id: u64,
+}
+
+impl Drop for UnclaimHook {
+    fn drop(&mut self) {
+        let mut hooks = lock(&HOOKS);
+        if let Some(list) = hooks.get_mut(&self.at) {
+            list.retain(|(id, _)| *id != self.id);
+            if list.is_empty() {
+                hooks.remove(&self.at);
+            }
+        }
+    }
+}
+
+/// Calls `hook` whenever a claim on `at`, or on a key under the prefix `at/`, is given up
+/// (by any session), until the returned guard drops.
+pub(crate) fn on_unclaim(at: &str, hook: UnclaimFn) -> UnclaimHook {
+    let at = at.trim_end_matches('/');
+    let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
+    lock(&HOOKS)
+        .entry(at.to_string())
+        .or_default()
+        .push((id, hook));
+    UnclaimHook {
+        at: at.to_string(),
+        id,
+    }
+}
+
+/// Fires the hooks of `key` and of every prefix of it that ends before a `/`.
+fn fire_unclaim_hooks(key: &str) {
+    let due: Vec<UnclaimFn> = {
+        let hooks = lock(&HOOKS);
+        if hooks.is_empty() {
+            return;
+        }
+        let prefixes = key
+            .match_indices('/')
+            .map(|(i, _)| &key[..i])
+            .chain(std::iter::once(key));
+        prefixes
+            .filter_map(|p| hooks.get(p))
+            .flat_map(|list| list.iter().map(|(_, h)| h.clone()))
+            .collect()
+    };
+    for hook in due {
+        hook();
+    }
+}
 
 /// Claims (session, key) for `owner`, or returns a receiver woken when it is free.
 fn try_claim(session: &str, key: &str, owner: u64) -> std::result::Result<(), Receiver<()>> {
@@ -147,9 +214,11 @@ pub(crate) fn unclaim(session: &str, key: &str, owner: u64) {
             _ => None,
         }
     };
-    for w in waiters.into_iter().flatten() {
+    let Some(waiters) = waiters else { return };
+    for w in waiters {
         let _ = w.try_send(());
     }
+    fire_unclaim_hooks(key);
 }
 
 /// How a wait ended.

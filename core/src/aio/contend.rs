@@ -66,6 +66,9 @@ fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
     let core = client.core();
     let f = fire.clone();
     let hook: crate::keyhub::Hook = Arc::new(move |_| f());
+    // A sibling in this process giving up its claim on the key changes nothing in Consul
+    // when its try failed: only this hook tells a try refused for that claim to go again.
+    let unclaimed = crate::claim::on_unclaim(key, fire.clone());
     let sub = KeySub::new(&core.conn, &core.keyhub, key, None, Some(hook))?;
     if sub.view().is_some() {
         // The hub knew the key already: a change it saw after the refused try
@@ -73,7 +76,7 @@ fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
         // more try settles it.
         fire();
     }
-    Ok(Box::new(sub))
+    Ok(Box::new((sub, unclaimed)))
 }
 
 impl Contend for Lock {
@@ -124,7 +127,9 @@ impl Contend for Semaphore {
         self.shared_client()
     }
     fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
-        Ok(Box::new(Semaphore::watch_changes(self, fire)?))
+        // As for a lock: a sibling's claim on a contender key, given up, wakes a refused try.
+        let unclaimed = crate::claim::on_unclaim(self.prefix(), fire.clone());
+        Ok(Box::new((Semaphore::watch_changes(self, fire)?, unclaimed)))
     }
     fn retry_hint(&self) -> Option<Instant> {
         Semaphore::retry_hint(self)
