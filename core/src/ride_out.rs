@@ -81,6 +81,52 @@ pub(crate) fn judge_reach(
     .transient())
 }
 
+/// One call's run of transient failures, for the one warning it is worth: after
+/// [`WARN_UNREACHED_AFTER`] without any answer, or [`WARN_AFTER`] of "not now" answers.
+/// Shared by the blocking calls ([`RideOut`]) and the async acquire (`aio`).
+#[derive(Debug, Default)]
+pub(crate) struct Unavailable {
+    since: Option<Instant>,
+    warned: bool,
+}
+
+impl Unavailable {
+    /// Notes the transient failure `e` of `what`, and warns once when the run has lasted.
+    pub(crate) fn note(&mut self, core: &Conn, what: &str, e: &Error, has_deadline: bool) {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        // A status means Consul answered "not now"; none means nothing answered.
+        let warn_after = if e.status().is_none() {
+            WARN_UNREACHED_AFTER
+        } else {
+            WARN_AFTER
+        };
+        if self.warned || now - since < warn_after {
+            return;
+        }
+        self.warned = true;
+        let state = if e.status().is_none() {
+            let address = core.transport.address();
+            if e.to_string().contains(&address) {
+                "nothing has answered".to_string()
+            } else {
+                format!("nothing has answered at {address}")
+            }
+        } else {
+            "Consul has been unavailable".to_string()
+        };
+        log::warn!(
+            "baton {what}: {state} for {:.1} s ({e}); still trying{}",
+            (now - since).as_secs_f64(),
+            if has_deadline {
+                " until the call's deadline"
+            } else {
+                " (no deadline: check the address if this persists)"
+            }
+        );
+    }
+}
+
 /// Retries of transient failures for one call (see the module docs).
 pub(crate) struct RideOut<'a> {
     core: &'a Conn,
@@ -92,9 +138,8 @@ pub(crate) struct RideOut<'a> {
     retries: u32,
     /// The deadline had passed when the call began (a try-once call).
     try_once: bool,
-    /// When the current run of transient failures began.
-    failing_since: Option<Instant>,
-    warned: bool,
+    /// The current run of transient failures.
+    failing: Unavailable,
     /// Held while this call's next try is the client's probe of an
     /// unavailable Consul.
     probe: Option<ProbeSlot<'a>>,
@@ -118,8 +163,7 @@ impl<'a> RideOut<'a> {
             pause: FIRST_PAUSE,
             retries: 0,
             try_once: deadline.is_some_and(|d| d <= Instant::now()),
-            failing_since: None,
-            warned: false,
+            failing: Unavailable::default(),
             probe: None,
         }
     }
@@ -139,7 +183,7 @@ impl<'a> RideOut<'a> {
             match result {
                 Ok(v) => {
                     self.pause = FIRST_PAUSE;
-                    self.failing_since = None;
+                    self.failing = Unavailable::default();
                     return Ok(v);
                 }
                 Err(e) => self.wait_after(e)?,
@@ -176,36 +220,8 @@ impl<'a> RideOut<'a> {
         }
         self.retries += 1;
         self.core.transient_retries.fetch_add(1, Ordering::Relaxed);
-        let since = *self.failing_since.get_or_insert(now);
-        // A status means Consul answered "not now"; none means nothing answered.
-        let warn_after = if e.status().is_none() {
-            WARN_UNREACHED_AFTER
-        } else {
-            WARN_AFTER
-        };
-        if !self.warned && now - since >= warn_after {
-            self.warned = true;
-            let state = if e.status().is_none() {
-                let address = self.core.transport.address();
-                if e.to_string().contains(&address) {
-                    "nothing has answered".to_string()
-                } else {
-                    format!("nothing has answered at {address}")
-                }
-            } else {
-                "Consul has been unavailable".to_string()
-            };
-            log::warn!(
-                "baton {}: {state} for {:.1} s ({e}); still trying{}",
-                self.what,
-                (now - since).as_secs_f64(),
-                if self.deadline.is_some() {
-                    " until the call's deadline"
-                } else {
-                    " (no deadline: check the address if this persists)"
-                }
-            );
-        }
+        self.failing
+            .note(self.core, self.what, &e, self.deadline.is_some());
         log::debug!(
             "baton {}: Consul unavailable ({e}); retry {} in {:?}",
             self.what,

@@ -49,6 +49,8 @@ pub struct Acquire<'a, H: Contend> {
     pause: Duration,
     /// The last try's transient failure: the outcome if the deadline passes.
     last_transient: Option<Error>,
+    /// The run of transient failures, for the warning the blocking calls give too.
+    failing: crate::ride_out::Unavailable,
     changes: Option<Box<dyn Send>>,
     /// The session, cancel and close hooks that wake the task.
     hooks: Vec<HookGuard>,
@@ -99,6 +101,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             retry_at: None,
             pause: FIRST_PAUSE,
             last_transient: None,
+            failing: Default::default(),
             changes: None,
             hooks,
             session_hooked: None,
@@ -164,11 +167,15 @@ impl<'a, H: Contend> Acquire<'a, H> {
             Ok(false) if self.try_once => Some(Ok(false)),
             Ok(false) => {
                 self.last_transient = None;
+                self.failing = Default::default();
                 self.pause = FIRST_PAUSE;
                 self.retry_at = self.hold.retry_hint();
                 None
             }
             Err(e) if e.is_transient() && !self.try_once => {
+                let core = self.hold.client().core();
+                self.failing
+                    .note(core, H::WHAT, &e, self.deadline.is_some());
                 self.retry_at = Some(Instant::now() + self.pause);
                 self.pause = (self.pause * 2).min(MAX_PAUSE);
                 self.last_transient = Some(e);
