@@ -6,7 +6,7 @@
 //! * [`holding_methods!`] gives a napi class (a struct with an `inner: OffThread<Arc<H>>`) the
 //!   lifecycle's methods, each a call of a generic function here: `release`, `abandon`,
 //!   `isHeld`, `lostReason`, `lostSessionReason`, `waitLost`, and for locks and semaphores
-//!   `acquire` (an election's `campaign` calls [`wait`] itself). `lib/holdable.js` is their one
+//!   `acquire` (an election's `campaign` calls [`acquire`] itself). `lib/holdable.js` is their one
 //!   JavaScript user.
 //!
 //! Nothing here undoes an acquisition: "cancelled means nothing is held" is the core's (an
@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton::aio::{AsyncHold, Bounded, Contend};
 use baton::{Hold, HoldLost};
 use napi::bindgen_prelude::Object;
 use napi::{Env, Result};
@@ -37,24 +38,54 @@ pub(crate) fn token_of(cancel: Option<&NativeCancel>) -> baton::CancelToken {
     cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone())
 }
 
-/// Runs `work(holder, timeout, token)` on one of baton's threads and settles the promise with
-/// its outcome (`timeout_ms` checked first, here): acquire, campaign, wait_lost. An acquisition
-/// whose token fires returns `BATON_CANCELLED` with nothing held (the core's guarantee).
-pub(crate) fn wait<'e, H, T, F>(
+/// An acquire of `holder` (an election's campaign, its value set) for `timeout`, as a wait that
+/// holds no thread. An acquisition whose token fires returns `BATON_CANCELLED` with nothing
+/// held (the core's guarantee); `then` runs on a pooled thread after a success (a lock opens
+/// its loop connection there, so that the next calls can be warm).
+pub(crate) fn acquire<'e, H: Contend + Send + Sync>(
+    env: &'e Env,
+    holder: &Arc<H>,
+    timeout: Option<Duration>,
+    token: baton::CancelToken,
+    then: fn(&H),
+) -> Result<Object<'e>> {
+    let h = holder.clone();
+    crate::driven(env, async move {
+        let held = h.acquire_async_with(timeout, &token).await;
+        if matches!(held, Ok(true)) {
+            let _ = crate::CALLS.run(move || {
+                then(&h);
+                || {}
+            });
+        }
+        held
+    })
+}
+
+/// Resolves with the name of why the current holding ends (at once if not held), as a wait
+/// that holds no thread; rejects with `BATON_TIMEOUT` while still held at `timeoutMs`.
+pub(crate) fn wait_lost<'e, H: Contend + Send + Sync>(
     env: &'e Env,
     holder: &Arc<H>,
     timeout_ms: Option<f64>,
     cancel: Option<&NativeCancel>,
-    work: F,
-) -> Result<Object<'e>>
-where
-    H: Hold + 'static,
-    T: napi::bindgen_prelude::ToNapiValue + Send + 'static,
-    F: FnOnce(&H, Option<Duration>, &baton::CancelToken) -> baton::Result<T> + Send + 'static,
-{
+) -> Result<Object<'e>> {
     let t = millis("timeoutMs", timeout_ms)?;
     let (h, token) = (holder.clone(), token_of(cancel));
-    on_thread(env, move || work(&h, t, &token))
+    let what = h.describe();
+    crate::driven(env, async move {
+        let client = Contend::client(&*h).clone();
+        Bounded::new(
+            &client,
+            h.lost(),
+            t,
+            Some(&token),
+            format!("{what} still held at timeout"),
+            format!("wait for the loss of {what} cancelled"),
+        )
+        .await
+        .map(HoldLost::name)
+    })
 }
 
 /// Gives back a success nobody will take (see [`Hold::abandon`]) on one of baton's threads.
@@ -125,9 +156,7 @@ macro_rules! holding_methods {
                 timeout_ms: Option<f64>,
                 cancel: Option<&NativeCancel>,
             ) -> Result<Object<'e>> {
-                $crate::holding::wait(env, &self.inner, timeout_ms, cancel, |h, t, c| {
-                    baton::Hold::wait_lost(h, t, Some(c)).map(baton::HoldLost::name)
-                })
+                $crate::holding::wait_lost(env, &self.inner, timeout_ms, cancel)
             }
         }
     };

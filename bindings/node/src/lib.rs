@@ -1,6 +1,7 @@
 //! The native half of the `baton` npm package. Every call that can wait returns a Promise that
 //! is settled from a thread of baton's own, never from libuv's small thread pool, so waiting
-//! calls cannot starve `fs` or `dns` work. The modules under `lib/` (behind `index.js`) wrap
+//! calls cannot starve `fs` or `dns` work; a call that waits long (an acquire of a held key, a
+//! wait for a loss) holds no thread at all while it waits ([`driven`]). The modules under `lib/` (behind `index.js`) wrap
 //! these classes with the JavaScript surface (errors with `code`, AbortSignal, events, BigInt).
 
 // napi-derive registers what it exports only outside `cfg(test)`: in the unit-test build the
@@ -139,6 +140,31 @@ where
     let (deferred, promise) = settle::promise(env)?;
     run_settling(deferred, work)?;
     Ok(promise)
+}
+
+/// Settles the returned promise with the outcome of `future`, a call that may wait long (an
+/// acquire, a wait for a loss) driven to its end with no thread of its own
+/// (`baton::drive`): first polled here (a poll never blocks), then by the baton thread that
+/// wakes it, which queues the settlement for the JavaScript thread.
+pub(crate) fn driven<'e, T, F>(env: &'e Env, future: F) -> Result<Object<'e>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = std::result::Result<T, baton::Error>> + Send + 'static,
+{
+    let (deferred, promise) = settle::promise(env)?;
+    drive_settling(deferred, future);
+    Ok(promise)
+}
+
+/// [`driven`] for a promise made already (a warm call that goes on as a wait).
+pub(crate) fn drive_settling<T, F>(deferred: settle::Deferred, future: F)
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = std::result::Result<T, baton::Error>> + Send + 'static,
+{
+    baton::drive::drive(future, move |outcome| {
+        deferred.settle(None, outcome.map_err(js_err))
+    });
 }
 
 /// Runs `work` on one of baton's threads and settles `deferred` with its result (from any

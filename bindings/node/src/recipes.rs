@@ -254,10 +254,9 @@ impl NativeElection {
         timeout_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
     ) -> Result<Object<'e>> {
-        let v = value.to_vec();
-        holding::wait(env, &self.inner, timeout_ms, cancel, move |e, t, c| {
-            e.campaign(&v, t, Some(c))
-        })
+        let t = crate::millis("timeoutMs", timeout_ms)?;
+        self.inner.lock().set_value(value.to_vec());
+        holding::acquire(env, &self.inner, t, holding::token_of(cancel), |_| {})
     }
 
     /// Replaces the leader's value, keeping the LockIndex.

@@ -17,6 +17,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::time::{Duration, Instant};
 
+use baton::aio::AsyncHold;
 use baton::warm::{Interest, ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
 use baton::Hold;
 use napi::bindgen_prelude::Object;
@@ -291,6 +292,16 @@ fn run_rest(t: &mut Task, rest: Rest) {
         }
     });
     let token = t.token.clone();
+    // Nothing owed by the warm request: the acquire starts over as a wait that holds no thread.
+    let rest = match rest {
+        Rest::Acquire(r) if !r.maybe_applied() => {
+            let lock = r.lock();
+            drop(r);
+            crate::drive_settling(d, async move { lock.acquire_async_with(left, &token).await });
+            return;
+        }
+        other => other,
+    };
     // If no thread can start, the deferred is dropped unsettled, which rejects it.
     let _ = run_settling(d, move || match rest {
         Rest::Acquire(r) => r.run(left, Some(&token)),
@@ -403,7 +414,7 @@ unsafe extern "C" fn on_closed_timer(handle: *mut c_void) {
 
 /// `acquire(timeoutMs, cancel)` of a holder: warm when it can be, else on a thread (which
 /// then opens the loop connection for the next calls).
-pub(crate) fn acquire<'e, H: Warm + 'static>(
+pub(crate) fn acquire<'e, H: Warm + baton::aio::Contend + Send + Sync>(
     env: &'e Env,
     holder: &std::sync::Arc<H>,
     timeout: Option<Duration>,
@@ -414,12 +425,7 @@ pub(crate) fn acquire<'e, H: Warm + 'static>(
             return start(env, Call::Acquire(Box::new(w)), timeout, token);
         }
     }
-    let h = holder.clone();
-    crate::on_thread(env, move || {
-        let held = h.acquire(timeout, Some(&token));
-        h.open_loop_conn();
-        held
-    })
+    crate::holding::acquire(env, holder, timeout, token, H::open_loop_conn)
 }
 
 /// `release()` of a holder: warm when it can be, else on a thread.
