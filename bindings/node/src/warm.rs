@@ -297,7 +297,10 @@ fn run_rest(t: &mut Task, rest: Rest) {
         Rest::Acquire(r) if !r.maybe_applied() => {
             let lock = r.lock();
             drop(r);
-            crate::drive_settling(d, async move { lock.acquire_async_with(left, &token).await });
+            crate::drive_settling(
+                d,
+                async move { lock.acquire_async_with(left, &token).await },
+            );
             return;
         }
         other => other,
