@@ -205,7 +205,22 @@ impl Drop for ClaimGuard {
     }
 }
 
+/// Gives up `owner`'s claim on (session, key): wakes the next local contender and the
+/// waiting futures of the key ([`on_unclaim`]).
 pub(crate) fn unclaim(session: &str, key: &str, owner: u64) {
+    if give_up(session, key, owner) {
+        fire_unclaim_hooks(key);
+    }
+}
+
+/// [`unclaim`] after a try that Consul refused because the key is held elsewhere: the key's
+/// next change wakes the waiting futures, so they are not woken here.
+pub(crate) fn unclaim_refused(session: &str, key: &str, owner: u64) {
+    give_up(session, key, owner);
+}
+
+/// Removes `owner`'s claim and wakes the blocked contenders; whether there was one.
+fn give_up(session: &str, key: &str, owner: u64) -> bool {
     let waiters = {
         let mut map = lock(&LOCAL);
         let k = (session.to_string(), key.to_string());
@@ -214,11 +229,13 @@ pub(crate) fn unclaim(session: &str, key: &str, owner: u64) {
             _ => None,
         }
     };
-    let Some(waiters) = waiters else { return };
+    let Some(waiters) = waiters else {
+        return false;
+    };
     for w in waiters {
         let _ = w.try_send(());
     }
-    fire_unclaim_hooks(key);
+    true
 }
 
 /// How a wait ended.

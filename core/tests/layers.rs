@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "compat",
             "log_sink",
             "pool",
+            "drive",
             "session_options",
             "config",
             "tls_hint",

@@ -295,8 +295,7 @@ fn run_rest(t: &mut Task, rest: Rest) {
     // Nothing owed by the warm request: the acquire starts over as a wait that holds no thread.
     let rest = match rest {
         Rest::Acquire(r) if !r.maybe_applied() => {
-            let lock = r.lock();
-            drop(r);
+            let lock = r.into_restart();
             crate::drive_settling(
                 d,
                 async move { lock.acquire_async_with(left, &token).await },

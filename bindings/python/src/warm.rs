@@ -143,7 +143,7 @@ impl WarmCall {
             }
             // Nothing owed: the acquire starts over as a wait that holds no thread.
             State::ResumeAcquire(r) => {
-                drop(r);
+                let _view = r.into_restart();
                 crate::waits::acquire(done, self.lock.clone(), t)
             }
             State::ResumeRelease(r) => {

@@ -417,6 +417,13 @@ impl Lock {
                     unclaim(session.id(), &sh.key, sh.id);
                     return Ok(false);
                 }
+                // Refused: the key is held elsewhere. Its next change wakes every waiter, so
+                // the claim goes without waking the futures refused for it (a herd of tries
+                // that would all be refused again).
+                Ok(false) => {
+                    crate::claim::unclaim_refused(session.id(), &sh.key, sh.id);
+                    return Ok(false);
+                }
                 other => {
                     unclaim(session.id(), &sh.key, sh.id);
                     return other;

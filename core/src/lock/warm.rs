@@ -369,11 +369,17 @@ impl ResumeAcquire {
         self.maybe_applied
     }
 
-    /// The lock being acquired, as a handle whose drop gives back nothing (to start the
-    /// acquire over when [`ResumeAcquire::maybe_applied`] is false).
-    pub fn lock(&self) -> Lock {
+    /// Gives up what this call holds locally (its claim of the key, its turn) and returns the
+    /// lock, as a handle whose drop gives back nothing, to start the acquire over another
+    /// way. Only when [`ResumeAcquire::maybe_applied`] is false: nothing is owed to Consul.
+    pub fn into_restart(self) -> Lock {
+        let ResumeAcquire {
+            sh, session, turn, ..
+        } = self;
+        drop(turn);
+        unclaim(session.id(), &sh.key, sh.id);
         Lock {
-            shared: self.sh.clone(),
+            shared: sh,
             view: true,
         }
     }
