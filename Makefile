@@ -324,6 +324,18 @@ bench-bindings: python-install node-build
 		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_BINDINGS_OUT)/worker-c
 	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) --latency-ms $(LATENCY_MS) $(BENCH_BINDINGS_ARGS)
 
+## What waiting and holding cost as the count grows (bench/scale/run.py), side by side in one
+## run against one dev server with its default 200-connection limit per client: threads, RSS
+## per pending acquire, loop lag and lateness for 1,000 and 10,000 pending acquires (Rust
+## baton::aio, Python baton.aio, Node), and threads, sockets, failed or lost calls for 1,000
+## and 10,000 held locks named with a shared prefix, flat, or with distinct first segments
+## (Rust, Python, Node). Options: BENCH_SCALE_ARGS="--pending 1000 --held 1000 --hold 60
+## --langs rust,node".
+.PHONY: bench-scale
+bench-scale: python-install node-build
+	$(CARGO) build --release -p consul-baton-devserver -p bench-scale
+	$(PY) bench/scale/run.py $(BENCH_SCALE_ARGS)
+
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------
 ## The crate's lib is named baton_ffi (a lib named "baton" would collide with the core crate's
 ## libbaton.rlib); ffi-lib copies its artifacts to libbaton.{so,a} (build.rs sets the soname).

@@ -11,10 +11,14 @@
 ...         async for leader in election.observe():        # Leader, or None: no leader
 ...             break
 
-Every wait runs on a baton thread (reused from call to call) and settles an asyncio future
+A call that waits — an acquire of a held key, a campaign, ``wait_lost`` — holds no thread
+while it waits: it is a future of the Rust core, woken by the client's key watch, its timer
+or a cancel, whose few baton threads make the requests (ten thousand pending acquires cost
+the same threads as one; ``make bench-scale`` measures it). A short call (a release, a KV
+read) runs on a baton thread reused from call to call. Either settles an asyncio future
 through the loop's hub (a queue, and a socket the loop reads; baton threads never take the
 GIL for it): the event loop never blocks, and the default executor's few threads are never
-used for waiting (hundreds of concurrent acquires are fine). A lock's warm acquire and release
+used. A lock's warm acquire and release
 (its key known free, a plain-HTTP agent; one request each) need no thread: the loop writes the
 request and reads the answer itself on a connection it polls, without blocking, and anything more
 goes on on a baton thread. Cancelling the awaiting task
