@@ -29,6 +29,17 @@ const rssKib = () => {
   const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))
   return m ? Number(m[1]) : 0
 }
+// Threads by name (a name's trailing digits dropped): where the threads are.
+const threadNames = () => {
+  const by = {}
+  for (const t of fs.readdirSync('/proc/self/task')) {
+    try {
+      const n = fs.readFileSync(`/proc/self/task/${t}/comm`, 'utf8').trim().replace(/[-_ ]?\d+$/, '')
+      by[n] = (by[n] || 0) + 1
+    } catch {}
+  }
+  return by
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const pct = (sorted, p) => (sorted.length ? sorted[Math.round((sorted.length - 1) * p)] : 0)
 
@@ -43,7 +54,14 @@ async function pending(addr, n, key, timeout) {
   const started = performance.now()
   const calls = locks.map(async (lock) => {
     const t0 = performance.now()
-    const got = await lock.acquire({ timeoutMs: timeout * 1000 })
+    let got
+    try {
+      got = await lock.acquire({ timeoutMs: timeout * 1000 })
+    } catch (e) {
+      // A timed-out acquire rejects with BATON_TIMEOUT in Node.
+      if (e.code !== 'BATON_TIMEOUT') throw e
+      got = false
+    }
     ends.push(performance.now() - t0 - timeout * 1000)
     return got
   })
@@ -99,11 +117,13 @@ async function held(addr, n, names, hold) {
   }
   const acquireSecs = (performance.now() - started) / 1000
   let peakThreads = threads()
+  let peakNames = threadNames()
   let peakSockets = sockets()
   let peakRss = rssKib()
   const end = performance.now() + hold * 1000
   while (performance.now() < end) {
     await sleep(200)
+    if (threads() > peakThreads) peakNames = threadNames()
     peakThreads = Math.max(peakThreads, threads())
     peakSockets = Math.max(peakSockets, sockets())
     peakRss = Math.max(peakRss, rssKib())
@@ -124,7 +144,7 @@ async function held(addr, n, names, hold) {
   return {
     lang: 'node', mode: 'held', n, names, hold_secs: hold,
     threads_before: threadsBefore, threads_peak: peakThreads, threads_after: threads(),
-    sockets_peak: peakSockets, rss_peak_kib: peakRss,
+    sockets_peak: peakSockets, rss_peak_kib: peakRss, thread_names: peakNames,
     acquire_failed: failed, lost, release_failed: releaseFailed,
     acquire_secs: acquireSecs, release_secs: releaseSecs,
   }

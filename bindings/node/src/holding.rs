@@ -40,8 +40,9 @@ pub(crate) fn token_of(cancel: Option<&NativeCancel>) -> baton::CancelToken {
 
 /// An acquire of `holder` (an election's campaign, its value set) for `timeout`, as a wait that
 /// holds no thread. An acquisition whose token fires returns `BATON_CANCELLED` with nothing
-/// held (the core's guarantee); `then` runs on a pooled thread after a success (a lock opens
-/// its loop connection there, so that the next calls can be warm).
+/// held (the core's guarantee); `then` runs after a success, before the promise settles, on
+/// the baton thread whose try succeeded (a lock opens its loop connection there if it has
+/// none, so that the next calls can be warm: one connect, once per client).
 pub(crate) fn acquire<'e, H: Contend + Send + Sync>(
     env: &'e Env,
     holder: &Arc<H>,
@@ -53,10 +54,7 @@ pub(crate) fn acquire<'e, H: Contend + Send + Sync>(
     crate::driven(env, async move {
         let held = h.acquire_async_with(timeout, &token).await;
         if matches!(held, Ok(true)) {
-            let _ = crate::CALLS.run(move || {
-                then(&h);
-                || {}
-            });
+            then(&h);
         }
         held
     })
