@@ -7,13 +7,15 @@ side by side in one run against one dev server (its default 200-connection limit
     process, RSS per pending acquire, event-loop lag while they wait, how late after its
     timeout each one ended, and that nothing is held after.
   * held: N locks held by one client for HOLD seconds (Rust, Python, Node), named
-    `prefixed` (scale/<run>/k-i), `flat` (<run>-k-i) or `segments` (<run>-i/lock): threads
-    and sockets of the process, every acquire and release, holdings lost meanwhile.
+    `prefixed` (scale/<run>/k-i), `flat` (<run>-k-i), `segments` (<run>-i/lock) or `random`
+    (a UUID each): threads and sockets of the process, every acquire and release, holdings
+    lost meanwhile, and the bytes it read per minute while holding — with --writes W, while
+    another process writes W other keys (bench-other/...): what a wider key-hub poll costs.
 
 After each worker the dev server is asked for the sessions left: only the holder's may remain.
 
-Options: --pending 1000,10000  --held 1000,10000  --names prefixed,flat,segments
-         --langs rust,python,node  --timeout 8  --hold 5  --python PATH
+Options: --pending 1000,10000  --held 1000,10000  --names prefixed,flat,segments,random
+         --langs rust,python,node  --timeout 8  --hold 5  --writes 0  --python PATH
 """
 
 import argparse
@@ -67,12 +69,56 @@ def worker_cmd(lang, python):
     sys.exit(f"unknown language {lang!r}")
 
 
-def run_worker(cmd, timeout):
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    for line in out.stdout.splitlines():
+def write_others(addr, count, secs, tag):
+    """Another process's writes while the worker holds: `count` keys under bench-other/, at an
+    even pace over `secs` seconds, on one keep-alive connection."""
+    import http.client
+    conn = http.client.HTTPConnection(*addr.split(":"), timeout=30)
+    start = time.monotonic()
+    for i in range(count):
+        due = start + secs * i / count
+        if due > time.monotonic():
+            time.sleep(due - time.monotonic())
+        conn.request("PUT", f"/v1/kv/bench-other/{tag}/{i}", body=b"x" * 64)
+        conn.getresponse().read()
+    conn.close()
+
+
+def run_worker(cmd, timeout, addr=None, writes=0, hold=0.0):
+    """Runs a worker; with `writes`, another process's writes run while it holds (it prints
+    HOLDING when its hold begins)."""
+    import threading
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = None
+    lines = []
+    deadline = time.monotonic() + timeout
+    polled = None
+    for line in p.stdout:
+        lines.append(line)
+        if line.strip() == "HOLDING" and addr:
+            http(addr, "DELETE", "/_devserver/requests")
+            began = time.monotonic()
+            if writes:
+                writer = threading.Thread(target=write_others, args=(addr, writes, hold * 0.9, p.pid))
+                writer.start()
+        if line.strip() == "RELEASING" and addr:
+            # What the worker's polls read while it held: answer bodies of its GETs.
+            counts = http(addr, "GET", "/_devserver/requests")
+            got = sum(v for k, v in counts.get("body_bytes_by_route", {}).items() if k.startswith("GET "))
+            polled = got / 1024 / max(time.monotonic() - began, 1e-3) * 60
+        if time.monotonic() > deadline:
+            p.kill()
+            break
+    err = p.stderr.read()
+    p.wait()
+    if writer:
+        writer.join()
+    for line in lines:
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    sys.exit(f"{' '.join(cmd)} failed (exit {out.returncode}):\n{out.stdout}\n{out.stderr[-3000:]}")
+            result = json.loads(line[len("RESULT "):])
+            result["polled_kib_per_min"] = polled
+            return result
+    sys.exit(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{''.join(lines)}\n{err[-3000:]}")
 
 
 def kib(v):
@@ -83,10 +129,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pending", default="1000,10000")
     ap.add_argument("--held", default="1000,10000")
-    ap.add_argument("--names", default="prefixed,flat,segments")
+    ap.add_argument("--names", default="prefixed,flat,segments,random")
     ap.add_argument("--langs", default="rust,python,node")
     ap.add_argument("--timeout", type=float, default=8.0)
     ap.add_argument("--hold", type=float, default=5.0)
+    ap.add_argument("--writes", type=int, default=0,
+                    help="keys another process writes (bench-other/...) while each held worker holds")
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args()
     langs = [x for x in args.langs.split(",") if x]
@@ -116,11 +164,12 @@ def main():
             for names in [x for x in args.names.split(",") if x]:
                 for lang in langs:
                     r = run_worker(worker_cmd(lang, args.python) + [addr, "held", str(n), names, str(args.hold)],
-                                   timeout=args.hold + 600)
+                                   timeout=args.hold + 600, addr=addr, writes=args.writes, hold=args.hold)
                     left = sessions_left(addr, None)
                     print(f"held {n:>6} {names:<9} {r['lang']:<6} threads {r['threads_before']:>3} -> {r['threads_peak']:>3}"
                           f" (after close {r['threads_after']:>3}); sockets {r['sockets_peak']:>3};"
                           f" acquire {r['acquire_secs']:.1f} s, release {r['release_secs']:.1f} s;"
+                          f" polls read {r['polled_kib_per_min']:.0f} KiB/min while held;"
                           f" failed acquires {r['acquire_failed']}, lost {r['lost']}, failed releases {r['release_failed']};"
                           f" sessions left {len(left)}")
                     if r["acquire_failed"] or r["lost"] or r["release_failed"] or left:

@@ -97,6 +97,7 @@ async function pending(addr, n, key, timeout) {
 function keyName(names, run, i) {
   if (names === 'prefixed') return `scale/${run}/k-${i}`
   if (names === 'flat') return `${run}-k-${i}`
+  if (names === 'random') return require('node:crypto').randomUUID().replaceAll('-', '')
   return `${run}-${i}/lock`
 }
 
@@ -120,6 +121,7 @@ async function held(addr, n, names, hold) {
   let peakNames = threadNames()
   let peakSockets = sockets()
   let peakRss = rssKib()
+  console.log('HOLDING')
   const end = performance.now() + hold * 1000
   while (performance.now() < end) {
     await sleep(200)
@@ -128,6 +130,7 @@ async function held(addr, n, names, hold) {
     peakSockets = Math.max(peakSockets, sockets())
     peakRss = Math.max(peakRss, rssKib())
   }
+  console.log('RELEASING')
   const lost = locks.filter((l) => !l.isHeld()).length - failed
   let releaseFailed = 0
   started = performance.now()

@@ -5,8 +5,9 @@ worker.js and the Rust worker, src/main.rs):
                                            with TIMEOUT seconds each, all pending at once
     worker.py ADDR held N NAMES HOLD       N locks held for HOLD seconds (sync client), named by
                                            NAMES: "prefixed" (scale/<run>/k-i), "flat"
-                                           (<run>-k-i: no common prefix) or "segments"
+                                           (<run>-k-i: no common prefix), "segments"
                                            (<run>-i/lock: a distinct first segment each)
+                                           or "random" (a UUID each: nothing shared)
 
 Prints one line, `RESULT {json}`: threads of the process (before, peak while pending or held,
 after close), sockets (open socket descriptors), RSS in KiB, and what happened to the calls.
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 import time
+import uuid
 
 import consul_baton as baton
 import consul_baton.aio  # noqa: F401  (baton.aio)
@@ -99,7 +101,10 @@ def name(names, run, i):
         return f"scale/{run}/k-{i}"
     if names == "flat":
         return f"{run}-k-{i}"
+    if names == "random":
+        return f"{uuid.uuid4().hex}"
     return f"{run}-{i}/lock"
+
 
 
 def held(addr, n, names, hold):
@@ -118,12 +123,14 @@ def held(addr, n, names, hold):
                 print(f"acquire failed: {e}", file=sys.stderr)
         acquire_secs = time.perf_counter() - started
         peak_threads, peak_sockets, peak_rss = threads(), sockets(), rss_kib()
+        print("HOLDING", flush=True)
         end = time.monotonic() + hold
         while time.monotonic() < end:
             time.sleep(0.2)
             peak_threads = max(peak_threads, threads())
             peak_sockets = max(peak_sockets, sockets())
             peak_rss = max(peak_rss, rss_kib())
+        print("RELEASING", flush=True)
         lost = sum(1 for lk in locks if not lk.locked()) - failed
         release_failed = 0
         started = time.perf_counter()

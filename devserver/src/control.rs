@@ -10,7 +10,7 @@
 //! | `PUT /_devserver/leader?present=false[&hold=7s][&answers=agent]` | "no cluster leader" mode (`true` ends it): requests that need the leader wait `hold` for one, then get a server's (`No cluster leader`) or a client agent's 500s |
 //! | `PUT /_devserver/session/invalidate/<id>` | invalidate as a failed TTL/check would |
 //! | `PUT /_devserver/node/fail` / `node/heal` | agent node's `serfHealth` critical / passing |
-//! | `GET /_devserver/requests` / `DELETE` | request counts per route, and the requests in flight / reset the counts |
+//! | `GET /_devserver/requests` / `DELETE` | request counts and answer body bytes per route, and the requests in flight / reset the counts |
 //! | `GET /_devserver/status` | paused, latency, leader, current index, the server's process id |
 //!
 //! Faults that hit one client alone live beside these in `proxy.rs`: a `FaultProxy` in front
@@ -112,6 +112,7 @@ pub(crate) async fn handle(shared: &Shared, method: &Method, path: &str, q: &Que
                     "total": c.total,
                     "by_route": c.by_route,
                     "blocking_by_route": c.blocking_by_route,
+                    "body_bytes_by_route": c.body_bytes_by_route,
                     "in_flight": c.in_flight,
                 }),
                 false,

@@ -432,8 +432,9 @@ async fn route(
         );
     }
     let query = Query::parse(req.uri().query());
+    let route = format!("{} {}", method, pattern.trim_end_matches('/'));
     shared.count(
-        format!("{} {}", method, pattern.trim_end_matches('/')),
+        route.clone(),
         // Blocking as `query::blocking` decides it: a GET whose index is above 0.
         method == Method::GET && query.get("index").parse::<u64>().is_ok_and(|i| i > 0),
     );
@@ -504,6 +505,7 @@ async fn route(
         p if p.starts_with("/v1/health/") => crate::endpoints::health::handle(&ctx, p, &rest).await,
         p => crate::endpoints::session::handle(&ctx, p, &rest, &body).await,
     };
+    shared.count_body(&route, reply.body.len());
     (reply, true)
 }
 

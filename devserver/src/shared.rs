@@ -27,6 +27,9 @@ pub struct RequestCounts {
     /// client's watches poll on their own schedule, so a count of the requests
     /// an operation costs leaves them out.
     pub blocking_by_route: BTreeMap<String, u64>,
+    /// Bytes of answer bodies per route: what a client's polls cost on the wire (a wide
+    /// prefix poll re-reads every key under it on each change).
+    pub body_bytes_by_route: BTreeMap<String, u64>,
     /// `/v1/` requests that have arrived and are not answered yet (waiting out a latency
     /// fault or a pause included), per `"<METHOD> <path>"` (the path as sent, without the
     /// query; only those with requests in flight): how a test knows a client's request is on
@@ -168,6 +171,18 @@ impl Shared {
             *c.blocking_by_route.entry(route.clone()).or_default() += 1;
         }
         *c.by_route.entry(route).or_default() += 1;
+    }
+
+    /// Counts the body of one `/v1/` answer on `route`.
+    pub fn count_body(&self, route: &str, bytes: usize) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        match c.body_bytes_by_route.get_mut(route) {
+            Some(n) => *n += bytes as u64,
+            None => {
+                c.body_bytes_by_route
+                    .insert(route.to_string(), bytes as u64);
+            }
+        }
     }
 
     pub fn counts(&self) -> RequestCounts {

@@ -396,7 +396,7 @@ fn request_counts_by_route_and_reset() {
     s.reset_request_counts();
     kv_set(&s, "a", b"1");
     kv_set(&s, "b/c", b"1");
-    get(&s, "/v1/kv/a");
+    let first = get(&s, "/v1/kv/a");
     let index = get(&s, "/v1/kv/a")
         .header("x-consul-index")
         .unwrap()
@@ -412,6 +412,13 @@ fn request_counts_by_route_and_reset() {
     assert_eq!(c.blocking_by_route.get("GET /v1/kv"), Some(&1));
     assert_eq!(c.non_blocking("GET /v1/kv"), 2);
     assert_eq!(c.non_blocking("PUT /v1/kv"), 2);
+    // Answer bodies are counted by route: the two PUTs answered `true`, the three GETs the
+    // same entry of "a" as the first one read.
+    assert_eq!(c.body_bytes_by_route.get("PUT /v1/kv"), Some(&8));
+    assert_eq!(
+        c.body_bytes_by_route.get("GET /v1/kv"),
+        Some(&(3 * first.body.len() as u64))
+    );
     assert!(index.parse::<u64>().unwrap() > 1);
     assert_eq!(c.by_route.get("PUT /v1/session/create"), Some(&1));
     assert_eq!(c.by_route.get("GET /v1/session/info"), Some(&1));
@@ -420,6 +427,7 @@ fn request_counts_by_route_and_reset() {
     let http = get(&s, "/_devserver/requests").json();
     assert_eq!(http["by_route"]["PUT /v1/kv"], 2, "{http}");
     assert_eq!(http["blocking_by_route"]["GET /v1/kv"], 1, "{http}");
+    assert_eq!(http["body_bytes_by_route"]["PUT /v1/kv"], 8, "{http}");
     assert!(http["total"].as_u64().unwrap() >= 6);
     assert_eq!(delete(&s, "/_devserver/requests").status, 200);
     let after = s.request_counts();

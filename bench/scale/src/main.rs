@@ -129,10 +129,22 @@ async fn futures_join<F: std::future::Future>(calls: Vec<F>) -> Vec<F::Output> {
     .await
 }
 
+/// A name shared with nothing: 32 hex digits from the clock, the process and a counter,
+/// scrambled (no extra crate for a UUID).
+fn random_name(i: usize) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(i);
+    let a = h.finish();
+    h.write_u64(a);
+    format!("{a:016x}{:016x}", h.finish())
+}
+
 fn name(names: &str, run: &str, i: usize) -> String {
     match names {
         "prefixed" => format!("scale/{run}/k-{i}"),
         "flat" => format!("{run}-k-{i}"),
+        "random" => random_name(i),
         _ => format!("{run}-{i}/lock"),
     }
 }
@@ -158,6 +170,9 @@ fn held(addr: &str, n: usize, names: &str, hold: f64) -> serde_json::Value {
     }
     let acquire_secs = started.elapsed().as_secs_f64();
     let (mut pt, mut ps, mut pr) = (threads(), sockets(), rss_kib());
+    println!("HOLDING");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
     let end = Instant::now() + Duration::from_secs_f64(hold);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(200));
@@ -165,6 +180,8 @@ fn held(addr: &str, n: usize, names: &str, hold: f64) -> serde_json::Value {
         ps = ps.max(sockets());
         pr = pr.max(rss_kib());
     }
+    println!("RELEASING");
+    let _ = std::io::stdout().flush();
     let lost = locks.iter().filter(|l| !l.is_held()).count() - failed;
     let started = Instant::now();
     let mut release_failed = 0;
