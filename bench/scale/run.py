@@ -76,9 +76,9 @@ def write_others(addr, count, secs, tag):
     conn = http.client.HTTPConnection(*addr.split(":"), timeout=30)
     start = time.monotonic()
     for i in range(count):
-        due = start + secs * i / count
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
+        wait = start + secs * i / count - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
         conn.request("PUT", f"/v1/kv/bench-other/{tag}/{i}", body=b"x" * 64)
         conn.getresponse().read()
     conn.close()
