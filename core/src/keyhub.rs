@@ -776,7 +776,10 @@ mod tests {
         assert_eq!(wide_pause(1000 + WIDE_FREE, 1000), Duration::ZERO);
         // 2,000 entries read for 1,000 keys: about half a second.
         let p = wide_pause(2_000, 1000);
-        assert!(p > Duration::from_millis(400) && p < Duration::from_millis(500), "{p:?}");
+        assert!(
+            p > Duration::from_millis(400) && p < Duration::from_millis(500),
+            "{p:?}"
+        );
         // Bounded whatever the KV holds.
         assert_eq!(wide_pause(10_000_000, 1), WIDE_MAX_PAUSE);
     }
