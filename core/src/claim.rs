@@ -35,9 +35,11 @@ static LOCAL: Lazy<Mutex<HashMap<(String, String), LocalClaim>>> =
 /// What a release of a claim calls: quick, never user code beyond a `Waker`.
 pub(crate) type UnclaimFn = std::sync::Arc<dyn Fn() + Send + Sync + 'static>;
 
-/// The hooks of waiting futures, by the key or prefix they watch: id and hook.
-static HOOKS: Lazy<Mutex<HashMap<String, Vec<(u64, UnclaimFn)>>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+/// Hooks by the key or prefix they watch: id and hook.
+type HookTable = HashMap<String, Vec<(u64, UnclaimFn)>>;
+
+/// The hooks of waiting futures.
+static HOOKS: Lazy<Mutex<HookTable>> = Lazy::new(|| Mutex::new(HashMap::new()));
 static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
 
 /// Removes its hook when dropped.
