@@ -152,7 +152,10 @@ export declare class NativeLock {
   destroy(): Promise<void>
 }
 
-/** Follows an election's leader (see `LeaderObserver` in lib/observer.js). */
+/**
+ * Follows an election's leader (see `LeaderObserver` in lib/observer.js): a stream of the
+ * core (`baton::aio::LeaderStream`), so a pending `next` holds no thread.
+ */
 export declare class NativeObserver {
   /** The key observed. */
   get key(): string

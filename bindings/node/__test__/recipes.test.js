@@ -210,6 +210,41 @@ test('waiting calls reuse baton threads instead of starting one each', { skip: !
   assert.ok(seen.size <= 4, `${seen.size} call threads for 40 sequential calls`)
 })
 
+test('waiting calls hold no thread each: 500 acquires, 100 waitLost and 100 observers pending', { skip: !fs.existsSync('/proc/self/task') && 'counts threads in /proc' }, async () => {
+  const threads = () => fs.readdirSync('/proc/self/task').length
+  const a = client()
+  const b = client()
+  const key = freshKey('no-thread')
+  const holder = a.lock(key)
+  await holder.acquire({ timeoutMs: 10000 })
+  assert.equal(holder.isHeld(), true)
+  const election = a.election(freshKey('no-thread-e'))
+  await election.campaign(Buffer.from('me'), { timeoutMs: 10000 })
+  assert.equal(election.isLeader(), true)
+  // Warm the waiting client up (its hub, step and timer threads) before counting.
+  await b.lock(key).acquire({ timeoutMs: 0 }).catch(() => false)
+  const before = threads()
+  const ac = new AbortController()
+  const waiters = Array.from({ length: 500 }, () =>
+    b.lock(key).acquire({ timeoutMs: 30000, signal: ac.signal }).catch((e) => e))
+  const losses = Array.from({ length: 100 }, () => holder.waitLost({ timeoutMs: 30000 }))
+  const observers = Array.from({ length: 100 }, () => election.observe())
+  for (const o of observers) {
+    const first = await o.next()
+    assert.equal(Buffer.from(first.value.value).toString(), 'me')
+  }
+  const nexts = observers.map((o) => o.next())
+  await new Promise((r) => setTimeout(r, 500))
+  const during = threads()
+  holder.release()
+  assert.deepEqual(new Set(await Promise.all(losses)), new Set(['released']))
+  ac.abort()
+  await Promise.all(waiters)
+  for (const o of observers) await o.return()
+  await Promise.all(nexts)
+  assert.ok(during - before < 40, `${before} threads before, ${during} with 700 calls pending`)
+})
+
 test("lock: 'lost' event and lostSignal when the session is destroyed from outside", async () => {
   const c = client()
   const key = freshKey('lost')

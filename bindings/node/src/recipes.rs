@@ -6,7 +6,9 @@
 //! 64-bit numbers cross the boundary as decimal strings; `lib/` turns them into BigInt.
 
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
+use baton::aio::AsyncClient;
 use napi::bindgen_prelude::{Buffer, Object};
 use napi::{Env, Result};
 use napi_derive::napi;
@@ -278,9 +280,9 @@ impl NativeElection {
     pub fn observe(&self) -> Result<NativeObserver> {
         let o = self
             .client
-            .observe_leader(self.inner.key())
+            .observe_leader_stream(self.inner.key())
             .map_err(js_err)?;
-        Ok(NativeObserver::new(o))
+        Ok(NativeObserver::new(&self.client, o))
     }
 
     /// The sequencer while leading, or null.
@@ -290,17 +292,20 @@ impl NativeElection {
     }
 }
 
-/// Follows an election's leader (see `LeaderObserver` in lib/observer.js).
+/// Follows an election's leader (see `LeaderObserver` in lib/observer.js): a stream of the
+/// core (`baton::aio::LeaderStream`), so a pending `next` holds no thread.
 #[napi(js_name = "NativeObserver")]
 pub struct NativeObserver {
     key: String,
-    inner: OffThread<Arc<Mutex<Option<baton::Observer>>>>,
+    client: OffThread<baton::Client>,
+    inner: OffThread<Arc<Mutex<Option<baton::aio::LeaderStream>>>>,
 }
 
 impl NativeObserver {
-    fn new(o: baton::Observer) -> NativeObserver {
+    fn new(client: &baton::Client, o: baton::aio::LeaderStream) -> NativeObserver {
         NativeObserver {
             key: o.key().to_string(),
+            client: OffThread::new(client.clone()),
             inner: OffThread::new(Arc::new(Mutex::new(Some(o)))),
         }
     }
@@ -326,15 +331,29 @@ impl NativeObserver {
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
         let (o, token) = (self.inner.clone(), token_of(cancel));
-        on_thread(env, move || {
+        let next = std::future::poll_fn(move |cx| {
+            use futures_core::Stream;
             let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(obs) = g.as_mut() else {
-                return Err(baton::Error::new(
-                    baton::ErrorKind::Closed,
-                    "the observer was closed",
-                ));
+            let closed = || baton::Error::new(baton::ErrorKind::Closed, "the observer was closed");
+            let Some(stream) = g.as_mut() else {
+                return Poll::Ready(Err(closed()));
             };
-            Ok(match obs.next(t, Some(&token))? {
+            match std::pin::Pin::new(stream).poll_next(cx) {
+                Poll::Ready(Some(r)) => Poll::Ready(r),
+                Poll::Ready(None) => Poll::Ready(Err(closed())),
+                Poll::Pending => Poll::Pending,
+            }
+        });
+        let bounded = baton::aio::Bounded::new(
+            &self.client,
+            next,
+            t,
+            Some(&token),
+            "no leader change before the timeout",
+            "observe cancelled",
+        );
+        crate::driven(env, async move {
+            Ok(match bounded.await? {
                 baton::LeaderEvent::Leader(l) => Some(NativeLeader::from(l)),
                 baton::LeaderEvent::NoLeader => None,
             })
@@ -344,17 +363,17 @@ impl NativeObserver {
     /// Stops following (drops the subscription once a pending `next` has returned).
     #[napi]
     pub fn close(&self) {
-        if let Ok(mut g) = self.inner.try_lock() {
-            g.take();
-            return;
-        }
-        // A pending `next` holds the mutex: drop the observer once it returns, off the JS thread.
-        let o = self.inner.clone();
-        let _ = std::thread::Builder::new()
-            .name("baton-node-close".into())
-            .spawn(move || {
-                o.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // A pending `next` is ended by its token, which `lib/observer.js` cancels first; one
+        // polled again finds the stream gone and ends with `BATON_CLOSED`. Dropping the stream
+        // drops its key-hub subscription, whose last one may join a hub thread: not on the JS
+        // thread.
+        let stream = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(stream) = stream {
+            let _ = crate::CALLS.run(move || {
+                drop(stream);
+                || {}
             });
+        }
     }
 }
 
@@ -447,8 +466,8 @@ impl NativeClient {
     /// Follows the election on `key`.
     #[napi]
     pub fn observe_leader(&self, key: String) -> Result<NativeObserver> {
-        let o = self.inner.observe_leader(&key).map_err(js_err)?;
-        Ok(NativeObserver::new(o))
+        let o = self.inner.observe_leader_stream(&key).map_err(js_err)?;
+        Ok(NativeObserver::new(&self.inner, o))
     }
 
     /// Whether the sequencer (string form) is still current.

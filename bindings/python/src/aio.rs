@@ -25,7 +25,7 @@ use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
 use crate::args::value_bytes;
-use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Observer, Semaphore, Sequencer};
+use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Semaphore, Sequencer};
 use crate::{seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
@@ -471,7 +471,7 @@ pub(crate) fn released(py: Python<'_>, not_held: Option<String>) -> PyResult<Py<
     }
 }
 
-fn leader_event(py: Python<'_>, ev: baton::LeaderEvent) -> PyResult<Py<PyAny>> {
+pub(crate) fn leader_event(py: Python<'_>, ev: baton::LeaderEvent) -> PyResult<Py<PyAny>> {
     match ev {
         baton::LeaderEvent::Leader(inner) => any(py, Leader { inner }),
         baton::LeaderEvent::NoLeader => Ok(py.None()),
@@ -562,14 +562,6 @@ starts! {
 
         /// Native half of `baton.aio.Election.leader`.
         fn _start_leader(&self) -> leader_opt [e = self.inner.hold()] |_| e.leader();
-    }
-
-    impl Observer {
-        /// Native half of `baton.aio`'s `async for` over `Election.observe()`.
-        #[pyo3(signature = (done, timeout=None))]
-        fn _start_next(&self, timeout: Option<f64>) -> leader_event
-            [t = self::timeout(timeout)?, o = self.inner.clone()]
-            |c| o.lock().unwrap_or_else(|p| p.into_inner()).next(t, Some(c));
     }
 
     // The native halves of `baton.aio.Client`'s requests: each runs on a baton thread, never

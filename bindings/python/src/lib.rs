@@ -533,6 +533,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         log::set_max_level(log::LevelFilter::Debug);
     }
     m.add_class::<Client>()?;
+    m.add_class::<waits::LeaderEvents>()?;
     m.add_class::<Session>()?;
     m.add_class::<cancel::CancelToken>()?;
     m.add_class::<agent::Agent>()?;

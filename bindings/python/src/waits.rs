@@ -1,4 +1,5 @@
-//! The native halves of `baton.aio`'s waiting calls — acquire, campaign, `wait_lost` — as
+//! The native halves of `baton.aio`'s waiting calls — acquire, campaign, `wait_lost`, the next
+//! leader of an observed election — as
 //! futures of `baton::aio` driven with no thread of their own ([`crate::aio::drive`]): ten
 //! thousand pending acquires cost the client's few baton threads, not ten thousand. The
 //! calls that never wait (a release, a KV read) stay on pooled threads (`aio.rs`), where a
@@ -7,13 +8,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::aio::{AsyncHold, Bounded, Contend};
+use std::sync::Mutex;
+use std::task::Poll;
+
+use baton::aio::{AsyncClient, AsyncHold, Bounded, Contend, LeaderStream};
 use baton::HoldLost;
+use futures_core::Stream;
 use pyo3::prelude::*;
 
-use crate::aio::{any, drive, timeout, Pending};
+use crate::aio::{any, drive, leader_event, timeout, Pending};
 use crate::args::value_bytes;
+use crate::detached::Detached;
 use crate::recipes::{Election, Lock, Semaphore};
+use crate::to_py;
 
 /// An acquire of `hold` (or, with `value`, a campaign) for `timeout`, driven: its success is
 /// armed to be given back if nobody takes it.
@@ -116,5 +123,64 @@ impl Election {
         let e = self.inner.hold();
         e.lock().set_value(v);
         acquire(done, e, t)
+    }
+}
+
+/// The native half of `baton.aio`'s `async for` over `Election.observe()`: a stream of the
+/// core (`baton::aio::LeaderStream`: the current state first, then every change), whose
+/// pending next holds no thread.
+#[pyclass(frozen, module = "consul_baton._native")]
+pub(crate) struct LeaderEvents {
+    client: Detached<baton::Client>,
+    stream: Detached<Arc<Mutex<LeaderStream>>>,
+}
+
+#[pymethods]
+impl LeaderEvents {
+    /// Starts the wait for the next state (`None`: "no leader"), reported to `done`.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_next(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let (client, stream) = ((*self.client).clone(), Arc::clone(&self.stream));
+        drive(
+            done,
+            move |token, _| {
+                let next = std::future::poll_fn(move |cx| {
+                    let mut g = stream.lock().unwrap_or_else(|p| p.into_inner());
+                    match std::pin::Pin::new(&mut *g).poll_next(cx) {
+                        Poll::Ready(Some(r)) => Poll::Ready(r),
+                        Poll::Ready(None) => Poll::Ready(Err(baton::Error::new(
+                            baton::ErrorKind::Closed,
+                            "the baton client is closed",
+                        ))),
+                        Poll::Pending => Poll::Pending,
+                    }
+                });
+                Bounded::new(
+                    &client,
+                    next,
+                    t,
+                    Some(token),
+                    "no leader change before the timeout",
+                    "observe cancelled",
+                )
+            },
+            leader_event,
+        )
+    }
+}
+
+#[pymethods]
+impl Election {
+    /// Native half of `baton.aio.Election.observe`.
+    fn _observe_stream(&self, py: Python<'_>) -> PyResult<LeaderEvents> {
+        let stream = self
+            .client
+            .observe_leader_stream(self.inner.key())
+            .map_err(|e| to_py(py, e))?;
+        Ok(LeaderEvents {
+            client: Detached::new((*self.client).clone()),
+            stream: Detached::new(Arc::new(Mutex::new(stream))),
+        })
     }
 }

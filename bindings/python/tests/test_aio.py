@@ -311,3 +311,45 @@ def test_async_semaphore_limits_holders_and_cancel_frees_the_waiter(devserver):
                 await c.close()
 
     asyncio.run(main())
+
+
+def test_waiting_calls_hold_no_thread_each(devserver):
+    """500 pending acquires, 100 waits for a loss and 100 observers' next state cost the
+    client's few baton threads, not a thread each (they were pooled threads, one per call)."""
+    import os
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    k = key("no-thread")
+
+    async def main():
+        async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:
+            holder = a.lock(k)
+            assert await holder.acquire(timeout=10)
+            election = a.election(key("no-thread-e"))
+            assert await election.campaign(b"me", timeout=10)
+            # Warm both clients up (their hub, step and timer threads) before counting.
+            assert not await b.lock(k).acquire(timeout=0)
+            before = threads()
+            waiters = [asyncio.ensure_future(b.lock(k).acquire(timeout=30)) for _ in range(500)]
+            losses = [asyncio.ensure_future(holder.wait_lost(timeout=30)) for _ in range(100)]
+            streams = [election.observe() for _ in range(100)]
+            firsts = [await s.__anext__() for s in streams]
+            assert all(f is not None and f.value == b"me" for f in firsts)
+            nexts = [asyncio.ensure_future(s.__anext__()) for s in streams]
+            await asyncio.sleep(0.5)
+            during = threads()
+            assert not any(w.done() for w in waiters + losses + nexts)
+            # The holder lets go: every wait for its loss ends, one waiter gets the key.
+            await holder.release()
+            assert set(await asyncio.gather(*losses)) == {"released"}
+            for w in waiters + nexts:
+                w.cancel()
+            await asyncio.gather(*waiters, *nexts, return_exceptions=True)
+            for s in streams:
+                await s.aclose()
+            return before, during
+
+    before, during = asyncio.run(main())
+    assert during - before < 40, f"{before} threads before, {during} with 700 calls pending"

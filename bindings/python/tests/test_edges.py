@@ -128,8 +128,8 @@ def test_aio_durations_out_of_range_raise_value_or_overflow_error(devserver, cas
 def test_aio_observer_next_timeout_out_of_range(client, value):
     # The native half of `async for` over `observe()`; the timeout is refused before any
     # thread starts, so `done` is never called.
-    observer = client.election(key("el")).observe()
-    assert_raises_exactly(expected_error(value), "timeout", lambda: observer._start_next(_no_op, value))
+    events = client.election(key("el"))._observe_stream()
+    assert_raises_exactly(expected_error(value), "timeout", lambda: events._start_next(_no_op, value))
 
 
 def test_acquire_keeps_threading_semantics(client):

@@ -454,6 +454,15 @@ class Pending:
         ``finished()`` after. False when there is nothing to give back."""
         ...
 
+class LeaderEvents:
+    """An observed election as ``baton.aio`` follows it (``Election._observe_stream()``): the
+    current state first, then every change; a pending next holds no thread."""
+
+    def _start_next(self, done: Any, timeout: Optional[float] = None) -> Pending:
+        """Starts the wait for the next state, reported to ``done``; ``timeout`` in seconds
+        (``None``: no limit)."""
+        ...
+
 class Hub:
     """Where baton threads queue the outcomes of one event loop's ``baton.aio`` calls; the loop
     reads ``fileno()`` and calls ``drain()`` (``baton.aio`` sets this up)."""

@@ -495,9 +495,9 @@ class Election(_LossReasons):
         """Leader changes as an async iterator: a :class:`baton.Leader`, or None for
         "no leader" (the iteration goes on across failovers, like the synchronous
         ``for leader in election.observe()``); the first item is the current state."""
-        observer = self.sync.observe()
+        events = self.sync._observe_stream()
         while True:
-            yield await _run(observer._start_next, None)
+            yield await _run(events._start_next, None)
 
 
 class Agent:

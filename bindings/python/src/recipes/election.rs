@@ -54,7 +54,7 @@ impl Leader {
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Election {
     pub(crate) inner: Holding<baton::Election>,
-    pub(super) client: Detached<baton::Client>,
+    pub(crate) client: Detached<baton::Client>,
 }
 
 lifecycle_methods! {
