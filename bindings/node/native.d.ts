@@ -242,6 +242,13 @@ export interface ClientOptions {
 }
 
 /**
+ * Ends the idle call threads of the addon ([`CALLS`]), waiting for them at most 100 ms:
+ * `lib/client.js` calls it once a client's `close()` has settled, so no baton thread outlives
+ * `close()` (a later call of another client starts a thread again).
+ */
+export declare function endIdleThreads(): void
+
+/**
  * Whether this loop turn took the outcome of a baton call and is not over yet: a call made
  * now goes to the baton thread that delivered that outcome, which is still awake for it (see
  * `settle.rs`). `spin.js` polls the loop only for such calls.

@@ -842,6 +842,7 @@ module.exports.NativeLock = nativeBinding.NativeLock
 module.exports.NativeObserver = nativeBinding.NativeObserver
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.NativeSession = nativeBinding.NativeSession
+module.exports.endIdleThreads = nativeBinding.endIdleThreads
 module.exports.inTurn = nativeBinding.inTurn
 module.exports.parseSequencer = nativeBinding.parseSequencer
 module.exports.setLogger = nativeBinding.setLogger

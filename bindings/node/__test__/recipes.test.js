@@ -243,6 +243,17 @@ test('waiting calls hold no thread each: 500 acquires, 100 waitLost and 100 obse
   for (const o of observers) await o.return()
   await Promise.all(nexts)
   assert.ok(during - before < 40, `${before} threads before, ${during} with 700 calls pending`)
+  // No call thread of the addon outlives the clients' close.
+  await a.close()
+  await b.close()
+  const names = fs.readdirSync('/proc/self/task').map((t) => {
+    try {
+      return fs.readFileSync(`/proc/self/task/${t}/comm`, 'utf8').trim()
+    } catch {
+      return ''
+    }
+  })
+  assert.ok(!names.includes('baton-node-call'), names.join(', '))
 })
 
 test("lock: 'lost' event and lostSignal when the session is destroyed from outside", async () => {

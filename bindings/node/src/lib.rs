@@ -130,6 +130,14 @@ fn stop_calls_at_exit(env: &Env) {
     }
 }
 
+/// Ends the idle call threads of the addon ([`CALLS`]), waiting for them at most 100 ms:
+/// `lib/client.js` calls it once a client's `close()` has settled, so no baton thread outlives
+/// `close()` (a later call of another client starts a thread again).
+#[napi]
+pub fn end_idle_threads() {
+    CALLS.stop(std::time::Instant::now() + Duration::from_millis(100));
+}
+
 /// Runs `work` on one of baton's threads and settles the returned promise with its result
 /// (see `settle.rs`).
 pub(crate) fn on_thread<'e, T, F>(env: &'e Env, work: F) -> Result<Object<'e>>

@@ -124,6 +124,14 @@ pub(crate) fn stop_pool(deadline: std::time::Instant) {
     CALLS.stop(deadline);
 }
 
+/// Ends the idle threads of `baton.aio`, waiting for them at most 100 ms: called once a
+/// client's `close()` has returned, so no baton thread outlives it (a later call of another
+/// client starts a thread again).
+#[pyfunction]
+pub(crate) fn _end_idle_threads(py: Python<'_>) {
+    py.detach(|| CALLS.stop(std::time::Instant::now() + Duration::from_millis(100)));
+}
+
 /// Where a call's outcome goes: `done(ok, value)` called on the baton thread (attached to
 /// the interpreter), or, for `(hub, weakref_to_done)`, `done` called on the event loop's
 /// thread by [`Hub::drain`]. The reference is weak so that a pending call does not keep its

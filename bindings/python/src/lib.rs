@@ -548,6 +548,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::Hub>()?;
     m.add_class::<warm::WarmCall>()?;
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
+    m.add_function(wrap_pyfunction!(aio::_end_idle_threads, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
     let hook = wrap_pyfunction!(at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (hook,))?;

@@ -353,3 +353,11 @@ def test_waiting_calls_hold_no_thread_each(devserver):
 
     before, during = asyncio.run(main())
     assert during - before < 40, f"{before} threads before, {during} with 700 calls pending"
+    # No thread of baton.aio outlives the clients' close.
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            names.append(open(f"/proc/self/task/{t}/comm").read().strip())
+        except OSError:
+            pass
+    assert "baton-py-aio" not in names, names

@@ -509,6 +509,11 @@ class WarmCall:
         (what is left of the call's; None: no limit)."""
         ...
 
+def _end_idle_threads() -> None:
+    """Ends ``baton.aio``'s idle threads (waiting 100 ms at most): called once a client has
+    closed, so no baton thread outlives it."""
+    ...
+
 def _start_call(done: Any, call: Callable[[], Any]) -> Pending:
     """Runs ``call()`` on a pooled baton thread and reports ``done(ok, value)`` (``baton.aio``'s
     short synchronous calls)."""

@@ -623,7 +623,10 @@ class Client:
     async def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Closes the client (one wait of at most ``timeout`` seconds, ``None``: no limit,
         run off the event loop)."""
-        return await _off_loop(lambda: self.sync.close(timeout))
+        closed = await _off_loop(lambda: self.sync.close(timeout))
+        # The thread that ran the close (and any other idle one) ends now, not 10 s from now.
+        _native._end_idle_threads()
+        return closed
 
     async def __aenter__(self) -> "Client":
         return self
