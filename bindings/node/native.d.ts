@@ -165,7 +165,7 @@ export declare class NativeObserver {
    * `BATON_CLOSED` after `close()`.
    */
   next(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<NativeLeader | null>
-  /** Stops following (drops the subscription once a pending `next` has returned). */
+  /** Stops following: the subscription is dropped (off the JS thread). */
   close(): void
 }
 

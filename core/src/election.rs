@@ -346,6 +346,11 @@ impl Observer {
         &self.key
     }
 
+    /// The client it observes through.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Blocks until the election's state differs from the last one returned (the
     /// first call returns the current state). The leader is whoever's session
     /// holds the key, whatever flags it was written with. Errors: `Timeout` when

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::aio::{AsyncHold, Bounded, Contend};
+use baton::aio::{AsyncHold, Contend};
 use baton::{Hold, HoldLost};
 use napi::bindgen_prelude::Object;
 use napi::{Env, Result};
@@ -70,19 +70,8 @@ pub(crate) fn wait_lost<'e, H: Contend + Send + Sync>(
 ) -> Result<Object<'e>> {
     let t = millis("timeoutMs", timeout_ms)?;
     let (h, token) = (holder.clone(), token_of(cancel));
-    let what = h.describe();
     crate::driven(env, async move {
-        let client = Contend::client(&*h).clone();
-        Bounded::new(
-            &client,
-            h.lost(),
-            t,
-            Some(&token),
-            format!("{what} still held at timeout"),
-            format!("wait for the loss of {what} cancelled"),
-        )
-        .await
-        .map(HoldLost::name)
+        h.lost_within(t, &token).await.map(HoldLost::name)
     })
 }
 

@@ -6,7 +6,6 @@
 //! 64-bit numbers cross the boundary as decimal strings; `lib/` turns them into BigInt.
 
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 
 use baton::aio::AsyncClient;
 use napi::bindgen_prelude::{Buffer, Object};
@@ -282,7 +281,7 @@ impl NativeElection {
             .client
             .observe_leader_stream(self.inner.key())
             .map_err(js_err)?;
-        Ok(NativeObserver::new(&self.client, o))
+        Ok(NativeObserver::new(o))
     }
 
     /// The sequencer while leading, or null.
@@ -297,15 +296,13 @@ impl NativeElection {
 #[napi(js_name = "NativeObserver")]
 pub struct NativeObserver {
     key: String,
-    client: OffThread<baton::Client>,
-    inner: OffThread<Arc<Mutex<Option<baton::aio::LeaderStream>>>>,
+    inner: OffThread<baton::aio::SharedLeaderStream>,
 }
 
 impl NativeObserver {
-    fn new(client: &baton::Client, o: baton::aio::LeaderStream) -> NativeObserver {
+    fn new(o: baton::aio::LeaderStream) -> NativeObserver {
         NativeObserver {
             key: o.key().to_string(),
-            client: OffThread::new(client.clone()),
             inner: OffThread::new(Arc::new(Mutex::new(Some(o)))),
         }
     }
@@ -330,37 +327,16 @@ impl NativeObserver {
         cancel: Option<&NativeCancel>,
     ) -> Result<Object<'e>> {
         let t = millis("timeoutMs", timeout_ms)?;
-        let (o, token) = (self.inner.clone(), token_of(cancel));
-        let next = std::future::poll_fn(move |cx| {
-            use futures_core::Stream;
-            let mut g = o.lock().unwrap_or_else(|p| p.into_inner());
-            let closed = || baton::Error::new(baton::ErrorKind::Closed, "the observer was closed");
-            let Some(stream) = g.as_mut() else {
-                return Poll::Ready(Err(closed()));
-            };
-            match std::pin::Pin::new(stream).poll_next(cx) {
-                Poll::Ready(Some(r)) => Poll::Ready(r),
-                Poll::Ready(None) => Poll::Ready(Err(closed())),
-                Poll::Pending => Poll::Pending,
-            }
-        });
-        let bounded = baton::aio::Bounded::new(
-            &self.client,
-            next,
-            t,
-            Some(&token),
-            "no leader change before the timeout",
-            "observe cancelled",
-        );
+        let next = baton::aio::next_shared(&self.inner, t, &token_of(cancel));
         crate::driven(env, async move {
-            Ok(match bounded.await? {
+            Ok(match next?.await? {
                 baton::LeaderEvent::Leader(l) => Some(NativeLeader::from(l)),
                 baton::LeaderEvent::NoLeader => None,
             })
         })
     }
 
-    /// Stops following (drops the subscription once a pending `next` has returned).
+    /// Stops following: the subscription is dropped (off the JS thread).
     #[napi]
     pub fn close(&self) {
         // A pending `next` is ended by its token, which `lib/observer.js` cancels first; one
@@ -467,7 +443,7 @@ impl NativeClient {
     #[napi]
     pub fn observe_leader(&self, key: String) -> Result<NativeObserver> {
         let o = self.inner.observe_leader_stream(&key).map_err(js_err)?;
-        Ok(NativeObserver::new(&self.inner, o))
+        Ok(NativeObserver::new(o))
     }
 
     /// Whether the sequencer (string form) is still current.

@@ -5,15 +5,11 @@
 //! calls that never wait (a release, a KV read) stay on pooled threads (`aio.rs`), where a
 //! thread bound to the loop makes back-to-back calls fast.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::Mutex;
-use std::task::Poll;
-
-use baton::aio::{AsyncClient, AsyncHold, Bounded, Contend, LeaderStream};
+use baton::aio::{next_shared, AsyncClient, AsyncHold, Contend, SharedLeaderStream};
 use baton::HoldLost;
-use futures_core::Stream;
 use pyo3::prelude::*;
 
 use crate::aio::{any, drive, leader_event, timeout, Pending};
@@ -45,8 +41,8 @@ pub(crate) fn acquire<H: Contend + Send + Sync>(
     )
 }
 
-/// A wait for the end of `hold`'s holding, bounded by `t`, driven; resolves to the reason's
-/// name. Errors as the blocking `wait_lost`: `Timeout` while still held at `t`, `Cancelled`.
+/// A wait for the end of `hold`'s holding, bounded by `t` as the blocking `wait_lost` is,
+/// driven; resolves to the reason's name.
 fn wait_lost<H: Contend + Send + Sync>(
     done: Py<PyAny>,
     hold: Arc<H>,
@@ -55,21 +51,8 @@ fn wait_lost<H: Contend + Send + Sync>(
     drive(
         done,
         |token, _| {
-            let what = hold.describe();
             let token = token.clone();
-            async move {
-                let client = Contend::client(&*hold).clone();
-                Bounded::new(
-                    &client,
-                    hold.lost(),
-                    t,
-                    Some(&token),
-                    format!("{what} still held at timeout"),
-                    format!("wait for the loss of {what} cancelled"),
-                )
-                .await
-                .map(HoldLost::name)
-            }
+            async move { hold.lost_within(t, &token).await.map(HoldLost::name) }
         },
         any,
     )
@@ -131,8 +114,7 @@ impl Election {
 /// pending next holds no thread.
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct LeaderEvents {
-    client: Detached<baton::Client>,
-    stream: Detached<Arc<Mutex<LeaderStream>>>,
+    stream: Detached<SharedLeaderStream>,
 }
 
 #[pymethods]
@@ -141,29 +123,12 @@ impl LeaderEvents {
     #[pyo3(signature = (done, timeout=None))]
     fn _start_next(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
         let t = self::timeout(timeout)?;
-        let (client, stream) = ((*self.client).clone(), Arc::clone(&self.stream));
+        let stream = Arc::clone(&self.stream);
         drive(
             done,
-            move |token, _| {
-                let next = std::future::poll_fn(move |cx| {
-                    let mut g = stream.lock().unwrap_or_else(|p| p.into_inner());
-                    match std::pin::Pin::new(&mut *g).poll_next(cx) {
-                        Poll::Ready(Some(r)) => Poll::Ready(r),
-                        Poll::Ready(None) => Poll::Ready(Err(baton::Error::new(
-                            baton::ErrorKind::Closed,
-                            "the baton client is closed",
-                        ))),
-                        Poll::Pending => Poll::Pending,
-                    }
-                });
-                Bounded::new(
-                    &client,
-                    next,
-                    t,
-                    Some(token),
-                    "no leader change before the timeout",
-                    "observe cancelled",
-                )
+            |token, _| {
+                let next = next_shared(&stream, t, token);
+                async move { next?.await }
             },
             leader_event,
         )
@@ -179,8 +144,7 @@ impl Election {
             .observe_leader_stream(self.inner.key())
             .map_err(|e| to_py(py, e))?;
         Ok(LeaderEvents {
-            client: Detached::new((*self.client).clone()),
-            stream: Detached::new(Arc::new(Mutex::new(stream))),
+            stream: Detached::new(Arc::new(Mutex::new(Some(stream)))),
         })
     }
 }

@@ -54,7 +54,7 @@ pub use bounded::Bounded;
 pub use call::Call;
 pub use contend::Contend;
 pub use lost::{Lost, SessionLost};
-pub use observe::LeaderStream;
+pub use observe::{next_shared, LeaderStream, SharedLeaderStream};
 
 use crate::cancel::CancelToken;
 use crate::client::{Client, CloseReport};
@@ -106,6 +106,24 @@ pub trait AsyncHold: Contend {
     /// release); at once, to why the last one ended, when nothing is held.
     fn lost(&self) -> Lost<'_, Self> {
         Lost::new(self)
+    }
+
+    /// [`AsyncHold::lost`] bounded as the blocking `wait_lost` is: it ends with `Timeout`
+    /// while still held at `timeout` (`None`: no limit), or `Cancelled` when `cancel` fires.
+    fn lost_within(
+        &self,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Bounded<Lost<'_, Self>> {
+        let what = self.describe();
+        Bounded::new(
+            Contend::client(self),
+            self.lost(),
+            timeout,
+            Some(cancel),
+            format!("{what} still held at timeout"),
+            format!("wait for the loss of {what} cancelled"),
+        )
     }
 }
 

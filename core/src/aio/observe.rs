@@ -1,16 +1,20 @@
 //! [`LeaderStream`]: an election's leaders as a `Stream`.
 
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_core::Stream;
 
+use super::bounded::Bounded;
 use super::wake::WakeSlot;
-use crate::cancel::HookGuard;
+use crate::cancel::{CancelToken, HookGuard};
 use crate::client::Client;
 use crate::election::{LeaderEvent, Observer};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
+use crate::sync::lock;
 
 /// Follows an election as a [`Stream`] of [`LeaderEvent`]s: the current state
 /// first, then every change, never an older state after a newer one (as
@@ -74,4 +78,47 @@ impl Stream for LeaderStream {
             }
         }
     }
+}
+
+/// A [`LeaderStream`] shared by a language binding's observer object and its pending calls:
+/// `None` once the observer is closed.
+pub type SharedLeaderStream = Arc<Mutex<Option<LeaderStream>>>;
+
+/// The next event of a shared stream, bounded as [`Observer::next`] is: `Timeout` when
+/// nothing changed by `timeout` (`None`: no limit), `Cancelled` when `cancel` fires, `Closed`
+/// once the stream is closed (taken out) or its client is. The stream is locked only while
+/// the future is polled.
+pub fn next_shared(
+    stream: &SharedLeaderStream,
+    timeout: Option<Duration>,
+    cancel: &CancelToken,
+) -> Result<Bounded<impl Future<Output = Result<LeaderEvent>> + Send + 'static>> {
+    let closed = || Error::new(ErrorKind::Closed, "the observer was closed");
+    let client = match lock(stream).as_ref() {
+        Some(s) => s.observer.client().clone(),
+        None => return Err(closed()),
+    };
+    let stream = Arc::clone(stream);
+    let next = std::future::poll_fn(move |cx| {
+        let mut g = lock(&stream);
+        let Some(s) = g.as_mut() else {
+            return Poll::Ready(Err(closed()));
+        };
+        match Pin::new(s).poll_next(cx) {
+            Poll::Ready(Some(r)) => Poll::Ready(r),
+            Poll::Ready(None) => Poll::Ready(Err(Error::new(
+                ErrorKind::Closed,
+                "the baton client is closed",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    });
+    Ok(Bounded::new(
+        &client,
+        next,
+        timeout,
+        Some(cancel),
+        "no leader change before the timeout",
+        "observe cancelled",
+    ))
 }

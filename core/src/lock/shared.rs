@@ -683,8 +683,10 @@ impl Holder for LockShared {
             .then(|| unlock_task(&self.client, &self.key, value, self.flags, &h.session, None));
         lock(&self.client.core().held_keys).remove(&h.extra.held_id);
         h.token.cancel();
-        unclaim(h.session.id(), &self.key, self.id);
         ended.signal(self.client.core(), &format!("lock {}", self.key));
+        // After the signals: giving the claim up wakes sibling futures, which may be polled
+        // on this thread (`baton::drive`), and nothing may stand before a loss signal.
+        unclaim(h.session.id(), &self.key, self.id);
         if let Some(task) = unlock {
             self.client.clean_up(task);
         }
