@@ -329,11 +329,15 @@ bench-bindings: python-install node-build
 ## per pending acquire, loop lag and lateness for 1,000 and 10,000 pending acquires (Rust
 ## baton::aio, Python baton.aio, Node), and threads, sockets, failed or lost calls for 1,000
 ## and 10,000 held locks named with a shared prefix, flat, or with distinct first segments
-## (Rust, Python, Node). Options: BENCH_SCALE_ARGS="--pending 1000 --held 1000 --hold 60
-## --langs rust,node".
+## (Rust, C, Python, Node), each held for a minute. Options: BENCH_SCALE_ARGS="--pending 1000
+## --held 1000 --hold 5 --langs rust,node".
 .PHONY: bench-scale
 bench-scale: python-install node-build
 	$(CARGO) build --release -p consul-baton-devserver -p bench-scale
+	$(MAKE) --no-print-directory ffi-lib FFI_PROFILE=release
+	mkdir -p target/bench-scale
+	cc -std=c11 -O2 $(CWARN) -Iinclude bench/scale/worker.c -Ltarget/release/baton-lib -lbaton \
+		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o target/bench-scale/worker-c
 	$(PY) bench/scale/run.py $(BENCH_SCALE_ARGS)
 
 ## ---- C ABI (ffi/) --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ side by side in one run against one dev server (its default 200-connection limit
     with a timeout (Rust `baton::aio` on tokio, Python `baton.aio`, Node): threads of the
     process, RSS per pending acquire, event-loop lag while they wait, how late after its
     timeout each one ended, and that nothing is held after.
-  * held: N locks held by one client for HOLD seconds (Rust, Python, Node), named
+  * held: N locks held by one client for HOLD seconds (Rust, C, Python, Node), named
     `prefixed` (scale/<run>/k-i), `flat` (<run>-k-i), `segments` (<run>-i/lock) or `random`
     (a UUID each): threads and sockets of the process, every acquire and release, holdings
     lost meanwhile, and the bytes it read per minute while holding — with --writes W, while
@@ -15,7 +15,8 @@ side by side in one run against one dev server (its default 200-connection limit
 After each worker the dev server is asked for the sessions left: only the holder's may remain.
 
 Options: --pending 1000,10000  --held 1000,10000  --names prefixed,flat,segments,random
-         --langs rust,python,node  --timeout 8  --hold 5  --writes 0  --python PATH
+         --langs rust,c,python,node  --timeout 8  --hold 60  --writes 0  --python PATH
+(C has no waiting call that leaves its caller's thread free: it runs the held lines only.)
 """
 
 import argparse
@@ -62,6 +63,8 @@ def sessions_left(addr, keep):
 def worker_cmd(lang, python):
     if lang == "rust":
         return [os.path.join(ROOT, "target", "release", "bench-scale")]
+    if lang == "c":
+        return [os.path.join(ROOT, "target", "bench-scale", "worker-c")]
     if lang == "python":
         return [python, os.path.join(ROOT, "bench", "scale", "worker.py")]
     if lang == "node":
@@ -130,9 +133,9 @@ def main():
     ap.add_argument("--pending", default="1000,10000")
     ap.add_argument("--held", default="1000,10000")
     ap.add_argument("--names", default="prefixed,flat,segments,random")
-    ap.add_argument("--langs", default="rust,python,node")
+    ap.add_argument("--langs", default="rust,c,python,node")
     ap.add_argument("--timeout", type=float, default=8.0)
-    ap.add_argument("--hold", type=float, default=5.0)
+    ap.add_argument("--hold", type=float, default=60.0)
     ap.add_argument("--writes", type=int, default=0,
                     help="keys another process writes (bench-other/...) while each held worker holds")
     ap.add_argument("--python", default=sys.executable)
@@ -145,7 +148,7 @@ def main():
         for n in [int(x) for x in args.pending.split(",") if x]:
             key = f"scale-pending/{n}"
             holder = hold_key(addr, key)
-            for lang in langs:
+            for lang in [x for x in langs if x != "c"]:
                 wlang = "python-aio" if lang == "python" else lang
                 r = run_worker(worker_cmd(lang, args.python) + [addr, "pending", str(n), key, str(args.timeout)],
                                timeout=args.timeout * 4 + 120)

@@ -83,17 +83,31 @@ pub(crate) fn read(
     options: &QueryOptions,
     send: impl FnOnce(&Request) -> Result<crate::http::Response>,
 ) -> Result<(Vec<KvPair>, QueryMeta)> {
+    let req = read_request(key, recurse, options);
+    let resp = send(&req)?;
+    read_answer(&req, resp)
+}
+
+/// The request of [`read`], for a caller that sends it its own way.
+pub(crate) fn read_request(key: &str, recurse: bool, options: &QueryOptions) -> Request {
     let mut req = Request::new("GET", kv_path(key));
     if recurse {
         req.flag("recurse");
     }
     options.apply(&mut req);
-    let resp = send(&req)?;
+    req
+}
+
+/// The entries of an answer to a [`read_request`] (none for a 404).
+pub(crate) fn read_answer(
+    req: &Request,
+    resp: crate::http::Response,
+) -> Result<(Vec<KvPair>, QueryMeta)> {
     if resp.status == 404 {
         return Ok((Vec::new(), resp.meta));
     }
-    let resp = crate::http::check(&req, resp)?;
-    Ok((resp.json(&req)?, resp.meta))
+    let resp = crate::http::check(req, resp)?;
+    Ok((resp.json(req)?, resp.meta))
 }
 
 impl Kv<'_> {

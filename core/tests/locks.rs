@@ -578,6 +578,32 @@ fn waiting_acquire_is_cancellable_and_times_out() {
 }
 
 #[test]
+fn groups_of_unrelated_keys_share_one_watch_thread_and_each_notices_loss() {
+    let f = Fixture::start();
+    let c = f.client();
+    // Twelve first segments: eight groups (the bound), polled by one thread.
+    let base = unique("flat").replace('/', "-");
+    let locks: Vec<_> = (0..12)
+        .map(|i| c.lock(&format!("{base}-{i}/lock")).unwrap())
+        .collect();
+    for l in &locks {
+        assert!(l.acquire(Some(PATIENCE), None).unwrap());
+    }
+    assert_eq!(c.key_watch_polls(), 8, "groups are bounded");
+    assert_eq!(c.key_watch_threads(), 1, "one thread polls every group");
+    for i in [0, 5, 11] {
+        let events = lost_events(&locks[i]);
+        f.client().kv().delete(&format!("{base}-{i}/lock")).unwrap();
+        assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged);
+        assert!(!locks[i].is_held());
+    }
+    assert!(locks
+        .iter()
+        .enumerate()
+        .all(|(i, l)| [0, 5, 11].contains(&i) || l.is_held()));
+}
+
+#[test]
 fn many_held_locks_share_one_watch_thread_and_each_notices_loss() {
     let f = Fixture::start();
     let c = f.client();
@@ -589,6 +615,7 @@ fn many_held_locks_share_one_watch_thread_and_each_notices_loss() {
         assert!(l.acquire(Some(PATIENCE), None).unwrap());
     }
     assert_eq!(c.key_watch_threads(), 1, "one group, one thread");
+    assert_eq!(c.key_watch_polls(), 1, "one group, one poll");
     let events = lost_events(&locks[42]);
     f.client().kv().delete(&format!("{base}/42")).unwrap();
     assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged);

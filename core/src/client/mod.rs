@@ -591,10 +591,18 @@ impl Client {
         self.core().close(timeout)
     }
 
-    /// Number of threads the client runs to watch lock and election keys (one per
-    /// group of keys sharing a first path segment). For tests and benches.
+    /// Number of threads the client runs to watch lock and election keys: one for all
+    /// of them over plain HTTP, one per group of keys (see
+    /// [`Client::key_watch_polls`]) over HTTPS or a proxy. For tests and benches.
     pub fn key_watch_threads(&self) -> usize {
         self.core().keyhub.threads()
+    }
+
+    /// Number of long polls (each on a connection of its own) the client holds to watch
+    /// lock and election keys: one per group of keys sharing a first path segment, at
+    /// most 8 whatever the keys are called. For tests and benches.
+    pub fn key_watch_polls(&self) -> usize {
+        self.core().keyhub.polls()
     }
 
     /// How many times a call with time left (an acquire, a campaign, a

@@ -107,6 +107,17 @@ impl Exchange {
         self.conn.as_ref().map(LoopConn::fd)
     }
 
+    /// The socket as a `poll(2)` entry for `interest` (`None` once the exchange has ended),
+    /// for a thread that waits on many exchanges at once.
+    pub(crate) fn poll_fd(&self, interest: Interest) -> Option<rustix::event::PollFd<'_>> {
+        use rustix::event::{PollFd, PollFlags};
+        let flags = match interest {
+            Interest::Read => PollFlags::IN,
+            Interest::Write => PollFlags::OUT,
+        };
+        Some(PollFd::new(&*self.conn.as_ref()?.stream, flags))
+    }
+
     /// Writes what it can, reads what has arrived; never blocks. After it has answered or
     /// failed, it only fails (`NotConnected`).
     pub(crate) fn advance(&mut self) -> Progress {

@@ -17,6 +17,8 @@ use super::exchange::LoopConn;
 use super::message::*;
 use super::tls::*;
 
+mod loop_conn;
+
 /// Extra time granted to a blocking query beyond `wait + wait/16`.
 pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
 
@@ -364,103 +366,20 @@ impl Transport {
         Ok(url)
     }
 
+    /// How long `req` may take before it counts as unanswered, as [`Transport::send_on`]
+    /// bounds it: a blocking query its wait, Consul's jitter (wait/16) and a margin; any
+    /// other request the client's request timeout (or its own, when shorter).
+    pub(crate) fn time_limit(&self, req: &Request) -> Duration {
+        let limit = match req.wait {
+            Some(w) => w + w / 16 + BLOCKING_MARGIN,
+            None => self.request_timeout,
+        };
+        req.timeout.map_or(limit, |t| t.min(limit))
+    }
+
     /// The client's request timeout.
     pub(crate) fn request_timeout(&self) -> Duration {
         self.request_timeout
-    }
-
-    /// Whether an event loop may send this client's requests itself (see `exchange`): plain
-    /// HTTP to the agent, no proxy between.
-    pub(crate) fn loop_capable(&self) -> bool {
-        self.base.starts_with("http://") && self.agent_config.proxy().is_none()
-    }
-
-    /// The idle loop connection, taken for one exchange (`None`: none is open).
-    pub(crate) fn take_loop_conn(&self) -> Option<LoopConn> {
-        // One the agent closed while it sat idle is dropped (reopened by the next thread call).
-        self.loop_conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .filter(LoopConn::reusable)
-    }
-
-    /// Gives a connection back after a clean exchange, for the next one.
-    pub(crate) fn give_back_loop_conn(&self, conn: LoopConn) {
-        *self.loop_conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
-    }
-
-    /// Whether a loop connection is open and idle.
-    pub(crate) fn has_loop_conn(&self) -> bool {
-        self.loop_conn
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
-    /// Opens the loop connection if none is (blocking: run on a baton thread, never a loop's),
-    /// within the connect timeout per address.
-    pub(crate) fn open_loop_conn(&self) -> Result<()> {
-        if !self.loop_capable() || self.has_loop_conn() {
-            return Ok(());
-        }
-        let authority = self.base["http://".len()..]
-            .split('/')
-            .next()
-            .unwrap_or_default();
-        let (host, port) = split_host_port(authority);
-        let host = self
-            .resolver
-            .target_host(host.trim_start_matches('[').trim_end_matches(']'));
-        let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(80);
-        let connect_err = |e: std::io::Error| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("connecting to {authority}: {e}"),
-            )
-            .transient()
-        };
-        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
-            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
-            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
-                .map_err(connect_err)?
-                .collect(),
-        };
-        let budget = self
-            .agent_config
-            .timeouts()
-            .connect
-            .unwrap_or(Duration::from_secs(10));
-        let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
-        for a in addrs.iter().take(16) {
-            match std::net::TcpStream::connect_timeout(a, budget) {
-                Ok(s) => {
-                    let conn = LoopConn::new(s).map_err(connect_err)?;
-                    self.give_back_loop_conn(conn);
-                    return Ok(());
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(connect_err(last))
-    }
-
-    /// Called after a lock release made through ureq. The second such release of a client
-    /// with no loop connection open opens one, on the releasing thread: a client that cycles
-    /// its locks then makes its next acquires and releases directly (`lock::direct`), while a
-    /// one-shot user (the `baton lock` command) never pays for the connect. A failure is
-    /// only logged: the next cycle goes through ureq, as before.
-    pub(crate) fn after_thread_release(&self) {
-        use std::sync::atomic::Ordering;
-        if !self.loop_capable() || self.has_loop_conn() {
-            return;
-        }
-        if self.thread_releases.fetch_add(1, Ordering::Relaxed) == 0 {
-            return;
-        }
-        if let Err(e) = self.open_loop_conn() {
-            log::debug!("baton: no loop connection for direct lock calls: {e}");
-        }
     }
 
     /// `req` as bytes on the wire, with the URL and headers the ureq path sends (for a loop's

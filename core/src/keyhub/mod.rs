@@ -3,20 +3,26 @@
 //!
 //! Go's `api.Lock` runs one blocking query (and one goroutine) per lock. Here the
 //! keys a client cares about are grouped by their first path segment (`svc/` in
-//! `svc/a/leader`); each group has one named thread that long-polls either the
-//! key itself (a group of one) or the group's longest common prefix with
-//! `?recurse`, and hands each subscriber the state of its key. A thousand locks
-//! under one prefix cost one thread and one poll, not a thousand.
+//! `svc/a/leader`); each group long-polls either the key itself (a group of one)
+//! or the group's longest common prefix with `?recurse`, and hands each
+//! subscriber the state of its key. A thousand locks under one prefix cost one
+//! poll, not a thousand.
 //!
 //! The groups are bounded ([`MAX_GROUPS`]) whatever the keys are called: once a
 //! client has that many, a key of a new first segment (`lock-17`, `job:42`) joins
 //! the group whose name shares the longest prefix with it, and that group polls
 //! the common prefix of all its keys, wider than before (at worst the whole KV,
 //! `?recurse` from the root). Each group holds one long-poll connection, so a
-//! client never holds more than `MAX_GROUPS` of them: a thread and a connection
-//! per key would reach Consul's `limits.http_max_conns_per_client` (200), after
-//! which the agent answers 429 to everything the client sends, its renewals and
-//! releases included, and every lock it holds is lost.
+//! client never holds more than `MAX_GROUPS` of them: a connection per key would
+//! reach Consul's `limits.http_max_conns_per_client` (200), after which the agent
+//! answers 429 to everything the client sends, its renewals and releases
+//! included, and every lock it holds is lost.
+//!
+//! Who polls: over plain HTTP, one thread drives every group's poll on a
+//! non-blocking connection ([`poller`]), so the hub costs one thread whatever the
+//! keys; over HTTPS or a proxy each group has a thread of its own ([`threaded`],
+//! ureq's blocking requests) until baton's own connections speak TLS. Both take
+//! their decisions from [`poll`].
 //!
 //! A wider poll costs bytes: Consul answers it with every entry under the prefix, on
 //! every change anywhere under it. A poll whose answer holds many entries the group does
@@ -34,19 +40,23 @@
 //! reconnect or a restarted poll).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::cancel::CancelToken;
 use crate::conn::Conn;
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::QueryOptions;
 use crate::kv::KvPair;
 use crate::sync::lock;
 use crate::threads::Worker;
-use crate::watch::{next_index, Backoff, Pacer};
+
+mod poll;
+mod poller;
+mod threaded;
+
+use poller::{Poke, Poller};
 
 /// The most groups (each a thread and a long-poll connection) a client's hub has.
 pub(crate) const MAX_GROUPS: usize = 8;
@@ -145,19 +155,35 @@ impl Target {
 struct Group {
     name: String,
     state: Mutex<GroupState>,
-    /// Wakes an idle thread, or tells a polling one that its target is too narrow.
+    /// Wakes an idle poll, or tells one in flight that its target is too narrow.
     wake: Sender<()>,
+    wake_rx: Receiver<()>,
+    /// Wakes the poller thread that drives this group (`None`: a thread of its own).
+    poke: Option<Arc<Poke>>,
     /// Cancelled to interrupt the in-flight poll (replaced after each use).
     round: Mutex<CancelToken>,
 }
 
-/// A group and the thread polling for it.
+impl Group {
+    /// Wakes whatever drives the group.
+    fn notify(&self) {
+        let _ = self.wake.try_send(());
+        if let Some(p) = &self.poke {
+            p.poke();
+        }
+    }
+}
+
+/// A group and its own polling thread (none when the poller drives it).
 type GroupSlot = (Arc<Group>, Option<Worker>);
 
 /// The registry of groups; one per client.
 #[derive(Default)]
 pub(crate) struct KeyHub {
     groups: Mutex<HashMap<String, GroupSlot>>,
+    /// The one thread that polls every group of a plain-HTTP client (started with its
+    /// first group).
+    poller: Mutex<Option<Poller>>,
 }
 
 impl KeyHub {
@@ -168,17 +194,67 @@ impl KeyHub {
         let mut ok = true;
         for (g, worker) in groups {
             lock(&g.round).cancel();
-            let _ = g.wake.try_send(());
+            g.notify();
             if let Some(mut w) = worker {
                 ok &= w.join_until(deadline);
             }
         }
+        if let Some(mut p) = lock(&self.poller).take() {
+            ok &= p.worker.join_until(deadline);
+        }
         ok
     }
 
-    /// Number of group threads (for tests and benches).
+    /// Number of threads polling for the hub (for tests and benches).
     pub(crate) fn threads(&self) -> usize {
+        let own = lock(&self.groups)
+            .values()
+            .filter(|(_, w)| w.is_some())
+            .count();
+        own + usize::from(lock(&self.poller).is_some())
+    }
+
+    /// Number of groups, each one long poll on a connection of its own (for tests and
+    /// benches).
+    pub(crate) fn polls(&self) -> usize {
         lock(&self.groups).len()
+    }
+
+    /// A new group named `name`, polled by the client's poller thread (plain HTTP) or a
+    /// thread of its own; called with the registry locked.
+    fn start_group(&self, core: &Arc<Conn>, name: &str) -> Result<GroupSlot> {
+        let failed = |e: std::io::Error| {
+            Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
+        };
+        let poke = if core.transport.loop_capable() {
+            let mut poller = lock(&self.poller);
+            if poller.is_none() {
+                *poller = Some(Poller::start(core).map_err(failed)?);
+            }
+            poller.as_ref().map(Poller::poke)
+        } else {
+            None
+        };
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        let g = Arc::new(Group {
+            name: name.to_string(),
+            state: Mutex::new(GroupState::default()),
+            wake,
+            wake_rx,
+            poke: poke.clone(),
+            round: Mutex::new(CancelToken::new()),
+        });
+        if poke.is_some() {
+            if let Some(p) = lock(&self.poller).as_ref() {
+                p.add(g.clone());
+            }
+            return Ok((g, None));
+        }
+        let weak = Arc::downgrade(core);
+        let g2 = g.clone();
+        let worker =
+            Worker::spawn("baton-keys", move || threaded::run(weak, g2)).map_err(failed)?;
+        Ok((g, Some(worker)))
     }
 }
 
@@ -281,20 +357,9 @@ impl KeySub {
             match groups.get(&name) {
                 Some((g, _)) => g.clone(),
                 None => {
-                    let (wake, wake_rx) = crossbeam_channel::bounded(1);
-                    let g = Arc::new(Group {
-                        name: name.clone(),
-                        state: Mutex::new(GroupState::default()),
-                        wake,
-                        round: Mutex::new(CancelToken::new()),
-                    });
-                    let weak = Arc::downgrade(core);
-                    let g2 = g.clone();
-                    let worker = Worker::spawn("baton-keys", move || run(weak, g2, wake_rx))
-                        .map_err(|e| {
-                            Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
-                        })?;
-                    groups.insert(name, (g.clone(), Some(worker)));
+                    let slot = hub.start_group(core, &name)?;
+                    let g = slot.0.clone();
+                    groups.insert(name, slot);
                     g
                 }
             }
@@ -345,10 +410,10 @@ impl KeySub {
         };
         wake(seeded);
         if interrupt {
-            let _ = group.wake.try_send(());
             if in_flight {
                 lock(&group.round).cancel();
             }
+            group.notify();
         }
         Ok(KeySub {
             group,
@@ -454,219 +519,6 @@ fn wake(list: Vec<Wake>) {
             h(entry.as_ref());
         }
         let _ = tx.try_send(());
-    }
-}
-
-fn run(core: Weak<Conn>, group: Arc<Group>, wake: Receiver<()>) {
-    let Some(strong) = core.upgrade() else { return };
-    let closing = strong.closing.clone();
-    drop(strong);
-    let closing_rx = closing.receiver();
-    let mut agent: Option<ureq::Agent> = None;
-    let mut index = 0u64;
-    // The highest index any answer reported (survives errors, unlike `index`).
-    let mut high = 0u64;
-    let mut target: Option<Target> = None;
-    let mut backoff = Backoff::new();
-    let mut pacer = Pacer::new();
-    // After a failed poll the next one reads without an index: the server may have
-    // lost its state meanwhile (an agent restarted), and a blocking query from a
-    // view's index would wait on a server whose index is now below it.
-    let mut reread = false;
-    loop {
-        if closing.is_cancelled() {
-            return;
-        }
-        // Decide what to poll, and from which index, in one look at the state: a
-        // key whose last subscriber left in between must not be polled from 0.
-        let want = {
-            let mut st = lock(&group.state);
-            let t = match st.keys.len() {
-                0 => None,
-                1 => st.keys.keys().next().map(|k| Target::Key(k.clone())),
-                _ => Some(Target::Prefix(common_prefix(st.keys.keys()))),
-            };
-            // Only holdings just taken, none due yet: wait until the first is.
-            let due = st
-                .keys
-                .values()
-                .flat_map(|ks| ks.subs.iter())
-                .map(|s| s.defer_until)
-                .try_fold(None::<Instant>, |first, d| {
-                    d.map(|d| Some(first.map_or(d, |f| f.min(d))))
-                })
-                .flatten()
-                .filter(|d| *d > Instant::now());
-            st.deferring = due;
-            if let Some(until) = due {
-                st.polling = None;
-                drop(st);
-                select! {
-                    recv(wake) -> _ => {}
-                    recv(closing_rx) -> _ => return,
-                    recv(crossbeam_channel::at(until)) -> _ => {}
-                }
-                lock(&group.state).deferring = None;
-                continue;
-            }
-            st.polling = t.clone();
-            if let Some(want) = &t {
-                if target.as_ref() != Some(want) {
-                    // Indexes of different targets are not comparable.
-                    index = 0;
-                    high = 0;
-                    target = Some(want.clone());
-                }
-                if index == 0 && !reread {
-                    // A single key's index is its ModifyIndex (or the table index when
-                    // it is missing): a view seeded by the subscriber lets us block
-                    // right away instead of reading first.
-                    if let Target::Key(k) = want {
-                        if let Some(v) = st.keys.get(k).and_then(|ks| ks.view.as_ref()) {
-                            index = v.as_of;
-                        }
-                    }
-                }
-            }
-            t
-        };
-        let Some(want) = want else {
-            target = None;
-            select! {
-                recv(wake) -> _ => {}
-                recv(closing_rx) -> _ => return,
-            }
-            continue;
-        };
-        // Drain a stale wake-up: the target above already includes every key.
-        let _ = wake.try_recv();
-        let (round, restart) = {
-            let mut r = lock(&group.round);
-            let restart = r.is_cancelled();
-            if restart {
-                // A new key may lie outside `want`: fresh token, fresh agent, new target.
-                *r = CancelToken::new();
-                agent = None;
-            }
-            (r.clone(), restart)
-        };
-        if restart {
-            index = 0;
-            continue;
-        }
-        let Some(core) = core.upgrade() else { return };
-        let a = agent
-            .get_or_insert_with(|| core.transport.fresh_agent())
-            .clone();
-        let a2 = a.clone();
-        let _interrupt = round.on_cancel(move || a2.shutdown());
-        let (key, recurse) = match &want {
-            Target::Key(k) => (k, false),
-            Target::Prefix(p) => (p, true),
-        };
-        let opts = if index == 0 {
-            QueryOptions::default()
-        } else {
-            QueryOptions::blocking(index, HUB_WAIT)
-        };
-        pacer.sending();
-        let result = crate::kv::read(key, recurse, &opts, |req| {
-            core.transport.send_on(&a, req, Some(&core.closing))
-        });
-        // Consul answering any thread again ends a pause after a failure.
-        let back = core.transport.availability.next_answer();
-        drop(core);
-        if closing.is_cancelled() {
-            return;
-        }
-        if round.is_cancelled() {
-            // Interrupted to widen the target: start over at once.
-            index = 0;
-            continue;
-        }
-        // From here on, a subscriber that joins now gets this answer although it
-        // was made before it joined: why subscribers seed with their own view.
-        #[cfg(test)]
-        failpoint::hit(&group.name);
-        match result {
-            Ok((entries, meta)) => {
-                backoff.reset();
-                reread = false;
-                lock(&group.state).last_error = None;
-                let keys: Vec<String> = lock(&group.state)
-                    .keys
-                    .keys()
-                    .filter(|k| want.covers(k))
-                    .cloned()
-                    .collect();
-                // Consul lists entries in key order; the binary search below needs
-                // that, so an answer that does not keep it is put in order first
-                // (otherwise a held key could be missed and taken for deleted).
-                let mut entries = entries;
-                if !entries.windows(2).all(|w| w[0].key <= w[1].key) {
-                    entries.sort_by(|a, b| a.key.cmp(&b.key));
-                }
-                let found: Vec<(String, Option<KvPair>)> = keys
-                    .into_iter()
-                    .map(|k| {
-                        let e = entries
-                            .binary_search_by(|e| e.key.as_str().cmp(k.as_str()))
-                            .ok()
-                            .map(|i| entries[i].clone());
-                        (k, e)
-                    })
-                    .collect();
-                // An index that went backwards means the server's state was reset
-                // (snapshot restore, a dev agent restarted): its answer is the truth now,
-                // whatever we knew at higher indexes.
-                let reset = meta.index < high;
-                high = if reset {
-                    meta.index
-                } else {
-                    high.max(meta.index)
-                };
-                deliver(&group, &found, meta.index, reset);
-                let watched = found.iter().filter(|(_, e)| e.is_some()).count();
-                let wide = wide_pause(entries.len(), watched);
-                if !wide.is_zero() {
-                    log::debug!(
-                        "baton key hub {:?}: poll of {want:?} read {} entries for {watched} keys; next in {wide:?}",
-                        group.name,
-                        entries.len()
-                    );
-                }
-                let pause = pacer.after(index, meta.index, HUB_WAIT).max(wide);
-                index = next_index(index, meta.index);
-                if !pause.is_zero() {
-                    // A new subscriber (a wake-up) does not wait for the pause.
-                    select! {
-                        recv(closing_rx) -> _ => return,
-                        recv(wake) -> _ => {}
-                        default(pause) => {}
-                    }
-                }
-            }
-            Err(e) => {
-                let mut st = lock(&group.state);
-                // An answer we cannot decode will not decode on retry: say so once.
-                if e.kind() == ErrorKind::BadResponse && st.last_error.is_none() {
-                    log::warn!("baton key hub {:?}: {e}", group.name);
-                } else {
-                    log::debug!("baton key hub {:?}: {e}", group.name);
-                }
-                st.last_error = Some(e.to_string());
-                drop(st);
-                index = 0;
-                reread = true;
-                agent = None;
-                let pause = backoff.next();
-                select! {
-                    recv(closing_rx) -> _ => return,
-                    recv(back.receiver()) -> _ => {}
-                    default(pause) => {}
-                }
-            }
-        }
     }
 }
 
