@@ -10,15 +10,17 @@ use crate::sync::lock;
 type Hook = Box<dyn FnOnce() + Send + 'static>;
 
 struct State {
-    /// Dropped on cancel, which disconnects every receiver at once.
-    sender: Option<Sender<()>>,
+    cancelled: bool,
+    /// The channel behind [`CancelToken::receiver`], made when first asked for (most tokens
+    /// only ever run hooks: a pending async call's): the sender is dropped on cancel, which
+    /// disconnects every receiver at once.
+    channel: Option<(Option<Sender<()>>, Receiver<()>)>,
     hooks: Vec<(u64, Hook)>,
     next_hook: u64,
 }
 
 struct Inner {
     state: Mutex<State>,
-    receiver: Receiver<()>,
 }
 
 /// A cancellation signal that can be shared between threads.
@@ -53,15 +55,14 @@ impl Default for CancelToken {
 impl CancelToken {
     /// A new, not yet cancelled token.
     pub fn new() -> CancelToken {
-        let (sender, receiver) = crossbeam_channel::bounded(0);
         CancelToken {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    sender: Some(sender),
+                    cancelled: false,
+                    channel: None,
                     hooks: Vec::new(),
                     next_hook: 0,
                 }),
-                receiver,
             }),
         }
     }
@@ -70,8 +71,12 @@ impl CancelToken {
     pub fn cancel(&self) {
         let hooks = {
             let mut st = lock(&self.inner.state);
-            if st.sender.take().is_none() {
+            if st.cancelled {
                 return;
+            }
+            st.cancelled = true;
+            if let Some((sender, _)) = &mut st.channel {
+                sender.take();
             }
             std::mem::take(&mut st.hooks)
         };
@@ -82,20 +87,27 @@ impl CancelToken {
 
     /// Whether [`CancelToken::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
-        lock(&self.inner.state).sender.is_none()
+        lock(&self.inner.state).cancelled
     }
 
     /// A receiver that disconnects when the token is cancelled, for use in
     /// `crossbeam_channel::select!` (a `recv` on it returns `Err` once cancelled;
     /// it never yields a value).
     pub fn receiver(&self) -> Receiver<()> {
-        self.inner.receiver.clone()
+        let mut st = lock(&self.inner.state);
+        let cancelled = st.cancelled;
+        let (_, receiver) = st.channel.get_or_insert_with(|| {
+            let (sender, receiver) = crossbeam_channel::bounded(0);
+            // Made after the cancel: disconnected from the start.
+            ((!cancelled).then_some(sender), receiver)
+        });
+        receiver.clone()
     }
 
     /// Blocks until the token is cancelled or `timeout` passes; returns whether
     /// it was cancelled.
     pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
-        let _ = self.inner.receiver.recv_timeout(timeout);
+        let _ = self.receiver().recv_timeout(timeout);
         self.is_cancelled()
     }
 
@@ -103,7 +115,7 @@ impl CancelToken {
     /// The hook runs on the cancelling thread; keep it short.
     pub(crate) fn on_cancel(&self, hook: impl FnOnce() + Send + 'static) -> HookGuard {
         let mut st = lock(&self.inner.state);
-        if st.sender.is_none() {
+        if st.cancelled {
             drop(st);
             hook();
             return HookGuard { token: None, id: 0 };
@@ -166,5 +178,15 @@ mod tests {
             n4.fetch_add(10, Ordering::SeqCst);
         });
         assert_eq!(n.load(Ordering::SeqCst), 11);
+    }
+
+    #[test]
+    fn a_receiver_asked_for_after_the_cancel_is_disconnected() {
+        let t = CancelToken::new();
+        t.cancel();
+        assert!(t.receiver().recv_timeout(Duration::from_secs(5)).is_err());
+        assert!(t.wait_timeout(Duration::from_secs(5)));
+        let fresh = CancelToken::new();
+        assert!(!fresh.wait_timeout(Duration::from_millis(10)));
     }
 }

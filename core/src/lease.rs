@@ -315,6 +315,11 @@ pub struct Session {
     pub(crate) shared: Arc<SessionShared>,
 }
 
+/// What [`Session::wait_lost`] (and its future) says when its timeout passes first.
+pub(crate) const STILL_VALID: &str = "session still valid at timeout";
+/// What [`Session::wait_lost`] (and its future) says when cancelled.
+pub(crate) const WAIT_CANCELLED: &str = "wait for session loss cancelled";
+
 impl fmt::Debug for Session {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Session")
@@ -428,17 +433,11 @@ impl Session {
                 return Ok(r);
             }
             if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(Error::new(
-                    ErrorKind::Cancelled,
-                    "wait for session loss cancelled",
-                ));
+                return Err(Error::new(ErrorKind::Cancelled, WAIT_CANCELLED));
             }
             let now = Instant::now();
             if end.is_some_and(|e| e <= now) {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    "session still valid at timeout",
-                ));
+                return Err(Error::new(ErrorKind::Timeout, STILL_VALID));
             }
             let mut wake = end;
             if let Some(until) = self.shared.valid_until() {

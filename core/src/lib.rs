@@ -83,6 +83,8 @@ mod watch;
 
 pub use agent::{Agent, CheckStatus, ServiceRegistration, TtlCheck};
 pub use cancel::CancelToken;
+#[doc(hidden)]
+pub use client::WeakClient;
 pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
 pub use config::{
     parse_address, parse_go_bool, ClientBuilder, Endpoint, Scheme, TlsSettings, DEFAULT_ADDRESS,

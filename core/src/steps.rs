@@ -59,6 +59,8 @@ pub(crate) struct Steps {
     tx: Sender<StepJob>,
     rx: Receiver<StepJob>,
     idle: Arc<AtomicUsize>,
+    /// Step threads standing by for the task they just woke ([`standing_by`]).
+    standby: Arc<AtomicUsize>,
     workers: Vec<Worker>,
     closing: CancelToken,
     timer: Arc<TimerShared>,
@@ -79,6 +81,7 @@ impl Steps {
             tx,
             rx,
             idle: Arc::new(AtomicUsize::new(0)),
+            standby: Arc::new(AtomicUsize::new(0)),
             workers: Vec::new(),
             closing,
             timer,
@@ -89,11 +92,21 @@ impl Steps {
     /// Queues `job` on a step thread, starting one if none is idle and fewer
     /// than [`MAX_STEPPERS`] run. A job queued as the client closes is dropped
     /// unrun: whatever it completes must complete on drop too.
+    ///
+    /// A thread standing by for its task ([`standing_by`]: it has just woken the
+    /// task and waits for it to take the outcome, then looks for its next step)
+    /// counts as one that takes the next job: a task's back-to-back steps (an
+    /// acquire's outcome taken, its release issued in the same poll) then start no
+    /// thread each, while a burst that queues more jobs than threads stand by still
+    /// starts threads.
     pub(crate) fn run(&mut self, job: StepJob) -> std::io::Result<()> {
-        if self.idle.load(Ordering::Acquire) == 0 && self.workers.len() < MAX_STEPPERS {
+        let standing = self.standby.load(Ordering::Acquire);
+        let busy = self.idle.load(Ordering::Acquire) == 0 && self.rx.len() >= standing;
+        if busy && self.workers.len() < MAX_STEPPERS {
             let name = format!("baton-step-{}", self.workers.len());
             let (rx, idle, closing) = (self.rx.clone(), self.idle.clone(), self.closing.clone());
-            match Worker::spawn(&name, move || run_steps(rx, idle, closing)) {
+            let standby = self.standby.clone();
+            match Worker::spawn(&name, move || run_steps(rx, idle, standby, closing)) {
                 Ok(w) => self.workers.push(w),
                 // Threads already running take the job in turn.
                 Err(e) if !self.workers.is_empty() => {
@@ -134,13 +147,40 @@ impl Steps {
     }
 }
 
-fn run_steps(rx: Receiver<StepJob>, idle: Arc<AtomicUsize>, closing: CancelToken) {
+thread_local! {
+    /// On a step thread: its client's count of threads standing by.
+    static STANDBY: std::cell::RefCell<Option<Arc<AtomicUsize>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `wait` (a step thread waiting for the task it woke to take the outcome)
+/// counted as standing by, so that the task's next step starts no new thread
+/// ([`Steps::run`]). Off a step thread it just runs `wait`.
+pub(crate) fn standing_by<R>(wait: impl FnOnce() -> R) -> R {
+    let counter = STANDBY.with(|s| s.borrow().clone());
+    if let Some(c) = &counter {
+        c.fetch_add(1, Ordering::AcqRel);
+    }
+    let r = wait();
+    if let Some(c) = &counter {
+        c.fetch_sub(1, Ordering::AcqRel);
+    }
+    r
+}
+
+fn run_steps(
+    rx: Receiver<StepJob>,
+    idle: Arc<AtomicUsize>,
+    standby: Arc<AtomicUsize>,
+    closing: CancelToken,
+) {
+    STANDBY.with(|s| *s.borrow_mut() = Some(standby));
     let closed = closing.receiver();
     let mut follow: Option<Instant> = None;
     loop {
         let job = match follow
             .take()
-            .and_then(|until| crate::sync::look_for(&rx, until, || false))
+            .and_then(|until| standing_by(|| crate::sync::look_for(&rx, until, || false)))
         {
             Some(job) => job,
             None => {

@@ -210,7 +210,7 @@ test('waiting calls reuse baton threads instead of starting one each', { skip: !
   assert.ok(seen.size <= 4, `${seen.size} call threads for 40 sequential calls`)
 })
 
-test('waiting calls hold no thread each: 500 acquires, 100 waitLost and 100 observers pending', { skip: !fs.existsSync('/proc/self/task') && 'counts threads in /proc' }, async () => {
+test('waiting calls hold no thread each: 500 acquires, 100 waitLost, 100 session waitLost and 100 observers pending', { skip: !fs.existsSync('/proc/self/task') && 'counts threads in /proc' }, async () => {
   const threads = () => fs.readdirSync('/proc/self/task').length
   const a = client()
   const b = client()
@@ -228,6 +228,8 @@ test('waiting calls hold no thread each: 500 acquires, 100 waitLost and 100 obse
   const waiters = Array.from({ length: 500 }, () =>
     b.lock(key).acquire({ timeoutMs: 30000, signal: ac.signal }).catch((e) => e))
   const losses = Array.from({ length: 100 }, () => holder.waitLost({ timeoutMs: 30000 }))
+  const session = await b.createSession({ ttlMs: 30000 })
+  const sessionLosses = Array.from({ length: 100 }, () => session.waitLost({ timeoutMs: 30000 }))
   const observers = Array.from({ length: 100 }, () => election.observe())
   for (const o of observers) {
     const first = await o.next()
@@ -238,11 +240,13 @@ test('waiting calls hold no thread each: 500 acquires, 100 waitLost and 100 obse
   const during = threads()
   holder.release()
   assert.deepEqual(new Set(await Promise.all(losses)), new Set(['released']))
+  await session.destroy()
+  assert.deepEqual(new Set(await Promise.all(sessionLosses)), new Set(['destroyed']))
   ac.abort()
   await Promise.all(waiters)
   for (const o of observers) await o.return()
   await Promise.all(nexts)
-  assert.ok(during - before < 40, `${before} threads before, ${during} with 700 calls pending`)
+  assert.ok(during - before < 40, `${before} threads before, ${during} with 800 calls pending`)
   // No call thread of the addon outlives the clients' close.
   await a.close()
   await b.close()

@@ -53,7 +53,8 @@ impl NativeClient {
     pub fn adopt_session<'e>(&self, env: &'e Env, id: String) -> Result<Object<'e>> {
         let c = self.inner.clone();
         on_thread(env, move || {
-            c.adopt_session(&id).map(|inner| NativeSession { inner })
+            c.adopt_session(&id)
+                .map(|inner| NativeSession::new(inner, &c))
         })
     }
 

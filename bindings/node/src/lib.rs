@@ -408,7 +408,8 @@ impl NativeClient {
         };
         let c = self.inner.clone();
         on_thread(env, move || {
-            c.create_session(&o).map(|inner| NativeSession { inner })
+            c.create_session(&o)
+                .map(|inner| NativeSession::new(inner, &c))
         })
     }
 
@@ -425,6 +426,18 @@ impl NativeClient {
 #[napi(js_name = "NativeSession")]
 pub struct NativeSession {
     pub(crate) inner: baton::Session,
+    /// The client that made or adopted it, whose timer wakes `waitLost` (weak: a session
+    /// object does not keep its client open).
+    client: baton::WeakClient,
+}
+
+impl NativeSession {
+    pub(crate) fn new(inner: baton::Session, client: &baton::Client) -> NativeSession {
+        NativeSession {
+            inner,
+            client: client.downgrade(),
+        }
+    }
 }
 
 #[napi]
@@ -476,12 +489,16 @@ impl NativeSession {
         timeout_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
     ) -> Result<Object<'e>> {
+        use baton::aio::AsyncClient;
         let t = millis("timeoutMs", timeout_ms)?;
-        let s = self.inner.clone();
-        let token = cancel.map(|c| c.inner.clone());
-        on_thread(env, move || {
-            s.wait_lost(t, token.as_ref()).map(baton::LostReason::name)
-        })
+        let token = cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone());
+        let Some(client) = self.client.upgrade() else {
+            // Its client is gone (closed), and the session lost with it: said at once.
+            let lost = self.inner.wait_lost(Some(Duration::ZERO), Some(&token));
+            return driven(env, async move { lost.map(baton::LostReason::name) });
+        };
+        let wait = client.session_lost_within(&self.inner, t, &token);
+        driven(env, async move { wait.await.map(baton::LostReason::name) })
     }
 
     /// Destroys the session now.

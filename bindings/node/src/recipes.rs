@@ -511,7 +511,8 @@ impl NativeClient {
     pub fn default_session<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
         let c = self.inner.clone();
         on_thread(env, move || {
-            c.default_session().map(|inner| NativeSession { inner })
+            c.default_session()
+                .map(|inner| NativeSession::new(inner, &c))
         })
     }
 

@@ -198,8 +198,8 @@ impl crate::Client {
     fn adopt_session(&self, py: Python<'_>, session_id: String) -> PyResult<Session> {
         let c = (*self.inner).clone();
         let s = py
-            .detach(move || c.adopt_session(&session_id))
+            .detach(|| c.adopt_session(&session_id))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, c.downgrade()))
     }
 }

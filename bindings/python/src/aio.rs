@@ -576,7 +576,7 @@ starts! {
     // on the event loop nor in its default executor.
     impl Client {
         fn _start_default_session(&self) -> session
-            [c = (*self.inner).clone()] |_| c.default_session();
+            [c = (*self.inner).clone()] |_| c.default_session().map(|s| (s, c.downgrade()));
 
         fn _start_kv_get(&self, key: &str) -> kv_value
             [c = (*self.inner).clone(), k = key.to_string()] |_| c.kv().get(&k);
@@ -669,26 +669,23 @@ starts! {
                 .options(py)?
             },
             c = (*self.inner).clone(),
-        ] |_| c.create_session(&o);
+        ] |_| c.create_session(&o).map(|s| (s, c.downgrade()));
 
         fn _start_adopt_session(&self, session_id: String) -> session
-            [c = (*self.inner).clone()] |_| c.adopt_session(&session_id);
+            [c = (*self.inner).clone()] |_| c.adopt_session(&session_id).map(|s| (s, c.downgrade()));
     }
 
     impl Session {
-        /// Native half of `baton.aio`'s `wait_session_lost`.
-        #[pyo3(signature = (done, timeout=None))]
-        fn _start_wait_lost(&self, timeout: Option<f64>) -> any
-            [t = self::timeout(timeout)?, s = self.inner.clone()]
-            |c| s.wait_lost(t, Some(c)).map(|r| r.name());
-
         /// Native half of `baton.aio`'s `destroy_session`.
         fn _start_destroy(&self) -> none [s = self.inner.clone()] |_| s.destroy();
     }
 }
 
-fn session(py: Python<'_>, s: baton::Session) -> PyResult<Py<PyAny>> {
-    any(py, Session::new(s))
+fn session(
+    py: Python<'_>,
+    (s, client): (baton::Session, baton::WeakClient),
+) -> PyResult<Py<PyAny>> {
+    any(py, Session::new(s, client))
 }
 
 fn kv_entry(py: Python<'_>, v: Option<baton::KvPair>) -> PyResult<Py<PyAny>> {

@@ -220,9 +220,9 @@ impl Client {
     fn default_session(&self, py: Python<'_>) -> PyResult<Session> {
         let c = self.inner.clone();
         let s = py
-            .detach(move || c.default_session())
+            .detach(|| c.default_session())
             .map_err(|e| to_py(py, e))?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, c.downgrade()))
     }
 
     /// Creates a session of its own, renewed in the background until destroyed. Durations in
@@ -258,9 +258,9 @@ impl Client {
         .options(py)?;
         let c = self.inner.clone();
         let s = py
-            .detach(move || c.create_session(&o))
+            .detach(|| c.create_session(&o))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, c.downgrade()))
     }
 
     /// The value stored at `key`, or None when the key does not exist.
@@ -351,13 +351,17 @@ impl Client {
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Session {
     pub(crate) inner: Detached<baton::Session>,
+    /// The client that made or adopted it, whose timer wakes `baton.aio`'s wait for its loss
+    /// (weak: a session object does not keep its client open).
+    pub(crate) client: baton::WeakClient,
     callbacks: cancel::CallbackIds,
 }
 
 impl Session {
-    pub(crate) fn new(inner: baton::Session) -> Session {
+    pub(crate) fn new(inner: baton::Session, client: baton::WeakClient) -> Session {
         Session {
             inner: Detached::new(inner),
+            client,
             callbacks: cancel::CallbackIds::default(),
         }
     }

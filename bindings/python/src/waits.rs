@@ -17,6 +17,7 @@ use crate::args::value_bytes;
 use crate::detached::Detached;
 use crate::recipes::{Election, Lock, Semaphore};
 use crate::to_py;
+use crate::Session;
 
 /// An acquire of `hold` (or, with `value`, a campaign) for `timeout`, driven: its success is
 /// armed to be given back if nobody takes it.
@@ -56,6 +57,33 @@ fn wait_lost<H: Contend + Send + Sync>(
         },
         any,
     )
+}
+
+#[pymethods]
+impl Session {
+    /// Native half of `baton.aio`'s `wait_session_lost`: driven, bounded by `timeout` as the
+    /// blocking `wait_lost` is; resolves to the reason's name.
+    #[pyo3(signature = (done, timeout=None))]
+    fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+        let t = self::timeout(timeout)?;
+        let session = (*self.inner).clone();
+        let client = self.client.upgrade();
+        drive(
+            done,
+            |token, _| {
+                let token = token.clone();
+                async move {
+                    match client {
+                        Some(c) => c.session_lost_within(&session, t, &token).await,
+                        // Its client is gone, and the session with it: said at once.
+                        None => session.wait_lost(Some(Duration::ZERO), Some(&token)),
+                    }
+                    .map(|r| r.name())
+                }
+            },
+            any,
+        )
+    }
 }
 
 macro_rules! waiting_methods {

@@ -314,8 +314,9 @@ def test_async_semaphore_limits_holders_and_cancel_frees_the_waiter(devserver):
 
 
 def test_waiting_calls_hold_no_thread_each(devserver):
-    """500 pending acquires, 100 waits for a loss and 100 observers' next state cost the
-    client's few baton threads, not a thread each (they were pooled threads, one per call)."""
+    """500 pending acquires, 100 waits for a loss, 100 for a session's loss and 100 observers'
+    next state cost the client's few baton threads, not a thread each (they were pooled
+    threads, one per call)."""
     import os
 
     def threads() -> int:
@@ -334,16 +335,22 @@ def test_waiting_calls_hold_no_thread_each(devserver):
             before = threads()
             waiters = [asyncio.ensure_future(b.lock(k).acquire(timeout=30)) for _ in range(500)]
             losses = [asyncio.ensure_future(holder.wait_lost(timeout=30)) for _ in range(100)]
+            session = await b.create_session(ttl=30)
+            session_losses = [
+                asyncio.ensure_future(b.wait_session_lost(session, timeout=30)) for _ in range(100)
+            ]
             streams = [election.observe() for _ in range(100)]
             firsts = [await s.__anext__() for s in streams]
             assert all(f is not None and f.value == b"me" for f in firsts)
             nexts = [asyncio.ensure_future(s.__anext__()) for s in streams]
             await asyncio.sleep(0.5)
             during = threads()
-            assert not any(w.done() for w in waiters + losses + nexts)
+            assert not any(w.done() for w in waiters + losses + session_losses + nexts)
             # The holder lets go: every wait for its loss ends, one waiter gets the key.
             await holder.release()
             assert set(await asyncio.gather(*losses)) == {"released"}
+            await b.destroy_session(session)
+            assert set(await asyncio.gather(*session_losses)) == {"destroyed"}
             for w in waiters + nexts:
                 w.cancel()
             await asyncio.gather(*waiters, *nexts, return_exceptions=True)
@@ -352,7 +359,7 @@ def test_waiting_calls_hold_no_thread_each(devserver):
             return before, during
 
     before, during = asyncio.run(main())
-    assert during - before < 40, f"{before} threads before, {during} with 700 calls pending"
+    assert during - before < 40, f"{before} threads before, {during} with 800 calls pending"
     # No thread of baton.aio outlives the clients' close.
     names = []
     for t in os.listdir("/proc/self/task"):

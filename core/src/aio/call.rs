@@ -106,10 +106,12 @@ fn deliver<T>(slot: &Slot<T>, result: Result<T>) -> bool {
     // Stay with the task until its executor has taken the outcome: the next
     // step it issues in the same poll then finds this thread awake.
     let mut taken = false;
-    crate::sync::spin_until(Instant::now() + crate::steps::BOUND_MAX, || {
-        let st = lock(slot);
-        taken = st.taken;
-        st.taken || st.dropped
+    crate::steps::standing_by(|| {
+        crate::sync::spin_until(Instant::now() + crate::steps::BOUND_MAX, || {
+            let st = lock(slot);
+            taken = st.taken;
+            st.taken || st.dropped
+        })
     });
     taken
 }

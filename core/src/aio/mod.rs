@@ -202,6 +202,15 @@ pub trait AsyncClient {
     /// Resolves when `session` is lost, to why ([`Session::wait_lost`] as a
     /// future); holds no thread.
     fn session_lost_async(&self, session: &Session) -> SessionLost;
+    /// [`AsyncClient::session_lost_async`] bounded as the blocking [`Session::wait_lost`]
+    /// is: it ends with `Timeout` while the session is still valid at `timeout` (`None`: no
+    /// limit), or `Cancelled` when `cancel` fires.
+    fn session_lost_within(
+        &self,
+        session: &Session,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Bounded<SessionLost>;
     /// [`Client::close_report`] as a future: releases what the client holds,
     /// destroys its sessions and joins its threads, within `timeout`.
     fn close_async(&self, timeout: Duration) -> Call<CloseReport>;
@@ -281,6 +290,21 @@ impl AsyncClient for Client {
     }
     fn session_lost_async(&self, session: &Session) -> SessionLost {
         SessionLost::new(self, session)
+    }
+    fn session_lost_within(
+        &self,
+        session: &Session,
+        timeout: Option<Duration>,
+        cancel: &CancelToken,
+    ) -> Bounded<SessionLost> {
+        Bounded::new(
+            self,
+            SessionLost::new(self, session),
+            timeout,
+            Some(cancel),
+            crate::lease::STILL_VALID,
+            crate::lease::WAIT_CANCELLED,
+        )
     }
     fn close_async(&self, timeout: Duration) -> Call<CloseReport> {
         if self.is_closed() {

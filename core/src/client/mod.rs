@@ -337,14 +337,17 @@ pub struct Client {
     handle: Arc<Handle>,
 }
 
-/// A client reference that does not keep it open (for queued clean-ups).
+/// A client reference that does not keep it open (for queued clean-ups, and the language
+/// bindings' session objects). Not part of the Rust API.
+#[doc(hidden)]
 #[derive(Clone)]
-pub(crate) struct WeakClient {
+pub struct WeakClient {
     handle: std::sync::Weak<Handle>,
 }
 
 impl WeakClient {
-    pub(crate) fn upgrade(&self) -> Option<Client> {
+    /// The client, unless every [`Client`] handle to it has been dropped.
+    pub fn upgrade(&self) -> Option<Client> {
         self.handle.upgrade().map(|handle| Client { handle })
     }
 }
@@ -410,8 +413,9 @@ impl Client {
         self.core().conn.send(req)
     }
 
-    /// A handle that does not keep the client open.
-    pub(crate) fn downgrade(&self) -> WeakClient {
+    /// A handle that does not keep the client open. For the language bindings.
+    #[doc(hidden)]
+    pub fn downgrade(&self) -> WeakClient {
         WeakClient {
             handle: Arc::downgrade(&self.handle),
         }
