@@ -69,7 +69,7 @@ fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
     // A sibling in this process giving up its claim on the key changes nothing in Consul
     // when its try failed: only this hook tells a try refused for that claim to go again.
     let unclaimed = crate::claim::on_unclaim(key, fire.clone());
-    let sub = KeySub::new(&core.conn, &core.keyhub, key, None, Some(hook))?;
+    let sub = KeySub::hooked(&core.conn, &core.keyhub, key, hook)?;
     if sub.view().is_some() {
         // The hub knew the key already: a change it saw after the refused try
         // read the key, and before this subscription, told nobody here. One

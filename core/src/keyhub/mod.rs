@@ -112,7 +112,8 @@ pub(crate) struct KeyView {
 
 struct Sub {
     id: u64,
-    notify: Sender<()>,
+    /// The subscriber's channel (`None`: it only has a hook, see [`KeySub::hooked`]).
+    notify: Option<Sender<()>>,
     hook: Option<Hook>,
     /// A holding's watch: no poll is needed for it before this time.
     defer_until: Option<Instant>,
@@ -324,7 +325,14 @@ impl KeySub {
         seed: Option<(Option<KvPair>, u64)>,
         hook: Option<Hook>,
     ) -> Result<KeySub> {
-        KeySub::subscribe(core, hub, key, seed, hook, None)
+        KeySub::subscribe(core, hub, key, seed, hook, None, true)
+    }
+
+    /// Subscribes `hook` alone to `key`: no channel ([`KeySub::changes`] never fires), for
+    /// a waiter that only needs the hook (a pending future). A channel costs some 800
+    /// bytes; ten thousand pending acquires or held locks need none.
+    pub(crate) fn hooked(core: &Arc<Conn>, hub: &KeyHub, key: &str, hook: Hook) -> Result<KeySub> {
+        KeySub::subscribe(core, hub, key, None, Some(hook), None, false)
     }
 
     /// Subscribes a holding just taken to its key, seeded with the entry the
@@ -338,7 +346,7 @@ impl KeySub {
         hook: Hook,
     ) -> Result<KeySub> {
         let defer = Some(Instant::now() + HOLDING_WATCH_DEFER);
-        KeySub::subscribe(core, hub, key, Some(seed), Some(hook), defer)
+        KeySub::subscribe(core, hub, key, Some(seed), Some(hook), defer, false)
     }
 
     fn subscribe(
@@ -348,6 +356,7 @@ impl KeySub {
         seed: Option<(Option<KvPair>, u64)>,
         hook: Option<Hook>,
         defer_until: Option<Instant>,
+        channel: bool,
     ) -> Result<KeySub> {
         core.check_usable()?;
         let group = {
@@ -364,7 +373,12 @@ impl KeySub {
                 }
             }
         };
-        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tx, rx) = if channel {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            (Some(tx), rx)
+        } else {
+            (None, crossbeam_channel::never())
+        };
         let mut seeded: Vec<Wake> = Vec::new();
         let (id, interrupt, in_flight) = {
             let mut st = lock(&group.state);
@@ -509,7 +523,7 @@ fn deliver(group: &Group, found: &[(String, Option<KvPair>)], as_of: u64, reset:
 }
 
 /// A subscriber to wake about a new entry: its channel, its hook, the entry.
-type Wake = (Sender<()>, Option<Hook>, Option<KvPair>);
+type Wake = (Option<Sender<()>>, Option<Hook>, Option<KvPair>);
 
 /// Runs the hooks (internal ones first), then wakes the waiters; called with no
 /// hub lock held.
@@ -518,7 +532,9 @@ fn wake(list: Vec<Wake>) {
         if let Some(h) = hook {
             h(entry.as_ref());
         }
-        let _ = tx.try_send(());
+        if let Some(tx) = tx {
+            let _ = tx.try_send(());
+        }
     }
 }
 
