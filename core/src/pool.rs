@@ -3,11 +3,16 @@
 //! addon, which must never park libuv's pool). Not part of the Rust API: hidden from the docs
 //! and free to change; the bindings live in this repository and move with it.
 //!
-//! A call takes an idle thread, or starts a new one when none is idle, so waiting calls never
-//! queue behind each other (a thousand pending acquires are a thousand threads), but
-//! back-to-back calls reuse one thread instead of paying a thread start each. The most recently
-//! idle thread is taken first; a thread idle for ten seconds ends. Finished threads are joined by
-//! the next call, and [`Pool::stop`] (the binding's exit hook) ends and joins the idle ones.
+//! A call takes an idle thread, or starts a new one when none is idle; back-to-back calls reuse
+//! one thread instead of paying a thread start each. The most recently idle thread is taken
+//! first; a thread idle for ten seconds ends. Finished threads are joined by the next call, and
+//! [`Pool::stop`] (the binding's exit hook) ends and joins the idle ones. A pool made with
+//! [`Pool::bounded`] runs at most that many threads: a call made while all of them are busy
+//! waits in a queue for the first one free. That is for pools whose calls never wait long (the
+//! waits of Node and asyncio are futures driven without a thread, see [`crate::drive`]): ten
+//! thousand releases at once then cost a few threads and connections, not ten thousand (past
+//! Consul's 200 connections per client the agent answers 429 to everything). A pool of calls
+//! that wait (Python's interruptible blocking calls, one per caller thread) stays unbounded.
 //!
 //! A call made with [`Pool::run_for`] belongs to a caller that takes outcomes on a thread of
 //! its own, an event loop ([`Turns`]: a Node environment, an asyncio loop). The thread that ran
@@ -39,6 +44,11 @@ struct Job {
 }
 /// Hands an outcome over, given its ticket (see [`Turns::took`]).
 type Deliver = Box<dyn FnOnce(Ticket)>;
+
+/// The most threads a language binding's pool of calls that never wait long runs (see
+/// [`Pool::bounded`]): with the key hub's polls, the client's other threads and Consul's limit
+/// of 200 connections per client in view.
+pub const CALL_THREADS: usize = 8;
 
 /// How long a thread waits for another call before it ends.
 const IDLE: Duration = Duration::from_secs(10);
@@ -112,6 +122,8 @@ impl Turns {
 struct State {
     /// Idle threads (id, where to send a job; `None` ends it), the most recently idle last.
     idle: Vec<(u64, Sender<Option<Job>>)>,
+    /// Calls made while the most threads were busy, oldest first (see [`Pool::bounded`]).
+    queue: std::collections::VecDeque<Job>,
     /// Every thread started and not joined yet, by id.
     threads: Vec<(u64, JoinHandle<()>)>,
     next_id: u64,
@@ -139,6 +151,8 @@ fn binding_enabled() -> bool {
 /// A set of reusable named threads.
 pub struct Pool {
     name: &'static str,
+    /// The most threads it runs at once.
+    max: usize,
     state: Mutex<Option<State>>,
     /// See [`BOUND_MAX`].
     bound_max: Duration,
@@ -152,10 +166,18 @@ impl Pool {
         Pool::with_bound_max(name, BOUND_MAX)
     }
 
+    /// A pool of at most `max` threads (at least one): calls beyond wait for a free one.
+    pub const fn bounded(name: &'static str, max: usize) -> Pool {
+        let mut pool = Pool::new(name);
+        pool.max = if max == 0 { 1 } else { max };
+        pool
+    }
+
     /// A pool whose threads stay bound to a caller at most `bound_max` (tests).
     pub const fn with_bound_max(name: &'static str, bound_max: Duration) -> Pool {
         Pool {
             name,
+            max: usize::MAX,
             state: Mutex::new(None),
             bound_max,
             parks: AtomicU64::new(0),
@@ -221,6 +243,11 @@ impl Pool {
                 Err(e) => job = e.into_inner().expect("sent a job"),
             }
         }
+        if st.threads.len() >= self.max {
+            // Every thread is busy: the first one done takes it (see `work`).
+            st.queue.push_back(job);
+            return Ok(());
+        }
         let id = st.next_id;
         st.next_id += 1;
         let (tx, rx) = crossbeam_channel::bounded::<Option<Job>>(1);
@@ -242,18 +269,29 @@ impl Pool {
             let deliver = (job.work)();
             let turns = job.turns.take();
             let ticket = turns.as_ref().map_or(Ticket(0), |t| t.issue());
-            {
+            let queued = {
                 let mut guard = self.state();
                 match guard.as_mut() {
-                    Some(st) => st.idle.push((id, tx.clone())),
+                    // A call waiting for a free thread goes first.
+                    Some(st) => match st.queue.pop_front() {
+                        Some(next) => Some(next),
+                        None => {
+                            st.idle.push((id, tx.clone()));
+                            None
+                        }
+                    },
                     None => {
                         drop(guard);
                         deliver(ticket);
                         return;
                     }
                 }
-            }
+            };
             deliver(ticket);
+            if let Some(next) = queued {
+                job = next;
+                continue;
+            }
             if let Some(turns) = turns {
                 if let Some(next) = bound_for(&rx, &turns, ticket, self.bound_max) {
                     match next {
@@ -492,6 +530,47 @@ mod tests {
         }
         assert_eq!(threads(&POOL), 4);
         drop(release);
+        POOL.stop(Instant::now() + Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_bounded_pool_queues_calls_beyond_its_threads_and_runs_every_one() {
+        static POOL: Pool = Pool::bounded("baton-test-cap", 2);
+        let (release, gate) = crossbeam_channel::bounded::<()>(0);
+        let (started, starts) = mpsc::channel();
+        let (finished, done) = mpsc::channel();
+        for i in 0..10 {
+            let (gate, started, finished) = (gate.clone(), started.clone(), finished.clone());
+            POOL.run(move || {
+                let _ = started.send(i);
+                let _ = gate.recv();
+                move || {
+                    let _ = finished.send(i);
+                }
+            })
+            .expect("run");
+        }
+        // Two run; the other eight wait for them.
+        for _ in 0..2 {
+            starts
+                .recv_timeout(Duration::from_secs(10))
+                .expect("a call started");
+        }
+        assert!(
+            starts.recv_timeout(Duration::from_millis(200)).is_err(),
+            "a third thread ran"
+        );
+        assert_eq!(threads(&POOL), 2);
+        drop(release);
+        let mut all: Vec<i32> = (0..10)
+            .map(|_| {
+                done.recv_timeout(Duration::from_secs(10))
+                    .expect("every call ran")
+            })
+            .collect();
+        all.sort();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        assert_eq!(threads(&POOL), 2, "no more threads than the bound");
         POOL.stop(Instant::now() + Duration::from_secs(10));
     }
 }

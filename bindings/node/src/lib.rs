@@ -117,15 +117,24 @@ pub(crate) fn invalid(msg: impl Into<String>) -> Error {
     Error::new(Status::InvalidArg, msg.into())
 }
 
-/// The threads the addon's waiting calls run on (reused; see `pool.rs`).
-static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-node-call");
+/// The threads the addon's calls that do not wait run on (reused, at most
+/// [`baton::pool::CALL_THREADS`]; see `pool.rs`). The waits are driven futures ([`driven`]).
+static CALLS: baton::pool::Pool =
+    baton::pool::Pool::bounded("baton-node-call", baton::pool::CALL_THREADS);
+
+/// The threads of the rare acquire that goes on on a thread (a warm acquire whose request may
+/// have been applied, see `warm.rs`): it may wait as long as its timeout, so it has a pool of
+/// its own, unbounded, never in the way of the bounded calls.
+pub(crate) static WAITS: baton::pool::Pool = baton::pool::Pool::new("baton-node-wait");
 
 /// Ends the idle threads of [`CALLS`] when the (first) environment that made a client ends.
 fn stop_calls_at_exit(env: &Env) {
     static HOOKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !HOOKED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         let _ = env.add_env_cleanup_hook((), |()| {
-            CALLS.stop(std::time::Instant::now() + Duration::from_secs(1));
+            let deadline = std::time::Instant::now() + Duration::from_secs(1);
+            CALLS.stop(deadline);
+            WAITS.stop(deadline);
         });
     }
 }
@@ -135,7 +144,9 @@ fn stop_calls_at_exit(env: &Env) {
 /// `close()` (a later call of another client starts a thread again).
 #[napi]
 pub fn end_idle_threads() {
-    CALLS.stop(std::time::Instant::now() + Duration::from_millis(100));
+    let deadline = std::time::Instant::now() + Duration::from_millis(100);
+    CALLS.stop(deadline);
+    WAITS.stop(deadline);
 }
 
 /// Runs `work` on one of baton's threads and settles the returned promise with its result
@@ -182,13 +193,25 @@ where
     T: ToNapiValue + Send + 'static,
     F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
 {
+    run_settling_on(&CALLS, deferred, work)
+}
+
+/// [`run_settling`] on `pool`.
+pub(crate) fn run_settling_on<T, F>(
+    pool: &'static baton::pool::Pool,
+    deferred: settle::Deferred,
+    work: F,
+) -> Result<()>
+where
+    T: ToNapiValue + Send + 'static,
+    F: FnOnce() -> std::result::Result<T, baton::Error> + Send + 'static,
+{
     let turns = deferred.turns().clone();
-    CALLS
-        .run_for(&turns, move || {
-            let outcome = work().map_err(js_err);
-            move |ticket| deferred.settle(Some(ticket), outcome)
-        })
-        .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))
+    pool.run_for(&turns, move || {
+        let outcome = work().map_err(js_err);
+        move |ticket| deferred.settle(Some(ticket), outcome)
+    })
+    .map_err(|e| Error::from_reason(format!("cannot start a thread: {e}")))
 }
 
 pub(crate) fn millis(name: &str, v: Option<f64>) -> Result<Option<Duration>> {

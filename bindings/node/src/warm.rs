@@ -305,10 +305,12 @@ fn run_rest(t: &mut Task, rest: Rest) {
         other => other,
     };
     // If no thread can start, the deferred is dropped unsettled, which rejects it.
-    let _ = run_settling(d, move || match rest {
-        Rest::Acquire(r) => r.run(left, Some(&token)),
-        Rest::Release(r) => r.run(),
-    });
+    let _ = match rest {
+        Rest::Acquire(r) => {
+            crate::run_settling_on(&crate::WAITS, d, move || r.run(left, Some(&token)))
+        }
+        Rest::Release(r) => run_settling(d, move || r.run()),
+    };
 }
 
 /// Gives the call up as a warm one (its time ran out, its token fired, the poll failed).

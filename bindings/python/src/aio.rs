@@ -116,12 +116,18 @@ impl Unclaimed {
 
 pub(crate) type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
 
-/// The threads `baton.aio` calls run on.
-static CALLS: baton::pool::Pool = baton::pool::Pool::new("baton-py-aio");
+/// The threads `baton.aio`'s calls that do not wait run on (at most
+/// [`baton::pool::CALL_THREADS`]; the waits are driven futures, see `waits.rs`).
+static CALLS: baton::pool::Pool =
+    baton::pool::Pool::bounded("baton-py-aio", baton::pool::CALL_THREADS);
+
+/// The threads of the rare `baton.aio` acquire that goes on on a thread (see [`start_holding`]).
+static WAITS: baton::pool::Pool = baton::pool::Pool::new("baton-py-aio-wait");
 
 /// Ends the idle threads (the `atexit` hook).
 pub(crate) fn stop_pool(deadline: std::time::Instant) {
     CALLS.stop(deadline);
+    WAITS.stop(deadline);
 }
 
 /// Ends the idle threads of `baton.aio`, waiting for them at most 100 ms: called once a
@@ -129,7 +135,11 @@ pub(crate) fn stop_pool(deadline: std::time::Instant) {
 /// client starts a thread again).
 #[pyfunction]
 pub(crate) fn _end_idle_threads(py: Python<'_>) {
-    py.detach(|| CALLS.stop(std::time::Instant::now() + Duration::from_millis(100)));
+    py.detach(|| {
+        let deadline = std::time::Instant::now() + Duration::from_millis(100);
+        CALLS.stop(deadline);
+        WAITS.stop(deadline);
+    });
 }
 
 /// Where a call's outcome goes: `done(ok, value)` called on the baton thread (attached to
@@ -151,10 +161,13 @@ pub(crate) fn start<T: Send + 'static>(
     call: impl FnOnce(&baton::CancelToken) -> baton::Result<T> + Send + 'static,
     convert: Convert<T>,
 ) -> PyResult<Pending> {
-    launch(done, move |c, _| call(c), convert)
+    launch(&CALLS, done, move |c, _| call(c), convert)
 }
 
-/// [`start`] for an acquire of `hold`: a success is armed in the call's [`Unclaimed`].
+/// [`start`] for an acquire of `hold` that goes on on a thread (a warm acquire whose request
+/// may have been applied, see `warm.rs`): a success is armed in the call's [`Unclaimed`]. It
+/// may wait as long as its timeout: it runs on a pool of its own, unbounded (such waits are
+/// rare), never in the way of the bounded calls.
 pub(crate) fn start_holding<H: baton::Hold + 'static>(
     done: Py<PyAny>,
     hold: Arc<H>,
@@ -162,6 +175,7 @@ pub(crate) fn start_holding<H: baton::Hold + 'static>(
     convert: Convert<bool>,
 ) -> PyResult<Pending> {
     launch(
+        &WAITS,
         done,
         move |c, unclaimed| {
             let held = call(c)?;
@@ -246,6 +260,7 @@ fn to_loop<T: Send + 'static>(
 }
 
 fn launch<T: Send + 'static>(
+    pool: &'static baton::pool::Pool,
     done: Py<PyAny>,
     call: impl FnOnce(&baton::CancelToken, &Unclaimed) -> baton::Result<T> + Send + 'static,
     convert: Convert<T>,
@@ -259,7 +274,7 @@ fn launch<T: Send + 'static>(
         (outcome, mine)
     };
     let started = match target {
-        Target::Thread(done) => CALLS.run(move || {
+        Target::Thread(done) => pool.run(move || {
             let (outcome, _) = work();
             move || {
                 let _ = crate::attach_from_thread(|py| report(py, &done, outcome, convert));
@@ -267,7 +282,7 @@ fn launch<T: Send + 'static>(
         }),
         // The thread stays bound to the loop until the turn that takes the outcome is over
         // (see `pool.rs`): a call the awaiting task makes next finds it awake.
-        Target::Loop(hub, turns, done) => CALLS.run_for(&turns, move || {
+        Target::Loop(hub, turns, done) => pool.run_for(&turns, move || {
             let (outcome, mine) = work();
             move |ticket| to_loop(hub, ticket, outcome, mine, done, convert)
         }),
