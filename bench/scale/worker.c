@@ -6,7 +6,7 @@
  *                                     segments or random (see run.py)
  *
  * Prints HOLDING and RELEASING around the hold, then one line, `RESULT {json}`. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include <baton.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -49,7 +49,7 @@ static long sockets(void) {
     if (!d) return 0;
     long count = 0;
     struct dirent *e;
-    char path[64], target[128];
+    char path[300], target[128];
     while ((e = readdir(d)) != NULL) {
         snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
         ssize_t len = readlink(path, target, sizeof target - 1);
