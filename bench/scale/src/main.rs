@@ -56,34 +56,52 @@ fn pending(addr: &str, n: usize, key: &str, timeout: f64) -> serde_json::Value {
     assert!(warm.acquire(Some(Duration::from_secs(10)), None).unwrap());
     warm.release().unwrap();
     let (threads_before, rss_before) = (threads(), rss_kib());
-    let locks: Vec<_> = (0..n).map(|_| c.lock(key).expect("lock")).collect();
+    let locks: Vec<_> = (0..n)
+        .map(|_| std::sync::Arc::new(c.lock(key).expect("lock")))
+        .collect();
     let t = Duration::from_secs_f64(timeout);
     let (got, ends, lags, peak_threads, peak_rss, start_secs) = rt.block_on(async {
         let started = Instant::now();
-        let mut calls = Vec::with_capacity(n);
-        for lock in &locks {
-            calls.push(async move {
-                let t0 = Instant::now();
-                let got = lock.acquire_async(Some(t)).await.unwrap_or(false);
-                (got, t0.elapsed().as_secs_f64() - timeout)
-            });
-        }
-        // Poll them all together with the lag ticker on this one thread.
-        let all = futures_join(calls);
+        // Each acquire a task of its own, as an application spawns them (a join that polls
+        // every future on any wake-up would cost the loop O(n) per wake-up).
+        let tasks: Vec<_> = locks
+            .iter()
+            .map(|lock| {
+                let lock = lock.clone();
+                tokio::spawn(async move {
+                    let t0 = Instant::now();
+                    let got = lock.acquire_async(Some(t)).await.unwrap_or(false);
+                    (got, t0.elapsed().as_secs_f64() - timeout)
+                })
+            })
+            .collect();
         let start_secs = started.elapsed().as_secs_f64();
-        let ticker = async {
-            let (mut lags, mut pt, mut pr) = (Vec::new(), threads(), rss_kib());
-            let until = Instant::now() + Duration::from_secs_f64((timeout - 1.0).max(0.5));
+        // The loop's lag: a thread of the bench wakes a task of the loop every 10 ms, stamped;
+        // the lag is how long the woken task waits to run on the one thread it shares with
+        // every acquire (tokio's timer, of 1 ms resolution, would add its own rounding).
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        let span = Duration::from_secs_f64((timeout - 1.0).max(0.5));
+        let stamper = std::thread::spawn(move || {
+            let until = Instant::now() + span;
             while Instant::now() < until {
-                let s = Instant::now();
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                lags.push((s.elapsed().as_secs_f64() - 0.01) * 1e3);
-                pt = pt.max(threads());
-                pr = pr.max(rss_kib());
+                std::thread::sleep(Duration::from_millis(10));
+                if tx.send(Instant::now()).is_err() {
+                    return;
+                }
             }
-            (lags, pt, pr)
-        };
-        let (results, (lags, pt, pr)) = tokio::join!(all, ticker);
+        });
+        let (mut lags, mut pt, mut pr) = (Vec::new(), threads(), rss_kib());
+        while let Some(stamp) = rx.recv().await {
+            lags.push(stamp.elapsed().as_secs_f64() * 1e3);
+            // Not counting the stamper, the bench's own thread.
+            pt = pt.max(threads().saturating_sub(1));
+            pr = pr.max(rss_kib());
+        }
+        stamper.join().expect("the lag stamper");
+        let mut results = Vec::with_capacity(n);
+        for task in tasks {
+            results.push(task.await.expect("an acquire task panicked"));
+        }
         let got = results.iter().filter(|r| r.0).count();
         let ends: Vec<f64> = results.iter().map(|r| r.1).collect();
         (got, ends, lags, pt, pr, start_secs)
@@ -104,29 +122,6 @@ fn pending(addr: &str, n: usize, key: &str, timeout: f64) -> serde_json::Value {
         "end_late_p50_ms": pct(&ends, 0.5) * 1e3, "end_late_max_ms": ends.last().copied().unwrap_or(0.0) * 1e3,
         "lag_p99_ms": pct(&lags, 0.99), "lag_max_ms": lags.last().copied().unwrap_or(0.0),
     })
-}
-
-/// Polls every future of `calls` together (a join of many, without an extra crate).
-async fn futures_join<F: std::future::Future>(calls: Vec<F>) -> Vec<F::Output> {
-    let mut calls: Vec<_> = calls.into_iter().map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = calls.iter().map(|_| None).collect();
-    std::future::poll_fn(move |cx| {
-        let mut all = true;
-        for (call, slot) in calls.iter_mut().zip(out.iter_mut()) {
-            if slot.is_none() {
-                match call.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *slot = Some(v),
-                    std::task::Poll::Pending => all = false,
-                }
-            }
-        }
-        if all {
-            std::task::Poll::Ready(out.iter_mut().map(|s| s.take().unwrap()).collect())
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await
 }
 
 /// A name shared with nothing: 32 hex digits from the clock, the process and a counter,
