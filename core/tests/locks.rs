@@ -577,30 +577,43 @@ fn waiting_acquire_is_cancellable_and_times_out() {
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
 }
 
-#[test]
-fn groups_of_unrelated_keys_share_one_watch_thread_and_each_notices_loss() {
-    let f = Fixture::start();
-    let c = f.client();
-    // Twelve first segments: eight groups (the bound), polled by one thread.
-    let base = unique("flat").replace('/', "-");
-    let locks: Vec<_> = (0..12)
-        .map(|i| c.lock(&format!("{base}-{i}/lock")).unwrap())
-        .collect();
-    for l in &locks {
-        assert!(l.acquire(Some(PATIENCE), None).unwrap());
-    }
-    assert_eq!(c.key_watch_polls(), 8, "groups are bounded");
-    assert_eq!(c.key_watch_threads(), 1, "one thread polls every group");
-    for i in [0, 5, 11] {
+/// A lock on each of `keys`, acquired.
+fn acquire_all(c: &baton::Client, keys: &[String]) -> Vec<baton::Lock> {
+    keys.iter()
+        .map(|k| {
+            let l = c.lock(k).unwrap();
+            assert!(l.acquire(Some(PATIENCE), None).unwrap());
+            l
+        })
+        .collect()
+}
+
+/// Deletes the keys of `lost` from another client: each of those locks notices, the others
+/// stay held.
+fn delete_and_see_lost(f: &Fixture, keys: &[String], locks: &[baton::Lock], lost: &[usize]) {
+    for &i in lost {
         let events = lost_events(&locks[i]);
-        f.client().kv().delete(&format!("{base}-{i}/lock")).unwrap();
+        f.client().kv().delete(&keys[i]).unwrap();
         assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged);
         assert!(!locks[i].is_held());
     }
     assert!(locks
         .iter()
         .enumerate()
-        .all(|(i, l)| [0, 5, 11].contains(&i) || l.is_held()));
+        .all(|(i, l)| lost.contains(&i) || l.is_held()));
+}
+
+#[test]
+fn groups_of_unrelated_keys_share_one_watch_thread_and_each_notices_loss() {
+    let f = Fixture::start();
+    let c = f.client();
+    // Twelve first segments: eight groups (the bound), polled by one thread.
+    let base = unique("flat").replace('/', "-");
+    let keys: Vec<String> = (0..12).map(|i| format!("{base}-{i}/lock")).collect();
+    let locks = acquire_all(&c, &keys);
+    assert_eq!(c.key_watch_polls(), 8, "groups are bounded");
+    assert_eq!(c.key_watch_threads(), 1, "one thread polls every group");
+    delete_and_see_lost(&f, &keys, &locks, &[0, 5, 11]);
 }
 
 #[test]
@@ -608,22 +621,11 @@ fn many_held_locks_share_one_watch_thread_and_each_notices_loss() {
     let f = Fixture::start();
     let c = f.client();
     let base = unique("many");
-    let locks: Vec<_> = (0..100)
-        .map(|i| c.lock(&format!("{base}/{i}")).unwrap())
-        .collect();
-    for l in &locks {
-        assert!(l.acquire(Some(PATIENCE), None).unwrap());
-    }
+    let keys: Vec<String> = (0..100).map(|i| format!("{base}/{i}")).collect();
+    let locks = acquire_all(&c, &keys);
     assert_eq!(c.key_watch_threads(), 1, "one group, one thread");
     assert_eq!(c.key_watch_polls(), 1, "one group, one poll");
-    let events = lost_events(&locks[42]);
-    f.client().kv().delete(&format!("{base}/42")).unwrap();
-    assert_eq!(events.recv_timeout(PATIENCE).unwrap(), LockLost::KeyChanged);
-    assert!(!locks[42].is_held());
-    assert!(locks
-        .iter()
-        .enumerate()
-        .all(|(i, l)| i == 42 || l.is_held()));
+    delete_and_see_lost(&f, &keys, &locks, &[42]);
 }
 
 #[test]

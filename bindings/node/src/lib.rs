@@ -512,15 +512,9 @@ impl NativeSession {
         timeout_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
     ) -> Result<Object<'e>> {
-        use baton::aio::AsyncClient;
         let t = millis("timeoutMs", timeout_ms)?;
         let token = cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone());
-        let Some(client) = self.client.upgrade() else {
-            // Its client is gone (closed), and the session lost with it: said at once.
-            let lost = self.inner.wait_lost(Some(Duration::ZERO), Some(&token));
-            return driven(env, async move { lost.map(baton::LostReason::name) });
-        };
-        let wait = client.session_lost_within(&self.inner, t, &token);
+        let wait = baton::aio::session_lost_weak(&self.client, &self.inner, t, &token);
         driven(env, async move { wait.await.map(baton::LostReason::name) })
     }
 

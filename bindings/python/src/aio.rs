@@ -537,9 +537,8 @@ fn release<H: baton::Hold>(hold: &H) -> baton::Result<Option<String>> {
 /// Makes the native halves of `baton.aio`'s calls, all of one shape. For each
 /// `fn _start_x(&self, args) -> convert [name = value, ...] |token| call;` it makes a method
 /// `_start_x(done, args)` that binds the names (errors raise at once), runs `call` on a baton
-/// thread ([`start`]) and reports `convert(outcome)` to `done`. With `-> convert, giving back
-/// hold` the call is an acquire of `hold` whose success is given back when nobody takes it
-/// ([`start_holding`]). `impl A, B { ... }` gives A and B the same methods.
+/// thread ([`start`]) and reports `convert(outcome)` to `done`. `impl A, B { ... }` gives A
+/// and B the same methods.
 macro_rules! starts {
     ($(impl $($class:ident),+ { $($methods:tt)* })*) => {
         $(starts!(@classes [$($class)+] { $($methods)* });)*
@@ -549,7 +548,7 @@ macro_rules! starts {
     };
     (@class $class:ident {$(
         $(#[$($attr:tt)*])*
-        fn $name:ident(&$s:ident $($params:tt)*) -> $convert:ident $(, giving back $hold:ident)?
+        fn $name:ident(&$s:ident $($params:tt)*) -> $convert:ident
             [$($var:ident = $val:expr),* $(,)?] |$c:pat_param| $call:expr;
     )*}) => {
         #[pymethods]
@@ -557,15 +556,9 @@ macro_rules! starts {
             $(#[$($attr)*])*
             fn $name(&$s, done: Py<PyAny> $($params)*) -> PyResult<Pending> {
                 $(let $var = $val;)*
-                starts!(@start done, $convert, [$($hold)?], move |$c: &baton::CancelToken| $call)
+                start(done, move |$c: &baton::CancelToken| $call, $convert)
             }
         )*}
-    };
-    (@start $done:ident, $convert:ident, [], $call:expr) => {
-        start($done, $call, $convert)
-    };
-    (@start $done:ident, $convert:ident, [$hold:ident], $call:expr) => {
-        start_holding($done, Arc::clone(&$hold), $call, $convert)
     };
 }
 

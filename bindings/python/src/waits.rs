@@ -66,20 +66,11 @@ impl Session {
     #[pyo3(signature = (done, timeout=None))]
     fn _start_wait_lost(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
         let t = self::timeout(timeout)?;
-        let session = (*self.inner).clone();
-        let client = self.client.upgrade();
         drive(
             done,
             |token, _| {
-                let token = token.clone();
-                async move {
-                    match client {
-                        Some(c) => c.session_lost_within(&session, t, &token).await,
-                        // Its client is gone, and the session with it: said at once.
-                        None => session.wait_lost(Some(Duration::ZERO), Some(&token)),
-                    }
-                    .map(|r| r.name())
-                }
+                let wait = baton::aio::session_lost_weak(&self.client, &self.inner, t, token);
+                async move { wait.await.map(|r| r.name()) }
             },
             any,
         )

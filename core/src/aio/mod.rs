@@ -47,6 +47,7 @@ mod lost;
 mod observe;
 mod wake;
 
+use std::future::Future;
 use std::time::Duration;
 
 pub use acquire::Acquire;
@@ -57,12 +58,12 @@ pub use lost::{Lost, SessionLost};
 pub use observe::{next_shared, LeaderStream, SharedLeaderStream};
 
 use crate::cancel::CancelToken;
-use crate::client::{Client, CloseReport};
+use crate::client::{Client, CloseReport, WeakClient};
 use crate::election::{Election, Leader};
 use crate::error::Result;
 use crate::fence::Sequencer;
 use crate::kv::KvPair;
-use crate::lease::Session;
+use crate::lease::{LostReason, Session};
 use crate::session_api::SessionOptions;
 use crate::txn::KvOp;
 
@@ -214,6 +215,29 @@ pub trait AsyncClient {
     /// [`Client::close_report`] as a future: releases what the client holds,
     /// destroys its sessions and joins its threads, within `timeout`.
     fn close_async(&self, timeout: Duration) -> Call<CloseReport>;
+}
+
+/// [`AsyncClient::session_lost_within`] through a client that may be gone (a language
+/// binding's session object holds its client weakly, so that it never keeps it open). A gone
+/// client was closed, and its sessions lost with it: the future then resolves at once, to
+/// why. Not part of the Rust API.
+#[doc(hidden)]
+pub fn session_lost_weak(
+    client: &WeakClient,
+    session: &Session,
+    timeout: Option<Duration>,
+    cancel: &CancelToken,
+) -> impl Future<Output = Result<LostReason>> + Send + 'static {
+    let wait = client
+        .upgrade()
+        .map(|c| c.session_lost_within(session, timeout, cancel));
+    let (session, cancel) = (session.clone(), cancel.clone());
+    async move {
+        match wait {
+            Some(w) => w.await,
+            None => session.wait_lost(Some(Duration::ZERO), Some(&cancel)),
+        }
+    }
 }
 
 /// Runs `work` with a clone of `client` on a step thread.

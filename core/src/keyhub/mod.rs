@@ -166,6 +166,18 @@ struct Group {
 }
 
 impl Group {
+    fn new(name: &str, poke: Option<Arc<Poke>>) -> Arc<Group> {
+        let (wake, wake_rx) = crossbeam_channel::bounded(1);
+        Arc::new(Group {
+            name: name.to_string(),
+            state: Mutex::new(GroupState::default()),
+            wake,
+            wake_rx,
+            poke,
+            round: Mutex::new(CancelToken::new()),
+        })
+    }
+
     /// Wakes whatever drives the group.
     fn notify(&self) {
         let _ = self.wake.try_send(());
@@ -227,30 +239,17 @@ impl KeyHub {
         let failed = |e: std::io::Error| {
             Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
         };
-        let poke = if core.transport.loop_capable() {
+        if core.transport.loop_capable() {
             let mut poller = lock(&self.poller);
-            if poller.is_none() {
-                *poller = Some(Poller::start(core).map_err(failed)?);
-            }
-            poller.as_ref().map(Poller::poke)
-        } else {
-            None
-        };
-        let (wake, wake_rx) = crossbeam_channel::bounded(1);
-        let g = Arc::new(Group {
-            name: name.to_string(),
-            state: Mutex::new(GroupState::default()),
-            wake,
-            wake_rx,
-            poke: poke.clone(),
-            round: Mutex::new(CancelToken::new()),
-        });
-        if poke.is_some() {
-            if let Some(p) = lock(&self.poller).as_ref() {
-                p.add(g.clone());
-            }
+            let p = match &mut *poller {
+                Some(p) => p,
+                None => poller.insert(Poller::start(core).map_err(failed)?),
+            };
+            let g = Group::new(name, Some(p.poke()));
+            p.add(g.clone());
             return Ok((g, None));
         }
+        let g = Group::new(name, None);
         let weak = Arc::downgrade(core);
         let g2 = g.clone();
         let worker =
@@ -329,8 +328,9 @@ impl KeySub {
     }
 
     /// Subscribes `hook` alone to `key`: no channel ([`KeySub::changes`] never fires), for
-    /// a waiter that only needs the hook (a pending future). A channel costs some 800
-    /// bytes; ten thousand pending acquires or held locks need none.
+    /// a waiter that only needs the hook (a pending future). A bounded channel is among
+    /// the largest allocations of a subscription; ten thousand pending acquires or held
+    /// locks need none.
     pub(crate) fn hooked(core: &Arc<Conn>, hub: &KeyHub, key: &str, hook: Hook) -> Result<KeySub> {
         KeySub::subscribe(core, hub, key, None, Some(hook), None, false)
     }

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::{deliver, wide_pause, Group, Target, HUB_WAIT};
+use crate::cancel::CancelToken;
 use crate::error::{Error, ErrorKind};
 use crate::http::{QueryMeta, QueryOptions, Request};
 use crate::kv::KvPair;
@@ -20,8 +21,9 @@ pub(super) enum Plan {
     Defer(Instant),
     /// A subscriber widened the target while a poll was out: plan again at once.
     Restart,
-    /// Send this poll of `target`.
-    Poll(Target, Request),
+    /// Send this poll of `target`, cut short when the round (taken in the same look as the
+    /// check above) is cancelled.
+    Poll(Target, Request, CancelToken),
 }
 
 /// A group's poll position: the target and the index it blocks from, and its pacing.
@@ -104,16 +106,17 @@ impl PollState {
         };
         // Drain a stale wake-up: the target above already includes every key.
         let _ = group.wake_rx.try_recv();
-        {
+        let round = {
             let mut r = lock(&group.round);
             if r.is_cancelled() {
                 // A new key may lie outside `want`: fresh token, new target.
-                *r = crate::cancel::CancelToken::new();
+                *r = CancelToken::new();
                 drop(r);
                 self.index = 0;
                 return Plan::Restart;
             }
-        }
+            r.clone()
+        };
         let (key, recurse) = match &want {
             Target::Key(k) => (k.as_str(), false),
             Target::Prefix(p) => (p.as_str(), true),
@@ -125,7 +128,7 @@ impl PollState {
         };
         self.pacer.sending();
         let req = crate::kv::read_request(key, recurse, &opts);
-        Plan::Poll(want, req)
+        Plan::Poll(want, req, round)
     }
 
     /// The wait of a [`Plan::Defer`] is over (or was cut short).
@@ -149,13 +152,11 @@ impl PollState {
     ) -> Duration {
         self.backoff.reset();
         self.reread = false;
-        lock(&group.state).last_error = None;
-        let keys: Vec<String> = lock(&group.state)
-            .keys
-            .keys()
-            .filter(|k| want.covers(k))
-            .cloned()
-            .collect();
+        let keys: Vec<String> = {
+            let mut st = lock(&group.state);
+            st.last_error = None;
+            st.keys.keys().filter(|k| want.covers(k)).cloned().collect()
+        };
         // Consul lists entries in key order; the binary search below needs that, so an
         // answer that does not keep it is put in order first (otherwise a held key could be
         // missed and taken for deleted).

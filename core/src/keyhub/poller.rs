@@ -26,7 +26,6 @@ use crate::conn::Conn;
 use crate::error::{Error, ErrorKind};
 use crate::http::exchange::{Exchange, LoopConn, Progress};
 use crate::http::{Interest, Request};
-use crate::sync::lock;
 use crate::threads::Worker;
 
 /// Wakes the poller thread from any thread: one byte on a socket its `poll` watches. Never
@@ -135,8 +134,13 @@ fn run(core: Weak<Conn>, new: Receiver<Arc<Group>>, mut wake: UnixStream, poke: 
         ready.resize(slots.len(), false);
         {
             let Some(core) = core.upgrade() else { return };
-            for (slot, ready) in slots.iter_mut().zip(ready.iter_mut()) {
-                slot.turn(&core, &poke, std::mem::take(ready));
+            // Groups whose socket is ready first: an answer that has arrived (a holding's key
+            // taken: its loss) is delivered before any group connects, the one step here that
+            // blocks.
+            let mut order: Vec<usize> = (0..slots.len()).collect();
+            order.sort_by_key(|&i| !ready[i]);
+            for i in order {
+                slots[i].turn(&core, &poke, std::mem::take(&mut ready[i]));
                 if closing.is_cancelled() {
                     return;
                 }
@@ -242,7 +246,7 @@ impl Slot {
                             self.conn = None;
                             Io::Plan
                         }
-                        Plan::Poll(want, req) => match self.send(core, want, req) {
+                        Plan::Poll(want, req, round) => match self.send(core, want, req, round) {
                             Ok(flight) => {
                                 ready = true;
                                 Io::Flight(Box::new(flight))
@@ -329,7 +333,13 @@ impl Slot {
     }
 
     /// Sends a poll on the group's connection (opened first if it has none).
-    fn send(&mut self, core: &Conn, want: Target, req: Request) -> crate::error::Result<Flight> {
+    fn send(
+        &mut self,
+        core: &Conn,
+        want: Target,
+        req: Request,
+        round: CancelToken,
+    ) -> crate::error::Result<Flight> {
         let transport = &core.transport;
         let bytes = transport.render(&req)?;
         let conn = match self.conn.take().filter(LoopConn::reusable) {
@@ -349,7 +359,7 @@ impl Slot {
         Ok(Flight {
             ex: Exchange::new(conn, bytes),
             deadline: Instant::now() + transport.time_limit(&req),
-            round: lock(&self.group.round).clone(),
+            round,
             req,
             want,
             interest: Interest::Write,

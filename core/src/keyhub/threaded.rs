@@ -22,7 +22,7 @@ pub(super) fn run(core: Weak<Conn>, group: Arc<Group>) {
         if closing.is_cancelled() {
             return;
         }
-        let (want, req) = match state.plan(&group) {
+        let (want, req, round) = match state.plan(&group) {
             Plan::Nothing => {
                 select! {
                     recv(wake) -> _ => {}
@@ -44,9 +44,8 @@ pub(super) fn run(core: Weak<Conn>, group: Arc<Group>) {
                 agent = None;
                 continue;
             }
-            Plan::Poll(want, req) => (want, req),
+            Plan::Poll(want, req, round) => (want, req, round),
         };
-        let round = crate::sync::lock(&group.round).clone();
         let Some(core) = core.upgrade() else { return };
         let a = agent
             .get_or_insert_with(|| core.transport.fresh_agent())
