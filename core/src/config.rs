@@ -71,7 +71,8 @@ pub enum Endpoint {
         /// Path prefix, empty or starting with `/`.
         path_prefix: String,
     },
-    /// A Unix domain socket (`unix:///path`). Not supported by this client yet.
+    /// A unix domain socket (`unix:///path`): an agent serving HTTP on one (Consul's
+    /// `addresses.http = "unix:///path"`). Requests name `localhost` as their host.
     Unix(PathBuf),
 }
 
@@ -343,7 +344,7 @@ impl ClientBuilder {
     }
 
     /// The agent address: `host:port`, `http(s)://host:port[/prefix]` or
-    /// `unix:///path` (unix sockets are rejected by [`ClientBuilder::build`]).
+    /// `unix:///path` (an agent serving HTTP on a unix socket).
     pub fn address(mut self, address: impl Into<String>) -> Self {
         self.address = address.into();
         self.address_origin = AddressOrigin::Configured;

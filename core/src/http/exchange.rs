@@ -5,24 +5,33 @@
 //!
 //! Everything here is non-blocking: [`Exchange::advance`] writes what it can, reads what has
 //! arrived, and says what it waits for next ([`Progress::Pending`]); the loop polls the
-//! connection's socket for that and calls it again. The request is rendered by the transport
-//! ([`Transport::render`](super::Transport)) with the same URL and headers as the ureq path,
-//! and the answer is framed here (`Content-Length`, chunked, or to the end of the connection)
-//! and judged by the transport like any other ([`Transport::conclude`](super::Transport)).
-//! Only plain HTTP without a proxy takes this path; TLS, proxies and every call that needs more
-//! than one request stay on baton's threads.
+//! connection's socket for that and calls it again. The request carries the same URL and
+//! headers as the ureq path ([`Transport::render`](super::Transport)); rendering it and
+//! framing the answer (`Content-Length`, chunked, or to the end of the connection) is
+//! `ureq-proto`'s, the HTTP/1.1 state machine under ureq itself, and the answer is judged by
+//! the transport like any other ([`Transport::conclude`](super::Transport)). Plain HTTP over
+//! TCP or a unix socket, without a proxy, takes this path; TLS, proxies and every call that
+//! needs more than one request stay on baton's threads.
 //!
 //! A blocking call drives the same exchange on its own thread ([`Exchange::wait`] polls the
 //! socket between advances): the lock's direct path (`lock::direct`), which skips ureq's
 //! per-request work for the two requests of a warm cycle.
 
 use std::io::{ErrorKind as IoKind, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
+
+use super::stream::Stream;
+
+use ureq_proto::client::state::{RecvBody, RecvResponse};
+use ureq_proto::client::{
+    Call, RecvBodyResult, RecvResponseResult, SendRequestResult,
+};
+use ureq_proto::http;
+use ureq_proto::BodyMode;
 
 use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
-use super::{QueryMeta, Response};
+use super::Response;
 
 /// How much room each read of an answer asks for.
 const READ_STEP: usize = 4 * 1024;
@@ -31,14 +40,14 @@ const READ_STEP: usize = 4 * 1024;
 #[derive(Debug)]
 pub(crate) struct LoopConn {
     /// Shared only with an interrupter ([`Exchange::interrupter`]) while a thread waits on it.
-    stream: Arc<TcpStream>,
+    stream: Arc<Stream>,
 }
 
 impl LoopConn {
     /// Wraps a connected stream (made non-blocking here).
-    pub(crate) fn new(stream: TcpStream) -> std::io::Result<LoopConn> {
+    pub(crate) fn new(stream: Stream) -> std::io::Result<LoopConn> {
         stream.set_nonblocking(true)?;
-        stream.set_nodelay(true)?;
+        stream.set_nodelay()?;
         Ok(LoopConn {
             stream: Arc::new(stream),
         })
@@ -48,14 +57,79 @@ impl LoopConn {
     /// and the agent has not closed it.
     pub(crate) fn reusable(&self) -> bool {
         let mut byte = [0u8; 1];
-        matches!(self.stream.peek(&mut byte), Err(e) if e.kind() == IoKind::WouldBlock)
+        let peeked = rustix::net::recv(
+            &*self.stream,
+            &mut byte,
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        );
+        matches!(peeked, Err(e) if std::io::Error::from(e).kind() == IoKind::WouldBlock)
     }
 
     /// The socket, for the loop to poll.
     #[cfg(unix)]
     pub(crate) fn fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.stream.as_raw_fd()
+        use std::os::fd::{AsFd, AsRawFd};
+        self.stream.as_fd().as_raw_fd()
+    }
+}
+
+/// A request rendered for an [`Exchange`]: its bytes, and the state machine that frames its
+/// answer.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    bytes: Vec<u8>,
+    call: Call<RecvResponse>,
+}
+
+impl Outgoing {
+    /// Renders `request` with `body`, sent with a `Content-Length` (a PUT always has one,
+    /// never a chunked body: Consul reads either, some proxies before it only the first).
+    pub(crate) fn new(mut request: http::Request<()>, body: &[u8]) -> Result<Outgoing, String> {
+        let protocol = |e: ureq_proto::Error| format!("HTTP protocol error: {e}");
+        if request.method() == http::Method::PUT || !body.is_empty() {
+            request
+                .headers_mut()
+                .insert(http::header::CONTENT_LENGTH, body.len().into());
+        }
+        let head_room = 512
+            + request.uri().to_string().len()
+            + request
+                .headers()
+                .iter()
+                .map(|(n, v)| n.as_str().len() + v.len() + 4)
+                .sum::<usize>();
+        let mut bytes = vec![0u8; head_room + body.len()];
+        let mut send = Call::new(request).map_err(protocol)?.proceed();
+        let mut used = send.write(&mut bytes).map_err(protocol)?;
+        let call = match send.proceed().map_err(protocol)? {
+            Some(SendRequestResult::RecvResponse(call)) => call,
+            Some(SendRequestResult::SendBody(mut call)) => {
+                let mut at = 0;
+                while !call.can_proceed() {
+                    let (taken, n) = call
+                        .write(&body[at..], &mut bytes[used..])
+                        .map_err(protocol)?;
+                    at += taken;
+                    used += n;
+                    if taken == 0 && n == 0 {
+                        return Err("HTTP protocol error: the body did not fit".to_string());
+                    }
+                }
+                call.proceed()
+                    .ok_or_else(|| "HTTP protocol error: the body was not sent".to_string())?
+            }
+            Some(SendRequestResult::Await100(_)) | None => {
+                return Err("HTTP protocol error: the request head was not sent".to_string())
+            }
+        };
+        bytes.truncate(used);
+        Ok(Outgoing { bytes, call })
+    }
+
+    /// The request as it goes on the wire.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -80,6 +154,17 @@ pub(crate) enum Progress {
     Failed(std::io::Error, bool),
 }
 
+/// How far the answer has come.
+#[derive(Debug)]
+enum Reading {
+    /// Its head.
+    Head(Call<RecvResponse>),
+    /// Its body, after this head.
+    Body(Call<RecvBody>, Response),
+    /// Over (answered or failed).
+    Over,
+}
+
 /// One request in flight on a [`LoopConn`].
 #[derive(Debug)]
 pub(crate) struct Exchange {
@@ -87,17 +172,20 @@ pub(crate) struct Exchange {
     conn: Option<LoopConn>,
     out: Vec<u8>,
     sent: usize,
+    /// What has arrived and is not framed yet.
     inbuf: Vec<u8>,
+    reading: Reading,
 }
 
 impl Exchange {
-    /// An exchange that will write `request` (rendered bytes) on `conn`.
-    pub(crate) fn new(conn: LoopConn, request: Vec<u8>) -> Exchange {
+    /// An exchange that will write `request` on `conn`.
+    pub(crate) fn new(conn: LoopConn, request: Outgoing) -> Exchange {
         Exchange {
             conn: Some(conn),
-            out: request,
+            out: request.bytes,
             sent: 0,
             inbuf: Vec::new(),
+            reading: Reading::Head(request.call),
         }
     }
 
@@ -121,7 +209,7 @@ impl Exchange {
     /// Writes what it can, reads what has arrived; never blocks. After it has answered or
     /// failed, it only fails (`NotConnected`).
     pub(crate) fn advance(&mut self) -> Progress {
-        let Some(conn) = self.conn.as_mut() else {
+        let Some(conn) = self.conn.as_ref() else {
             return Progress::Failed(IoKind::NotConnected.into(), false);
         };
         let writing = self.sent < self.out.len();
@@ -143,11 +231,9 @@ impl Exchange {
             return Progress::Pending(Interest::Read);
         }
         loop {
-            match frame(&self.inbuf) {
-                Ok(Some(framed)) => return self.answered(framed),
-                Ok(None) => {}
-                Err(e) => return self.failed(std::io::Error::new(IoKind::InvalidData, e)),
-            }
+            let Some(conn) = self.conn.as_ref() else {
+                return Progress::Failed(IoKind::NotConnected.into(), false);
+            };
             // Read straight into the buffer's spare room, growing it as it fills (a lock
             // call's answer is a few hundred bytes: zeroing a 16 KiB scratch buffer for
             // every read cost more than the read).
@@ -160,28 +246,113 @@ impl Exchange {
             .map(|(n, _)| n)
             .map_err(std::io::Error::from);
             match read {
-                Ok(0) => {
-                    // The end of the connection: ends an answer without a length, and
-                    // anything else early.
-                    return match frame_at_end(&self.inbuf) {
-                        Some(framed) => self.answered(framed),
-                        None => self.failed(IoKind::UnexpectedEof.into()),
-                    };
-                }
-                Ok(_) => {
-                    if self.inbuf.len() > MAX_RESPONSE_BYTES + 64 * 1024 {
-                        return self.failed(std::io::Error::new(
-                            IoKind::InvalidData,
-                            too_large_message(),
-                        ));
-                    }
-                }
+                Ok(0) => return self.ended(),
+                Ok(_) => match self.frame() {
+                    Ok(Some(done)) => return done,
+                    Ok(None) => {}
+                    Err(e) => return self.failed(std::io::Error::new(IoKind::InvalidData, e)),
+                },
                 Err(e) if e.kind() == IoKind::WouldBlock => {
                     return Progress::Pending(Interest::Read)
                 }
                 Err(e) if e.kind() == IoKind::Interrupted => {}
                 Err(e) => return self.failed(e),
             }
+        }
+    }
+
+    /// Frames what has arrived: the answer once it is whole (`None` while more is due).
+    fn frame(&mut self) -> Result<Option<Progress>, String> {
+        let protocol = |e: ureq_proto::Error| format!("HTTP protocol error: {e}");
+        loop {
+            match std::mem::replace(&mut self.reading, Reading::Over) {
+                Reading::Head(mut call) => {
+                    let (used, head) = call.try_response(&self.inbuf, false).map_err(protocol)?;
+                    self.inbuf.drain(..used);
+                    let Some(head) = head else {
+                        self.reading = Reading::Head(call);
+                        if used > 0 {
+                            // An informational answer (100 Continue) went: the real one follows.
+                            continue;
+                        }
+                        if self.inbuf.len() > 64 * 1024 {
+                            return Err("HTTP protocol error: an answer head over 64 KiB".into());
+                        }
+                        return Ok(None);
+                    };
+                    let declared = head
+                        .headers()
+                        .get(http::header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok());
+                    if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
+                        return Err(too_large_message());
+                    }
+                    let (meta, bad_meta) =
+                        parse_meta(|name| head.headers().get(name).map(|v| v.as_bytes()));
+                    let response = Response {
+                        status: head.status().as_u16(),
+                        body: Vec::new(),
+                        meta,
+                        bad_meta,
+                        base: None,
+                    };
+                    match call.proceed() {
+                        Some(RecvResponseResult::RecvBody(call)) => {
+                            self.reading = Reading::Body(call, response);
+                        }
+                        Some(RecvResponseResult::Cleanup(call)) => {
+                            return Ok(Some(self.answered(response, call.must_close_connection())))
+                        }
+                        // Consul never redirects; an answer that does is the answer, and its
+                        // connection is not reused.
+                        Some(RecvResponseResult::Redirect(_)) => {
+                            return Ok(Some(self.answered(response, true)))
+                        }
+                        None => return Err("HTTP protocol error: an unfinished head".into()),
+                    }
+                }
+                Reading::Body(mut call, mut response) => {
+                    let had = response.body.len();
+                    response.body.resize(had + self.inbuf.len(), 0);
+                    let (used, n) = call
+                        .read(&self.inbuf, &mut response.body[had..])
+                        .map_err(protocol)?;
+                    response.body.truncate(had + n);
+                    self.inbuf.drain(..used);
+                    if response.body.len() > MAX_RESPONSE_BYTES {
+                        return Err(too_large_message());
+                    }
+                    // An answer without a length ends with its connection (`ended`).
+                    if call.body_mode() == BodyMode::CloseDelimited || !call.can_proceed() {
+                        self.reading = Reading::Body(call, response);
+                        return Ok(None);
+                    }
+                    let close = match call.proceed() {
+                        Some(RecvBodyResult::Cleanup(call)) => call.must_close_connection(),
+                        _ => true,
+                    };
+                    return Ok(Some(self.answered(response, close)));
+                }
+                Reading::Over => return Err("HTTP protocol error: the exchange is over".into()),
+            }
+        }
+    }
+
+    /// The agent closed the connection: that ends an answer without a length, and fails
+    /// anything else.
+    fn ended(&mut self) -> Progress {
+        match std::mem::replace(&mut self.reading, Reading::Over) {
+            Reading::Body(call, response) if call.body_mode() == BodyMode::CloseDelimited => {
+                let mut response = response;
+                response.body.append(&mut self.inbuf);
+                if response.body.len() > MAX_RESPONSE_BYTES {
+                    return self
+                        .failed(std::io::Error::new(IoKind::InvalidData, too_large_message()));
+                }
+                self.answered(response, true)
+            }
+            _ => self.failed(IoKind::UnexpectedEof.into()),
         }
     }
 
@@ -214,7 +385,7 @@ impl Exchange {
     pub(crate) fn interrupter(&self) -> Option<impl Fn() + Clone + Send + Sync + 'static> {
         let stream = Arc::clone(&self.conn.as_ref()?.stream);
         Some(move || {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            let _ = stream.shutdown();
         })
     }
 
@@ -225,260 +396,205 @@ impl Exchange {
 
     fn failed(&mut self, e: std::io::Error) -> Progress {
         self.conn = None;
+        self.reading = Reading::Over;
         Progress::Failed(e, self.sent == 0)
     }
 
-    fn answered(&mut self, framed: Framed) -> Progress {
+    fn answered(&mut self, response: Response, close: bool) -> Progress {
+        self.reading = Reading::Over;
         let conn = self
             .conn
             .take()
             // Whether the agent closed it since is checked when it is next taken
             // (`Transport::take_loop_conn`): one peek per request, not two.
-            .filter(|_| framed.keep_alive && framed.used == self.inbuf.len());
-        Progress::Answered(framed.response, conn)
+            .filter(|_| !close && self.inbuf.is_empty());
+        Progress::Answered(response, conn)
     }
 }
 
-/// An answer framed out of the bytes read so far.
-struct Framed {
-    response: Response,
-    /// How many bytes it took.
-    used: usize,
-    /// Whether the connection may carry another request after it.
-    keep_alive: bool,
-}
-
-/// The head of an answer: status, query meta (and what was wrong with it), and where its
-/// body starts.
-struct Head {
-    status: u16,
-    meta: (QueryMeta, Option<String>),
-    body_at: usize,
-    length: BodyLength,
-    close: bool,
-}
-
-enum BodyLength {
-    None,
-    Known(usize),
-    Chunked,
-    ToEnd,
-}
-
-fn head(buf: &[u8]) -> Result<Option<Head>, String> {
-    let mut slots = [httparse::EMPTY_HEADER; 64];
-    let mut parsed = httparse::Response::new(&mut slots);
-    let body_at = match parsed.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("HTTP protocol error: {e}")),
-    };
-    let status = parsed.code.unwrap_or(0);
-    // httparse has checked the names and values (tokens; no control bytes but tab).
-    let has = |name: &str, token: &str| {
-        values(parsed.headers, name).any(|v| {
-            std::str::from_utf8(v)
-                .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-        })
-    };
-    let close = has("connection", "close") || parsed.version == Some(0);
-    let length = if (100..200).contains(&status) || status == 204 || status == 304 {
-        BodyLength::None
-    } else if has("transfer-encoding", "chunked") {
-        BodyLength::Chunked
-    } else if let Some(v) = values(parsed.headers, "content-length").next() {
-        let n = std::str::from_utf8(v)
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .ok_or_else(|| {
-                "HTTP protocol error: a Content-Length that is not a number".to_string()
-            })?;
-        if n > MAX_RESPONSE_BYTES {
-            return Err(too_large_message());
-        }
-        BodyLength::Known(n)
-    } else {
-        BodyLength::ToEnd
-    };
-    let meta = parse_meta(|name| values(parsed.headers, name).next());
-    Ok(Some(Head {
-        status,
-        meta,
-        body_at,
-        length,
-        close,
-    }))
-}
-
-/// Every value of the header `name`, in order (names compared without regard to case; a
-/// header may come more than once).
-fn values<'h, 'b: 'h>(
-    headers: &'h [httparse::Header<'b>],
-    name: &'h str,
-) -> impl Iterator<Item = &'b [u8]> + 'h {
-    headers
-        .iter()
-        .filter(move |h| h.name.eq_ignore_ascii_case(name))
-        .map(|h| h.value)
-}
-
-/// Frames a whole answer out of `buf`, or `None` while more is needed.
-fn frame(buf: &[u8]) -> Result<Option<Framed>, String> {
-    let Some(h) = head(buf)? else { return Ok(None) };
-    if (100..200).contains(&h.status) {
-        return Err(format!(
-            "HTTP protocol error: an unasked-for {} answer",
-            h.status
-        ));
-    }
-    let rest = &buf[h.body_at..];
-    let (body, used) = match h.length {
-        BodyLength::None => (Vec::new(), 0),
-        BodyLength::Known(n) if rest.len() >= n => (rest[..n].to_vec(), n),
-        BodyLength::Known(_) | BodyLength::ToEnd => return Ok(None),
-        BodyLength::Chunked => match dechunk(rest)? {
-            Some(x) => x,
-            None => return Ok(None),
-        },
-    };
-    Ok(Some(finish(h, body, used, true)))
-}
-
-/// Frames an answer whose connection has ended: one without a length ends here.
-fn frame_at_end(buf: &[u8]) -> Option<Framed> {
-    let h = head(buf).ok()??;
-    if !matches!(h.length, BodyLength::ToEnd) {
-        return None;
-    }
-    let body = buf[h.body_at..].to_vec();
-    let used = body.len();
-    Some(finish(h, body, used, false))
-}
-
-fn finish(h: Head, body: Vec<u8>, used: usize, keep: bool) -> Framed {
-    let (meta, bad_meta) = h.meta;
-    Framed {
-        response: Response {
-            status: h.status,
-            body,
-            meta,
-            bad_meta,
-            base: None,
-        },
-        used: h.body_at + used,
-        keep_alive: keep && !h.close,
-    }
-}
-
-/// Decodes a chunked body from the start of `buf`: the body and the bytes it took, or `None`
-/// while it is incomplete.
-fn dechunk(buf: &[u8]) -> Result<Option<(Vec<u8>, usize)>, String> {
-    let mut body = Vec::new();
-    let mut at = 0;
-    loop {
-        let Some(eol) = find_crlf(&buf[at..]) else {
-            return Ok(None);
-        };
-        let line = std::str::from_utf8(&buf[at..at + eol])
-            .map_err(|_| "HTTP protocol error: a chunk size that is not text".to_string())?;
-        let size_text = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("HTTP protocol error: chunk size {size_text:?}"))?;
-        at += eol + 2;
-        if size == 0 {
-            // Trailers, up to an empty line.
-            loop {
-                let Some(eol) = find_crlf(&buf[at..]) else {
-                    return Ok(None);
-                };
-                at += eol + 2;
-                if eol == 0 {
-                    return Ok(Some((body, at)));
-                }
-            }
-        }
-        if body.len() + size > MAX_RESPONSE_BYTES {
-            return Err(too_large_message());
-        }
-        if buf.len() < at + size + 2 {
-            return Ok(None);
-        }
-        body.extend_from_slice(&buf[at..at + size]);
-        if &buf[at + size..at + size + 2] != b"\r\n" {
-            return Err("HTTP protocol error: a chunk without its line end".to_string());
-        }
-        at += size + 2;
-    }
-}
-
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\r\n")
-}
-
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::io::{BufRead, BufReader};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::unix::net::UnixStream;
 
-    fn framed(text: &[u8]) -> Framed {
-        frame(text).expect("valid").expect("complete")
+    fn get(path: &str) -> Outgoing {
+        let req = http::Request::get(format!("http://localhost{path}"))
+            .body(())
+            .expect("request");
+        Outgoing::new(req, &[]).expect("renders")
+    }
+
+    /// An exchange of a GET on one end of a socket pair; the other end plays the agent.
+    fn pair() -> (Exchange, UnixStream) {
+        let (ours, agent) = UnixStream::pair().expect("pair");
+        let conn = LoopConn::new(Stream::Unix(ours)).expect("conn");
+        (Exchange::new(conn, get("/v1/kv/a")), agent)
+    }
+
+    /// Advances until the exchange is no longer pending, waiting for the socket in between
+    /// (the test's stand-in for a loop's poll).
+    fn drive(ex: &mut Exchange) -> Progress {
+        loop {
+            match ex.advance() {
+                Progress::Pending(interest) => {
+                    assert!(ex.wait(interest, std::time::Duration::from_secs(10)));
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// What the exchange makes of `answer`, all of it arrived.
+    fn outcome(answer: &[u8]) -> Progress {
+        let (mut ex, mut agent) = pair();
+        agent.write_all(answer).expect("answer");
+        let p = drive(&mut ex);
+        hang_up(agent);
+        p
+    }
+
+    /// Closes the agent's end after reading the request (a unix socket closed with unread
+    /// bytes resets the connection instead of ending it).
+    fn hang_up(agent: UnixStream) {
+        agent.set_nonblocking(true).expect("non-blocking");
+        while matches!(std::io::Read::read(&mut &agent, &mut [0u8; 512]), Ok(n) if n > 0) {}
+        drop(agent);
+    }
+
+    fn answered(p: Progress) -> (Response, bool) {
+        match p {
+            Progress::Answered(r, conn) => (r, conn.is_some()),
+            other => panic!("expected an answer, got {other:?}"),
+        }
+    }
+
+    fn failed(p: Progress) -> std::io::Error {
+        match p {
+            Progress::Failed(e, unsent) => {
+                assert!(!unsent, "the request was written");
+                e
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn requests_carry_their_length_and_body() {
+        let req = http::Request::put("http://localhost/v1/txn")
+            .header("Content-Type", "application/json")
+            .header("X-Consul-Token", "t")
+            .body(())
+            .expect("request");
+        let out = Outgoing::new(req, b"[1]").expect("renders");
+        let text = String::from_utf8(out.bytes().to_vec()).expect("text");
+        let lower = text.to_ascii_lowercase();
+        assert!(text.starts_with("PUT /v1/txn HTTP/1.1\r\n"), "{text}");
+        assert!(lower.contains("\r\nhost: localhost\r\n"), "{text}");
+        assert!(lower.contains("\r\ncontent-length: 3\r\n"), "{text}");
+        assert!(lower.contains("\r\nx-consul-token: t\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n[1]"), "{text}");
+        let text = String::from_utf8(get("/v1/kv/a?index=3").bytes().to_vec()).expect("text");
+        assert!(text.starts_with("GET /v1/kv/a?index=3 HTTP/1.1\r\n"), "{text}");
+        assert!(!text.to_ascii_lowercase().contains("content-length"), "{text}");
+        assert!(text.ends_with("\r\n\r\n"), "{text}");
     }
 
     #[test]
     fn answers_are_framed_by_length_chunks_or_end() {
-        let a = framed(b"HTTP/1.1 200 OK\r\nX-Consul-Index: 42\r\nContent-Length: 4\r\n\r\ntrue");
-        assert_eq!(
-            (a.response.status, &a.response.body[..]),
-            (200, &b"true"[..])
-        );
-        assert_eq!(a.response.meta.index, 42);
-        assert!(a.keep_alive);
+        let (a, reusable) = answered(outcome(
+            b"HTTP/1.1 200 OK\r\nX-Consul-Index: 42\r\nContent-Length: 4\r\n\r\ntrue",
+        ));
+        assert_eq!((a.status, &a.body[..], a.meta.index), (200, &b"true"[..], 42));
+        assert!(reusable);
 
-        let text = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\ntru\r\n1\r\ne\r\n0\r\nT: 1\r\n\r\n";
-        let c = framed(text);
-        assert_eq!(&c.response.body[..], b"true");
-        assert_eq!(c.used, text.len());
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\ntru\r\n1\r\ne\r\n0\r\nT: 1\r\n\r\n";
+        let (c, reusable) = answered(outcome(chunked));
+        assert_eq!(&c.body[..], b"true");
+        assert!(reusable, "a whole chunked answer leaves the connection usable");
 
-        let closing = framed(b"HTTP/1.1 500 x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno");
-        assert!(!closing.keep_alive);
+        let (closing, reusable) = answered(outcome(
+            b"HTTP/1.1 500 x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno",
+        ));
+        assert_eq!((closing.status, &closing.body[..]), (500, &b"no"[..]));
+        assert!(!reusable);
 
-        let to_end = b"HTTP/1.0 200 OK\r\n\r\nfalse";
-        assert!(frame(to_end).expect("valid").is_none());
-        let e = frame_at_end(to_end).expect("ends with the connection");
-        assert_eq!(&e.response.body[..], b"false");
-        assert!(!e.keep_alive);
+        // No length: the answer ends with the connection.
+        let (mut ex, mut agent) = pair();
+        agent.write_all(b"HTTP/1.0 200 OK\r\n\r\nfal").expect("answer");
+        assert!(matches!(drive_until_read(&mut ex), Progress::Pending(Interest::Read)));
+        agent.write_all(b"se").expect("answer");
+        hang_up(agent);
+        let (e, reusable) = answered(drive(&mut ex));
+        assert_eq!(&e.body[..], b"false");
+        assert!(!reusable);
+
+        // More than was asked for: the answer, and the connection is not reused.
+        let (_, reusable) = answered(outcome(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ntrueHTTP/1.1",
+        ));
+        assert!(!reusable);
+        // An informational answer before the real one is passed over.
+        let (r, _) = answered(outcome(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+        ));
+        assert_eq!((r.status, &r.body[..]), (200, &b"{}"[..]));
+    }
+
+    /// Advances until the exchange has written its request and read what there is.
+    fn drive_until_read(ex: &mut Exchange) -> Progress {
+        loop {
+            match ex.advance() {
+                Progress::Pending(Interest::Write) => {}
+                Progress::Pending(Interest::Read) if ex.sent == ex.out.len() => {
+                    return ex.advance();
+                }
+                Progress::Pending(Interest::Read) => {}
+                done => return done,
+            }
+        }
     }
 
     #[test]
-    fn partial_and_broken_answers_are_told_apart() {
-        let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ntrue";
-        for cut in 0..whole.len() {
-            assert!(
-                frame(&whole[..cut]).expect("valid so far").is_none(),
-                "cut at {cut}"
-            );
-            assert!(
-                frame_at_end(&whole[..cut]).is_none(),
-                "cut at {cut}, then closed"
-            );
-        }
-        let chunked =
+    fn an_answer_cut_short_waits_and_then_fails_when_the_connection_ends() {
+        let whole: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ntrue";
+        let chunked: &[u8] =
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\ntrue\r\n0\r\n\r\n";
-        for cut in 0..chunked.len() {
-            assert!(
-                frame(&chunked[..cut]).expect("valid so far").is_none(),
-                "cut at {cut}"
-            );
+        for answer in [whole, chunked] {
+            for cut in 0..answer.len() {
+                let (mut ex, mut agent) = pair();
+                agent.write_all(&answer[..cut]).expect("answer");
+                assert!(
+                    matches!(drive_until_read(&mut ex), Progress::Pending(Interest::Read)),
+                    "cut at {cut}"
+                );
+                hang_up(agent);
+                let e = failed(drive(&mut ex));
+                assert_eq!(e.kind(), IoKind::UnexpectedEof, "cut at {cut}: {e}");
+            }
         }
-        assert!(frame(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n").is_err());
-        assert!(frame(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err());
-        assert!(frame(b"NOT HTTP\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn broken_answers_are_protocol_errors() {
         let big = format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
             MAX_RESPONSE_BYTES + 1
         );
-        assert!(frame(big.as_bytes()).is_err());
+        for (answer, want) in [
+            (&b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"[..], "HTTP protocol error"),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                "HTTP protocol error",
+            ),
+            (b"NOT HTTP\r\n\r\n", "HTTP protocol error"),
+            (big.as_bytes(), "exceeds"),
+        ] {
+            let e = failed(outcome(answer));
+            assert_eq!(e.kind(), IoKind::InvalidData, "{e}");
+            assert!(e.to_string().contains(want), "{want}: {e}");
+        }
     }
 
     /// A server that reads one request and answers it with `answer`, in two writes.
@@ -509,57 +625,16 @@ mod tests {
         (addr, t)
     }
 
-    /// Advances until the exchange is no longer pending, waiting for the socket in between
-    /// (the test's stand-in for a loop's poll).
-    fn drive(ex: &mut Exchange) -> Progress {
-        loop {
-            match ex.advance() {
-                Progress::Pending(_) => {
-                    let s = &ex.conn.as_ref().expect("in flight").stream;
-                    let mut byte = [0u8; 1];
-                    s.set_nonblocking(false).expect("blocking");
-                    let _ = s.peek(&mut byte);
-                    s.set_nonblocking(true).expect("non-blocking");
-                }
-                done => return done,
-            }
-        }
-    }
-
     #[test]
-    fn an_exchange_writes_the_request_and_reads_the_answer_without_blocking() {
+    fn an_exchange_over_tcp_writes_the_request_and_reads_the_answer() {
         let (addr, server) =
             serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX-Consul-Index: 7\r\n\r\ntrue");
-        let conn = LoopConn::new(TcpStream::connect(addr).expect("connect")).expect("conn");
-        let mut ex = Exchange::new(conn, b"PUT /v1/kv/a HTTP/1.1\r\nHost: x\r\n\r\n".to_vec());
-        match drive(&mut ex) {
-            Progress::Answered(r, conn) => {
-                assert_eq!(
-                    (r.status, &r.body[..], r.meta.index),
-                    (200, &b"true"[..], 7)
-                );
-                // The server has not closed yet or has: either way nothing unasked-for came.
-                drop(conn);
-            }
-            other => panic!("expected an answer, got {other:?}"),
-        }
+        let conn =
+            LoopConn::new(Stream::Tcp(TcpStream::connect(addr).expect("connect"))).expect("conn");
+        let mut ex = Exchange::new(conn, get("/v1/kv/a"));
+        let (r, _) = answered(drive(&mut ex));
+        assert_eq!((r.status, &r.body[..], r.meta.index), (200, &b"true"[..], 7));
         let got = server.join().expect("server");
-        assert!(got.starts_with(b"PUT /v1/kv/a HTTP/1.1\r\n"));
-    }
-
-    #[test]
-    fn a_closed_connection_fails_the_exchange() {
-        let (addr, server) = serve_once(b"HTTP/1.1 200 OK\r\nContent-Le");
-        let conn = LoopConn::new(TcpStream::connect(addr).expect("connect")).expect("conn");
-        let mut ex = Exchange::new(conn, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec());
-        let end = drive(&mut ex);
-        server.join().expect("server");
-        match end {
-            Progress::Failed(e, unsent) => {
-                assert_eq!(e.kind(), IoKind::UnexpectedEof);
-                assert!(!unsent, "the request was written");
-            }
-            other => panic!("expected a failure, got {other:?}"),
-        }
+        assert!(got.starts_with(b"GET /v1/kv/a HTTP/1.1\r\n"));
     }
 }

@@ -8,6 +8,7 @@ mod errors;
 pub(crate) mod exchange;
 mod message;
 mod query;
+mod stream;
 mod tcp;
 mod tls;
 mod transport;

@@ -21,15 +21,20 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 
+use super::stream::{Dial, Stream};
+
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport,
 };
 use ureq::{Error, Timeout};
 
-/// Opens plain TCP connections (the part of ureq's default chain it replaces; a connection a
-/// proxy connector before it already made is passed on untouched).
-#[derive(Debug, Default)]
-pub(super) struct Tcp;
+/// Opens plain TCP connections, or unix socket ones for a client whose address is a unix
+/// socket (the part of ureq's default chain it replaces; a connection a proxy connector before
+/// it already made is passed on untouched).
+#[derive(Debug)]
+pub(super) struct Tcp {
+    pub(super) dial: Dial,
+}
 
 impl<In: Transport> Connector<In> for Tcp {
     type Out = Either<In, Connection>;
@@ -42,7 +47,10 @@ impl<In: Transport> Connector<In> for Tcp {
         if let Some(c) = chained {
             return Ok(Some(Either::A(c)));
         }
-        let stream = Arc::new(connect_any(details)?);
+        let stream = Arc::new(match self.dial.connect_unix() {
+            Some(unix) => unix.map_err(Error::Io)?,
+            None => Stream::Tcp(connect_any(details)?),
+        });
         let config = details.config;
         (details.register_shutdown)(Arc::downgrade(&stream) as _)?;
         let buffers = LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size());
@@ -110,11 +118,11 @@ fn one_address(e: &io::Error) -> bool {
     )
 }
 
-/// A TCP connection for ureq (see the module docs).
+/// A TCP or unix socket connection for ureq (see the module docs).
 pub(super) struct Connection {
     /// The socket, shared (weakly) with the agent, which shuts it down to interrupt a call
     /// from another thread.
-    stream: Arc<TcpStream>,
+    stream: Arc<Stream>,
     buffers: LazyBuffers,
     /// Bytes of the request staged at the start of the output buffer, not written yet.
     staged: usize,
@@ -126,7 +134,7 @@ pub(super) struct Connection {
 impl fmt::Debug for Connection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Connection")
-            .field("peer", &self.stream.peer_addr().ok())
+            .field("peer", &self.stream.peer())
             .finish()
     }
 }
@@ -158,7 +166,7 @@ fn io_error(e: io::Error, timeout: &NextTimeout) -> Error {
 }
 
 impl Connection {
-    fn new(stream: Arc<TcpStream>, buffers: LazyBuffers) -> Connection {
+    fn new(stream: Arc<Stream>, buffers: LazyBuffers) -> Connection {
         Connection {
             stream,
             buffers,
@@ -241,9 +249,10 @@ impl Transport for Connection {
         };
         #[cfg(not(unix))]
         let peeked = (|| {
-            self.stream.set_nonblocking(true)?;
-            let r = self.stream.peek(&mut byte);
-            self.stream.set_nonblocking(false)?;
+            let Stream::Tcp(s) = &*self.stream;
+            s.set_nonblocking(true)?;
+            let r = s.peek(&mut byte);
+            s.set_nonblocking(false)?;
             r
         })();
         matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
@@ -295,7 +304,7 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         let (server, _) = listener.accept().expect("accept");
         (
-            Connection::new(Arc::new(client), LazyBuffers::new(4096, 4096)),
+            Connection::new(Arc::new(Stream::Tcp(client)), LazyBuffers::new(4096, 4096)),
             server,
         )
     }
@@ -360,20 +369,29 @@ mod tests {
         );
     }
 
+    /// A blocking peek at the client's socket.
+    fn peek(t: &Connection) -> usize {
+        match &*t.stream {
+            Stream::Tcp(s) => s.peek(&mut [0u8; 1]).expect("peek"),
+            #[cfg(unix)]
+            Stream::Unix(_) => unreachable!("the test pair is TCP"),
+        }
+    }
+
     #[test]
     fn an_open_connection_is_reusable_and_a_closed_or_chatty_one_is_not() {
         let (mut t, server) = pair();
         assert!(t.is_open());
         (&server).write_all(b"?").expect("write");
         // Blocking peeks: each returns once what the server did has reached the client.
-        assert_eq!(t.stream.peek(&mut [0u8; 1]).expect("peek"), 1);
+        assert_eq!(peek(&t), 1);
         assert!(
             !t.is_open(),
             "a connection with an unasked-for byte was reusable"
         );
         let (mut t, server) = pair();
         drop(server);
-        assert_eq!(t.stream.peek(&mut [0u8; 1]).expect("peek"), 0);
+        assert_eq!(peek(&t), 0);
         assert!(!t.is_open(), "a connection the peer closed was reusable");
     }
 }

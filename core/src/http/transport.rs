@@ -13,8 +13,9 @@ use super::availability::*;
 use super::body::*;
 use super::encode::*;
 use super::errors::*;
-use super::exchange::LoopConn;
+use super::exchange::{LoopConn, Outgoing};
 use super::message::*;
+use super::stream::Dial;
 use super::tls::*;
 
 mod loop_conn;
@@ -25,6 +26,8 @@ pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
 /// The HTTP side of a client: base URL, credentials and agents.
 pub(crate) struct Transport {
     base: std::sync::Arc<str>,
+    /// The agent's address as messages show it: the base URL, or `unix:///path`.
+    shown: std::sync::Arc<str>,
     agent: Agent,
     agent_config: ureq::config::Config,
     resolver: Resolver,
@@ -57,20 +60,25 @@ impl std::fmt::Debug for Transport {
 
 impl Transport {
     pub(crate) fn new(b: &ClientBuilder) -> Result<Transport> {
-        let (host_port, forced, prefix) = match parse_address(&b.address)? {
+        // A unix socket's URLs name `localhost` (what a request's Host says); every
+        // connection goes to the socket, whatever the URL (`stream::Dial`).
+        let (host_port, forced, prefix, dial) = match parse_address(&b.address)? {
             Endpoint::Tcp {
                 host_port,
                 scheme,
                 path_prefix,
-            } => (host_port, scheme, path_prefix),
+            } => (host_port, scheme, path_prefix, Dial::Tcp),
             Endpoint::Unix(path) => {
-                return Err(Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "unix socket addresses are not supported by baton yet (unix://{})",
-                        path.display()
-                    ),
-                ))
+                if path.as_os_str().is_empty() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "the Consul address {:?} names no socket file (want unix:///path)",
+                            b.address
+                        ),
+                    ));
+                }
+                ("localhost".to_string(), None, String::new(), Dial::Unix(path))
             }
         };
         let scheme = if b.ssl || forced == Some(Scheme::Https) {
@@ -82,7 +90,10 @@ impl Transport {
         let tls = tls_config(b)?;
         // The TLS server name goes into the URL (so rustls sends and verifies
         // it); the resolver maps it back to the configured host.
-        let mut resolver = Resolver::default();
+        let mut resolver = Resolver {
+            dial: dial.clone(),
+            ..Resolver::default()
+        };
         let mut url_host_port = host_port.clone();
         if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
             let (real_host, port) = split_host_port(&host_port);
@@ -92,7 +103,12 @@ impl Transport {
                 None => name.clone(),
             };
         }
-        let agent_config = Agent::config_builder()
+        let mut agent_config = Agent::config_builder();
+        if matches!(dial, Dial::Unix(_)) {
+            // The socket is local: no proxy stands between (HTTP_PROXY names a TCP one).
+            agent_config = agent_config.proxy(None);
+        }
+        let agent_config = agent_config
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_connect(Some(b.connect_timeout))
@@ -149,7 +165,12 @@ impl Transport {
                 format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
             ));
         }
+        let shown = match &dial {
+            Dial::Unix(path) => format!("unix://{}", path.display()),
+            Dial::Tcp => base.clone(),
+        };
         Ok(Transport {
+            shown: shown.into(),
             base: base.into(),
             agent: new_agent(agent_config.clone(), resolver.clone()),
             resolver,
@@ -305,7 +326,7 @@ impl Transport {
         // A malformed index or contact header on an answer that carries query meta.
         let full_url = || {
             let path = endpoint.split_once(' ').map_or("", |(_, p)| p);
-            format!("{}{path}", self.base)
+            format!("{}{path}", self.shown)
         };
         let result = match result {
             Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
@@ -382,38 +403,33 @@ impl Transport {
         self.request_timeout
     }
 
-    /// `req` as bytes on the wire, with the URL and headers the ureq path sends (for a loop's
-    /// exchange; only on a [`Transport::loop_capable`] client).
-    pub(crate) fn render(&self, req: &Request) -> Result<Vec<u8>> {
+    /// `req` rendered for a loop's exchange, with the URL and headers the ureq path sends
+    /// (only on a [`Transport::loop_capable`] client).
+    pub(crate) fn render(&self, req: &Request) -> Result<Outgoing> {
         let url = self.checked_url(req)?;
-        let rest = url.strip_prefix("http://").unwrap_or(&url);
-        let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let target = if target.is_empty() { "/" } else { target };
-        let mut head = format!(
-            "{} {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: baton/{}\r\nAccept: */*\r\n",
-            req.method,
-            env!("CARGO_PKG_VERSION")
-        );
+        let mut b = ureq_proto::http::Request::builder()
+            .method(req.method)
+            .uri(&url)
+            .header("User-Agent", concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .header("Accept", "*/*");
         if let Some(t) = &self.token {
-            head.push_str(&format!("X-Consul-Token: {}\r\n", t.0));
+            b = b.header("X-Consul-Token", &t.0);
         }
         if let Some(a) = &self.auth {
-            head.push_str(&format!("Authorization: {}\r\n", a.0));
+            b = b.header("Authorization", &a.0);
         }
         let body: &[u8] = match &req.body {
-            Some((b, ct)) => {
-                head.push_str(&format!("Content-Type: {ct}\r\n"));
-                b
+            Some((body, ct)) => {
+                b = b.header("Content-Type", *ct);
+                body
             }
             None => &[],
         };
-        if req.method == "PUT" || !body.is_empty() {
-            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        head.push_str("\r\n");
-        let mut out = head.into_bytes();
-        out.extend_from_slice(body);
-        Ok(out)
+        let invalid = |e: String| {
+            Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint())
+        };
+        let request = b.body(()).map_err(|e| invalid(e.to_string()))?;
+        Outgoing::new(request, body).map_err(invalid)
     }
 
     /// The full URL of `req`: base, path, and the query sorted by name.
@@ -486,7 +502,7 @@ impl Transport {
             AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
             AddressOrigin::Configured => "the client's configured address",
         };
-        format!("{} ({whence})", self.base)
+        format!("{} ({whence})", self.shown)
     }
 
     /// What to add to a failure to reach Consul: the address tried, where it
@@ -541,10 +557,11 @@ pub(super) fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Age
     use ureq::unversioned::transport::{ConnectProxyConnector, Connector as _, RustlsConnector};
     // ureq's default chain (a CONNECT proxy when one is configured, TCP, rustls) with baton's
     // TCP connector, which makes fewer system calls per request (see `tcp`).
-    let connector =
-        ().chain(ConnectProxyConnector::default())
-            .chain(super::tcp::Tcp)
-            .chain(RustlsConnector::default());
+    let connector = ().chain(ConnectProxyConnector::default())
+        .chain(super::tcp::Tcp {
+            dial: resolver.dial.clone(),
+        })
+        .chain(RustlsConnector::default());
     Agent::with_parts(config, connector, resolver)
 }
 
@@ -568,6 +585,8 @@ pub(super) fn split_host_port(s: &str) -> (&str, Option<&str>) {
 pub(super) struct Resolver {
     /// `(tls server name, real host)`: connect to the real host when the URL names the alias.
     alias: Option<(String, String)>,
+    /// Where connections go: with a unix socket, nothing is resolved.
+    pub(super) dial: Dial,
 }
 
 impl Resolver {
@@ -588,6 +607,12 @@ impl ureq::unversioned::resolver::Resolver for Resolver {
         _timeout: ureq::unversioned::transport::NextTimeout,
     ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
         use std::net::ToSocketAddrs;
+        if let Dial::Unix(_) = self.dial {
+            // ureq wants an address to hand the connector, which dials the socket instead.
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            return Ok(out);
+        }
         let authority = uri.authority().ok_or(ureq::Error::HostNotFound)?;
         let host = self.target_host(
             authority
@@ -654,10 +679,19 @@ mod tests {
     }
 
     #[test]
-    fn unix_and_half_tls_are_rejected() {
-        let e = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap_err();
+    fn a_unix_address_names_localhost_and_dials_the_socket() {
+        let t = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap();
+        assert_eq!(t.base(), "http://localhost");
+        assert_eq!(t.resolver.dial, Dial::Unix("/tmp/c.sock".into()));
+        assert!(t.address().starts_with("unix:///tmp/c.sock ("), "{}", t.address());
+        assert!(t.loop_capable());
+        let e = Transport::new(&ClientBuilder::new().address("unix://")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-        assert!(e.to_string().contains("unix socket"));
+        assert!(e.to_string().contains("names no socket file"), "{e}");
+    }
+
+    #[test]
+    fn half_tls_and_unknown_schemes_are_rejected() {
         let mut b = ClientBuilder::new();
         b.tls.cert_file = Some("/c.pem".into());
         let e = Transport::new(&b).unwrap_err();

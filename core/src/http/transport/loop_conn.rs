@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{split_host_port, Transport};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::exchange::LoopConn;
+use crate::http::stream::Stream;
 
 impl Transport {
     /// Whether an event loop may send this client's requests itself (see `exchange`): plain
@@ -52,6 +53,12 @@ impl Transport {
     /// A new non-blocking connection to the agent (blocking while it connects, within the
     /// connect timeout per address); only on a [`Transport::loop_capable`] client.
     pub(crate) fn connect_loop_conn(&self) -> Result<LoopConn> {
+        if let Some(unix) = self.resolver.dial.connect_unix() {
+            return unix.and_then(LoopConn::new).map_err(|e| {
+                Error::new(ErrorKind::Connection, format!("connecting to {}: {e}", self.shown))
+                    .transient()
+            });
+        }
         let authority = self.base["http://".len()..]
             .split('/')
             .next()
@@ -82,7 +89,7 @@ impl Transport {
         let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
         for a in addrs.iter().take(16) {
             match std::net::TcpStream::connect_timeout(a, budget) {
-                Ok(s) => return LoopConn::new(s).map_err(connect_err),
+                Ok(s) => return LoopConn::new(Stream::Tcp(s)).map_err(connect_err),
                 Err(e) => last = e,
             }
         }

@@ -1,0 +1,171 @@
+//! The one connection type under every request: a TCP socket or, for an agent that serves
+//! HTTP on a unix socket (Consul's `addresses.http = "unix:///path"`, `CONSUL_HTTP_ADDR=
+//! unix:///path`), a unix stream socket. TLS, when asked for, is layered on top of either.
+//!
+//! [`Dial`] is where a client's connections go, decided once from its address; both the
+//! ureq connections (`tcp`) and the loop connections (`exchange`) open theirs through it, so
+//! every path reaches the agent the same way.
+
+use std::io;
+use std::net::{Shutdown, TcpStream};
+#[cfg(unix)]
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A connected socket to the agent.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    /// TCP (plain, or under TLS).
+    Tcp(TcpStream),
+    /// A unix stream socket.
+    #[cfg(unix)]
+    Unix(UnixStream),
+}
+
+/// Runs `$body` with `$s` bound to the inner socket, whichever kind it is.
+macro_rules! each {
+    ($stream:expr, $s:ident => $body:expr) => {
+        match $stream {
+            Stream::Tcp($s) => $body,
+            #[cfg(unix)]
+            Stream::Unix($s) => $body,
+        }
+    };
+}
+
+impl Stream {
+    /// Makes reads and writes return `WouldBlock` instead of waiting (or wait again).
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        each!(self, s => s.set_nonblocking(on))
+    }
+
+    /// Sends small writes at once (TCP only: a unix socket has no Nagle to turn off).
+    pub(crate) fn set_nodelay(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nodelay(true),
+            #[cfg(unix)]
+            Stream::Unix(_) => Ok(()),
+        }
+    }
+
+    /// How long a blocking read may wait (`None`: for ever).
+    pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        each!(self, s => s.set_read_timeout(t))
+    }
+
+    /// How long a blocking write may wait (`None`: for ever).
+    pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        each!(self, s => s.set_write_timeout(t))
+    }
+
+    /// Ends both directions: a thread blocked on the socket returns at once.
+    pub(crate) fn shutdown(&self) -> io::Result<()> {
+        each!(self, s => s.shutdown(Shutdown::Both))
+    }
+
+    /// The peer, for debug output.
+    pub(crate) fn peer(&self) -> String {
+        match self {
+            Stream::Tcp(s) => s
+                .peer_addr()
+                .map_or_else(|e| format!("tcp ({e})"), |a| a.to_string()),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.peer_addr().ok().and_then(|a| {
+                a.as_pathname().map(|p| format!("unix://{}", p.display()))
+            }).unwrap_or_else(|| "unix socket".to_string()),
+        }
+    }
+}
+
+impl io::Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        each!(*self, s => io::Read::read(&mut &*s, buf))
+    }
+}
+
+impl io::Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        each!(*self, s => io::Write::write(&mut &*s, buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        each!(self, s => s.as_fd())
+    }
+}
+
+impl ureq::unversioned::transport::ShutdownHandle for Stream {
+    fn shutdown(&self) {
+        let _ = Stream::shutdown(self);
+    }
+}
+
+/// Where a client's connections go: the resolved TCP addresses of the URL's host (the
+/// caller's), or always the one unix socket.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Dial {
+    /// TCP to the URL's host and port.
+    #[default]
+    Tcp,
+    /// The unix socket at this path, whatever the URL says (its host is `localhost`).
+    Unix(PathBuf),
+}
+
+impl Dial {
+    /// Connects to the unix socket of a [`Dial::Unix`] (`None` for TCP, which the caller
+    /// connects itself: it knows the addresses and the connect budget). A socket file that is
+    /// missing or refuses says so, with its path, as Consul's Go client does.
+    pub(crate) fn connect_unix(&self) -> Option<io::Result<Stream>> {
+        match self {
+            Dial::Tcp => None,
+            #[cfg(unix)]
+            Dial::Unix(path) => Some(UnixStream::connect(path).map(Stream::Unix).map_err(|e| {
+                io::Error::new(e.kind(), format!("dial unix {}: {e}", path.display()))
+            })),
+            #[cfg(not(unix))]
+            Dial::Unix(_) => Some(Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "unix socket addresses need a unix system",
+            ))),
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn a_unix_stream_reads_writes_and_shuts_down_like_tcp() {
+        let dir = std::env::temp_dir().join(format!("baton-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("s.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let dial = Dial::Unix(path.clone());
+        let stream = dial.connect_unix().expect("unix").expect("connect");
+        let (mut server, _) = listener.accept().expect("accept");
+        (&stream).write_all(b"ping").expect("write");
+        let mut got = [0u8; 4];
+        server.read_exact(&mut got).expect("read");
+        assert_eq!(&got, b"ping");
+        assert!(stream.peer().starts_with("unix://"), "{}", stream.peer());
+        stream.shutdown().expect("shutdown");
+        assert_eq!(server.read(&mut got).expect("eof"), 0);
+        let _ = std::fs::remove_file(&path);
+        let missing = Dial::Unix(dir.join("none.sock"))
+            .connect_unix()
+            .expect("unix")
+            .unwrap_err();
+        assert!(missing.to_string().contains("none.sock"), "{missing}");
+        assert!(Dial::Tcp.connect_unix().is_none());
+    }
+}
