@@ -3,6 +3,10 @@
 
 mod common;
 
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use baton_devserver::{Config, DevServer};
 use common::*;
 use serde_json::Value;
 
@@ -310,4 +314,46 @@ fn leader_watch_prints_every_change() {
     assert_eq!(lines(2)[1]["leader"]["value"], "one");
     assert_eq!(a.wait(), 0, "{}", a.stderr_text());
     assert_eq!(lines(3)[2]["leader"], Value::Null, "stepped down");
+}
+
+#[test]
+fn consul_http_addr_may_name_a_unix_socket() {
+    let dir = workdir("unix");
+    let socket = dir.join("consul.sock");
+    let dev = DevServer::start(Config {
+        session_ttl_min: Duration::from_millis(500),
+        unix_socket: Some(socket.clone()),
+        ..Config::default()
+    })
+    .expect("dev server starts");
+    let c = client(&dev);
+    let url = dev.unix_url().expect("a unix socket");
+    assert_eq!(url, format!("unix://{}", socket.display()));
+    // The child reads the lock's key while it runs: held by the command's session.
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["lock", "svc/unix", "echo running"])
+        .env("SHELL", "/bin/sh")
+        .env("CONSUL_HTTP_ADDR", &url)
+        .env_remove("CONSUL_HTTP_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .expect("baton runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("running"), "{stdout}");
+    assert_eq!(session_count(&c), 0, "the command left its session");
+    // A socket nobody serves: the error names it.
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["sessions"])
+        .env("CONSUL_HTTP_ADDR", format!("unix://{}", dir.join("none.sock").display()))
+        .env_remove("CONSUL_HTTP_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .expect("baton runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr.contains("none.sock"), "{stderr}");
 }

@@ -24,6 +24,36 @@ pub fn test_consul_version() -> Option<ConsulVersion> {
     )
 }
 
+/// How the suite's clients reach a dev server it starts (`BATON_TEST_TRANSPORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// TCP (unset, empty or `tcp`).
+    Tcp,
+    /// The dev server's unix socket (`unix`): `unix:///path` addresses.
+    Unix,
+}
+
+/// The transport `BATON_TEST_TRANSPORT` names.
+pub fn test_transport() -> Transport {
+    match std::env::var("BATON_TEST_TRANSPORT").as_deref() {
+        Err(_) | Ok("") | Ok("tcp") => Transport::Tcp,
+        Ok("unix") => Transport::Unix,
+        Ok(other) => panic!("BATON_TEST_TRANSPORT={other:?}: want tcp or unix"),
+    }
+}
+
+/// A fresh socket path for a dev server of this process (short: a unix socket path has
+/// room for about 100 bytes).
+pub fn socket_path() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir().join(format!(
+        "baton-t{}-{}.sock",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ))
+}
+
 /// A server to test against.
 ///
 /// When it is dropped (after the test's clients, declared after it, were
@@ -34,7 +64,11 @@ pub fn test_consul_version() -> Option<ConsulVersion> {
 /// be told apart per test, so the check runs on the dev server only.
 pub struct Fixture {
     pub dev: Option<DevServer>,
+    /// The server's TCP address (the fixture's own requests go there).
     pub addr: String,
+    /// The address the test's clients are given ([`Fixture::builder`]): `addr`, or the dev
+    /// server's unix socket with `BATON_TEST_TRANSPORT=unix`.
+    pub client_addr: String,
     /// The version the server reported in `/v1/agent/self`, asked once.
     version: std::sync::OnceLock<Option<ConsulVersion>>,
     /// Why sessions may remain at the end (`None`: none may).
@@ -88,6 +122,7 @@ impl Fixture {
                 let addr = addr.trim_end_matches('/').to_string();
                 return Fixture {
                     dev: None,
+                    client_addr: addr.clone(),
                     addr,
                     version: Default::default(),
                     sessions_may_remain: Default::default(),
@@ -103,10 +138,19 @@ impl Fixture {
                 config.consul_version = v;
             }
         }
+        let unix = test_transport() == Transport::Unix;
+        if unix && config.unix_socket.is_none() {
+            config.unix_socket = Some(socket_path());
+        }
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
+        let client_addr = match dev.unix_url() {
+            Some(url) if unix => url,
+            _ => addr.clone(),
+        };
         Fixture {
             dev: Some(dev),
+            client_addr,
             addr,
             version: Default::default(),
             sessions_may_remain: Default::default(),
@@ -258,7 +302,7 @@ impl Fixture {
     }
 
     pub fn builder(&self) -> ClientBuilder {
-        Client::builder().address(self.addr.clone())
+        Client::builder().address(self.client_addr.clone())
     }
 
     /// A fault proxy in front of the dev server and a builder for a client that
