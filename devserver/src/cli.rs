@@ -3,7 +3,10 @@
 //!
 //! Prints one line to stdout when ready, `BATON_DEVSERVER_ADDR=<host:port>`, so test fixtures
 //! in any language can start it with `--port 0` and read the address, and with HTTPS on a
-//! second one, `BATON_DEVSERVER_HTTPS_ADDR=<host:port>`; everything else goes to stderr. Exits
+//! second one, `BATON_DEVSERVER_HTTPS_ADDR=<host:port>`, and with a unix socket
+//! (`--addr unix:///path`) on the line after those, `BATON_DEVSERVER_UNIX_ADDR=unix:///path`
+//! ([`UNIX_ADDR_LINE`]); everything else goes to stderr. The first line is always the TCP
+//! address: a dev server always listens on TCP (with only a unix `--addr`, on a free port). Exits
 //! cleanly on SIGINT or SIGTERM, and with `--exit-on-stdin-eof` when stdin reaches end of file
 //! (see [`EXIT_ON_STDIN_EOF`]).
 //!
@@ -29,6 +32,12 @@ const USAGE: &str = "usage: baton-devserver [options]
        baton-devserver tls ca create | cert create -server ... | self-signed create  (--help)
 
   --addr HOST:PORT           listen address (default 127.0.0.1:8500; port 0 picks a free port)
+  --addr unix:///PATH        also serve HTTP on a unix socket (Consul's addresses.http
+                             unix:///PATH; clients use CONSUL_HTTP_ADDR=unix:///PATH),
+                             printed as BATON_DEVSERVER_UNIX_ADDR=unix:///PATH; give --addr twice
+                             for TCP and unix; with only a unix --addr, TCP takes a free port
+                             on 127.0.0.1 (there is always a TCP listener)
+  --unix-socket-mode MODE    the socket file's permissions, octal (Consul's unix_sockets.mode)
   --port N                   shorthand for --addr 127.0.0.1:N
   --node NAME                the agent's node name (default baton-dev)
   --datacenter DC            the datacenter (default dc1)
@@ -89,6 +98,10 @@ Control API (answers JSON `true`, or 400 with a message naming the bad parameter
   GET /_proxy/status                    {mode, upstream, delay, jitter, drop_after,
                                         connections: {accepted, open},
                                         bytes: {to_upstream, to_client}}";
+
+/// The start of the line that names the unix socket, when there is one
+/// (`BATON_DEVSERVER_UNIX_ADDR=unix:///abs/path`, after the HTTP and HTTPS lines).
+pub const UNIX_ADDR_LINE: &str = "BATON_DEVSERVER_UNIX_ADDR=";
 
 /// The flag that ties the server's life to its starter's: with it, a named thread reads stdin
 /// and shuts the server down (as SIGTERM does) once stdin reaches end of file. A starter passes
@@ -154,6 +167,25 @@ fn socket_addr(flag: &str, v: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{flag} {v:?}: no address (want HOST:PORT)"))
 }
 
+/// The path of a `unix://` address (Consul's `addresses.http` form and `CONSUL_HTTP_ADDR`'s:
+/// `unix:///abs/path`, or `unix://rel/path` relative to the current directory); `None` for
+/// any other address.
+pub(crate) fn unix_socket_path(what: &str, v: &str) -> Result<Option<std::path::PathBuf>, String> {
+    match v.strip_prefix("unix://") {
+        None => Ok(None),
+        Some("") => Err(format!("{what} {v:?}: no path after unix://")),
+        Some(path) => Ok(Some(path.into())),
+    }
+}
+
+/// A file mode in octal, as Consul's `unix_sockets.mode` (`"0700"`).
+pub(crate) fn parse_mode(v: &str) -> Result<u32, String> {
+    u32::from_str_radix(v, 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{v:?}: invalid mode specified (want octal, e.g. 0700)"))
+}
+
 fn parse_proxy_args(args: &[String]) -> Result<ProxyArgs, String> {
     let local = SocketAddr::from(([127, 0, 0, 1], 0));
     let (mut to, mut listen, mut control) = (None, local, local);
@@ -191,6 +223,8 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
         ..Config::default()
     };
     let mut tls = TlsConfig::default();
+    // Whether --addr HOST:PORT or --port named the TCP address.
+    let mut tcp_given = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -207,16 +241,33 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             "-h" | "--help" => return Err(String::new()),
             "--addr" => {
                 let v = value()?;
-                cfg.addr = v
-                    .parse()
-                    .map_err(|e| format!("--addr {v:?}: {e} (want HOST:PORT)"))?;
+                if let Some(path) = unix_socket_path("--addr", &v)? {
+                    if cfg.unix_socket.is_some() {
+                        return Err(format!(
+                            "--addr {v:?}: a second unix socket (the dev server serves one)"
+                        ));
+                    }
+                    cfg.unix_socket = Some(path);
+                } else {
+                    // As before unix sockets: the last TCP --addr or --port wins.
+                    tcp_given = true;
+                    cfg.addr = v.parse().map_err(|e| {
+                        format!("--addr {v:?}: {e} (want HOST:PORT or unix:///path)")
+                    })?;
+                }
             }
             "--port" => {
                 let v = value()?;
                 let p: u16 = v
                     .parse()
                     .map_err(|_| format!("--port {v:?}: not a port number"))?;
+                tcp_given = true;
                 cfg.addr = SocketAddr::from(([127, 0, 0, 1], p));
+            }
+            "--unix-socket-mode" => {
+                let v = value()?;
+                cfg.unix_socket_mode =
+                    Some(parse_mode(&v).map_err(|e| format!("--unix-socket-mode {e}"))?);
             }
             "--node" => cfg.node_name = value()?,
             "--datacenter" => cfg.datacenter = value()?,
@@ -274,6 +325,14 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if cfg.unix_socket.is_none() && cfg.unix_socket_mode.is_some() {
+        return Err("--unix-socket-mode needs a unix socket: add --addr unix:///path".into());
+    }
+    if cfg.unix_socket.is_some() && !tcp_given {
+        // Unix-only: the TCP listener, which every dev server has, takes a free port rather
+        // than 8500, so it collides with nothing the caller did not ask for.
+        cfg.addr = SocketAddr::from(([127, 0, 0, 1], 0));
     }
     if tls != TlsConfig::default() {
         if cfg.https_addr.is_none() {
@@ -365,7 +424,12 @@ pub fn run(argv0: Option<&str>, mut args: Vec<String>) -> u8 {
     let server = match DevServer::start(cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("baton-devserver: cannot listen on {}: {e}", cfg.addr);
+            let unix = cfg
+                .unix_socket
+                .as_ref()
+                .map(|p| format!(" and unix://{}", p.display()))
+                .unwrap_or_default();
+            eprintln!("baton-devserver: cannot listen on {}{unix}: {e}", cfg.addr);
             return 1;
         }
     };
@@ -379,10 +443,13 @@ pub fn run(argv0: Option<&str>, mut args: Vec<String>) -> u8 {
     if let Some(a) = server.https_addr() {
         let _ = writeln!(out, "BATON_DEVSERVER_HTTPS_ADDR={a}");
     }
+    if let Some(u) = server.unix_url() {
+        let _ = writeln!(out, "{UNIX_ADDR_LINE}{u}");
+    }
     let _ = out.flush();
     drop(out);
     log::info!(
-        "baton-devserver listening on {}{} (Consul {}, node {}, dc {}, session_ttl_min {:?}, acl {})",
+        "baton-devserver listening on {}{}{} (Consul {}, node {}, dc {}, session_ttl_min {:?}, acl {})",
         server.http_addr(),
         match (server.https_addr(), &cfg.tls) {
             (Some(a), Some(t)) => format!(
@@ -391,6 +458,10 @@ pub fn run(argv0: Option<&str>, mut args: Vec<String>) -> u8 {
             ),
             _ => String::new(),
         },
+        server
+            .unix_url()
+            .map(|u| format!(" and {u}"))
+            .unwrap_or_default(),
         cfg.consul_version,
         cfg.node_name,
         cfg.datacenter,

@@ -1,6 +1,7 @@
 //! Dev server configuration: the Consul agent settings that change behaviour a client can see.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::tls::TlsConfig;
@@ -12,7 +13,20 @@ use crate::version::ConsulVersion;
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Address to listen on. Port 0 lets the OS pick a free port (see [`crate::DevServer::addr`]).
+    /// The TCP listener is always there, also with [`Config::unix_socket`].
     pub addr: SocketAddr,
+    /// A unix socket to serve HTTP on as well, beside [`Config::addr`] (Consul's
+    /// `addresses.http = "unix:///path"`; clients reach it as `CONSUL_HTTP_ADDR=unix:///path`):
+    /// the same endpoints, state, fault controls and request counts as over TCP. A socket
+    /// left at the path by an earlier server is replaced, as Consul does; any other file there
+    /// is an error naming the path (Consul would delete it). The socket file is removed when
+    /// the server stops. A relative path is taken from the current directory at start (see
+    /// [`crate::DevServer::unix_socket`]). Every client of the socket counts as one client
+    /// for [`Config::max_conns_per_client`], as Consul's limiter counts them.
+    pub unix_socket: Option<PathBuf>,
+    /// The permissions of the socket file (Consul's `unix_sockets.mode`, e.g. `0o700`); the
+    /// process's umask decides when unset.
+    pub unix_socket_mode: Option<u32>,
     /// Name of the agent's own node; sessions default to it. Consul's `node_name`.
     pub node_name: String,
     /// The datacenter this agent is in. Requests naming another one get `No path to datacenter`.
@@ -25,7 +39,8 @@ pub struct Config {
     /// Consul's `txn_max_req_len` (default 512 KiB).
     pub txn_max_req_len: u64,
     /// Consul's `limits.http_max_conns_per_client` (default 200); 0 means no limit. Connections
-    /// beyond it from one IP are answered `429 Too Many Requests` and closed.
+    /// beyond it from one IP are answered `429 Too Many Requests` and closed; the clients of
+    /// the unix socket ([`Config::unix_socket`]) count as one client, as in Consul.
     pub max_conns_per_client: usize,
     /// When set, ACLs are enabled (default policy `deny` unless [`Config::acl_default_allow`])
     /// and this is the initial management token, allowed anything. Requests without a token
@@ -96,6 +111,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            unix_socket: None,
+            unix_socket_mode: None,
             node_name: "baton-dev".to_string(),
             datacenter: "dc1".to_string(),
             session_ttl_min: Duration::from_secs(10),
@@ -169,6 +186,15 @@ impl Config {
             }
             (_, Some(tls)) => tls.validate().map_err(ConfigError)?,
             (None, None) => {}
+        }
+        if matches!(&self.unix_socket, Some(p) if p.as_os_str().is_empty()) {
+            return Err(ConfigError("unix_socket must not be an empty path".into()));
+        }
+        if matches!(self.unix_socket_mode, Some(m) if m > 0o7777) {
+            return Err(ConfigError(format!(
+                "unix_socket_mode {:o} is not a file mode (at most 7777 in octal)",
+                self.unix_socket_mode.unwrap_or_default()
+            )));
         }
         if self.default_query_time.is_zero() || self.max_query_time.is_zero() {
             return Err(ConfigError("query times must be greater than 0".into()));

@@ -1,6 +1,7 @@
-//! HTTP plumbing: accepting connections (with Consul's per-client connection cap), Go
-//! `ServeMux` routing behaviour (path cleaning redirects, 405 with `Allow`, the index handler's
-//! 404), the printable-path check, the fault gates, and the headers every wrapped route gets.
+//! HTTP plumbing: accepting connections on TCP, TLS and the unix socket (with Consul's
+//! per-client connection cap), Go `ServeMux` routing behaviour (path cleaning redirects, 405
+//! with `Allow`, the index handler's 404), the printable-path check, the fault gates, and the
+//! headers every wrapped route gets.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -13,12 +14,11 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 
 use crate::endpoints::ctx::Ctx;
 use crate::query::{Query, Reply};
-use crate::shared::Shared;
+use crate::shared::{ClientKey, Shared};
 
 /// Largest body read for any request (a chunked KV PUT bypasses `kv_max_value_size` in Consul;
 /// this bound only keeps a runaway client from exhausting memory).
@@ -141,6 +141,35 @@ const CONN_CONSUL: u8 = 2;
 /// stops.
 const CONN_LEFT: u8 = 3;
 
+/// Who is at the other end of a connection: what the per-client connection cap counts it
+/// under ([`ClientKey`]) and how the logs name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Peer {
+    /// A TCP (or TLS) client.
+    Tcp(SocketAddr),
+    /// A client of the unix socket ([`crate::Config::unix_socket`]).
+    Unix,
+}
+
+impl Peer {
+    fn client(self) -> ClientKey {
+        match self {
+            Peer::Tcp(a) => ClientKey::Ip(a.ip()),
+            Peer::Unix => ClientKey::Unix,
+        }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => a.fmt(f),
+            // Go's `RemoteAddr` of a unix-socket client, as a Consul agent logs it.
+            Peer::Unix => f.write_str("@ (unix socket)"),
+        }
+    }
+}
+
 /// Accepts connections until the task is dropped.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
@@ -148,7 +177,7 @@ pub(crate) async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (stream, addr) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -157,6 +186,7 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
+        let peer = Peer::Tcp(addr);
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         match &tls {
@@ -188,25 +218,58 @@ pub(crate) async fn accept_loop(
     }
 }
 
-async fn serve_conn<S>(mut stream: S, peer: SocketAddr, shared: Arc<Shared>)
+/// Accepts connections on the unix socket until the task is dropped: the same endpoints,
+/// state, fault gates and per-client cap as the TCP listener (every unix-socket client counts
+/// as one client, see [`ClientKey::Unix`]).
+pub(crate) async fn accept_unix_loop(listener: UnixListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                log::warn!("baton-devserver: accept on the unix socket failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        tokio::spawn(serve_conn(stream, Peer::Unix, shared.clone()));
+    }
+}
+
+/// The answer of Consul's connection limiter (go-connlimit `tooManyRequestsResponse`) to a
+/// connection beyond the per-client cap.
+fn too_many_connections() -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(
+        b"Your IP is issuing too many concurrent connections, please rate limit your calls\n",
+    )));
+    *resp.status_mut() = hyper::StatusCode::TOO_MANY_REQUESTS;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain"),
+    );
+    resp
+}
+
+async fn serve_conn<S>(stream: S, peer: Peer, shared: Arc<Shared>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let ip = peer.ip();
+    let client = peer.client();
     // Before the connection counts as open: a restart after that point drops it.
     let mut generation = shared.generation.subscribe();
-    if !shared.conn_open(ip) {
-        // Consul's connection limiter answers 429 and closes. Take in the request first (briefly)
-        // so that closing does not reset the connection before the client reads the answer.
-        let mut buf = [0u8; 8192];
-        let _ = tokio::time::timeout(std::time::Duration::from_millis(200), stream.read(&mut buf))
-            .await;
-        let _ = stream
-            .write_all(
-                b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
-        let _ = stream.shutdown().await;
+    if !shared.conn_open(client) {
+        // Consul's connection limiter answers 429 and closes. hyper takes in the request
+        // first, so that closing does not reset the connection before the client reads the
+        // answer; bounded, so a client that says nothing holds nothing.
+        let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, Infallible>(too_many_connections())
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .title_case_headers(true)
+            .keep_alive(false)
+            .serve_connection(TokioIo::new(stream), svc);
+        if let Ok(Err(e)) = tokio::time::timeout(std::time::Duration::from_secs(10), conn).await {
+            log::debug!("baton-devserver: connection from {peer} over the cap: {e}");
+        }
         return;
     }
     // A restart drops every connection, as an agent process that restarts does, except one
@@ -241,7 +304,7 @@ where
             }
         }
     }
-    shared.conn_closed(ip);
+    shared.conn_closed(client);
     if carried.load(Ordering::SeqCst) == CONN_LEFT {
         // The leave's answer is written (the connection closed after it): stop now.
         shared.left.send_replace(true);

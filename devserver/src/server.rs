@@ -2,9 +2,11 @@
 //! TTL timer task, the HTTP/TCP check runner ([`checks`]), and the fault controls.
 
 mod checks;
+mod unix_socket;
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,6 +27,8 @@ pub struct DevServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
     https_addr: Option<SocketAddr>,
+    /// The unix socket's absolute path, when [`Config::unix_socket`] asked for one.
+    unix_socket: Option<PathBuf>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -33,6 +37,7 @@ impl std::fmt::Debug for DevServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DevServer")
             .field("addr", &self.addr)
+            .field("unix_socket", &self.unix_socket)
             .finish_non_exhaustive()
     }
 }
@@ -86,6 +91,16 @@ impl DevServer {
             Some((l, _)) => Some(l.local_addr()?),
             None => None,
         };
+        // The unix socket (addresses.http = "unix:///path"), beside TCP: bound last of what
+        // may fail the start, and removed again (by `SocketFile`) if the start fails after.
+        let unix = match &config.unix_socket {
+            Some(path) => {
+                let _in_runtime = rt.enter();
+                Some(unix_socket::bind(path, config.unix_socket_mode)?)
+            }
+            None => None,
+        };
+        let unix_socket = unix.as_ref().map(|(_, f)| f.path().to_path_buf());
         // Serf's LAN and WAN ports, for other dev servers' joins. A port another process holds
         // leaves that pool unreachable (a warning), rather than failing the start.
         let mut config = config;
@@ -120,6 +135,10 @@ impl DevServer {
         let thread = std::thread::Builder::new()
             .name("baton-devserver".into())
             .spawn(move || {
+                let (unix_listener, socket_file) = match unix {
+                    Some((l, f)) => (Some(l), Some(f)),
+                    None => (None, None),
+                };
                 rt.block_on(async move {
                     tokio::spawn(ttl_timers(s2.clone()));
                     tokio::spawn(checks::run(s2.clone()));
@@ -139,15 +158,25 @@ impl DevServer {
                             None => std::future::pending().await,
                         }
                     };
+                    let unix_loop = async {
+                        match unix_listener {
+                            Some(l) => crate::http::accept_unix_loop(l, s2.clone()).await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     let mut left = s2.left.subscribe();
                     tokio::select! {
                         _ = crate::http::accept_loop(listener, s2.clone(), None) => {}
                         _ = https_loop => {}
+                        _ = unix_loop => {}
                         _ = rx => {}
                         _ = left.wait_for(|l| *l) => {}
                     }
                 });
                 rt.shutdown_timeout(Duration::from_secs(2));
+                // The listeners are closed: the socket file goes (before a leave's hook ends
+                // the process).
+                drop(socket_file);
                 if *after.left.borrow() {
                     after
                         .stopped_after_leave
@@ -166,6 +195,7 @@ impl DevServer {
             shared,
             addr,
             https_addr,
+            unix_socket,
             shutdown: Some(tx),
             thread: Some(thread),
         })
@@ -194,6 +224,19 @@ impl DevServer {
     /// `https://host:port` of the HTTPS listener, when there is one.
     pub fn https_url(&self) -> Option<String> {
         self.https_addr.map(|a| format!("https://{a}"))
+    }
+
+    /// The unix socket's absolute path, when [`Config::unix_socket`] asked for one.
+    pub fn unix_socket(&self) -> Option<&Path> {
+        self.unix_socket.as_deref()
+    }
+
+    /// `unix:///abs/path` of the unix socket, when there is one: the form `CONSUL_HTTP_ADDR`
+    /// takes for it (Go's `api` and baton alike).
+    pub fn unix_url(&self) -> Option<String> {
+        self.unix_socket
+            .as_ref()
+            .map(|p| format!("unix://{}", p.display()))
     }
 
     /// The agent's node name (sessions default to it).

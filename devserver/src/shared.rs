@@ -45,6 +45,19 @@ impl RequestCounts {
     }
 }
 
+/// What the per-client connection cap (`limits.http_max_conns_per_client`) counts connections
+/// under, as Consul's limiter (`hashicorp/go-connlimit`, `addrKey`) keys them: a TCP client by
+/// its IP; a unix-socket client has no IP, and go-connlimit keys it by its whole address
+/// (`unix/@`: the peer of a unix socket is unnamed), so every unix-socket connection counts
+/// against one shared cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ClientKey {
+    /// A TCP (or TLS) client, by IP.
+    Ip(IpAddr),
+    /// Any client of the unix socket.
+    Unix,
+}
+
 /// A `/v1/` request in flight ([`Shared::in_flight`]).
 pub(crate) struct InFlight(Arc<Shared>, String);
 
@@ -82,7 +95,7 @@ pub(crate) struct Shared {
     counts: Mutex<RequestCounts>,
     /// See [`RequestCounts::in_flight`].
     in_flight: Mutex<BTreeMap<String, u64>>,
-    conns: Mutex<HashMap<IpAddr, usize>>,
+    conns: Mutex<HashMap<ClientKey, usize>>,
     /// The agent's NodeID (stable for the server's life).
     pub node_id: String,
     /// The `?cached` requests the agent cache has answered (keyed by path and query): the
@@ -211,10 +224,10 @@ impl Shared {
         *self.counts.lock().unwrap_or_else(|e| e.into_inner()) = RequestCounts::default();
     }
 
-    /// Registers a connection from `ip`; false when the per-client cap is reached.
-    pub fn conn_open(&self, ip: IpAddr) -> bool {
+    /// Registers a connection from `client`; false when the per-client cap is reached.
+    pub fn conn_open(&self, client: ClientKey) -> bool {
         let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        let n = m.entry(ip).or_default();
+        let n = m.entry(client).or_default();
         if self.cfg.max_conns_per_client > 0 && *n >= self.cfg.max_conns_per_client {
             return false;
         }
@@ -231,12 +244,12 @@ impl Shared {
             .sum()
     }
 
-    pub fn conn_closed(&self, ip: IpAddr) {
+    pub fn conn_closed(&self, client: ClientKey) {
         let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&ip) {
+        if let Some(n) = m.get_mut(&client) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                m.remove(&ip);
+                m.remove(&client);
             }
         }
     }

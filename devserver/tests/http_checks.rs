@@ -395,3 +395,72 @@ fn http_check_follows_redirects_unless_disable_redirects() {
         format!("HTTP GET {moved}: 301 Moved Permanently Output: ")
     );
 }
+
+/// `https://` checks: verified against the server's own `--tls-ca` (the agent's `ca_file`),
+/// refused without a CA that signed the service's certificate, accepted with `TLSSkipVerify`.
+/// The service is another dev server's HTTPS listener.
+#[test]
+fn https_check_verifies_with_the_servers_ca_unless_tls_skip_verify() {
+    use baton_devserver::certs::{CertAuthority, CertKind, LeafOptions};
+    use baton_devserver::TlsConfig;
+    let dir = std::env::temp_dir().join(format!("baton-https-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = CertAuthority::create("consul", 30).unwrap();
+    let ca_files = ca.write(&dir).unwrap();
+    let mut leaf = LeafOptions::new(CertKind::Server);
+    leaf.ip_addresses.push([127, 0, 0, 1].into());
+    let leaf_files = ca.issue_into(&leaf, &dir).unwrap();
+    let tls = TlsConfig {
+        cert_file: leaf_files.cert,
+        key_file: leaf_files.key,
+        ca_file: Some(ca_files.cert),
+        verify_incoming: false,
+    };
+    // The server whose checks run with the CA.
+    let with_ca = start_with(|c| {
+        c.https_addr = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        c.tls = Some(tls.clone());
+    });
+    let url = format!("https://{}/v1/status/leader", with_ca.https_addr().unwrap());
+    put_json(
+        &with_ca,
+        "/v1/agent/check/register",
+        &json!({"Name": "verified", "HTTP": url, "Interval": "1s"}),
+    )
+    .assert(200, "");
+    let c = check_reaches(&with_ca, "verified", "passing");
+    let out = c["Output"].as_str().unwrap();
+    assert!(
+        out.starts_with(&format!("HTTP GET {url}: 200 OK Output: ")),
+        "{out}"
+    );
+    assert!(out.contains("127.0.0.1:8300"), "{out}");
+    // A server without a CA: the same URL is refused unless TLSSkipVerify.
+    let without = start();
+    put_json(
+        &without,
+        "/v1/agent/check/register",
+        &json!({"Name": "unverified", "HTTP": url, "Interval": "1s", "Status": "passing"}),
+    )
+    .assert(200, "");
+    put_json(
+        &without,
+        "/v1/agent/check/register",
+        &json!({"Name": "skip", "HTTP": url, "Interval": "1s", "TLSSkipVerify": true}),
+    )
+    .assert(200, "");
+    let c = check_reaches(&without, "unverified", "critical");
+    let out = c["Output"].as_str().unwrap();
+    assert!(out.starts_with(&format!("GET {url:?}: ")), "{out}");
+    assert!(out.contains("unknown authority"), "{out}");
+    let c = check_reaches(&without, "skip", "passing");
+    assert!(
+        c["Output"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("HTTP GET {url}: 200 OK Output: ")),
+        "{c}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

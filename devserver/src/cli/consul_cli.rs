@@ -4,7 +4,9 @@
 //! unmodified with the dev server on `$PATH` as `consul`.
 //!
 //! Read from the JSON config files (Consul's keys): `node_name`, `datacenter`, `ports.http`,
-//! `addresses.http`, `bind_addr`/`client_addr`, `acl.enabled` (with `acl.tokens.master` or
+//! `addresses.http` (an IP address, a `unix:///path` socket, or both space-separated: with a
+//! socket alone the TCP listener every dev server has takes a free port), `unix_sockets.mode`
+//! (not `user`/`group`), `client_addr`, `acl.enabled` (with `acl.tokens.master` or
 //! `acl.tokens.initial_management`, or neither: then not bootstrapped), `acl.default_policy`
 //! (absent means `deny` here, where Consul's default is `allow`), `session_ttl_min`,
 //! `node_id`, `node_meta`, `server`, `ports.serf_lan`/`serf_wan` (listened on, for other
@@ -22,6 +24,7 @@
 //! the harness runs without flags), else [`ConsulVersion::CURRENT`].
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::{parse_go_duration, Config, ConsulVersion};
@@ -111,7 +114,61 @@ fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, k| cur.get(*k))
 }
 
-fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result<(), String> {
+/// Where HTTP is served, from `client_addr`, `addresses.http`, `ports.http` and `-http-port`
+/// (a later file's value replacing an earlier one's, as Consul merges config files).
+struct HttpListen {
+    /// `client_addr` (default 127.0.0.1).
+    client: IpAddr,
+    /// `addresses.http`, when set: its IP address and its unix socket, each when it has one.
+    http: Option<(Option<IpAddr>, Option<PathBuf>)>,
+    /// `ports.http` or `-http-port` (default 8500).
+    port: u16,
+}
+
+impl HttpListen {
+    /// Puts the listeners into `cfg`. `addresses.http` wins over `client_addr`, as Consul's
+    /// `makeAddrs` does; with only a unix socket there, the TCP listener (which every dev
+    /// server has, where Consul would have none) takes a free port on `client_addr`'s IP.
+    fn apply(self, cfg: &mut Config) {
+        let (ip, port, unix) = match self.http {
+            None => (self.client, self.port, None),
+            Some((Some(ip), unix)) => (ip, self.port, unix),
+            Some((None, unix)) => (self.client, 0, unix),
+        };
+        cfg.addr = SocketAddr::new(ip, port);
+        cfg.unix_socket = unix;
+    }
+}
+
+/// One IP address of an address list, as Consul's `expandAddrs` reads it (`[::]` included).
+fn ip_of(key: &str, a: &str) -> Result<IpAddr, String> {
+    let a = if a == "[::]" { "::" } else { a };
+    a.parse()
+        .map_err(|_| format!("{key}: invalid ip address: {a}"))
+}
+
+/// `addresses.http`: space-separated IP addresses and `unix://` sockets (Consul serves HTTP
+/// on each); the dev server serves one of each kind.
+fn http_addresses(v: &str) -> Result<(Option<IpAddr>, Option<PathBuf>), String> {
+    let key = "addresses.http";
+    let (mut ip, mut unix) = (None, None);
+    for a in v.split_whitespace() {
+        if let Some(path) = super::unix_socket_path(key, a)? {
+            if unix.replace(path).is_some() {
+                return Err(format!(
+                    "{key}: the dev server serves one unix socket (got {v:?})"
+                ));
+            }
+        } else if ip.replace(ip_of(key, a)?).is_some() {
+            return Err(format!(
+                "{key}: the dev server serves one IP address (got {v:?})"
+            ));
+        }
+    }
+    Ok((ip, unix))
+}
+
+fn apply(cfg: &mut Config, v: &Value, listen: &mut HttpListen) -> Result<(), String> {
     let s = |path: &[&str]| get(v, path).and_then(Value::as_str).map(str::to_string);
     if let Some(n) = s(&["node_name"]) {
         cfg.node_name = n;
@@ -137,16 +194,22 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
             *slot = u16::try_from(p).map_err(|_| format!("ports.{key} {p} is not a port"))?;
         }
     }
-    for key in [&["client_addr"][..], &["addresses", "http"][..]] {
-        if let Some(a) = s(key).filter(|a| !a.is_empty()) {
-            if a.starts_with("unix://") {
-                return Err("unix socket HTTP addresses are not supported".into());
-            }
-            *ip = a.parse().map_err(|e| format!("{}: {e}", key.join(".")))?;
+    if let Some(a) = s(&["client_addr"]).filter(|a| !a.trim().is_empty()) {
+        // Consul's expandIPs: IP addresses only.
+        if a.trim().starts_with("unix://") {
+            return Err("client_addr cannot be a unix socket".into());
         }
+        listen.client = ip_of("client_addr", a.trim())?;
+    }
+    if let Some(a) = s(&["addresses", "http"]).filter(|a| !a.trim().is_empty()) {
+        listen.http = Some(http_addresses(&a)?);
     }
     if let Some(p) = get(v, &["ports", "http"]).and_then(Value::as_i64) {
-        *port = u16::try_from(p).map_err(|_| format!("ports.http {p} is not a port"))?;
+        listen.port = u16::try_from(p).map_err(|_| format!("ports.http {p} is not a port"))?;
+    }
+    if let Some(mode) = s(&["unix_sockets", "mode"]).filter(|m| !m.is_empty()) {
+        cfg.unix_socket_mode =
+            Some(super::parse_mode(&mode).map_err(|e| format!("unix_sockets.mode: {e}"))?);
     }
     let enabled = get(v, &["acl", "enabled"]).and_then(Value::as_bool) == Some(true);
     let token =
@@ -171,8 +234,11 @@ fn apply(cfg: &mut Config, v: &Value, ip: &mut IpAddr, port: &mut u16) -> Result
 /// Builds the dev server's config from `consul agent` arguments (after `agent`).
 pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config::default();
-    let mut ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let mut port = 8500;
+    let mut listen = HttpListen {
+        client: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        http: None,
+        port: 8500,
+    };
     let mut version_flag = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -194,7 +260,7 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
                     .or_else(|| it.next().cloned())
                     .ok_or("-config-file needs a value")?;
                 let v = crate::config::read_config_file(std::path::Path::new(&path))?;
-                apply(&mut cfg, &v, &mut ip, &mut port)?;
+                apply(&mut cfg, &v, &mut listen)?;
                 cfg.config_files.push(path.into());
             }
             "node" => {
@@ -211,7 +277,7 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
                 let v = inline
                     .or_else(|| it.next().cloned())
                     .ok_or("-http-port needs a value")?;
-                port = v
+                listen.port = v
                     .parse()
                     .map_err(|_| format!("-http-port {v:?}: not a port"))?;
             }
@@ -225,7 +291,7 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
             }
         }
     }
-    cfg.addr = SocketAddr::new(ip, port);
+    listen.apply(&mut cfg);
     cfg.consul_version = emulated_version(version_flag.as_deref())?;
     // A `consul agent` listens on its serf ports: other agents of a test join it there.
     cfg.serf_listen = true;

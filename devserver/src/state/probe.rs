@@ -1,22 +1,34 @@
 //! What the agent's HTTP and TCP health checks do once (`agent/checks/check.go` `CheckHTTP`,
 //! `CheckTCP`): [`Probe::run`] connects, asks and maps the answer to a status and Consul's
 //! output text. The schedule that runs them is the server's check runner
-//! (`server/checks.rs`).
+//! (`server/checks.rs`). The HTTP exchange is hyper's client (one connection per probe, as
+//! the agent's transport with `DisableKeepAlives`); TLS is rustls.
 //!
 //! An HTTP check is `passing` on a 2xx answer, `warning` on 429, `critical` on any other
-//! answer or none; its output is `HTTP <method> <url>: <status> Output: <body>` (the body's
-//! first 4 KiB), or the error. It sends the check's `Method` (default GET), `Header` and
-//! `Body`, and `User-Agent: Consul Health Check` and `Accept: text/plain, text/*, */*` unless
-//! the check's headers set them; `https://` URLs are verified against the server's
-//! `--tls-ca` unless `TLSSkipVerify`. A TCP check is `passing` when a connection opens
-//! (`TCP connect <addr>: Success`). Every probe is bounded by the check's `Timeout` (10 s
-//! when it has none); intervals are at least 1 s (`checks.MinInterval`).
+//! answer or none; its output is `HTTP <method> <url>: <status> Output: <body>`, or the error.
+//! The body is read to its end and its last 4 KiB kept, as the agent reads it into a
+//! `circbuf` of `OutputMaxSize` (4 KiB): a shorter body is there whole. It sends the check's
+//! `Method` (default GET), `Header` and `Body`, and `User-Agent: Consul Health Check` and
+//! `Accept: text/plain, text/*, */*` unless the check's headers set them; it follows up to 10
+//! redirects as Go's `http.Client` does (none with `DisableRedirects`); `https://` URLs are
+//! verified against the server's `--tls-ca` unless `TLSSkipVerify`. A TCP check is `passing`
+//! when a connection opens (`TCP connect <addr>: Success`). Every probe is bounded by the
+//! check's `Timeout` (10 s when it has none), redirects and reading the body included, as
+//! Go's `http.Client.Timeout`: a body cut short by it leaves what came as the output;
+//! intervals are at least 1 s (`checks.MinInterval`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::CheckStatus;
 
@@ -25,10 +37,10 @@ pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// The timeout of a probe whose check sets none.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much of an HTTP answer's body goes into the output (Consul's default
-/// `OutputMaxSize`, 4 KiB).
+/// `OutputMaxSize`, 4 KiB): its end.
 const OUTPUT_MAX: usize = 4 * 1024;
-/// How much of an answer is read at most (headers and the part of the body kept).
-const READ_MAX: usize = 64 * 1024;
+/// How many redirects an HTTP check follows (Go's `http.Client` default).
+const MAX_REDIRECTS: usize = 10;
 
 /// What to probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,36 +86,36 @@ impl Probe {
 
     /// Probes once, within the timeout: the status and the output to record.
     pub async fn run(&self, ca_file: Option<&std::path::Path>) -> (CheckStatus, String) {
-        let attempt = async {
-            match &self.target {
-                Target::Tcp(addr) => match TcpStream::connect(addr.as_str()).await {
-                    Ok(_) => (CheckStatus::Passing, format!("TCP connect {addr}: Success")),
-                    Err(e) => (CheckStatus::Critical, format!("dial tcp {addr}: {e}")),
-                },
-                Target::Http { .. } => self.http(ca_file).await,
+        let deadline = Instant::now() + self.timeout;
+        match &self.target {
+            Target::Tcp(addr) => {
+                match tokio::time::timeout_at(deadline, TcpStream::connect(addr.as_str())).await {
+                    Ok(Ok(_)) => (CheckStatus::Passing, format!("TCP connect {addr}: Success")),
+                    Ok(Err(e)) => (CheckStatus::Critical, format!("dial tcp {addr}: {e}")),
+                    Err(_) => self.timed_out(format!("dial tcp {addr}")),
+                }
             }
-        };
-        match tokio::time::timeout(self.timeout, attempt).await {
-            Ok(r) => r,
-            Err(_) => {
-                let what = match &self.target {
-                    Target::Tcp(addr) => format!("dial tcp {addr}"),
-                    Target::Http { url, method, .. } => format!("{method} {url:?}"),
-                };
-                (
-                    CheckStatus::Critical,
-                    format!(
-                        "{what}: timed out after {} (Timeout)",
-                        crate::godur::format_go_duration(
-                            self.timeout.as_nanos().min(i64::MAX as u128) as i64
-                        )
-                    ),
-                )
-            }
+            Target::Http { .. } => self.http(ca_file, deadline).await,
         }
     }
 
-    async fn http(&self, ca_file: Option<&std::path::Path>) -> (CheckStatus, String) {
+    /// The output of a probe the timeout cut short (before an answer's head came).
+    fn timed_out(&self, what: String) -> (CheckStatus, String) {
+        let timeout = self.timeout.as_nanos().min(i64::MAX as u128) as i64;
+        (
+            CheckStatus::Critical,
+            format!(
+                "{what}: timed out after {} (Timeout)",
+                crate::godur::format_go_duration(timeout)
+            ),
+        )
+    }
+
+    async fn http(
+        &self,
+        ca_file: Option<&std::path::Path>,
+        deadline: Instant,
+    ) -> (CheckStatus, String) {
         let Target::Http {
             url,
             method,
@@ -118,16 +130,23 @@ impl Probe {
         let fail = |e: String| (CheckStatus::Critical, format!("{method} {url:?}: {e}"));
         let (mut at, mut how, mut payload) = (url.clone(), method.clone(), body.clone());
         let mut redirects = 0;
-        let answer = loop {
-            let a = match fetch(&at, &how, headers, &payload, *tls_skip_verify, ca_file).await {
-                Ok(a) => a,
-                Err(e) => return fail(e),
+        let mut answer = loop {
+            let sent = send(&at, &how, headers, &payload, *tls_skip_verify, ca_file);
+            let a = match tokio::time::timeout_at(deadline, sent).await {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => return fail(e),
+                Err(_) => return self.timed_out(format!("{method} {url:?}")),
             };
-            // Go's http.Client follows up to 10 redirects (Consul's DisableRedirects stops it).
-            let next = match (&a.location, a.code, *disable_redirects) {
-                (Some(loc), 301 | 302 | 303 | 307 | 308, false) => Url::parse(&at)
-                    .map(|u| u.resolve(loc))
-                    .map_err(|e| format!("bad redirect from {at:?}: {e}")),
+            // Go's http.Client follows up to 10 redirects (Consul's DisableRedirects stops
+            // it); one without a Location is the answer.
+            let code = a.response.status().as_u16();
+            let location = a
+                .response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|l| l.to_str().ok());
+            let next = match (location, code, *disable_redirects) {
+                (Some(loc), 301 | 302 | 303 | 307 | 308, false) => resolve(&at, loc),
                 _ => break a,
             };
             let next = match next {
@@ -138,21 +157,37 @@ impl Probe {
             if redirects > MAX_REDIRECTS {
                 return fail(format!("stopped after {MAX_REDIRECTS} redirects"));
             }
-            if matches!(a.code, 301..=303) && how != "HEAD" {
-                how = "GET".into();
+            // Go's redirectBehavior: 301-303 turn every method but GET and HEAD into a GET
+            // without a body; 307 and 308 keep both.
+            if matches!(code, 301..=303) {
+                if how != "GET" && how != "HEAD" {
+                    how = "GET".into();
+                }
                 payload.clear();
             }
             at = next;
         };
-        let mut out = answer.body;
-        out.truncate(OUTPUT_MAX);
+        let out = body_tail(answer.response.body_mut(), deadline).await;
+        let code = answer.response.status();
+        let reason = match answer
+            .response
+            .extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+        {
+            Some(r) => String::from_utf8_lossy(r.as_bytes()).into_owned(),
+            None => code.canonical_reason().unwrap_or("").to_string(),
+        };
+        // Go's `Response.Status`: the code and the reason phrase as the server sent them.
+        let status_text = if reason.is_empty() {
+            code.as_str().to_string()
+        } else {
+            format!("{} {reason}", code.as_str())
+        };
         let output = format!(
-            "HTTP {method} {url}: {} {} Output: {}",
-            answer.code,
-            answer.reason,
+            "HTTP {method} {url}: {status_text} Output: {}",
             String::from_utf8_lossy(&out)
         );
-        let status = match answer.code {
+        let status = match code.as_u16() {
             200..=299 => CheckStatus::Passing,
             429 => CheckStatus::Warning,
             _ => CheckStatus::Critical,
@@ -161,20 +196,24 @@ impl Probe {
     }
 }
 
-/// How many redirects an HTTP check follows (Go's `http.Client` default).
-const MAX_REDIRECTS: usize = 10;
-
-/// One HTTP answer.
+/// An answer whose body is still to be read, with the task driving its connection.
 struct Answer {
-    code: u16,
-    reason: String,
-    /// `Location`, when the answer has one.
-    location: Option<String>,
-    body: Vec<u8>,
+    response: Response<Incoming>,
+    /// Ends the connection's task when the probe is done with the answer.
+    _conn: AbortOnDrop,
 }
 
-/// One request on a connection of its own (TLS for `https://`).
-async fn fetch(
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One request on a connection of its own (TLS for `https://`), up to the answer's head.
+async fn send(
     url: &str,
     method: &str,
     headers: &[(String, String)],
@@ -182,237 +221,227 @@ async fn fetch(
     tls_skip_verify: bool,
     ca_file: Option<&std::path::Path>,
 ) -> Result<Answer, String> {
-    let parsed = Url::parse(url)?;
-    let request = request_bytes(method, &parsed, headers, body);
-    let tcp = TcpStream::connect((parsed.host.as_str(), parsed.port))
+    let uri: Uri = url.parse().map_err(|e| format!("parse {url:?}: {e}"))?;
+    let https = match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") => false,
+        Some(s) if s.eq_ignore_ascii_case("https") => true,
+        _ => return Err("unsupported protocol scheme (want http:// or https://)".into()),
+    };
+    let request = request(&uri, method, headers, body)?;
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or("no Host in request URL")?;
+    // `[::1]` in a URL, `::1` to connect to and to name in TLS.
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let dial = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let tcp = TcpStream::connect((host, port))
         .await
-        .map_err(|e| format!("dial tcp {}:{}: {e}", parsed.host, parsed.port))?;
-    let raw = if parsed.https {
+        .map_err(|e| format!("dial tcp {dial}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let answer = if https {
         let config = tls_client_config(tls_skip_verify, ca_file)?;
-        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(parsed.host.clone())
-            .map_err(|e| format!("bad TLS server name {:?}: {e}", parsed.host))?;
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| format!("bad TLS server name {host:?}: {e}"))?;
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("tls: {e}"))?;
-        exchange(tls, &request).await
+        exchange(tls, request).await
     } else {
-        exchange(tcp, &request).await
+        exchange(tcp, request).await
     };
-    parse_response(&raw.map_err(|e| e.to_string())?)
+    answer.map_err(|e| describe(&e))
 }
 
-/// The parts of an `http://` or `https://` URL a probe needs.
-struct Url {
-    https: bool,
-    host: String,
-    port: u16,
-    /// The path and query (`/` when empty).
-    target: String,
-    /// `host[:port]` as the URL has it, for the `Host` header.
-    authority: String,
-}
-
-impl Url {
-    fn parse(url: &str) -> Result<Url, String> {
-        let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
-            (false, r)
-        } else if let Some(r) = url.strip_prefix("https://") {
-            (true, r)
-        } else {
-            return Err("unsupported protocol scheme (want http:// or https://)".into());
-        };
-        let (authority, target) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-            None => (rest, "/".to_string()),
-        };
-        let authority = authority.rsplit('@').next().unwrap_or(authority);
-        let default_port = if https { 443 } else { 80 };
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or("bad IPv6 host in URL")?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => p.parse().map_err(|_| format!("bad port {p:?} in URL"))?,
-                None => default_port,
-            };
-            (h.to_string(), port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (
-                    h.to_string(),
-                    p.parse().map_err(|_| format!("bad port {p:?} in URL"))?,
-                ),
-                None => (authority.to_string(), default_port),
-            }
-        };
-        if host.is_empty() {
-            return Err("no host in URL".into());
-        }
-        Ok(Url {
-            https,
-            host,
-            port,
-            target: target.split('#').next().unwrap_or("/").to_string(),
-            authority: authority.to_string(),
-        })
-    }
-}
-
-impl Url {
-    /// Where a `Location` from this URL points: absolute, or a path on the same server
-    /// (relative ones against this URL's directory).
-    fn resolve(&self, location: &str) -> String {
-        if location.starts_with("http://") || location.starts_with("https://") {
-            return location.to_string();
-        }
-        let scheme = if self.https { "https" } else { "http" };
-        if let Some(rest) = location.strip_prefix("//") {
-            return format!("{scheme}://{rest}");
-        }
-        if location.starts_with('/') {
-            return format!("{scheme}://{}{location}", self.authority);
-        }
-        let path = self.target.split('?').next().unwrap_or("/");
-        let dir = &path[..=path.rfind('/').unwrap_or(0)];
-        format!("{scheme}://{}{dir}{location}", self.authority)
-    }
-}
-
-/// The request as an agent sends it: the check's headers, then `User-Agent` and `Accept`
-/// unless it set them; one request per connection.
-fn request_bytes(method: &str, url: &Url, headers: &[(String, String)], body: &str) -> Vec<u8> {
+/// The request as an agent sends it: `Host` from the URL (or the check's own), the check's
+/// headers, then `User-Agent` and `Accept` unless it set them, and `Connection: close` (the
+/// agent's transport keeps no connection alive). Header names go out in Go's canonical case
+/// (hyper's title case), as Go writes the names it has.
+fn request(
+    uri: &Uri,
+    method: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> Result<Request<Full<Bytes>>, String> {
+    let method = Method::from_bytes(method.as_bytes())
+        .map_err(|_| format!("net/http: invalid method {method:?}"))?;
+    let target = match uri.query() {
+        Some(q) => format!("{}?{q}", uri.path()),
+        None => uri.path().to_string(),
+    };
+    let target = if target.starts_with('/') {
+        target
+    } else {
+        format!("/{target}")
+    };
+    let mut req = Request::new(Full::new(Bytes::from(body.to_owned())));
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = target
+        .parse()
+        .map_err(|e| format!("parse {target:?}: {e}"))?;
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
-    let mut head = format!("{method} {} HTTP/1.1\r\n", url.target);
+    let h = req.headers_mut();
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
     if !has("Host") {
-        head.push_str(&format!("Host: {}\r\n", url.authority));
+        h.insert(
+            header::HOST,
+            HeaderValue::from_str(host).map_err(|e| format!("bad Host {host:?}: {e}"))?,
+        );
     }
     for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
+        // Those Go's request writer leaves out of the header map (`reqWriteExcludeHeader`)
+        // and writes itself; `Connection` is always `close` here.
+        if [
+            "content-length",
+            "transfer-encoding",
+            "trailer",
+            "connection",
+        ]
+        .iter()
+        .any(|x| k.eq_ignore_ascii_case(x))
+        {
+            continue;
+        }
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("net/http: invalid header field name {k:?}"))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| format!("net/http: invalid header field value for {k:?}"))?;
+        h.append(name, value);
     }
     if !has("User-Agent") {
-        head.push_str("User-Agent: Consul Health Check\r\n");
+        h.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static("Consul Health Check"),
+        );
     }
     if !has("Accept") {
-        head.push_str("Accept: text/plain, text/*, */*\r\n");
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/plain, text/*, */*"),
+        );
     }
-    if !body.is_empty() {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    head.push_str("Connection: close\r\n\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
-}
-
-/// Sends the request and reads the answer until the server closes the connection or
-/// [`READ_MAX`] bytes have come (enough for the headers and the part of the body kept).
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut s: S,
-    request: &[u8],
-) -> std::io::Result<Vec<u8>> {
-    s.write_all(request).await?;
-    s.flush().await?;
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match s.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => {
-                raw.extend_from_slice(&buf[..n]);
-                if raw.len() >= READ_MAX || complete(&raw) {
-                    break;
-                }
-            }
-            // A TLS peer that closes without close_notify: what came is the answer.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => break,
-            Err(e) => return Err(e),
+    // A URL's `user:password@` becomes Basic authorization, as Go's client does.
+    if let Some(userinfo) = userinfo.filter(|_| !has("Authorization")) {
+        use base64::Engine as _;
+        let decoded = percent_encoding::percent_decode_str(userinfo).decode_utf8_lossy();
+        let token = base64::engine::general_purpose::STANDARD.encode(decoded.as_bytes());
+        if let Ok(v) = HeaderValue::from_str(&format!("Basic {token}")) {
+            h.insert(header::AUTHORIZATION, v);
         }
     }
-    Ok(raw)
-}
-
-/// Whether `raw` holds a whole answer with a `Content-Length` (a server that keeps the
-/// connection open despite `Connection: close` need not be waited out).
-fn complete(raw: &[u8]) -> bool {
-    let Some(end) = find(raw, b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&raw[..end]);
-    head.lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-        .is_some_and(|n| raw.len() >= end + 4 + n)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The status code, its reason phrase, `Location` and the body (de-chunked) of an HTTP/1.x
-/// answer.
-fn parse_response(raw: &[u8]) -> Result<Answer, String> {
-    if raw.is_empty() {
-        return Err("EOF (the server closed the connection without answering)".into());
+    // Go sends `Content-Length: 0` for an empty body but on GET and HEAD.
+    if body.is_empty() && method != Method::GET && method != Method::HEAD {
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     }
-    let end = find(raw, b"\r\n\r\n").ok_or("malformed HTTP response (no end of headers)")?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    if !version.starts_with("HTTP/") {
-        return Err(format!("malformed HTTP response {status_line:?}"));
-    }
-    let code: u16 = parts
-        .next()
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("malformed HTTP status code in {status_line:?}"))?;
-    let reason = parts.next().unwrap_or("").to_string();
-    let (mut chunked, mut location) = (false, None);
-    for (k, v) in lines.filter_map(|l| l.split_once(':')) {
-        let (k, v) = (k.trim(), v.trim());
-        if k.eq_ignore_ascii_case("transfer-encoding") {
-            chunked |= v.to_ascii_lowercase().contains("chunked");
-        } else if k.eq_ignore_ascii_case("location") {
-            location = Some(v.to_string());
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    Ok(req)
+}
+
+/// Sends `request` over `io` with hyper's HTTP/1.1 client and waits for the answer's head;
+/// the connection is driven by a task of its own until the [`Answer`] is dropped.
+async fn exchange<S>(io: S, request: Request<Full<Bytes>>) -> Result<Answer, hyper::Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(TokioIo::new(io))
+        .await?;
+    let conn = AbortOnDrop(tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            log::debug!("baton-devserver: HTTP check connection: {e}");
         }
-    }
-    let body = &raw[end + 4..];
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_vec()
-    };
+    }));
+    let response = sender.send_request(request).await?;
     Ok(Answer {
-        code,
-        reason,
-        location,
-        body,
+        response,
+        _conn: conn,
     })
 }
 
-/// The data of a chunked body (as much of it as arrived).
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = find(b, b"\r\n") {
-        let size_text = String::from_utf8_lossy(&b[..eol]);
-        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-        else {
-            break;
-        };
-        if size == 0 {
-            break;
-        }
-        let data = &b[eol + 2..];
-        let take = size.min(data.len());
-        out.extend_from_slice(&data[..take]);
-        if take < size || data.len() < size + 2 {
-            break;
-        }
-        b = &data[size + 2..];
+/// An exchange's error as the check's output names it: `EOF` when the server closed the
+/// connection without an answer (Go's text for it), else hyper's description and its cause.
+fn describe(e: &hyper::Error) -> String {
+    if e.is_incomplete_message() {
+        return "EOF".into();
     }
-    out
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+/// The last [`OUTPUT_MAX`] bytes of the body, read until it ends, fails, or the deadline
+/// passes (what came is kept either way, as the agent logs a failed read and reports what its
+/// buffer holds).
+async fn body_tail(body: &mut Incoming, deadline: Instant) -> Vec<u8> {
+    let mut tail = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    keep_tail(&mut tail, data);
+                }
+            }
+            Ok(Some(Err(e))) => {
+                log::debug!("baton-devserver: HTTP check: error while reading the body: {e}");
+                break;
+            }
+            Ok(None) => break,
+            Err(_) => {
+                log::debug!("baton-devserver: HTTP check: the timeout cut the body short");
+                break;
+            }
+        }
+    }
+    tail
+}
+
+/// Appends `data` to `tail`, keeping its last [`OUTPUT_MAX`] bytes (armon/circbuf's `Write`).
+fn keep_tail(tail: &mut Vec<u8>, data: &[u8]) {
+    let data = &data[data.len().saturating_sub(OUTPUT_MAX)..];
+    tail.extend_from_slice(data);
+    if tail.len() > OUTPUT_MAX {
+        tail.drain(..tail.len() - OUTPUT_MAX);
+    }
+}
+
+/// Where a redirect's `Location` points, resolved against the URL it answered (RFC 3986
+/// reference resolution for the forms servers send: absolute, scheme-relative, absolute
+/// path, query, relative path).
+fn resolve(base: &str, location: &str) -> Result<String, String> {
+    let base_uri: Uri = base
+        .parse()
+        .map_err(|e| format!("bad redirect from {base:?}: {e}"))?;
+    let lower = location.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Ok(location.to_string());
+    }
+    let scheme = base_uri.scheme_str().unwrap_or("http");
+    if let Some(rest) = location.strip_prefix("//") {
+        return Ok(format!("{scheme}://{rest}"));
+    }
+    let authority = base_uri.authority().map(|a| a.as_str()).unwrap_or("");
+    let path = base_uri.path();
+    if location.starts_with('/') {
+        return Ok(format!("{scheme}://{authority}{location}"));
+    }
+    if location.starts_with('?') {
+        return Ok(format!("{scheme}://{authority}{path}{location}"));
+    }
+    let dir = &path[..=path.rfind('/').unwrap_or(0)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    Ok(format!("{scheme}://{authority}{dir}{location}"))
 }
 
 /// The TLS client of an `https://` check: no verification with `TLSSkipVerify`, else the
@@ -507,38 +536,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_split_into_host_port_and_target() {
-        let u = Url::parse("http://127.0.0.1:8080/health?x=1").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.port, u.target.as_str()),
-            ("127.0.0.1", 8080, "/health?x=1")
-        );
-        let u = Url::parse("https://[::1]/").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.https), ("::1", 443, true));
-        let u = Url::parse("http://example.com?q").unwrap();
-        assert_eq!((u.port, u.target.as_str()), (80, "/?q"));
-        assert!(Url::parse("ftp://x/").is_err());
-        let u = Url::parse("http://h:1/a/b?q").unwrap();
-        assert_eq!(u.resolve("/ui/"), "http://h:1/ui/");
-        assert_eq!(u.resolve("c"), "http://h:1/a/c");
-        assert_eq!(u.resolve("https://o/x"), "https://o/x");
+    fn requests_carry_the_agents_headers_and_an_origin_form_target() {
+        let uri: Uri = "http://u%40x:p@127.0.0.1:8080/health?x=1".parse().unwrap();
+        let r = request(&uri, "PUT", &[("X-Test".into(), "one".into())], "").unwrap();
+        assert_eq!(r.uri().to_string(), "/health?x=1");
+        assert_eq!(r.method(), Method::PUT);
+        let h = r.headers();
+        assert_eq!(h["host"], "127.0.0.1:8080");
+        assert_eq!(h["x-test"], "one");
+        assert_eq!(h["user-agent"], "Consul Health Check");
+        assert_eq!(h["accept"], "text/plain, text/*, */*");
+        assert_eq!(h["content-length"], "0");
+        assert_eq!(h["connection"], "close");
+        // base64("u@x:p")
+        assert_eq!(h["authorization"], "Basic dUB4OnA=");
+        let uri: Uri = "http://example.com?q".parse().unwrap();
+        let r = request(
+            &uri,
+            "GET",
+            &[
+                ("user-agent".into(), "probe/1".into()),
+                ("Host".into(), "h".into()),
+            ],
+            "",
+        )
+        .unwrap();
+        assert_eq!(r.uri().to_string(), "/?q");
+        assert_eq!(r.headers()["user-agent"], "probe/1");
+        assert_eq!(r.headers().get_all("host").iter().count(), 1);
+        assert_eq!(r.headers()["host"], "h");
+        assert!(r.headers().get("content-length").is_none());
+        assert!(request(&uri, "GET", &[("bad name".into(), "v".into())], "").is_err());
+        assert!(request(&uri, "B@D", &[], "").is_err());
     }
 
     #[test]
-    fn answers_parse_with_length_or_chunks() {
-        let a = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").unwrap();
-        assert_eq!(
-            (a.code, a.reason.as_str(), a.body.as_slice()),
-            (200, "OK", &b"ok"[..])
-        );
-        let raw = b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        let a = parse_response(raw).unwrap();
-        assert_eq!((a.code, a.body.as_slice()), (503, &b"abcde"[..]));
-        let a = parse_response(b"HTTP/1.1 301 Moved\r\nlocation: /ui/\r\n\r\n").unwrap();
-        assert_eq!(a.location.as_deref(), Some("/ui/"));
-        assert!(parse_response(b"").is_err());
-        assert!(complete(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
-        assert!(!complete(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok"));
+    fn redirects_resolve_against_the_url_they_answered() {
+        let base = "http://h:1/a/b?q";
+        assert_eq!(resolve(base, "/ui/").unwrap(), "http://h:1/ui/");
+        assert_eq!(resolve(base, "c").unwrap(), "http://h:1/a/c");
+        assert_eq!(resolve(base, "?r").unwrap(), "http://h:1/a/b?r");
+        assert_eq!(resolve(base, "https://o/x").unwrap(), "https://o/x");
+        assert_eq!(resolve("https://h/", "//o/x").unwrap(), "https://o/x");
+    }
+
+    #[test]
+    fn the_output_keeps_the_end_of_a_long_body() {
+        let mut tail = Vec::new();
+        keep_tail(&mut tail, b"hello");
+        assert_eq!(tail, b"hello");
+        let long: Vec<u8> = (0..OUTPUT_MAX + 10).map(|i| (i % 251) as u8).collect();
+        keep_tail(&mut tail, &long);
+        assert_eq!(tail, &long[10..]);
+        keep_tail(&mut tail, b"end");
+        assert_eq!(tail.len(), OUTPUT_MAX);
+        assert!(tail.ends_with(b"end"));
+        assert_eq!(tail[0], long[13]);
     }
 
     #[test]
