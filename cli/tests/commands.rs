@@ -348,7 +348,10 @@ fn consul_http_addr_may_name_a_unix_socket() {
     // A socket nobody serves: the error names it.
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["sessions"])
-        .env("CONSUL_HTTP_ADDR", format!("unix://{}", dir.join("none.sock").display()))
+        .env(
+            "CONSUL_HTTP_ADDR",
+            format!("unix://{}", dir.join("none.sock").display()),
+        )
         .env_remove("CONSUL_HTTP_TOKEN")
         .stdin(Stdio::null())
         .output()

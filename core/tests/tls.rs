@@ -383,3 +383,79 @@ fn a_lock_and_an_election_round_trip_over_mtls() {
     assert!(a.close(PATIENCE));
     assert!(b.close(PATIENCE));
 }
+
+/// A lock that cycles over `vars`' HTTPS goes direct (its calls on the loop connection, TLS
+/// included) and its key is watched by the key hub's one poller thread, as over plain HTTP.
+fn cycles_direct_over(vars: &[(&str, String)], dev: &DevServer) {
+    let c = client_from(vars);
+    let lock = c.lock("tls/direct").unwrap();
+    for _ in 0..3 {
+        assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+        assert!(lock.release().unwrap());
+    }
+    assert!(
+        !lock.wants_loop_conn(),
+        "cycling over HTTPS opened no loop connection"
+    );
+    // Every acquire and release now goes direct: one request each, on that connection.
+    let before = c.direct_calls();
+    for _ in 0..5 {
+        assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+        assert!(lock.release().unwrap());
+    }
+    assert_eq!(
+        c.direct_calls() - before,
+        10,
+        "calls that did not go direct"
+    );
+    // A held key is watched over HTTPS by the poller: one poll, and a loss is noticed.
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    assert_eq!(c.key_watch_polls(), 1);
+    let sid = lock.session().expect("a session").id().to_string();
+    assert!(dev.invalidate_session(&sid));
+    let why = lock.wait_lost(Some(PATIENCE), None).unwrap();
+    assert!(
+        matches!(
+            why,
+            baton::LockLost::KeyChanged | baton::LockLost::SessionLost(_)
+        ),
+        "{why:?}"
+    );
+    assert!(c.close(PATIENCE));
+}
+
+#[test]
+fn locks_go_direct_over_https() {
+    let pki = pki();
+    let dev = https_server(&pki, &pki.server, false);
+    let vars = [
+        ("CONSUL_HTTP_ADDR", https_addr(&dev)),
+        ("CONSUL_CACERT", p(&pki.ca.cert)),
+    ];
+    cycles_direct_over(&vars, &dev);
+}
+
+#[test]
+fn locks_go_direct_over_mtls_with_a_server_name() {
+    let pki = pki();
+    let dev = https_server(&pki, &pki.server, true);
+    let vars = [
+        ("CONSUL_HTTP_ADDR", https_addr(&dev)),
+        ("CONSUL_CACERT", p(&pki.ca.cert)),
+        ("CONSUL_CLIENT_CERT", p(&pki.client.cert)),
+        ("CONSUL_CLIENT_KEY", p(&pki.client.key)),
+        ("CONSUL_TLS_SERVER_NAME", "server.dc1.consul".into()),
+    ];
+    cycles_direct_over(&vars, &dev);
+}
+
+#[test]
+fn locks_go_direct_without_verification_too() {
+    let pki = pki();
+    let dev = https_server(&pki, &pki.self_signed, false);
+    let vars = [
+        ("CONSUL_HTTP_ADDR", https_addr(&dev)),
+        ("CONSUL_HTTP_SSL_VERIFY", "false".into()),
+    ];
+    cycles_direct_over(&vars, &dev);
+}

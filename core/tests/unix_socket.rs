@@ -24,14 +24,20 @@ fn on_socket() -> (DevServer, Client) {
     })
     .expect("dev server starts");
     let url = dev.unix_url().expect("a unix socket");
-    let client = Client::builder().address(url).build().expect("client builds");
+    let client = Client::builder()
+        .address(url)
+        .build()
+        .expect("client builds");
     (dev, client)
 }
 
 /// The sessions the agent holds, asked over the socket by a client of its own.
 fn sessions_left(dev: &DevServer) -> usize {
     let url = dev.unix_url().expect("a unix socket");
-    let c = Client::builder().address(url).build().expect("client builds");
+    let c = Client::builder()
+        .address(url)
+        .build()
+        .expect("client builds");
     let n = c.sessions().list().expect("session list").len();
     c.close(PATIENCE);
     n
@@ -60,6 +66,14 @@ fn locks_cycle_over_the_socket_on_every_path() {
     assert!(
         !lock.wants_loop_conn(),
         "cycling over a unix socket opened no loop connection"
+    );
+    let before = client.direct_calls();
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    assert!(lock.release().unwrap());
+    assert_eq!(
+        client.direct_calls() - before,
+        2,
+        "calls that did not go direct"
     );
     assert!(dev.request_counts().total > 0);
     // No client was ever told a TCP address: everything above reached the agent through the

@@ -543,7 +543,7 @@ impl Client {
     }
 
     /// Opens the connection an event loop's warm calls use (see `lock::warm`), if this
-    /// client can have one (plain HTTP, no proxy) and it is not open. Blocking: for a baton
+    /// client can have one (no proxy) and it is not open. Blocking: for a baton
     /// thread, never the loop's. For the language bindings.
     #[doc(hidden)]
     pub fn open_loop_conn(&self) -> Result<()> {
@@ -596,8 +596,8 @@ impl Client {
     }
 
     /// Number of threads the client runs to watch lock and election keys: one for all
-    /// of them over plain HTTP, one per group of keys (see
-    /// [`Client::key_watch_polls`]) over HTTPS or a proxy. For tests and benches.
+    /// of them, or one per group of keys (see [`Client::key_watch_polls`]) behind an HTTP
+    /// proxy. For tests and benches.
     pub fn key_watch_threads(&self) -> usize {
         self.core().keyhub.threads()
     }

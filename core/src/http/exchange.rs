@@ -9,23 +9,20 @@
 //! headers as the ureq path ([`Transport::render`](super::Transport)); rendering it and
 //! framing the answer (`Content-Length`, chunked, or to the end of the connection) is
 //! `ureq-proto`'s, the HTTP/1.1 state machine under ureq itself, and the answer is judged by
-//! the transport like any other ([`Transport::conclude`](super::Transport)). Plain HTTP over
-//! TCP or a unix socket, without a proxy, takes this path; TLS, proxies and every call that
-//! needs more than one request stay on baton's threads.
+//! the transport like any other ([`Transport::conclude`](super::Transport)). HTTP and HTTPS
+//! over TCP or a unix socket, without a proxy, take this path (the connection's TLS is
+//! `loop_io`'s); a proxy and every call that needs more than one request stay on baton's
+//! threads.
 //!
 //! A blocking call drives the same exchange on its own thread ([`Exchange::wait`] polls the
 //! socket between advances): the lock's direct path (`lock::direct`), which skips ureq's
 //! per-request work for the two requests of a warm cycle.
 
-use std::io::{ErrorKind as IoKind, Write};
+use std::io::ErrorKind as IoKind;
 use std::sync::Arc;
 
-use super::stream::Stream;
-
 use ureq_proto::client::state::{RecvBody, RecvResponse};
-use ureq_proto::client::{
-    Call, RecvBodyResult, RecvResponseResult, SendRequestResult,
-};
+use ureq_proto::client::{Call, RecvBodyResult, RecvResponseResult, SendRequestResult};
 use ureq_proto::http;
 use ureq_proto::BodyMode;
 
@@ -33,45 +30,7 @@ use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
 use super::Response;
 
-/// How much room each read of an answer asks for.
-const READ_STEP: usize = 4 * 1024;
-
-/// A keep-alive connection to the agent, non-blocking, for one exchange at a time.
-#[derive(Debug)]
-pub(crate) struct LoopConn {
-    /// Shared only with an interrupter ([`Exchange::interrupter`]) while a thread waits on it.
-    stream: Arc<Stream>,
-}
-
-impl LoopConn {
-    /// Wraps a connected stream (made non-blocking here).
-    pub(crate) fn new(stream: Stream) -> std::io::Result<LoopConn> {
-        stream.set_nonblocking(true)?;
-        stream.set_nodelay()?;
-        Ok(LoopConn {
-            stream: Arc::new(stream),
-        })
-    }
-
-    /// Whether the connection can carry another request: nothing unasked-for has arrived
-    /// and the agent has not closed it.
-    pub(crate) fn reusable(&self) -> bool {
-        let mut byte = [0u8; 1];
-        let peeked = rustix::net::recv(
-            &*self.stream,
-            &mut byte,
-            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
-        );
-        matches!(peeked, Err(e) if std::io::Error::from(e).kind() == IoKind::WouldBlock)
-    }
-
-    /// The socket, for the loop to poll.
-    #[cfg(unix)]
-    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::{AsFd, AsRawFd};
-        self.stream.as_fd().as_raw_fd()
-    }
-}
+pub(crate) use super::loop_io::LoopConn;
 
 /// A request rendered for an [`Exchange`]: its bytes, and the state machine that frames its
 /// answer.
@@ -171,7 +130,12 @@ pub(crate) struct Exchange {
     /// `None` once the exchange has ended.
     conn: Option<LoopConn>,
     out: Vec<u8>,
-    sent: usize,
+    /// How much of `out` has been written (plain) or handed to TLS.
+    handed: usize,
+    /// Whether all of the request is on the wire.
+    sent: bool,
+    /// Whether any byte went on the wire (then the request may have reached the agent).
+    on_wire: bool,
     /// What has arrived and is not framed yet.
     inbuf: Vec<u8>,
     reading: Reading,
@@ -183,7 +147,9 @@ impl Exchange {
         Exchange {
             conn: Some(conn),
             out: request.bytes,
-            sent: 0,
+            handed: 0,
+            sent: false,
+            on_wire: false,
             inbuf: Vec::new(),
             reading: Reading::Head(request.call),
         }
@@ -209,43 +175,25 @@ impl Exchange {
     /// Writes what it can, reads what has arrived; never blocks. After it has answered or
     /// failed, it only fails (`NotConnected`).
     pub(crate) fn advance(&mut self) -> Progress {
-        let Some(conn) = self.conn.as_ref() else {
+        let Some(conn) = self.conn.as_mut() else {
             return Progress::Failed(IoKind::NotConnected.into(), false);
         };
-        let writing = self.sent < self.out.len();
-        while self.sent < self.out.len() {
-            match (&*conn.stream).write(&self.out[self.sent..]) {
-                Ok(0) => return self.failed(IoKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == IoKind::WouldBlock => {
-                    return Progress::Pending(Interest::Write)
-                }
-                Err(e) if e.kind() == IoKind::Interrupted => {}
+        if !self.sent {
+            match conn.send(&self.out, &mut self.handed, &mut self.on_wire) {
+                Ok(true) => self.sent = true,
+                Ok(false) => return Progress::Pending(Interest::Write),
                 Err(e) => return self.failed(e),
             }
-        }
-        if writing {
             // The request has just left: its answer needs the agent to run first, so a read
             // now would only say "not yet" (one system call per request for nothing, seen
             // with strace). Wait for it; a failed connection shows when the socket polls.
             return Progress::Pending(Interest::Read);
         }
         loop {
-            let Some(conn) = self.conn.as_ref() else {
+            let Some(conn) = self.conn.as_mut() else {
                 return Progress::Failed(IoKind::NotConnected.into(), false);
             };
-            // Read straight into the buffer's spare room, growing it as it fills (a lock
-            // call's answer is a few hundred bytes: zeroing a 16 KiB scratch buffer for
-            // every read cost more than the read).
-            self.inbuf.reserve(READ_STEP.max(self.inbuf.len()));
-            let read = rustix::net::recv(
-                &*conn.stream,
-                rustix::buffer::spare_capacity(&mut self.inbuf),
-                rustix::net::RecvFlags::empty(),
-            )
-            .map(|(n, _)| n)
-            .map_err(std::io::Error::from);
-            match read {
+            match conn.receive(&mut self.inbuf) {
                 Ok(0) => return self.ended(),
                 Ok(_) => match self.frame() {
                     Ok(Some(done)) => return done,
@@ -347,8 +295,10 @@ impl Exchange {
                 let mut response = response;
                 response.body.append(&mut self.inbuf);
                 if response.body.len() > MAX_RESPONSE_BYTES {
-                    return self
-                        .failed(std::io::Error::new(IoKind::InvalidData, too_large_message()));
+                    return self.failed(std::io::Error::new(
+                        IoKind::InvalidData,
+                        too_large_message(),
+                    ));
                 }
                 self.answered(response, true)
             }
@@ -391,13 +341,13 @@ impl Exchange {
 
     /// Whether any of the request has been written (then it may have reached the agent).
     pub(crate) fn sent_any(&self) -> bool {
-        self.sent > 0
+        self.on_wire
     }
 
     fn failed(&mut self, e: std::io::Error) -> Progress {
         self.conn = None;
         self.reading = Reading::Over;
-        Progress::Failed(e, self.sent == 0)
+        Progress::Failed(e, !self.on_wire)
     }
 
     fn answered(&mut self, response: Response, close: bool) -> Progress {
@@ -414,8 +364,9 @@ impl Exchange {
 
 #[cfg(all(test, unix))]
 mod tests {
+    use super::super::stream::Stream;
     use super::*;
-    use std::io::{BufRead, BufReader};
+    use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::unix::net::UnixStream;
 
@@ -496,8 +447,14 @@ mod tests {
         assert!(lower.contains("\r\nx-consul-token: t\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\n[1]"), "{text}");
         let text = String::from_utf8(get("/v1/kv/a?index=3").bytes().to_vec()).expect("text");
-        assert!(text.starts_with("GET /v1/kv/a?index=3 HTTP/1.1\r\n"), "{text}");
-        assert!(!text.to_ascii_lowercase().contains("content-length"), "{text}");
+        assert!(
+            text.starts_with("GET /v1/kv/a?index=3 HTTP/1.1\r\n"),
+            "{text}"
+        );
+        assert!(
+            !text.to_ascii_lowercase().contains("content-length"),
+            "{text}"
+        );
         assert!(text.ends_with("\r\n\r\n"), "{text}");
     }
 
@@ -506,13 +463,19 @@ mod tests {
         let (a, reusable) = answered(outcome(
             b"HTTP/1.1 200 OK\r\nX-Consul-Index: 42\r\nContent-Length: 4\r\n\r\ntrue",
         ));
-        assert_eq!((a.status, &a.body[..], a.meta.index), (200, &b"true"[..], 42));
+        assert_eq!(
+            (a.status, &a.body[..], a.meta.index),
+            (200, &b"true"[..], 42)
+        );
         assert!(reusable);
 
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\ntru\r\n1\r\ne\r\n0\r\nT: 1\r\n\r\n";
         let (c, reusable) = answered(outcome(chunked));
         assert_eq!(&c.body[..], b"true");
-        assert!(reusable, "a whole chunked answer leaves the connection usable");
+        assert!(
+            reusable,
+            "a whole chunked answer leaves the connection usable"
+        );
 
         let (closing, reusable) = answered(outcome(
             b"HTTP/1.1 500 x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nno",
@@ -522,8 +485,13 @@ mod tests {
 
         // No length: the answer ends with the connection.
         let (mut ex, mut agent) = pair();
-        agent.write_all(b"HTTP/1.0 200 OK\r\n\r\nfal").expect("answer");
-        assert!(matches!(drive_until_read(&mut ex), Progress::Pending(Interest::Read)));
+        agent
+            .write_all(b"HTTP/1.0 200 OK\r\n\r\nfal")
+            .expect("answer");
+        assert!(matches!(
+            drive_until_read(&mut ex),
+            Progress::Pending(Interest::Read)
+        ));
         agent.write_all(b"se").expect("answer");
         hang_up(agent);
         let (e, reusable) = answered(drive(&mut ex));
@@ -547,7 +515,7 @@ mod tests {
         loop {
             match ex.advance() {
                 Progress::Pending(Interest::Write) => {}
-                Progress::Pending(Interest::Read) if ex.sent == ex.out.len() => {
+                Progress::Pending(Interest::Read) if ex.sent => {
                     return ex.advance();
                 }
                 Progress::Pending(Interest::Read) => {}
@@ -583,7 +551,10 @@ mod tests {
             MAX_RESPONSE_BYTES + 1
         );
         for (answer, want) in [
-            (&b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"[..], "HTTP protocol error"),
+            (
+                &b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"[..],
+                "HTTP protocol error",
+            ),
             (
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
                 "HTTP protocol error",
@@ -633,7 +604,10 @@ mod tests {
             LoopConn::new(Stream::Tcp(TcpStream::connect(addr).expect("connect"))).expect("conn");
         let mut ex = Exchange::new(conn, get("/v1/kv/a"));
         let (r, _) = answered(drive(&mut ex));
-        assert_eq!((r.status, &r.body[..], r.meta.index), (200, &b"true"[..], 7));
+        assert_eq!(
+            (r.status, &r.body[..], r.meta.index),
+            (200, &b"true"[..], 7)
+        );
         let got = server.join().expect("server");
         assert!(got.starts_with(b"GET /v1/kv/a HTTP/1.1\r\n"));
     }

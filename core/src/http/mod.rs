@@ -6,6 +6,7 @@ mod body;
 mod encode;
 mod errors;
 pub(crate) mod exchange;
+mod loop_io;
 mod message;
 mod query;
 mod stream;

@@ -71,9 +71,11 @@ impl Stream {
                 .peer_addr()
                 .map_or_else(|e| format!("tcp ({e})"), |a| a.to_string()),
             #[cfg(unix)]
-            Stream::Unix(s) => s.peer_addr().ok().and_then(|a| {
-                a.as_pathname().map(|p| format!("unix://{}", p.display()))
-            }).unwrap_or_else(|| "unix socket".to_string()),
+            Stream::Unix(s) => s
+                .peer_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("unix://{}", p.display())))
+                .unwrap_or_else(|| "unix socket".to_string()),
         }
     }
 }

@@ -41,6 +41,12 @@ pub(crate) struct Transport {
     address_origin: crate::config::AddressOrigin,
     /// The TLS settings, for explaining TLS failures.
     tls: crate::tls_hint::TlsContext,
+    /// The TLS of the connections baton drives itself (the loop connection, the key hub's
+    /// polls) and the name the agent's certificate must carry; `None` for plain HTTP.
+    loop_tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
     /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
     loop_conn: std::sync::Mutex<Option<LoopConn>>,
     /// Lock releases made through ureq while no loop connection was open
@@ -78,7 +84,12 @@ impl Transport {
                         ),
                     ));
                 }
-                ("localhost".to_string(), None, String::new(), Dial::Unix(path))
+                (
+                    "localhost".to_string(),
+                    None,
+                    String::new(),
+                    Dial::Unix(path),
+                )
             }
         };
         let scheme = if b.ssl || forced == Some(Scheme::Https) {
@@ -165,6 +176,19 @@ impl Transport {
                 format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
             ));
         }
+        let loop_tls = match scheme {
+            Scheme::Http => None,
+            Scheme::Https => {
+                let host = split_host_port(&url_host_port).0;
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                // A name the certificate cannot carry leaves those connections to ureq,
+                // whose own check says what is wrong.
+                rustls::pki_types::ServerName::try_from(host.to_string())
+                    .ok()
+                    .map(|name| rustls_config(b).map(|c| (c, name)))
+                    .transpose()?
+            }
+        };
         let shown = match &dial {
             Dial::Unix(path) => format!("unix://{}", path.display()),
             Dial::Tcp => base.clone(),
@@ -182,6 +206,7 @@ impl Transport {
             availability: Availability::default(),
             address_origin: b.address_origin,
             tls: crate::tls_hint::TlsContext::new(&b.tls),
+            loop_tls,
             loop_conn: std::sync::Mutex::new(None),
             thread_releases: std::sync::atomic::AtomicU32::new(0),
         })
@@ -425,9 +450,8 @@ impl Transport {
             }
             None => &[],
         };
-        let invalid = |e: String| {
-            Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint())
-        };
+        let invalid =
+            |e: String| Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint());
         let request = b.body(()).map_err(|e| invalid(e.to_string()))?;
         Outgoing::new(request, body).map_err(invalid)
     }
@@ -557,7 +581,8 @@ pub(super) fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Age
     use ureq::unversioned::transport::{ConnectProxyConnector, Connector as _, RustlsConnector};
     // ureq's default chain (a CONNECT proxy when one is configured, TCP, rustls) with baton's
     // TCP connector, which makes fewer system calls per request (see `tcp`).
-    let connector = ().chain(ConnectProxyConnector::default())
+    let connector = ()
+        .chain(ConnectProxyConnector::default())
         .chain(super::tcp::Tcp {
             dial: resolver.dial.clone(),
         })
@@ -683,7 +708,11 @@ mod tests {
         let t = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap();
         assert_eq!(t.base(), "http://localhost");
         assert_eq!(t.resolver.dial, Dial::Unix("/tmp/c.sock".into()));
-        assert!(t.address().starts_with("unix:///tmp/c.sock ("), "{}", t.address());
+        assert!(
+            t.address().starts_with("unix:///tmp/c.sock ("),
+            "{}",
+            t.address()
+        );
         assert!(t.loop_capable());
         let e = Transport::new(&ClientBuilder::new().address("unix://")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);

@@ -18,11 +18,11 @@
 //! answers 429 to everything the client sends, its renewals and releases
 //! included, and every lock it holds is lost.
 //!
-//! Who polls: over plain HTTP, one thread drives every group's poll on a
-//! non-blocking connection ([`poller`]), so the hub costs one thread whatever the
-//! keys; over HTTPS or a proxy each group has a thread of its own ([`threaded`],
-//! ureq's blocking requests) until baton's own connections speak TLS. Both take
-//! their decisions from [`poll`].
+//! Who polls: one thread drives every group's poll on a non-blocking connection
+//! (HTTP or HTTPS, TCP or a unix socket: [`poller`]), so the hub costs one thread
+//! whatever the keys; behind an HTTP proxy each group has a thread of its own
+//! ([`threaded`], ureq's blocking requests through the proxy). Both take their
+//! decisions from [`poll`].
 //!
 //! A wider poll costs bytes: Consul answers it with every entry under the prefix, on
 //! every change anywhere under it. A poll whose answer holds many entries the group does
@@ -233,7 +233,7 @@ impl KeyHub {
         lock(&self.groups).len()
     }
 
-    /// A new group named `name`, polled by the client's poller thread (plain HTTP) or a
+    /// A new group named `name`, polled by the client's poller thread (no proxy) or a
     /// thread of its own; called with the registry locked.
     fn start_group(&self, core: &Arc<Conn>, name: &str) -> Result<GroupSlot> {
         let failed = |e: std::io::Error| {

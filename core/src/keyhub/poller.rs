@@ -1,5 +1,5 @@
 //! Every group of a client polled by one thread: the key hub of a client whose requests go
-//! to the agent over plain HTTP (`Transport::loop_capable`).
+//! straight to the agent, HTTP or HTTPS (`Transport::loop_capable`).
 //!
 //! Each group's long poll is an [`Exchange`] on a non-blocking connection of its own; the
 //! thread waits in one `poll(2)` on all of them, on a wake-up socket (a new subscriber, the
@@ -342,7 +342,7 @@ impl Slot {
     ) -> crate::error::Result<Flight> {
         let transport = &core.transport;
         let bytes = transport.render(&req)?;
-        let conn = match self.conn.take().filter(LoopConn::reusable) {
+        let conn = match self.conn.take().and_then(|mut c| c.reusable().then_some(c)) {
             Some(c) => c,
             // Noted as a failed request is (reach, availability), with its URL.
             None => match transport.connect_loop_conn() {

@@ -1,6 +1,5 @@
 //! A group polled on a thread of its own, through ureq: the key hub of a client whose
-//! requests an event loop cannot send itself (HTTPS, a proxy; see
-//! `Transport::loop_capable`). At most [`super::MAX_GROUPS`] such threads.
+//! requests go through an HTTP proxy (see `Transport::loop_capable`). At most [`super::MAX_GROUPS`] such threads.
 
 use std::sync::{Arc, Weak};
 

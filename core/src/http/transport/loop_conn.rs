@@ -7,13 +7,15 @@ use std::time::Duration;
 use super::{split_host_port, Transport};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::exchange::LoopConn;
+use crate::http::loop_io::handshake;
 use crate::http::stream::Stream;
 
 impl Transport {
-    /// Whether an event loop may send this client's requests itself (see `exchange`): plain
-    /// HTTP to the agent, no proxy between.
+    /// Whether an event loop may send this client's requests itself (see `exchange`): HTTP
+    /// or HTTPS straight to the agent (TCP or a unix socket), no proxy between.
     pub(crate) fn loop_capable(&self) -> bool {
-        self.base.starts_with("http://") && self.agent_config.proxy().is_none()
+        (self.base.starts_with("http://") || self.loop_tls.is_some())
+            && self.agent_config.proxy().is_none()
     }
 
     /// The idle loop connection, taken for one exchange (`None`: none is open).
@@ -23,7 +25,7 @@ impl Transport {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .filter(LoopConn::reusable)
+            .and_then(|mut c| c.reusable().then_some(c))
     }
 
     /// Gives a connection back after a clean exchange, for the next one.
@@ -50,24 +52,48 @@ impl Transport {
         Ok(())
     }
 
-    /// A new non-blocking connection to the agent (blocking while it connects, within the
-    /// connect timeout per address); only on a [`Transport::loop_capable`] client.
+    /// A new non-blocking connection to the agent (blocking while it connects and, over
+    /// HTTPS, shakes hands, within the connect timeout per address); only on a
+    /// [`Transport::loop_capable`] client.
     pub(crate) fn connect_loop_conn(&self) -> Result<LoopConn> {
+        let budget = self
+            .agent_config
+            .timeouts()
+            .connect
+            .unwrap_or(Duration::from_secs(10));
+        let stream = self.connect_stream(budget)?;
+        let made = match &self.loop_tls {
+            None => LoopConn::new(stream),
+            Some((config, name)) => handshake(stream, config.clone(), name.clone(), budget),
+        };
+        made.map_err(|e| {
+            Error::new(
+                ErrorKind::Connection,
+                format!("connecting to {}: {e}", self.shown),
+            )
+            .transient()
+        })
+    }
+
+    /// A socket connected to the agent (blocking, within `budget` per address).
+    fn connect_stream(&self, budget: Duration) -> Result<Stream> {
         if let Some(unix) = self.resolver.dial.connect_unix() {
-            return unix.and_then(LoopConn::new).map_err(|e| {
-                Error::new(ErrorKind::Connection, format!("connecting to {}: {e}", self.shown))
-                    .transient()
+            return unix.map_err(|e| {
+                Error::new(
+                    ErrorKind::Connection,
+                    format!("connecting to {}: {e}", self.shown),
+                )
+                .transient()
             });
         }
-        let authority = self.base["http://".len()..]
-            .split('/')
-            .next()
-            .unwrap_or_default();
+        let rest = self.base.split_once("://").map_or(&*self.base, |(_, r)| r);
+        let authority = rest.split('/').next().unwrap_or_default();
         let (host, port) = split_host_port(authority);
         let host = self
             .resolver
             .target_host(host.trim_start_matches('[').trim_end_matches(']'));
-        let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(80);
+        let default_port = if self.loop_tls.is_some() { 443 } else { 80 };
+        let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(default_port);
         let connect_err = |e: std::io::Error| {
             Error::new(
                 ErrorKind::Connection,
@@ -81,15 +107,10 @@ impl Transport {
                 .map_err(connect_err)?
                 .collect(),
         };
-        let budget = self
-            .agent_config
-            .timeouts()
-            .connect
-            .unwrap_or(Duration::from_secs(10));
         let mut last = std::io::Error::from(std::io::ErrorKind::NotFound);
         for a in addrs.iter().take(16) {
             match std::net::TcpStream::connect_timeout(a, budget) {
-                Ok(s) => return LoopConn::new(Stream::Tcp(s)).map_err(connect_err),
+                Ok(s) => return Ok(Stream::Tcp(s)),
                 Err(e) => last = e,
             }
         }
