@@ -78,7 +78,7 @@ pub use config::{Config, ConfigError};
 pub use godur::{format_go_duration, parse_go_duration};
 pub use journal::JournalEntry;
 pub use leaderless::{NoLeader, NoLeaderAnswers};
-pub use proxy::{FaultProxy, ProxyFaults, ProxyStats};
+pub use proxy::{ConnectProxy, FaultProxy, ProxyFaults, ProxyStats};
 pub use server::DevServer;
 pub use shared::RequestCounts;
 pub use tls::TlsConfig;

@@ -47,6 +47,8 @@ pub(crate) struct Transport {
         std::sync::Arc<rustls::ClientConfig>,
         rustls::pki_types::ServerName<'static>,
     )>,
+    /// Whether requests go through an HTTP proxy (then only ureq's connections are used).
+    proxied: bool,
     /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
     loop_conn: std::sync::Mutex<Option<LoopConn>>,
     /// Lock releases made through ureq while no loop connection was open
@@ -189,6 +191,24 @@ impl Transport {
                     .transpose()?
             }
         };
+        // Whether requests go through an HTTP proxy (ureq's, from the environment; not when
+        // NO_PROXY covers the agent, as ureq then connects straight).
+        let proxied = match (agent_config.proxy(), base.parse::<ureq::http::Uri>()) {
+            (Some(p), Ok(uri)) => !p.is_no_proxy(&uri),
+            (Some(_), Err(_)) => true,
+            (None, _) => false,
+        };
+        if proxied && scheme == Scheme::Https && b.tls.server_name.is_some() {
+            // The server name stands in the URL for the TLS check (the resolver maps it back
+            // to the address); a proxy is asked to CONNECT to the URL's host, which it cannot
+            // resolve.
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a TLS server name (CONSUL_TLS_SERVER_NAME) cannot be used through an HTTP proxy \
+                 (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) yet: unset one of them, or list the agent \
+                 in NO_PROXY",
+            ));
+        }
         let shown = match &dial {
             Dial::Unix(path) => format!("unix://{}", path.display()),
             Dial::Tcp => base.clone(),
@@ -207,6 +227,7 @@ impl Transport {
             address_origin: b.address_origin,
             tls: crate::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
+            proxied,
             loop_conn: std::sync::Mutex::new(None),
             thread_releases: std::sync::atomic::AtomicU32::new(0),
         })

@@ -4,6 +4,9 @@
 //! server-wide faults live under `/_devserver/` (see the control module); these live beside them.
 //!
 //! The handle, its semantics and the control API are documented on [`FaultProxy`].
+//!
+//! The `connect` module holds the other proxy of the tests, an HTTP CONNECT one
+//! ([`ConnectProxy`], what `HTTPS_PROXY` names), for clients that reach Consul through one.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -28,8 +31,11 @@ use tokio::sync::{oneshot, watch};
 use crate::godur::{format_go_duration, parse_go_duration};
 use crate::query::Query;
 
+mod connect;
 mod control;
 mod pump;
+
+pub use connect::ConnectProxy;
 
 use control::control_loop;
 use pump::accept_loop;

@@ -14,8 +14,7 @@ impl Transport {
     /// Whether an event loop may send this client's requests itself (see `exchange`): HTTP
     /// or HTTPS straight to the agent (TCP or a unix socket), no proxy between.
     pub(crate) fn loop_capable(&self) -> bool {
-        (self.base.starts_with("http://") || self.loop_tls.is_some())
-            && self.agent_config.proxy().is_none()
+        (self.base.starts_with("http://") || self.loop_tls.is_some()) && !self.proxied
     }
 
     /// The idle loop connection, taken for one exchange (`None`: none is open).
