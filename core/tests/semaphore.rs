@@ -526,3 +526,67 @@ fn close_right_after_dropped_semaphores_leaves_no_session() {
         );
     }
 }
+
+/// An uncontended cycle whose `.lock` the semaphore knows (from its last release) is one
+/// txn to take the slot and one to give it back, on the keys and in the states Go's
+/// `api.Semaphore` reads: a Go holder sees the slot taken while it is, and free after.
+#[test]
+fn a_known_uncontended_cycle_is_one_txn_each_way() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("request counts") else {
+        return;
+    };
+    let c = f.client();
+    let prefix = unique("sem-cost");
+    let sem = c.semaphore(&prefix, 2).unwrap();
+    // Two full cycles: the first release (step by step) and the second (one txn, from the
+    // key hub's view of `.lock`) teach the semaphore what `.lock` holds.
+    for _ in 0..2 {
+        assert!(sem.acquire(Some(PATIENCE), None).unwrap());
+        assert!(sem.release().unwrap());
+    }
+    dev.reset_request_counts();
+    let rounds = 20u64;
+    let lock_key = format!("{prefix}/.lock");
+    for _ in 0..rounds {
+        assert!(sem.acquire(Some(PATIENCE), None).unwrap());
+        // What Go reads: our contender key, locked with our session and Go's flags, and
+        // `.lock` listing us.
+        let sid = sem.session().expect("a session").id().to_string();
+        let mine = c
+            .kv()
+            .get(&format!("{prefix}/{sid}"))
+            .unwrap()
+            .expect("contender key");
+        assert_eq!(mine.session.as_deref(), Some(sid.as_str()));
+        assert_eq!(mine.flags, SEMAPHORE_FLAG_VALUE);
+        let doc = c.kv().get(&lock_key).unwrap().expect(".lock");
+        assert_eq!(doc.flags, SEMAPHORE_FLAG_VALUE);
+        let v: serde_json::Value = serde_json::from_slice(doc.value.as_deref().unwrap()).unwrap();
+        assert_eq!(v["Limit"], 2);
+        assert_eq!(v["Holders"][&sid], true, "{v}");
+        assert!(sem.release().unwrap());
+        let doc = c.kv().get(&lock_key).unwrap().expect(".lock");
+        let v: serde_json::Value = serde_json::from_slice(doc.value.as_deref().unwrap()).unwrap();
+        assert!(v["Holders"].as_object().unwrap().is_empty(), "{v}");
+        assert!(c.kv().get(&format!("{prefix}/{sid}")).unwrap().is_none());
+    }
+    let counts = dev.request_counts();
+    // The test's own reads: 4 GETs per round.
+    let reads = counts.non_blocking("GET /v1/kv");
+    let theirs = counts.total - counts.blocking_by_route.values().sum::<u64>() - reads;
+    let txns = counts.by_route.get("PUT /v1/txn").copied().unwrap_or(0);
+    if f.before("1.6.2") {
+        // Txn numbers are rounded there: the full path, as Go's steps.
+        assert_eq!(txns, 0, "{:?}", counts.by_route);
+        return;
+    }
+    assert_eq!(reads, 4 * rounds, "{:?}", counts.by_route);
+    assert_eq!(txns, 2 * rounds, "{:?}", counts.by_route);
+    assert!(
+        theirs as f64 <= 2.1 * rounds as f64,
+        "{theirs} requests for {rounds} cycles: {:?}",
+        counts.by_route
+    );
+    assert!(c.close(PATIENCE));
+}

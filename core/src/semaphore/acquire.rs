@@ -45,6 +45,10 @@ impl Semaphore {
         };
         // An async wait's entry is kept from its previous try (checked below).
         if !kept {
+            // A free slot in a `.lock` we know: one txn (`known`).
+            if let Some(held) = self.acquire_known(session, contender, &value)? {
+                return Ok(held);
+            }
             make(&mut ride)?;
         }
         let lock_key = self.lock_key();
@@ -151,7 +155,6 @@ impl Semaphore {
     /// Returns whether the holding is still valid once recorded.
     pub(super) fn hold(&self, session: &Session, contender: &str, lock_key: &str) -> Result<bool> {
         let sh = &self.shared;
-        let core = sh.client.core().clone();
         // Views only move forward: the watches start from a read made after our
         // write, so no poll answer older than it can report our slot missing.
         let (entries, meta) = sh
@@ -163,6 +166,27 @@ impl Semaphore {
             let as_of = entry.as_ref().map_or(meta.index, |p| p.modify_index);
             (entry, as_of)
         };
+        self.hold_seeded(
+            session,
+            contender,
+            lock_key,
+            [seed_of(contender), seed_of(lock_key)],
+        )
+    }
+
+    /// [`Semaphore::hold`] with the views the watches start from (the contender key's and
+    /// `.lock`'s, each with the index it is as of), known without a read: the answer to our
+    /// own write (`known`).
+    pub(super) fn hold_seeded(
+        &self,
+        session: &Session,
+        contender: &str,
+        lock_key: &str,
+        seeds: [(Option<KvPair>, u64); 2],
+    ) -> Result<bool> {
+        let sh = &self.shared;
+        let core = sh.client.core().clone();
+        let [contender_seed, lock_seed] = seeds;
         let generation = lock(&sh.inner).life.next_generation();
         let sid = session.id().to_string();
         let on_contender: Hook = {
@@ -200,16 +224,10 @@ impl Semaphore {
                 &core.conn,
                 &core.keyhub,
                 contender,
-                seed_of(contender),
+                contender_seed,
                 on_contender,
             )?,
-            KeySub::watch_holding(
-                &core.conn,
-                &core.keyhub,
-                lock_key,
-                seed_of(lock_key),
-                on_lock,
-            )?,
+            KeySub::watch_holding(&core.conn, &core.keyhub, lock_key, lock_seed, on_lock)?,
         ];
         let weak = Arc::downgrade(sh);
         let s_weak = Arc::downgrade(&session.shared);
@@ -227,7 +245,7 @@ impl Semaphore {
             generation,
             session,
             SemaphoreHeld {
-                _subs: subs,
+                subs,
                 _session_hook: Some(session_hook),
             },
         );

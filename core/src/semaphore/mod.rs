@@ -5,6 +5,7 @@
 mod acquire;
 mod format;
 mod give_back;
+mod known;
 mod prune;
 
 use format::{contender_ours, listed};
@@ -105,8 +106,16 @@ loss_reason!(SemaphoreLost);
 /// What a semaphore keeps with a holding: the watches of its contender key
 /// and `.lock`, and the hook on its session.
 pub(crate) struct SemaphoreHeld {
-    _subs: Vec<KeySub>,
+    /// The contender key's watch, then `.lock`'s.
+    subs: Vec<KeySub>,
     _session_hook: Option<HookGuard>,
+}
+
+impl SemaphoreHeld {
+    /// `.lock` as the key hub last showed it.
+    fn lock_view(&self) -> Option<KvPair> {
+        self.subs.get(1)?.view()?.entry
+    }
 }
 
 struct Inner {
@@ -123,6 +132,8 @@ struct Inner {
     /// ([`Semaphore::try_keeping`]): rewriting it each try would change the
     /// prefix the wait watches, and wake it for nothing.
     kept: Option<Session>,
+    /// `.lock` as our last release left it, for the next acquire's one txn (`known`).
+    known: Option<known::KnownLock>,
 }
 
 struct Shared {
@@ -220,6 +231,7 @@ impl Client {
                     unreleased: None,
                     retry_at: None,
                     kept: None,
+                    known: None,
                 }),
                 acquiring: Mutex::new(()),
                 cleaning: Mutex::new(()),
@@ -433,8 +445,12 @@ impl Semaphore {
             return sh.give_back_lost_slot().map(|()| false);
         };
         let session = holding.session.clone();
+        let seen = holding.extra.lock_view();
         holding.token.cancel();
         drop(holding);
+        if sh.release_known(&session, seen) {
+            return Ok(true);
+        }
         give_back_now(sh, &session, true).map(|()| true)
     }
 
