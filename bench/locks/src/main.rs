@@ -4,6 +4,8 @@
 //! Prints:
 //! * HTTP requests per uncontended (warm) acquire+release, counted by the server;
 //! * acquire+release cycles per second on one key, one thread;
+//! * the same for a semaphore (limit 2) beside a lock, in alternating rounds: requests per
+//!   warm cycle and `ratio semaphore/lock` of cycles/s (the median over the rounds);
 //! * graceful handoff latency (holder releases → waiter holds), p50/p99;
 //! * crash failover (holder's session destroyed → waiter holds) minus the lock-delay;
 //! * OS threads and RSS growth of this process with 1,000 and 10,000 held locks.
@@ -103,6 +105,69 @@ fn cycles_per_sec(addr: &str, cycles: usize) {
         "acquire+release cycles/s (one key, one thread): {:.0} ({cycles} cycles in {secs:.2} s)",
         cycles as f64 / secs
     );
+}
+
+/// Warm acquire+release cycles of `hold` (`acquire`, `release`) for `n` cycles: cycles/s.
+fn rate(n: usize, mut cycle: impl FnMut()) -> f64 {
+    let t = Instant::now();
+    for _ in 0..n {
+        cycle();
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// A semaphore's warm cycle beside a lock's: requests per cycle (the server's count), then
+/// cycles/s of each in alternating rounds and the median of their ratio.
+fn semaphore_vs_lock(addr: &str, cycles: usize, rounds: usize) {
+    let c = client(addr, Duration::from_secs(15));
+    let sem = c.semaphore("bench/sem-cycles", 2).unwrap();
+    let lock = c.lock("bench/sem-vs-lock").unwrap();
+    let t = Some(Duration::from_secs(10));
+    let sem_cycle = || {
+        assert!(sem.acquire(t, None).unwrap());
+        assert!(sem.release().unwrap());
+    };
+    let lock_cycle = || {
+        assert!(lock.acquire(t, None).unwrap());
+        assert!(lock.release().unwrap());
+    };
+    // Warm: the semaphore learns `.lock` from its releases, the lock its key.
+    for _ in 0..3 {
+        sem_cycle();
+        lock_cycle();
+    }
+    let n = 100;
+    reset_counts(addr);
+    for _ in 0..n {
+        sem_cycle();
+    }
+    let v = counts(addr);
+    let total = v["total"].as_u64().unwrap_or(0);
+    println!(
+        "semaphore requests per warm acquire+release: {:.2} (all routes over {n} cycles: {})",
+        total as f64 / n as f64,
+        v["by_route"]
+    );
+    let mut ratios = Vec::new();
+    let (mut sems, mut locks) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let l = rate(cycles, lock_cycle);
+        let s = rate(cycles, sem_cycle);
+        ratios.push(s / l);
+        sems.push(s);
+        locks.push(l);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    println!(
+        "semaphore cycles/s {:.0}, lock cycles/s {:.0}, ratio semaphore/lock {:.2} (median of {rounds} rounds of {cycles} cycles each; target >= 0.80)",
+        median(&mut sems),
+        median(&mut locks),
+        median(&mut ratios)
+    );
+    c.close(Duration::from_secs(10));
 }
 
 fn handoff(addr: &str, rounds: usize) {
@@ -223,6 +288,7 @@ fn main() {
         requests_per_cycle(&old.addr, &format!(" on Consul {version} (emulated)"));
     }
     cycles_per_sec(&addr, num("--cycles", 2000));
+    semaphore_vs_lock(&addr, num("--cycles", 2000) / 4, 5);
     handoff(&addr, num("--handoffs", 200));
     failover(&addr, num("--failovers", 5));
     for n in arg("--held")
