@@ -15,7 +15,7 @@
 // * it lasts at most WINDOW_MS after the latest call started, and stops as soon as nothing is
 //   pending;
 // * only a call made in the loop turn that took a baton outcome spins (`inTurn`): the baton
-//   thread that delivered it is still awake for the call (src/settle.rs, core/src/pool.rs). A
+//   thread that delivered it is still awake for the call (src/settle.rs, core/src/foundations/pool.rs). A
 //   call after a pause wakes a parked baton thread, and a spinning loop would keep that thread
 //   off its CPU: measured, isolated calls were slower with it. A warm call (src/warm.rs: the
 //   loop itself reads the answer; `warmInFlight`) spins too: no thread waits for the CPU;

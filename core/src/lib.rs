@@ -39,76 +39,49 @@
 //! application installs a logger.
 #![forbid(unsafe_code)]
 
-mod adopt;
-mod agent;
-pub mod aio;
-mod cancel;
-mod claim;
-mod cleanup;
-mod client;
-mod compat;
-mod config;
-mod conn;
-mod dispatcher;
-#[doc(hidden)]
-pub mod drive;
-mod election;
-mod error;
-mod fence;
-mod godur;
-mod holding;
-mod http;
-mod keyhub;
-mod keys;
-mod kv;
-mod lease;
-mod lock;
-#[doc(hidden)]
-pub mod log_sink;
-mod monitor;
-#[doc(hidden)]
-pub mod pool;
-mod renewer;
-mod ride_out;
-mod scope;
-mod semaphore;
-mod session_api;
-mod session_options;
-mod steps;
-mod sync;
-mod threads;
-mod tls_hint;
-mod txn;
-mod watch;
+mod api;
+mod foundations;
+mod recipes;
+mod runtime;
+mod transport;
 
-pub use agent::{Agent, CheckStatus, ServiceRegistration, TtlCheck};
-pub use cancel::CancelToken;
+#[doc(hidden)]
+pub use foundations::drive;
+#[doc(hidden)]
+pub use foundations::log_sink;
+#[doc(hidden)]
+pub use foundations::pool;
+pub mod aio;
+mod client;
+
+pub use api::agent::{Agent, CheckStatus, ServiceRegistration, TtlCheck};
+pub use api::kv::{Kv, KvPair, WriteOptions};
+pub use api::session_api::{SessionApi, SessionEntry};
+pub use api::txn::{KvOp, KvVerb, MAX_TXN_OPS};
 #[doc(hidden)]
 pub use client::WeakClient;
 pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
-pub use config::{
+pub use foundations::cancel::CancelToken;
+pub use foundations::config::{
     parse_address, parse_go_bool, ClientBuilder, Endpoint, Scheme, TlsSettings, DEFAULT_ADDRESS,
     ENV_CACERT, ENV_CAPATH, ENV_CLIENT_CERT, ENV_CLIENT_KEY, ENV_HTTP_ADDR, ENV_HTTP_AUTH,
     ENV_HTTP_SSL, ENV_HTTP_SSL_VERIFY, ENV_HTTP_TOKEN, ENV_HTTP_TOKEN_FILE, ENV_NAMESPACE,
     ENV_PARTITION, ENV_TLS_SERVER_NAME,
 };
-pub use election::{Election, ElectionOptions, Leader, LeaderEvent, Observer};
-pub use error::{Error, ErrorKind, Result, TxnOpError};
-pub use fence::Sequencer;
-pub use godur::{format_go_duration, parse_go_duration};
-pub use holding::{Hold, HoldLost};
-pub use http::{encode_key, Consistency, QueryMeta, QueryOptions};
-pub use kv::{Kv, KvPair, WriteOptions};
-pub use lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
+pub use foundations::error::{Error, ErrorKind, Result, TxnOpError};
+pub use foundations::godur::{format_go_duration, parse_go_duration};
+pub use foundations::session_options::{Behavior, ServiceCheck, SessionOptions};
+pub use recipes::election::{Election, ElectionOptions, Leader, LeaderEvent, Observer};
+pub use recipes::fence::Sequencer;
+pub use recipes::holding::{Hold, HoldLost};
 /// The event loops' warm path (see `lock::warm`): for the language bindings, free to change.
 #[doc(hidden)]
-pub use lock::warm;
-pub use lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
-pub use semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
-pub use session_api::{SessionApi, SessionEntry};
-pub use session_options::{Behavior, ServiceCheck, SessionOptions};
-pub use txn::{KvOp, KvVerb, MAX_TXN_OPS};
-pub use watch::{next_index, Watch, WatchEvent, WatchTarget};
+pub use recipes::lock::warm;
+pub use recipes::lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
+pub use recipes::semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
+pub use runtime::lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
+pub use runtime::watch::{next_index, Watch, WatchEvent, WatchTarget};
+pub use transport::http::{encode_key, Consistency, QueryMeta, QueryOptions};
 
 /// The README's Rust snippets, compiled as doctests so they cannot rot.
 #[cfg(doctest)]

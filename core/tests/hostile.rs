@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use baton::{Client, ErrorKind, KvOp, SessionOptions};
 
-/// The cap of `core/src/http.rs` (`MAX_RESPONSE_BYTES`).
+/// The cap of `core/src/transport/http.rs` (`MAX_RESPONSE_BYTES`).
 const CAP: usize = 64 * 1024 * 1024;
 
 const TOO_LARGE: &str = "response body exceeds the 64 MiB limit for Consul answers";

@@ -1,4 +1,4 @@
-//! One key rule for every API (`core/src/keys.rs`): one leading '/' is dropped,
+//! One key rule for every API (`core/src/foundations/keys.rs`): one leading '/' is dropped,
 //! a key that still begins with '/', is empty, or holds a NUL is refused before
 //! anything is sent, naming the problem.
 

@@ -49,7 +49,7 @@ fn kv_put_get_list_keys_and_delete() {
     assert!(kv.list(&format!("{p}/nothing/")).unwrap().is_empty());
     assert!(kv.keys(&format!("{p}/nothing/"), None).unwrap().is_empty());
 
-    // Key rules (core/src/keys.rs, tested in keys.rs): '//' is refused, one '/' dropped.
+    // Key rules (core/src/foundations/keys.rs, tested in keys.rs): '//' is refused, one '/' dropped.
     let e = kv.put("//leading", b"x").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 

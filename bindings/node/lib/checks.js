@@ -6,7 +6,7 @@ const { optionsOf } = require('../options.js')
 
 const MAX_U64 = (1n << 64n) - 1n
 
-// Key rules are the core's, one place for every language (see `core/src/keys.rs`): one leading
+// Key rules are the core's, one place for every language (see `core/src/foundations/keys.rs`): one leading
 // '/' is dropped (`c.lock('/a')` is the lock on 'a', as in Python, C and Rust, and so is a
 // transaction op on '/a'); an empty key, a key still beginning with '/' after that, or one with
 // a NUL byte is BATON_INVALID_ARGUMENT naming the problem. Here only the JS type is checked.

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use super::call::Call;
 use super::contend::Contend;
 use super::wake::{SlotAlarm, WakeSlot};
-use crate::cancel::{CancelToken, HookGuard};
-use crate::error::{Error, ErrorKind, Result};
+use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::error::{Error, ErrorKind, Result};
 use std::sync::Arc;
 
 /// After a transient failure (no cluster leader, a restarting agent), the
@@ -50,7 +50,7 @@ pub struct Acquire<'a, H: Contend> {
     /// The last try's transient failure: the outcome if the deadline passes.
     last_transient: Option<Error>,
     /// The run of transient failures, for the warning the blocking calls give too.
-    failing: crate::ride_out::Unavailable,
+    failing: crate::runtime::ride_out::Unavailable,
     changes: Option<Box<dyn Send>>,
     /// The session, cancel and close hooks that wake the task.
     hooks: Vec<HookGuard>,
@@ -93,7 +93,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
         Acquire {
             hold: hold.view(),
             _borrow: PhantomData,
-            deadline: crate::scope::deadline_after(timeout),
+            deadline: crate::foundations::scope::deadline_after(timeout),
             try_once: timeout == Some(Duration::ZERO),
             cancel,
             slot,
@@ -127,7 +127,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             move |cancel| {
                 // Every request of the try is bounded by what is left of the call's
                 // time (a try-once call's by the client's request timeout).
-                let _bound = crate::scope::deadline(deadline.filter(|_| !try_once));
+                let _bound = crate::foundations::scope::deadline(deadline.filter(|_| !try_once));
                 if try_once {
                     hold.acquire(Some(Duration::ZERO), Some(cancel))
                 } else {

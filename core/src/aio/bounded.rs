@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::wake::{SlotAlarm, WakeSlot};
-use crate::cancel::{CancelToken, HookGuard};
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, Result};
+use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::error::{Error, ErrorKind, Result};
 
 /// Resolves to the inner future's outcome, or to a `Timeout` error at the deadline, or to a
 /// `Cancelled` error when the token fires, whichever comes first. Holds no thread: the
@@ -52,7 +52,7 @@ impl<T, F: Future<Output = Result<T>>> Bounded<F> {
         Bounded {
             inner: Box::pin(inner),
             client: client.clone(),
-            deadline: crate::scope::deadline_after(timeout),
+            deadline: crate::foundations::scope::deadline_after(timeout),
             cancel: cancel.cloned(),
             timeout_error: Some(Error::new(ErrorKind::Timeout, on_timeout.into())),
             cancelled_error: Some(Error::new(ErrorKind::Cancelled, on_cancel.into())),

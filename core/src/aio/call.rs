@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use crate::cancel::CancelToken;
 use crate::client::Client;
-use crate::error::{Error, ErrorKind, Result};
-use crate::sync::lock;
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
 
 /// What to do with a success nobody will take (the future was dropped after
 /// the work began): give a lock back, destroy a session.
@@ -80,7 +80,7 @@ fn closed() -> Error {
 }
 
 /// Hands `result` to the future (or undoes it if the future is gone); with
-/// [`bound`](crate::steps::bound), waits for the task to take it and returns
+/// [`bound`](crate::runtime::steps::bound), waits for the task to take it and returns
 /// whether it did.
 fn deliver<T>(slot: &Slot<T>, result: Result<T>) -> bool {
     let (leftover, waker) = {
@@ -100,18 +100,21 @@ fn deliver<T>(slot: &Slot<T>, result: Result<T>) -> bool {
     }
     let Some(w) = waker else { return false };
     w.wake();
-    if !crate::steps::bound() {
+    if !crate::runtime::steps::bound() {
         return false;
     }
     // Stay with the task until its executor has taken the outcome: the next
     // step it issues in the same poll then finds this thread awake.
     let mut taken = false;
-    crate::steps::standing_by(|| {
-        crate::sync::spin_until(Instant::now() + crate::steps::BOUND_MAX, || {
-            let st = lock(slot);
-            taken = st.taken;
-            st.taken || st.dropped
-        })
+    crate::runtime::steps::standing_by(|| {
+        crate::foundations::sync::spin_until(
+            Instant::now() + crate::runtime::steps::BOUND_MAX,
+            || {
+                let st = lock(slot);
+                taken = st.taken;
+                st.taken || st.dropped
+            },
+        )
     });
     taken
 }

@@ -5,22 +5,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::wake::Fire;
-use crate::cancel::CancelToken;
 use crate::client::Client;
-use crate::election::Election;
-use crate::error::Result;
-use crate::holding::Hold;
-use crate::keyhub::KeySub;
-use crate::lease::Session;
-use crate::lock::Lock;
-use crate::semaphore::Semaphore;
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::error::Result;
+use crate::recipes::election::Election;
+use crate::recipes::holding::Hold;
+use crate::recipes::lock::Lock;
+use crate::recipes::semaphore::Semaphore;
+use crate::runtime::keyhub::KeySub;
+use crate::runtime::lease::Session;
 
 mod sealed {
     /// Keeps [`Contend`](super::Contend) to baton's own recipes.
     pub trait Sealed {}
-    impl Sealed for crate::lock::Lock {}
-    impl Sealed for crate::semaphore::Semaphore {}
-    impl Sealed for crate::election::Election {}
+    impl Sealed for crate::recipes::lock::Lock {}
+    impl Sealed for crate::recipes::semaphore::Semaphore {}
+    impl Sealed for crate::recipes::election::Election {}
 }
 
 /// What [`AsyncHold`](super::AsyncHold) needs of a recipe. Sealed:
@@ -65,10 +65,10 @@ pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
 fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
     let core = client.core();
     let f = fire.clone();
-    let hook: crate::keyhub::Hook = Arc::new(move |_| f());
+    let hook: crate::runtime::keyhub::Hook = Arc::new(move |_| f());
     // A sibling in this process giving up its claim on the key changes nothing in Consul
     // when its try failed: only this hook tells a try refused for that claim to go again.
-    let unclaimed = crate::claim::on_unclaim(key, fire.clone());
+    let unclaimed = crate::runtime::claim::on_unclaim(key, fire.clone());
     let sub = KeySub::hooked(&core.conn, &core.keyhub, key, hook)?;
     if sub.view().is_some() {
         // The hub knew the key already: a change it saw after the refused try
@@ -128,7 +128,7 @@ impl Contend for Semaphore {
     }
     fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
         // As for a lock: a sibling's claim on a contender key, given up, wakes a refused try.
-        let unclaimed = crate::claim::on_unclaim(self.prefix(), fire.clone());
+        let unclaimed = crate::runtime::claim::on_unclaim(self.prefix(), fire.clone());
         Ok(Box::new((Semaphore::watch_changes(self, fire)?, unclaimed)))
     }
     fn retry_hint(&self) -> Option<Instant> {

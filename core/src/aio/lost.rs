@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::contend::Contend;
 use super::wake::{SlotAlarm, WakeSlot};
-use crate::cancel::{CancelToken, HookGuard};
 use crate::client::Client;
-use crate::error::{ErrorKind, Result};
-use crate::lease::{LostReason, Session};
+use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::error::{ErrorKind, Result};
+use crate::runtime::lease::{LostReason, Session};
 
 /// What ends, seen without blocking.
 trait Ending {

@@ -57,15 +57,15 @@ pub use contend::Contend;
 pub use lost::{Lost, SessionLost};
 pub use observe::{next_shared, LeaderStream, SharedLeaderStream};
 
-use crate::cancel::CancelToken;
+use crate::api::kv::KvPair;
+use crate::api::session_api::SessionOptions;
+use crate::api::txn::KvOp;
 use crate::client::{Client, CloseReport, WeakClient};
-use crate::election::{Election, Leader};
-use crate::error::Result;
-use crate::fence::Sequencer;
-use crate::kv::KvPair;
-use crate::lease::{LostReason, Session};
-use crate::session_api::SessionOptions;
-use crate::txn::KvOp;
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::error::Result;
+use crate::recipes::election::{Election, Leader};
+use crate::recipes::fence::Sequencer;
+use crate::runtime::lease::{LostReason, Session};
 
 /// Acquire, release and loss as futures, for [`Lock`](crate::Lock),
 /// [`Semaphore`](crate::Semaphore) and [`Election`].
@@ -326,8 +326,8 @@ impl AsyncClient for Client {
             SessionLost::new(self, session),
             timeout,
             Some(cancel),
-            crate::lease::STILL_VALID,
-            crate::lease::WAIT_CANCELLED,
+            crate::runtime::lease::STILL_VALID,
+            crate::runtime::lease::WAIT_CANCELLED,
         )
     }
     fn close_async(&self, timeout: Duration) -> Call<CloseReport> {

@@ -10,11 +10,11 @@ use futures_core::Stream;
 
 use super::bounded::Bounded;
 use super::wake::WakeSlot;
-use crate::cancel::{CancelToken, HookGuard};
 use crate::client::Client;
-use crate::election::{LeaderEvent, Observer};
-use crate::error::{Error, ErrorKind, Result};
-use crate::sync::lock;
+use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
+use crate::recipes::election::{LeaderEvent, Observer};
 
 /// Follows an election as a [`Stream`] of [`LeaderEvent`]s: the current state
 /// first, then every change, never an older state after a newer one (as

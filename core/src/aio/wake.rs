@@ -7,9 +7,9 @@ use std::task::Waker;
 use std::time::Instant;
 
 use crate::client::Client;
-use crate::error::Result;
-use crate::steps::AlarmGuard;
-use crate::sync::lock;
+use crate::foundations::error::Result;
+use crate::foundations::sync::lock;
+use crate::runtime::steps::AlarmGuard;
 
 /// A task's waker and a "something happened" flag. Baton's threads (the key
 /// hub, a watch, the timer, a cancel token) call [`WakeSlot::fire`]; the future

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Core, HeldKey, OwedItem};
-use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{LostReason, SessionShared, SessionState};
-use crate::steps::Steps;
-use crate::sync::lock;
-use crate::watch::WatchSlot;
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
+use crate::runtime::lease::{LostReason, SessionShared, SessionState};
+use crate::runtime::steps::Steps;
+use crate::runtime::watch::WatchSlot;
 
 impl Core {
     /// Closes the client once (later calls return an empty report); see [`Client::close`](super::Client::close).
@@ -78,8 +78,9 @@ impl Core {
         }
         for (key, sid, value, flags) in held {
             let result = until_answered(deadline, |left| {
-                let exact_txn = self.learned.txn_numbers() == crate::compat::TxnNumbers::Exact;
-                let mut req = crate::txn::unlock_request(exact_txn, &key, &value, &sid, flags);
+                let exact_txn =
+                    self.learned.txn_numbers() == crate::foundations::compat::TxnNumbers::Exact;
+                let mut req = crate::api::txn::unlock_request(exact_txn, &key, &value, &sid, flags);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });
@@ -96,8 +97,8 @@ impl Core {
         for (key, run) in owed_work {
             // Through the same API calls the clean-up thread makes, let
             // through although the client is now closed.
-            let _finishing = crate::scope::finishing();
-            let _bound = crate::scope::deadline(Some(deadline));
+            let _finishing = crate::foundations::scope::finishing();
+            let _bound = crate::foundations::scope::deadline(Some(deadline));
             if let Err(e) = until_answered(deadline, |_| run(&self.conn)) {
                 log::warn!("baton: could not give back {key} on close: {e}");
                 report.unconfirmed_releases.push(key);
@@ -123,7 +124,7 @@ impl Core {
                 continue;
             }
             let result = until_answered(deadline, |left| {
-                let mut req = crate::session_api::session_request("destroy", &s.id);
+                let mut req = crate::api::session_api::session_request("destroy", &s.id);
                 req.timeout = Some(left);
                 self.transport.call(&req).map(|_| ())
             });
@@ -139,7 +140,7 @@ impl Core {
 /// Runs `op` with the time left until `deadline`, again after transient
 /// failures (with a short pause), until it gets an answer or the deadline passes.
 fn until_answered(deadline: Instant, mut op: impl FnMut(Duration) -> Result<()>) -> Result<()> {
-    let mut pause = crate::cleanup::PROBE_MIN;
+    let mut pause = crate::runtime::cleanup::PROBE_MIN;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -155,7 +156,7 @@ fn until_answered(deadline: Instant, mut op: impl FnMut(Duration) -> Result<()>)
                     return Err(e);
                 }
                 std::thread::sleep(pause);
-                pause = (pause * 2).min(crate::cleanup::PROBE_MAX);
+                pause = (pause * 2).min(crate::runtime::cleanup::PROBE_MAX);
             }
             other => return other,
         }

@@ -11,23 +11,23 @@ mod close;
 
 pub use close::CloseReport;
 
-use crate::agent::Agent;
-use crate::cleanup::{Cleanup, Next, Task};
-use crate::config::ClientBuilder;
-use crate::conn::Conn;
-use crate::dispatcher::{Dispatcher, Job};
-use crate::error::{Error, ErrorKind, Result};
-use crate::http::{Request, Response, Transport};
-use crate::keyhub::KeyHub;
-use crate::kv::{Kv, KvPair};
-use crate::lease::{Session, SessionHost, SessionShared};
-use crate::renewer::Renewer;
-use crate::session_api::{SessionApi, SessionOptions};
-use crate::steps::{Alarm, AlarmGuard, StepJob, Steps};
-use crate::sync::lock;
-use crate::threads::Worker;
-use crate::txn::KvOp;
-use crate::watch::{Watch, WatchTarget, Watches};
+use crate::api::agent::Agent;
+use crate::api::kv::{Kv, KvPair};
+use crate::api::session_api::{SessionApi, SessionOptions};
+use crate::api::txn::KvOp;
+use crate::foundations::config::ClientBuilder;
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
+use crate::foundations::threads::Worker;
+use crate::runtime::cleanup::{Cleanup, Next, Task};
+use crate::runtime::dispatcher::{Dispatcher, Job};
+use crate::runtime::keyhub::KeyHub;
+use crate::runtime::lease::{Session, SessionHost, SessionShared};
+use crate::runtime::renewer::Renewer;
+use crate::runtime::steps::{Alarm, AlarmGuard, StepJob, Steps};
+use crate::runtime::watch::{Watch, WatchTarget, Watches};
+use crate::transport::conn::Conn;
+use crate::transport::http::{Request, Response, Transport};
 
 fn spawn_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
@@ -260,7 +260,8 @@ impl Core {
         if rt.monitor.is_none() {
             let core = self.clone();
             let live = Box::new(move || core.live_sessions());
-            rt.monitor = Some(crate::monitor::start(self.conn.clone(), live).map_err(spawn_err)?);
+            rt.monitor =
+                Some(crate::runtime::monitor::start(self.conn.clone(), live).map_err(spawn_err)?);
         }
         lock(&self.sessions).insert(s.id.clone(), s.clone());
         if s.ttl().is_some() {
@@ -307,7 +308,7 @@ impl SessionApiCore<'_> {
     pub(crate) fn destroy(&self, id: &str) -> Result<()> {
         self.core
             .transport
-            .call(&crate::session_api::session_request("destroy", id))?;
+            .call(&crate::api::session_api::session_request("destroy", id))?;
         Ok(())
     }
 }
@@ -425,7 +426,7 @@ impl Client {
     /// client's clean-up thread, never on the caller's or a signal's path.
     pub(crate) fn clean_up(
         &self,
-        task: impl FnMut(&Client) -> crate::cleanup::Next + Send + 'static,
+        task: impl FnMut(&Client) -> crate::runtime::cleanup::Next + Send + 'static,
     ) {
         self.core().clean_up(self.downgrade(), task);
     }
@@ -463,7 +464,7 @@ impl Client {
     /// server does not support is also `Unsupported`, naming the version that
     /// added it.
     ///
-    /// Keys follow the one key rule of every API (`core/src/keys.rs`): one leading `/`
+    /// Keys follow the one key rule of every API (`core/src/foundations/keys.rs`): one leading `/`
     /// is dropped, and a bad key is refused before anything is sent.
     pub fn txn(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         self.conn().txn(ops)
@@ -471,19 +472,21 @@ impl Client {
 
     /// Watches one key. The first [`Watch::next`] returns the current state.
     pub fn watch_key(&self, key: &str) -> Result<Watch> {
-        self.watch(WatchTarget::Key(crate::keys::key(key)?.to_string()))
+        self.watch(WatchTarget::Key(
+            crate::foundations::keys::key(key)?.to_string(),
+        ))
     }
 
     /// Watches every key starting with `prefix`.
     pub fn watch_prefix(&self, prefix: &str) -> Result<Watch> {
         self.watch(WatchTarget::Prefix(
-            crate::keys::prefix(prefix)?.to_string(),
+            crate::foundations::keys::prefix(prefix)?.to_string(),
         ))
     }
 
     /// Watches a target; subscribers of the same target share one long poll.
     pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
-        crate::watch::subscribe(&self.core().conn, &self.core().watches, target)
+        crate::runtime::watch::subscribe(&self.core().conn, &self.core().watches, target)
     }
 
     /// The agent's check and service endpoints (see [`Agent`] for the recipe

@@ -81,7 +81,7 @@ class _LoopHub:
 
     The baton thread that delivered an outcome stays awake for the next call until the turn of
     this loop that took the outcome is over (``_drain`` schedules ``turn_over`` behind the steps
-    of the tasks it woke; see ``core/src/pool.rs``): a task that calls again at once (a release
+    of the tasks it woke; see ``core/src/foundations/pool.rs``): a task that calls again at once (a release
     right after an acquire) hands its call to an awake thread.
 
     While a call is young the loop also polls instead of sleeping, as the Node binding does

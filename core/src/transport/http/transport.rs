@@ -1,0 +1,800 @@
+//! The transport: base URL, credentials, ureq agents and the name resolver; the send every request goes through.
+
+use std::time::Duration;
+
+use crate::foundations::error::{Error, ErrorKind, Result};
+use base64::Engine as _;
+use ureq::Agent;
+
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::config::{parse_address, ClientBuilder, Endpoint, Scheme, Secret};
+
+use super::availability::*;
+use super::body::*;
+use super::encode::*;
+use super::errors::*;
+use super::exchange::{LoopConn, Outgoing};
+use super::message::*;
+use super::stream::Dial;
+use super::tls::*;
+
+mod loop_conn;
+
+/// Extra time granted to a blocking query beyond `wait + wait/16`.
+pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
+
+/// The HTTP side of a client: base URL, credentials and agents.
+pub(crate) struct Transport {
+    base: std::sync::Arc<str>,
+    /// The agent's address as messages show it: the base URL, or `unix:///path`.
+    shown: std::sync::Arc<str>,
+    agent: Agent,
+    agent_config: ureq::config::Config,
+    resolver: Resolver,
+    token: Option<Secret>,
+    auth: Option<Secret>,
+    common_query: Vec<(String, String)>,
+    request_timeout: Duration,
+    /// Whether Consul is answering, as the requests of all threads see it.
+    pub(crate) availability: Availability,
+    /// Where the address came from, for connection errors.
+    address_origin: crate::foundations::config::AddressOrigin,
+    /// The TLS settings, for explaining TLS failures.
+    tls: crate::foundations::tls_hint::TlsContext,
+    /// The TLS of the connections baton drives itself (the loop connection, the key hub's
+    /// polls) and the name the agent's certificate must carry; `None` for plain HTTP.
+    loop_tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    /// Whether requests go through an HTTP proxy (then only ureq's connections are used).
+    proxied: bool,
+    /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
+    loop_conn: std::sync::Mutex<Option<LoopConn>>,
+    /// Lock releases made through ureq while no loop connection was open
+    /// ([`Transport::after_thread_release`]).
+    thread_releases: std::sync::atomic::AtomicU32,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("base", &self.base)
+            .field("token", &self.token)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(b: &ClientBuilder) -> Result<Transport> {
+        // A unix socket's URLs name `localhost` (what a request's Host says); every
+        // connection goes to the socket, whatever the URL (`stream::Dial`).
+        let (host_port, forced, prefix, dial) = match parse_address(&b.address)? {
+            Endpoint::Tcp {
+                host_port,
+                scheme,
+                path_prefix,
+            } => (host_port, scheme, path_prefix, Dial::Tcp),
+            Endpoint::Unix(path) => {
+                if path.as_os_str().is_empty() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "the Consul address {:?} names no socket file (want unix:///path)",
+                            b.address
+                        ),
+                    ));
+                }
+                (
+                    "localhost".to_string(),
+                    None,
+                    String::new(),
+                    Dial::Unix(path),
+                )
+            }
+        };
+        let scheme = if b.ssl || forced == Some(Scheme::Https) {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        let token = b.resolve_token()?;
+        let tls = tls_config(b)?;
+        // The TLS server name goes into the URL (so rustls sends and verifies
+        // it); the resolver maps it back to the configured host.
+        let mut resolver = Resolver {
+            dial: dial.clone(),
+            ..Resolver::default()
+        };
+        let mut url_host_port = host_port.clone();
+        if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
+            let (real_host, port) = split_host_port(&host_port);
+            resolver.alias = Some((name.clone(), real_host.to_string()));
+            url_host_port = match port {
+                Some(p) => format!("{name}:{p}"),
+                None => name.clone(),
+            };
+        }
+        let mut agent_config = Agent::config_builder();
+        if matches!(dial, Dial::Unix(_)) {
+            // The socket is local: no proxy stands between (HTTP_PROXY names a TCP one).
+            agent_config = agent_config.proxy(None);
+        }
+        let agent_config = agent_config
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_connect(Some(b.connect_timeout))
+            .timeout_global(Some(b.request_timeout))
+            .tls_config(tls)
+            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let auth = b.basic_auth.as_ref().map(|(u, p)| {
+            let raw = format!("{u}:{}", p.0);
+            Secret(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(raw)
+            ))
+        });
+        let mut common_query = Vec::new();
+        if let Some(dc) = &b.datacenter {
+            common_query.push(("dc".to_string(), dc.clone()));
+        }
+        if let Some(ns) = &b.namespace {
+            common_query.push(("ns".to_string(), ns.clone()));
+        }
+        if let Some(p) = &b.partition {
+            common_query.push(("partition".to_string(), p.clone()));
+        }
+        let base = format!(
+            "{}://{}{}",
+            match scheme {
+                Scheme::Http => "http",
+                Scheme::Https => "https",
+            },
+            url_host_port,
+            prefix.trim_end_matches('/')
+        );
+        // Refused here, naming it, rather than by the first call ("invalid uri
+        // character"). The probe path has a character of every request's kind.
+        let valid = format!("{base}/v1/x")
+            .parse::<ureq::http::Uri>()
+            .map_err(|e| e.to_string())
+            .and_then(|u| match u.authority() {
+                // A port that is not a number parses, and fails at the first call.
+                Some(a) if a.as_str() != a.host() && a.port_u16().is_none() => {
+                    Err("invalid port".to_string())
+                }
+                Some(a) if !a.host().is_empty() => Ok(()),
+                _ => Err("no host".to_string()),
+            });
+        if let Err(e) = valid {
+            let whence = match b.address_origin {
+                crate::foundations::config::AddressOrigin::Env => " (from CONSUL_HTTP_ADDR)",
+                _ => "",
+            };
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
+            ));
+        }
+        let loop_tls = match scheme {
+            Scheme::Http => None,
+            Scheme::Https => {
+                let host = split_host_port(&url_host_port).0;
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                // A name the certificate cannot carry leaves those connections to ureq,
+                // whose own check says what is wrong.
+                rustls::pki_types::ServerName::try_from(host.to_string())
+                    .ok()
+                    .map(|name| rustls_config(b).map(|c| (c, name)))
+                    .transpose()?
+            }
+        };
+        // Whether requests go through an HTTP proxy (ureq's, from the environment; not when
+        // NO_PROXY covers the agent, as ureq then connects straight).
+        let proxied = match (agent_config.proxy(), base.parse::<ureq::http::Uri>()) {
+            (Some(p), Ok(uri)) => !p.is_no_proxy(&uri),
+            (Some(_), Err(_)) => true,
+            (None, _) => false,
+        };
+        if proxied && scheme == Scheme::Https && b.tls.server_name.is_some() {
+            // The server name stands in the URL for the TLS check (the resolver maps it back
+            // to the address); a proxy is asked to CONNECT to the URL's host, which it cannot
+            // resolve.
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "a TLS server name (CONSUL_TLS_SERVER_NAME) cannot be used through an HTTP proxy \
+                 (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) yet: unset one of them, or list the agent \
+                 in NO_PROXY",
+            ));
+        }
+        let shown = match &dial {
+            Dial::Unix(path) => format!("unix://{}", path.display()),
+            Dial::Tcp => base.clone(),
+        };
+        Ok(Transport {
+            shown: shown.into(),
+            base: base.into(),
+            agent: new_agent(agent_config.clone(), resolver.clone()),
+            resolver,
+            agent_config,
+            token,
+            auth,
+            common_query,
+            request_timeout: b.request_timeout,
+            availability: Availability::default(),
+            address_origin: b.address_origin,
+            tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
+            loop_tls,
+            proxied,
+            loop_conn: std::sync::Mutex::new(None),
+            thread_releases: std::sync::atomic::AtomicU32::new(0),
+        })
+    }
+
+    /// The base URL (scheme, host, port, prefix).
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The shared agent of ordinary calls.
+    pub(crate) fn shared_agent(&self) -> Agent {
+        self.agent.clone()
+    }
+
+    /// A fresh agent with its own connections, so that it can be shut down
+    /// (interrupting its I/O) without touching others.
+    pub(crate) fn fresh_agent(&self) -> Agent {
+        new_agent(self.agent_config.clone(), self.resolver.clone())
+    }
+
+    /// Sends `req` on the shared agent, or on a private agent wired to its
+    /// cancel token. Returns answers of every status.
+    pub(crate) fn send(&self, req: &Request) -> Result<Response> {
+        self.send_on(&self.agent, req, None)
+    }
+
+    /// Like [`Transport::send`] on a given agent; `closing` also interrupts it.
+    pub(crate) fn send_on(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        closing: Option<&CancelToken>,
+    ) -> Result<Response> {
+        let endpoint = req.endpoint();
+        if let Some(c) = &req.cancel {
+            if c.is_cancelled() {
+                return Err(cancelled(endpoint));
+            }
+        }
+        let url = self.checked_url(req)?;
+        let mut timeout = self.request_timeout;
+        let mut timeout_is_users = false;
+        if let Some(w) = req.wait {
+            timeout = w + w / 16 + BLOCKING_MARGIN;
+        }
+        if let Some(t) = req.timeout {
+            if t <= timeout {
+                timeout = t;
+                timeout_is_users = true;
+            }
+        }
+        // A cancellable call runs on a private agent that the token shuts down.
+        let private;
+        let mut guards = Vec::new();
+        let agent = if let Some(cancel) = &req.cancel {
+            private = self.fresh_agent();
+            let a = private.clone();
+            guards.push(cancel.on_cancel(move || a.shutdown()));
+            if let Some(c) = closing {
+                let a = private.clone();
+                guards.push(c.on_cancel(move || a.shutdown()));
+            }
+            &private
+        } else {
+            agent
+        };
+        let started = std::time::Instant::now();
+        let mut result = self.run(agent, req, &url, timeout);
+        let mut retried = false;
+        // Not a blocking query: its connection closing is news (the agent restarted, maybe
+        // with its state lost), and repeating it with the same index could wait on a server
+        // whose index is now below it. Its caller reads afresh instead.
+        if result.as_ref().is_err_and(stale_connection)
+            && req.wait.is_none()
+            && !req.cancel.as_ref().is_some_and(|c| c.is_cancelled())
+            && !closing.is_some_and(|c| c.is_cancelled())
+        {
+            // A pooled keep-alive connection the server had closed (idle timeout, restart,
+            // leader change): the request never reached a live server. Retry once on a new
+            // connection. Every request baton sends is safe to repeat (reads, renews,
+            // releases, CAS and check-guarded transactions), except that a repeated session
+            // create may leave a spare session to expire by its TTL.
+            let left = timeout.saturating_sub(started.elapsed());
+            if !left.is_zero() {
+                log::debug!(
+                    "baton: {} on a stale connection, retrying once",
+                    req.endpoint()
+                );
+                result = self.run(agent, req, &url, left);
+                retried = true;
+            }
+        }
+        drop(guards);
+        if let Some(c) = &req.cancel {
+            if c.is_cancelled() {
+                return Err(cancelled(endpoint));
+            }
+        }
+        if let Some(c) = closing {
+            if c.is_cancelled() {
+                return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
+            }
+        }
+        let result = result.map_err(|e| {
+            let hint = self.hint(&e);
+            // A fresh HTTPS connection closed under the request too, with no client
+            // certificate to offer: how a server that requires one (verify_incoming) refuses
+            // with TLS 1.3. Waiting will not mend that.
+            let refused_again = retried
+                && stale_connection(&e)
+                && self.base.starts_with("https://")
+                && !self.tls.has_client_cert();
+            let err = map_ureq_error(e, endpoint.clone(), timeout, timeout_is_users);
+            let err = if refused_again { err.permanent() } else { err };
+            match hint {
+                // Advice on TLS reads first, the library's words after it.
+                Some((h, true)) => err.led_by(&h),
+                Some((h, false)) => err.suffixed(&h),
+                None => err,
+            }
+        });
+        self.conclude(endpoint, result, timeout_is_users)
+    }
+
+    /// A loop connection's failed exchange of `endpoint`, noted as a failed ureq request is
+    /// (reach and availability records).
+    pub(crate) fn conclude_io_failure(&self, endpoint: String, io: std::io::Error) {
+        let _ = self.conclude(endpoint.clone(), Err(io_error(io, endpoint)), false);
+    }
+
+    /// What every answer and transport error goes through, whichever way it came (ureq, or a
+    /// loop's [`Exchange`](super::exchange::Exchange)): a malformed query-meta header is an
+    /// error, and whether Consul answered is noted for the call's scope and the client's
+    /// availability. `users`: the request's timeout was its caller's deadline.
+    pub(crate) fn conclude(
+        &self,
+        endpoint: String,
+        result: Result<Response>,
+        users: bool,
+    ) -> Result<Response> {
+        // A malformed index or contact header on an answer that carries query meta.
+        let full_url = || {
+            let path = endpoint.split_once(' ').map_or("", |(_, p)| p);
+            format!("{}{path}", self.shown)
+        };
+        let result = match result {
+            Ok(r) if (r.status < 300 || r.status == 404) && r.bad_meta.is_some() => {
+                let msg = r.bad_meta.unwrap_or_default();
+                self.availability.saw(false);
+                return Err(Error::new(ErrorKind::BadResponse, msg)
+                    .with_endpoint(endpoint.clone())
+                    .with_url(full_url));
+            }
+            Ok(mut r) => {
+                r.base = Some(self.base.clone());
+                Ok(r)
+            }
+            Err(e) => Err(e.with_url(full_url)),
+        };
+        let timeout_is_users = users;
+        // An answer of any status reached us; a transport error (refused, reset,
+        // name not resolved, TLS, no answer within the request timeout) did not.
+        // A request cut short by its caller's deadline says neither: Consul holds
+        // requests for seconds while it elects a leader.
+        let cut_short = timeout_is_users
+            && result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::Timeout);
+        if !cut_short {
+            crate::foundations::scope::note_reach(
+                result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+            );
+        }
+        match &result {
+            // Only an error status can be a "not now"; the text is read only then.
+            Ok(r) if r.status >= 429 => {
+                self.availability
+                    .saw(crate::foundations::error::transient_status(
+                        r.status,
+                        &String::from_utf8_lossy(r.body.get(..512).unwrap_or(&r.body)),
+                    ))
+            }
+            Ok(_) => self.availability.saw(false),
+            Err(e) if e.is_transient() => self.availability.saw(true),
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// [`Transport::url`], refused when too long to send. The `http` crate refuses a URI over
+    /// 65534 bytes ("uri too long", which would look like a connection failure worth
+    /// retrying): a key, prefix or ID that long is the caller's argument, refused before
+    /// anything is sent.
+    fn checked_url(&self, req: &Request) -> Result<String> {
+        let url = self.url(req);
+        if url.len() > MAX_URL_BYTES {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the request URL would be {} bytes, over the {MAX_URL_BYTES} an HTTP request \
+                     can carry: the key, prefix or ID in it is too long",
+                    url.len()
+                ),
+            )
+            .with_endpoint(req.endpoint()));
+        }
+        Ok(url)
+    }
+
+    /// How long `req` may take before it counts as unanswered, as [`Transport::send_on`]
+    /// bounds it: a blocking query its wait, Consul's jitter (wait/16) and a margin; any
+    /// other request the client's request timeout (or its own, when shorter).
+    pub(crate) fn time_limit(&self, req: &Request) -> Duration {
+        let limit = match req.wait {
+            Some(w) => w + w / 16 + BLOCKING_MARGIN,
+            None => self.request_timeout,
+        };
+        req.timeout.map_or(limit, |t| t.min(limit))
+    }
+
+    /// The client's request timeout.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
+    /// `req` rendered for a loop's exchange, with the URL and headers the ureq path sends
+    /// (only on a [`Transport::loop_capable`] client).
+    pub(crate) fn render(&self, req: &Request) -> Result<Outgoing> {
+        let url = self.checked_url(req)?;
+        let mut b = ureq_proto::http::Request::builder()
+            .method(req.method)
+            .uri(&url)
+            .header("User-Agent", concat!("baton/", env!("CARGO_PKG_VERSION")))
+            .header("Accept", "*/*");
+        if let Some(t) = &self.token {
+            b = b.header("X-Consul-Token", &t.0);
+        }
+        if let Some(a) = &self.auth {
+            b = b.header("Authorization", &a.0);
+        }
+        let body: &[u8] = match &req.body {
+            Some((body, ct)) => {
+                b = b.header("Content-Type", *ct);
+                body
+            }
+            None => &[],
+        };
+        let invalid =
+            |e: String| Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint());
+        let request = b.body(()).map_err(|e| invalid(e.to_string()))?;
+        Outgoing::new(request, body).map_err(invalid)
+    }
+
+    /// The full URL of `req`: base, path, and the query sorted by name.
+    fn url(&self, req: &Request) -> String {
+        let mut url = format!("{}{}", self.base, req.path);
+        let mut first = true;
+        let mut query: Vec<&(String, String)> =
+            req.query.iter().chain(self.common_query.iter()).collect();
+        query.sort_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in query {
+            url.push(if first { '?' } else { '&' });
+            first = false;
+            url.push_str(&encode_component(k));
+            url.push('=');
+            url.push_str(&encode_component(v));
+        }
+        url
+    }
+
+    fn run(
+        &self,
+        agent: &Agent,
+        req: &Request,
+        url: &str,
+        timeout: Duration,
+    ) -> std::result::Result<Response, ureq::Error> {
+        let token = self.token.as_ref().map(|t| t.0.as_str());
+        let auth = self.auth.as_ref().map(|t| t.0.as_str());
+        macro_rules! prepare {
+            ($b:expr) => {{
+                let mut b = $b.config().timeout_global(Some(timeout)).build();
+                if let Some(t) = token {
+                    b = b.header("X-Consul-Token", t);
+                }
+                if let Some(a) = auth {
+                    b = b.header("Authorization", a);
+                }
+                b
+            }};
+        }
+        let mut resp = match (req.method, &req.body) {
+            ("GET", _) => prepare!(agent.get(url)).call()?,
+            ("DELETE", _) => prepare!(agent.delete(url)).call()?,
+            ("PUT", Some((body, ct))) => prepare!(agent.put(url))
+                .header("Content-Type", *ct)
+                .send(&body[..])?,
+            ("PUT", None) => prepare!(agent.put(url)).send_empty()?,
+            (m, _) => unreachable!("method {m} is not used"),
+        };
+        let status = resp.status().as_u16();
+        let (meta, bad_meta) = parse_meta(|name| resp.headers().get(name).map(|v| v.as_bytes()));
+        let body = read_body(resp.body_mut())?;
+        Ok(Response {
+            status,
+            body,
+            meta,
+            bad_meta,
+            base: None,
+        })
+    }
+
+    /// The address requests go to and where it came from, for messages:
+    /// `http://127.0.0.1:8500 (from CONSUL_HTTP_ADDR)`.
+    pub(crate) fn address(&self) -> String {
+        use crate::foundations::config::AddressOrigin;
+        let whence = match self.address_origin {
+            AddressOrigin::Default => {
+                "Consul's default address; set CONSUL_HTTP_ADDR if the agent listens elsewhere"
+            }
+            AddressOrigin::Env => "from CONSUL_HTTP_ADDR",
+            AddressOrigin::Configured => "the client's configured address",
+        };
+        format!("{} ({whence})", self.shown)
+    }
+
+    /// What to add to a failure to reach Consul: the address tried, where it
+    /// came from, and what to check.
+    fn hint(&self, e: &ureq::Error) -> Option<(String, bool)> {
+        use std::io::ErrorKind as K;
+        let unreachable = match e {
+            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+            ureq::Error::Io(io) => matches!(io.kind(), K::ConnectionRefused | K::HostUnreachable),
+            _ => false,
+        };
+        if unreachable {
+            return Some((
+                format!("no Consul agent answered at {}", self.address()),
+                false,
+            ));
+        }
+        if self.base.starts_with("https://") {
+            if let Some(h) = crate::foundations::tls_hint::hint(&self.tls, e) {
+                return Some((h, true));
+            }
+        }
+        // rustls meeting a plain-HTTP answer where a TLS record was due (it comes
+        // wrapped in an I/O error of kind InvalidData).
+        let tls = match e {
+            ureq::Error::Tls(_) | ureq::Error::Rustls(_) => true,
+            ureq::Error::Io(io) => io.kind() == K::InvalidData,
+            _ => false,
+        };
+        if tls && self.base.starts_with("https://") && e.to_string().contains("InvalidContentType")
+        {
+            return Some((
+                format!(
+                "{} does not answer TLS: if the agent serves plain HTTP, use an http:// address \
+                 (and unset CONSUL_HTTP_SSL)",
+                self.base
+            ),
+                true,
+            ));
+        }
+        None
+    }
+
+    /// Sends `req` and turns a non-2xx answer into an error.
+    pub(crate) fn call(&self, req: &Request) -> Result<Response> {
+        let resp = self.send(req)?;
+        check(req, resp)
+    }
+}
+
+pub(super) fn new_agent(config: ureq::config::Config, resolver: Resolver) -> Agent {
+    use ureq::unversioned::transport::{ConnectProxyConnector, Connector as _, RustlsConnector};
+    // ureq's default chain (a CONNECT proxy when one is configured, TCP, rustls) with baton's
+    // TCP connector, which makes fewer system calls per request (see `tcp`).
+    let connector = ()
+        .chain(ConnectProxyConnector::default())
+        .chain(super::tcp::Tcp {
+            dial: resolver.dial.clone(),
+        })
+        .chain(RustlsConnector::default());
+    Agent::with_parts(config, connector, resolver)
+}
+
+/// Splits `host:port` (IPv6 in brackets); the port is `None` when absent.
+pub(super) fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        if let Some((h, tail)) = rest.split_once(']') {
+            return (h, tail.strip_prefix(':'));
+        }
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    }
+}
+
+/// Resolves without helper threads: IP literals directly, names through the
+/// system resolver (ureq's default resolver spawns a thread per lookup when a
+/// timeout is set).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Resolver {
+    /// `(tls server name, real host)`: connect to the real host when the URL names the alias.
+    alias: Option<(String, String)>,
+    /// Where connections go: with a unix socket, nothing is resolved.
+    pub(super) dial: Dial,
+}
+
+impl Resolver {
+    /// The host to connect to for a URL host.
+    fn target_host<'a>(&'a self, host: &'a str) -> &'a str {
+        match &self.alias {
+            Some((alias, real)) if host.eq_ignore_ascii_case(alias) => real,
+            _ => host,
+        }
+    }
+}
+
+impl ureq::unversioned::resolver::Resolver for Resolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        _config: &ureq::config::Config,
+        _timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        use std::net::ToSocketAddrs;
+        if let Dial::Unix(_) = self.dial {
+            // ureq wants an address to hand the connector, which dials the socket instead.
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            return Ok(out);
+        }
+        let authority = uri.authority().ok_or(ureq::Error::HostNotFound)?;
+        let host = self.target_host(
+            authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']'),
+        );
+        let port = authority.port_u16().unwrap_or(match uri.scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        });
+        let mut out = self.empty();
+        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+            Err(_) => (host, port)
+                .to_socket_addrs()
+                .map_err(ureq::Error::Io)?
+                .collect(),
+        };
+        for a in addrs.into_iter().take(16) {
+            out.push(a);
+        }
+        if out.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode::*;
+    use super::super::query::*;
+    use super::*;
+
+    #[test]
+    fn keys_are_percent_encoded() {
+        assert_eq!(encode_key("a/b c?d#e%f"), "a/b%20c%3Fd%23e%25f");
+        assert_eq!(encode_key("a%2Fb"), "a%252Fb");
+        assert_eq!(encode_key("ünï"), "%C3%BCn%C3%AF");
+        assert_eq!(encode_component("a/b"), "a%2Fb");
+    }
+
+    #[test]
+    fn waits_render_like_go() {
+        assert_eq!(format_wait(Duration::from_secs(15)), "15000ms");
+        assert_eq!(format_wait(Duration::from_micros(10)), "1ms");
+        assert_eq!(format_wait(Duration::ZERO), "0ms");
+    }
+
+    #[test]
+    fn blocking_options_set_index_and_wait() {
+        let mut r = Request::new("GET", "/v1/kv/a");
+        QueryOptions::blocking(7, Duration::from_secs(2))
+            .with_consistency(Consistency::Consistent)
+            .apply(&mut r);
+        assert_eq!(r.wait, Some(Duration::from_secs(2)));
+        assert!(r.query.contains(&("index".into(), "7".into())));
+        assert!(r.query.contains(&("wait".into(), "2000ms".into())));
+        assert!(r.query.contains(&("consistent".into(), "".into())));
+        let mut r = Request::new("GET", "/v1/kv/a");
+        QueryOptions::default().apply(&mut r);
+        assert!(r.query.is_empty() && r.wait.is_none());
+    }
+
+    #[test]
+    fn a_unix_address_names_localhost_and_dials_the_socket() {
+        let t = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap();
+        assert_eq!(t.base(), "http://localhost");
+        assert_eq!(t.resolver.dial, Dial::Unix("/tmp/c.sock".into()));
+        assert!(
+            t.address().starts_with("unix:///tmp/c.sock ("),
+            "{}",
+            t.address()
+        );
+        assert!(t.loop_capable());
+        let e = Transport::new(&ClientBuilder::new().address("unix://")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.to_string().contains("names no socket file"), "{e}");
+    }
+
+    #[test]
+    fn half_tls_and_unknown_schemes_are_rejected() {
+        let mut b = ClientBuilder::new();
+        b.tls.cert_file = Some("/c.pem".into());
+        let e = Transport::new(&b).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "both client cert and client key must be provided"
+        );
+        let e = Transport::new(&ClientBuilder::new().address("tcp://x:1")).unwrap_err();
+        assert!(e.to_string().contains("Unknown protocol scheme: tcp"));
+    }
+
+    #[test]
+    fn https_and_prefix_shape_the_base_url() {
+        let t = Transport::new(&ClientBuilder::new().address("https://h:8501/consul/")).unwrap();
+        assert_eq!(t.base(), "https://h:8501/consul");
+        let t = Transport::new(&ClientBuilder::new().address("h:1").https(true)).unwrap();
+        assert_eq!(t.base(), "https://h:1");
+        // http:// never downgrades a requested TLS.
+        let t = Transport::new(&ClientBuilder::new().address("http://h:1").https(true)).unwrap();
+        assert_eq!(t.base(), "https://h:1");
+        let e = Transport::new(&ClientBuilder::new().tls(
+            crate::foundations::config::TlsSettings {
+                ca_file: Some("/nonexistent/ca.pem".into()),
+                ..Default::default()
+            },
+        ))
+        .unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("Error loading CA file /nonexistent/ca.pem"));
+    }
+
+    #[test]
+    fn tls_server_name_goes_into_the_url_and_resolves_to_the_address() {
+        let b = ClientBuilder::new().address("https://127.0.0.1:8501").tls(
+            crate::foundations::config::TlsSettings {
+                server_name: Some("consul.example".into()),
+                ..Default::default()
+            },
+        );
+        let t = Transport::new(&b).unwrap();
+        assert_eq!(t.base(), "https://consul.example:8501");
+        assert_eq!(t.resolver.target_host("consul.example"), "127.0.0.1");
+        assert_eq!(t.resolver.target_host("other"), "other");
+        // Plain http ignores the server name.
+        let t = Transport::new(&b.clone().address("127.0.0.1:8500")).unwrap();
+        assert_eq!(t.base(), "http://127.0.0.1:8500");
+        assert_eq!(split_host_port("[::1]:1"), ("::1", Some("1")));
+        assert_eq!(split_host_port("h"), ("h", None));
+    }
+}
