@@ -352,6 +352,23 @@ impl Conn {
         self.txn_judge(ops, &req, resp)
     }
 
+    /// [`Conn::txn`] sent on the idle loop connection when there is one, driven on this
+    /// thread (`Conn::send_direct`: no ureq), else the ordinary way. For callers whose next
+    /// steps settle a txn whose answer was lost: a failure may leave it applied.
+    pub(crate) fn txn_direct(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
+        let normalised = normalise_keys(ops)?;
+        let ops = &*normalised;
+        if self.learned.txn_numbers() != TxnNumbers::Exact {
+            return self.txn(ops);
+        }
+        let req = self.txn_request(ops)?;
+        let resp = match self.send_direct(&req) {
+            Some(r) => r?,
+            None => self.send(&req)?,
+        };
+        self.txn_judge(ops, &req, resp)
+    }
+
     /// The request that runs `ops` (keys already normalised), refused before sending what
     /// the server is known not to support. No request is sent (an event loop's warm path
     /// sends it itself; see `http::exchange`).

@@ -129,6 +129,27 @@ impl Conn {
         self.transport.send_on(&agent, &bounded, closing)
     }
 
+    /// [`Conn::send`] on the idle loop connection, driven on this thread (see
+    /// `Transport::send_direct`); `None` when it cannot be (send it the ordinary way). An
+    /// error may leave the request applied.
+    pub(crate) fn send_direct(&self, req: &Request) -> Option<Result<Response>> {
+        if crate::foundations::scope::is_finishing() || self.check_usable().is_err() {
+            return None;
+        }
+        let (left, cancel) = match crate::foundations::scope::limits(&req.endpoint()) {
+            Ok(limits) => limits,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut bounded = req.clone();
+        if let Some(left) = left {
+            bounded.timeout = Some(bounded.timeout.map_or(left, |t| t.min(left)));
+        }
+        if bounded.cancel.is_none() {
+            bounded.cancel = cancel;
+        }
+        self.transport.send_direct(&bounded, Some(&self.closing))
+    }
+
     /// [`Conn::send`], a non-2xx answer turned into an error.
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         let resp = self.send(req)?;

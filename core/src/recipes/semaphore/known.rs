@@ -64,7 +64,7 @@ impl Semaphore {
             KvOp::lock(contender, value, SEMAPHORE_FLAG_VALUE, sid),
             KvOp::cas(&lock_key, &encoded, SEMAPHORE_FLAG_VALUE, known.index),
         ];
-        let entries = match sh.client.txn(&ops) {
+        let entries = match sh.client.conn().txn_direct(&ops) {
             Ok(entries) => entries,
             Err(e) => {
                 log::debug!(
@@ -132,8 +132,11 @@ impl Shared {
             ),
             KvOp::delete(&contender),
         ];
-        match self.client.txn(&ops) {
+        match self.client.conn().txn_direct(&ops) {
             Ok(entries) => {
+                // A client that cycles slots gets the loop connection its next txns go on
+                // (opened on this thread at its second such release, as a lock's).
+                self.client.conn().transport.after_thread_release();
                 lock(&self.inner).known =
                     entries
                         .iter()

@@ -134,3 +134,76 @@ impl Transport {
         }
     }
 }
+
+impl Transport {
+    /// Sends `req` on the idle loop connection, driven on this thread (polling its socket
+    /// between advances) instead of through ureq: `None` when it cannot be (no loop
+    /// connection idle, a blocking query, or the connection failed before a byte of the
+    /// request left, so the caller sends it the ordinary way). Bounded by the request's
+    /// time limit; `req.cancel` and `closing` interrupt it. An error means the request may
+    /// have reached the agent: for callers whose next steps settle either outcome.
+    pub(crate) fn send_direct(
+        &self,
+        req: &crate::transport::http::Request,
+        closing: Option<&crate::foundations::cancel::CancelToken>,
+    ) -> Option<Result<crate::transport::http::Response>> {
+        use crate::transport::http::exchange::{Exchange, Progress};
+        if !self.loop_capable() || req.wait.is_some() {
+            return None;
+        }
+        let endpoint = req.endpoint();
+        let conn = self.take_loop_conn()?;
+        let out = match self.render(req) {
+            Ok(out) => out,
+            Err(e) => {
+                self.give_back_loop_conn(conn);
+                return Some(Err(e));
+            }
+        };
+        let mut ex = Exchange::new(conn, out);
+        let tokens: Vec<_> = closing.into_iter().chain(req.cancel.as_ref()).collect();
+        // Each hook shuts the connection down (ending the wait); dropped on return.
+        let _hooks: Vec<_> = match ex.interrupter() {
+            Some(shut) => tokens.iter().map(|t| t.on_cancel(shut.clone())).collect(),
+            None => Vec::new(),
+        };
+        let limit = self.time_limit(req);
+        let stop_at = std::time::Instant::now() + limit;
+        let users = req.timeout.is_some_and(|t| t <= limit);
+        loop {
+            if let Some(t) = tokens.iter().find(|t| t.is_cancelled()) {
+                let closed = closing.is_some_and(|c| std::ptr::eq(*t, c));
+                let e = if closed {
+                    Error::new(ErrorKind::Closed, "client closed")
+                } else {
+                    Error::new(ErrorKind::Cancelled, "cancelled")
+                };
+                return Some(Err(e.with_endpoint(endpoint)));
+            }
+            match ex.advance() {
+                Progress::Pending(interest) => {
+                    let now = std::time::Instant::now();
+                    if now >= stop_at || !ex.wait(interest, stop_at - now) {
+                        let e =
+                            Error::new(ErrorKind::Timeout, format!("no answer within {limit:?}"))
+                                .with_endpoint(endpoint.clone());
+                        return Some(self.conclude(endpoint, Err(e), users));
+                    }
+                }
+                Progress::Answered(resp, conn) => {
+                    if let Some(conn) = conn {
+                        self.give_back_loop_conn(conn);
+                    }
+                    return Some(self.conclude(endpoint, Ok(resp), users));
+                }
+                Progress::Failed(io, unsent) => {
+                    if unsent {
+                        return None;
+                    }
+                    let e = super::io_error(io, endpoint.clone());
+                    return Some(self.conclude(endpoint, Err(e), false));
+                }
+            }
+        }
+    }
+}
