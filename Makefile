@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-make test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
+test: lint test-make test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-unix test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
 
 lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
@@ -230,6 +230,14 @@ test-parity: python-install node-build
 
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
+## The lock, semaphore, election, session, watch and aio suites again, every client of them on
+## the dev server's unix socket (`unix:///path`, as an agent with addresses.http = "unix:///..."):
+## the same build as test-rust, the same tests, another connection.
+.PHONY: test-unix
+RUST_UNIX_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test aio --test aio_parity --test warm --test direct --test cancel_settles --test close_owed
+test-unix:
+	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton $(RUST_UNIX_SUITES)
+
 .PHONY: test-pretty
 test-pretty: python-install node-build
 	$(CARGO) build -p consul-baton-devserver
@@ -307,12 +315,17 @@ bench-loss: python-install node-build
 ## lines, Node event-loop lag and Python asyncio loop lag with 1,000 pending acquires. Each round
 ## also runs the floor clients (two raw PUTs on one keep-alive connection: what the wire allows;
 ## floor-txn, the same with baton's own txn requests), and every figure comes with the worker's
-## and the dev server's CPU per cycle, requests per cycle and the load average. With 2 CPUs or
+## and the dev server's CPU per cycle, requests per cycle and the load average. Every client runs
+## over plain HTTP, HTTPS (an https:// address and CONSUL_CACERT; the floor is then the TLS floor,
+## rustls) and the dev server's unix socket (unix:///path), in the same rounds: rows rust,
+## rust/https, rust/unix, ratios per transport (`ratio rust/floor over https`) and per client
+## (`ratio rust https/http`, `ratio rust unix/http`). With 2 CPUs or
 ## more the dev server runs on the first and the workers on the others (--no-pin: unpinned).
-## LATENCY_MS=0.5 runs at that server latency (a precise proxy in front of the dev server,
-## bench/bindings/latency.rs); LATENCY_MS=0,0.3,1 sweeps. Options: BENCH_BINDINGS_ARGS="--rounds 9
-## --cycles 1000 --langs floor,rust,node,node-nospin" (node-nospin, python-aio-nospin: the event
-## loop's polling switched off).
+## LATENCY_MS=0.5 runs at that server latency (a precise proxy in front of each of the dev
+## server's listeners, bench/bindings/latency.rs); LATENCY_MS=0,0.3,1 sweeps. Options:
+## BENCH_BINDINGS_ARGS="--rounds 9 --cycles 1000 --langs floor,rust,node,node-nospin
+## --transports http,https" (node-nospin, python-aio-nospin: the event loop's polling switched
+## off; --transports: any of http, https, unix, default all).
 .PHONY: bench-bindings
 LATENCY_MS ?= 0
 BENCH_BINDINGS_OUT := target/bench-bindings

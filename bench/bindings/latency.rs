@@ -3,8 +3,15 @@
 //! longer to answer. Answers come back at once.
 //!
 //! ```text
-//! bench-bindings-latency UPSTREAM DELAY_US    prints `BENCH_LATENCY_ADDR=127.0.0.1:PORT`
+//! bench-bindings-latency UPSTREAM DELAY_US [LISTEN]    prints `BENCH_LATENCY_ADDR=<address>`
 //! ```
+//!
+//! UPSTREAM is `HOST:PORT` (or `http://HOST:PORT`) or `unix:///PATH`; LISTEN is where clients
+//! connect, `HOST:PORT` (default `127.0.0.1:0`, a free port, printed as `127.0.0.1:PORT`) or
+//! `unix:///PATH` (printed as given; the file is removed when the proxy ends). The proxy
+//! forwards bytes untouched, so a TLS connection goes through it end to end (the client
+//! verifies the dev server's certificate for `127.0.0.1`, the address of both), and a unix
+//! client reaches a unix upstream through a unix listener.
 //!
 //! Why not the dev server's own latency fault (`PUT /_devserver/latency?d=300us`): it sleeps
 //! on tokio's timer, whose resolution is a millisecond, rounded up: asked for 0.3 ms it adds
@@ -17,6 +24,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -31,9 +39,103 @@ fn tight_timer() {
     assert_eq!(rc, 0, "prctl(PR_SET_TIMERSLACK)");
 }
 
+/// One side of a proxied connection: TCP or a unix socket.
+enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Conn {
+    /// Connects to `addr` (`HOST:PORT`, `http://HOST:PORT` or `unix:///PATH`).
+    fn connect(addr: &str) -> std::io::Result<Conn> {
+        match addr.strip_prefix("unix://") {
+            Some(path) => UnixStream::connect(path).map(Conn::Unix),
+            None => {
+                let s = TcpStream::connect(addr.trim_start_matches("http://"))?;
+                s.set_nodelay(true)?;
+                Ok(Conn::Tcp(s))
+            }
+        }
+    }
+
+    fn try_clone(&self) -> Conn {
+        match self {
+            Conn::Tcp(s) => Conn::Tcp(s.try_clone().expect("clone")),
+            Conn::Unix(s) => Conn::Unix(s.try_clone().expect("clone")),
+        }
+    }
+
+    fn shutdown(&self) {
+        let _ = match self {
+            Conn::Tcp(s) => s.shutdown(Shutdown::Both),
+            Conn::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.write(buf),
+            Conn::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where clients connect: a TCP port or a unix socket.
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, String),
+}
+
+impl Listener {
+    fn bind(addr: &str) -> Listener {
+        match addr.strip_prefix("unix://") {
+            Some(path) => {
+                let l = UnixListener::bind(path)
+                    .unwrap_or_else(|e| panic!("bind the unix socket {path}: {e}"));
+                Listener::Unix(l, path.to_string())
+            }
+            None => Listener::Tcp(TcpListener::bind(addr).expect("bind")),
+        }
+    }
+
+    /// The address to print, and to connect to (the stdin watcher's wake-up).
+    fn address(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l.local_addr().expect("address").to_string(),
+            Listener::Unix(_, path) => format!("unix://{path}"),
+        }
+    }
+
+    fn accept(&self) -> std::io::Result<Conn> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                s.set_nodelay(true)?;
+                Ok(Conn::Tcp(s))
+            }
+            Listener::Unix(l, _) => l.accept().map(|(s, _)| Conn::Unix(s)),
+        }
+    }
+}
+
 /// Copies `from` to `to` at once; on end or error, shuts both down (which ends the other
 /// direction's threads too).
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+fn pump(mut from: Conn, mut to: Conn) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -44,18 +146,14 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
             break;
         }
     }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
+    from.shutdown();
+    to.shutdown();
 }
 
 /// Reads `from` and queues each chunk with its arrival time: the time is taken as it arrives,
 /// not when the previous chunk's delay is over (a request written in two chunks, headers then
 /// body, must not be delayed twice).
-fn arrivals(
-    mut from: TcpStream,
-    to: TcpStream,
-    queue: crossbeam_channel::Sender<(Instant, Vec<u8>)>,
-) {
+fn arrivals(mut from: Conn, to: Conn, queue: crossbeam_channel::Sender<(Instant, Vec<u8>)>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -66,16 +164,12 @@ fn arrivals(
             break;
         }
     }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
+    from.shutdown();
+    to.shutdown();
 }
 
 /// Writes each queued chunk to `to` once `delay` has passed since it arrived.
-fn delayed(
-    mut to: TcpStream,
-    queue: crossbeam_channel::Receiver<(Instant, Vec<u8>)>,
-    delay: Duration,
-) {
+fn delayed(mut to: Conn, queue: crossbeam_channel::Receiver<(Instant, Vec<u8>)>, delay: Duration) {
     tight_timer();
     for (arrived, chunk) in queue {
         let left = (arrived + delay).saturating_duration_since(Instant::now());
@@ -86,7 +180,7 @@ fn delayed(
             break;
         }
     }
-    let _ = to.shutdown(Shutdown::Both);
+    to.shutdown();
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
@@ -98,14 +192,14 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 3 {
-        eprintln!("usage: bench-bindings-latency UPSTREAM DELAY_US");
+    if args.len() != 3 && args.len() != 4 {
+        eprintln!("usage: bench-bindings-latency UPSTREAM DELAY_US [LISTEN]");
         std::process::exit(2);
     }
-    let upstream = args[1].trim_start_matches("http://").to_string();
+    let upstream = args[1].clone();
     let delay = Duration::from_micros(args[2].parse().expect("DELAY_US must be a number"));
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("address");
+    let listener = Listener::bind(args.get(3).map_or("127.0.0.1:0", String::as_str));
+    let addr = listener.address();
     println!("BENCH_LATENCY_ADDR={addr}");
     std::io::stdout().flush().expect("stdout");
 
@@ -113,31 +207,29 @@ fn main() {
     // that `accept` returns.
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let stop = stop.clone();
+        let (stop, addr) = (stop.clone(), addr.clone());
         spawn("lat-stdin", move || {
             let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
             stop.store(true, Ordering::SeqCst);
-            let _ = TcpStream::connect(addr);
+            let _ = Conn::connect(&addr);
         })
     };
 
-    let mut conns: Vec<(TcpStream, [JoinHandle<()>; 3])> = Vec::new();
-    for client in listener.incoming() {
+    let mut conns: Vec<(Conn, [JoinHandle<()>; 3])> = Vec::new();
+    loop {
+        let client = listener.accept();
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let Ok(client) = client else { continue };
-        let Ok(server) = TcpStream::connect(&upstream) else {
+        let Ok(server) = Conn::connect(&upstream) else {
             continue;
         };
-        let _ = client.set_nodelay(true);
-        let _ = server.set_nodelay(true);
-        let clone = |s: &TcpStream| s.try_clone().expect("clone");
         let (c2, s2, s3, keep) = (
-            clone(&client),
-            clone(&server),
-            clone(&server),
-            clone(&client),
+            client.try_clone(),
+            server.try_clone(),
+            server.try_clone(),
+            client.try_clone(),
         );
         let (tx, rx) = crossbeam_channel::unbounded();
         let threads = [
@@ -158,10 +250,13 @@ fn main() {
         }
     }
     for (c, threads) in conns {
-        let _ = c.shutdown(Shutdown::Both);
+        c.shutdown();
         for t in threads {
             let _ = t.join();
         }
     }
     let _ = watcher.join();
+    if let Listener::Unix(_, path) = &listener {
+        let _ = std::fs::remove_file(path);
+    }
 }

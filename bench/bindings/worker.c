@@ -4,6 +4,11 @@
  *   worker-c ADDR cycles N KEY     N uncontended acquire+release cycles on KEY
  *   worker-c ADDR handoff N KEY    N hand-offs of KEY between two holders (threads)
  *
+ * ADDR as worker.rs takes it: `HOST:PORT`, `https://HOST:PORT` or `unix:///PATH`. The client is
+ * made with `baton_client_new` as a C application makes it: the address, and over HTTPS the CA
+ * file in `ca_file`, taken from `CONSUL_CACERT` (run.py sets it; `baton_client_new` itself reads
+ * no environment).
+ *
  * Prints one line, `RESULT {json}` (see worker.rs for the fields; cpu_secs: the process's
  * user+sys CPU time over the measured cycles). */
 #define _POSIX_C_SOURCE 200809L
@@ -50,6 +55,7 @@ static double pct(const double *sorted, size_t n, double p) {
 static struct baton_client *client(const char *addr) {
     struct baton_client_options o = baton_client_options_default();
     o.address = addr;
+    o.ca_file = getenv("CONSUL_CACERT"); /* NULL when unset: no CA file */
     struct baton_client *c = NULL;
     check("client", baton_client_new(&o, &c));
     return c;

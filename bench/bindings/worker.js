@@ -9,13 +9,20 @@
 //                                   connection, no checks) written and read by a net.Socket,
 //                                   no baton: what Node's loop costs above the wire
 //
+// ADDR as worker.rs takes it: `HOST:PORT`, `https://HOST:PORT` or `unix:///PATH`. baton's
+// clients read `CONSUL_CACERT` from the environment over HTTPS, as an application's do; the
+// floor trusts the same CA file (a tls.TLSSocket, Node's own TLS over OpenSSL) and reaches a
+// unix socket with net.connect({ path }).
+//
 // Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys
 // CPU time (process.cpuUsage) over the measured part. lag: one client holds PREFIX/0..N-1, another starts an
 // acquire of each, and perf_hooks.monitorEventLoopDelay (10 ms resolution) records the loop's
 // delay for LAG_SECS seconds: `{pending, p50_ms, p99_ms, max_ms}`.
 'use strict'
 
+const fs = require('node:fs')
 const net = require('node:net')
+const tls = require('node:tls')
 const path = require('node:path')
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { Client } = require(path.join(__dirname, '..', '..', 'bindings', 'node'))
@@ -62,12 +69,29 @@ async function cycles(addr, n, key) {
 
 /** The floor client of worker.rs on the event loop (see the header). */
 async function floor(addr, n, key) {
-  const [host, port] = addr.replace('http://', '').split(':')
-  const sock = net.connect({ host, port: Number(port), noDelay: true })
-  await new Promise((resolve, reject) => {
-    sock.once('connect', resolve)
-    sock.once('error', reject)
-  })
+  let sock, hostHeader
+  const opened = (s, event) =>
+    new Promise((resolve, reject) => {
+      s.once(event, resolve)
+      s.once('error', reject)
+    })
+  if (addr.startsWith('unix://')) {
+    sock = net.connect({ path: addr.slice('unix://'.length) })
+    hostHeader = 'localhost'
+    await opened(sock, 'connect')
+  } else {
+    const secure = addr.startsWith('https://')
+    hostHeader = addr.replace(/^https?:\/\//, '')
+    const [host, port] = hostHeader.split(':')
+    sock = net.connect({ host, port: Number(port), noDelay: true })
+    await opened(sock, 'connect')
+    if (secure) {
+      // TLS on the connected TCP socket (so noDelay is set on the socket itself), verified
+      // against CONSUL_CACERT for `host`.
+      sock = tls.connect({ socket: sock, host, ca: fs.readFileSync(process.env.CONSUL_CACERT) })
+      await opened(sock, 'secureConnect')
+    }
+  }
   let waiting = null
   let buf = Buffer.alloc(0)
   sock.on('data', (d) => {
@@ -87,7 +111,7 @@ async function floor(addr, n, key) {
   const put = (path, body) =>
     new Promise((resolve, reject) => {
       waiting = { resolve, reject }
-      sock.write(`PUT ${path} HTTP/1.1\r\nHost: ${host}:${port}\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
+      sock.write(`PUT ${path} HTTP/1.1\r\nHost: ${hostHeader}\r\nContent-Length: ${body.length}\r\n\r\n${body}`)
     })
   const id = JSON.parse(await put('/v1/session/create', '{"TTL":"60s","LockDelay":"0s"}')).ID
   const acquire = `/v1/kv/${key}?acquire=${id}`

@@ -11,6 +11,11 @@ worker.rs):
                                        connection, no checks) on an asyncio Protocol, no baton:
                                        what the loop costs above the wire
 
+ADDR as worker.rs takes it: `HOST:PORT`, `https://HOST:PORT` or `unix:///PATH`. baton's clients
+read `CONSUL_CACERT` from the environment over HTTPS, as an application's do; aio-floor trusts
+the same CA file (an `ssl` context, asyncio's own TLS over OpenSSL) and reaches a unix socket
+with `create_unix_connection`.
+
 Prints one line, `RESULT {json}`; cycles and lag report `cpu_secs`, the process's user+sys CPU
 time (`time.process_time`) over the measured part. aio-lag: one client holds PREFIX/0..N-1, another starts an
 acquire of each, and a task sleeping 10 ms at a time records how late each wake-up is for
@@ -19,6 +24,8 @@ LAG_SECS seconds: `{"pending", "p50_ms", "p99_ms", "max_ms"}`.
 
 import asyncio
 import json
+import os
+import ssl
 import sys
 import threading
 import time
@@ -140,15 +147,30 @@ class _Floor(asyncio.Protocol):
             self.waiting.set_exception(exc or ConnectionError("connection closed"))
 
 
+async def _floor_connection(loop, addr):
+    """aio-floor's one connection to `addr` (see the module docs): (transport, protocol, the
+    Host header)."""
+    if addr.startswith("unix://"):
+        transport, proto = await loop.create_unix_connection(_Floor, addr[len("unix://"):])
+        return transport, proto, "localhost"
+    tls = None
+    if addr.startswith("https://"):
+        tls = ssl.create_default_context(cafile=os.environ["CONSUL_CACERT"])
+        addr = addr[len("https://"):]
+    addr = addr.replace("http://", "")
+    host, port = addr.rsplit(":", 1)
+    transport, proto = await loop.create_connection(_Floor, host, int(port), ssl=tls)
+    return transport, proto, addr
+
+
 async def aio_floor(addr, n, key):
-    host, port = addr.replace("http://", "").rsplit(":", 1)
     loop = asyncio.get_running_loop()
-    transport, proto = await loop.create_connection(_Floor, host, int(port))
+    transport, proto, host = await _floor_connection(loop, addr)
 
     def put(path, body=b""):
         proto.waiting = loop.create_future()
         transport.write(b"PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s"
-                        % (path.encode(), addr.encode(), len(body), body))
+                        % (path.encode(), host.encode(), len(body), body))
         return proto.waiting
 
     sid = json.loads(await put("/v1/session/create", b'{"TTL":"60s","LockDelay":"0s"}'))["ID"]

@@ -8,6 +8,12 @@
 //! bench-bindings-rust ADDR floor-txn N KEY N cycles of the txn floor client (below)
 //! ```
 //!
+//! ADDR is what a user gives: `HOST:PORT` or `http://HOST:PORT` (plain HTTP), `https://HOST:PORT`
+//! (TLS, trusting the CA file named by `CONSUL_CACERT`), or `unix:///PATH` (a unix socket). The
+//! baton client is built as `ClientBuilder::from_env().address(ADDR)`, so it reads
+//! `CONSUL_CACERT` (and every other `CONSUL_*` variable run.py leaves set: none but that one) as
+//! an application does; the floor clients take the same address and the same CA file.
+//!
 //! Prints one line, `RESULT {json}`: for `cycles` and `floor`, `{"cycles", "secs", "p50_us",
 //! "p99_us", "cpu_secs"}` (the latency of each whole cycle; the process's user+sys CPU time
 //! over the measured cycles); for `handoff`, `{"rounds", "p50_us", "p99_us"}` (from the
@@ -16,7 +22,11 @@
 //! The floor client is what the wire allows: on one keep-alive connection, `PUT
 //! /v1/kv/KEY?acquire=SESSION` then `PUT /v1/kv/KEY?release=SESSION`, no JSON, no checks (the
 //! answer is read to its `Content-Length` and not looked at), no client library. Every other
-//! figure is also a ratio to it.
+//! figure is also a ratio to it. Over `https://` it is the TLS floor: the same bytes through a
+//! rustls client connection (the rustls of the workspace, its `ring` provider and protocol
+//! versions, as ureq configures them for baton), written with one `write` per request and read
+//! through a buffer, so what it adds over plain TCP is TLS itself; over `unix://` the same bytes
+//! on a `UnixStream`.
 //!
 //! The txn floor client sends, the same raw way, the requests baton itself sends for a cycle
 //! on Consul 1.6.2 and later: `PUT /v1/txn` with a `check-index` and a `lock` op, then `PUT
@@ -28,10 +38,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::mpsc;
+use std::os::unix::net::UnixStream;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use baton::Client;
+use baton::{Client, ClientBuilder};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 /// The `p` quantile (0..=1) of sorted microsecond figures.
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -54,23 +67,101 @@ fn cpu_secs() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
+/// The floor clients' connection: plain TCP, TLS over TCP, or a unix socket.
+enum Conn {
+    Tcp(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Unix(UnixStream),
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+            Conn::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+            Conn::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+            Conn::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// The TLS settings of the floor over `https://`: the CA file of `CONSUL_CACERT` (as the
+/// baton clients read it), rustls's `ring` provider and every protocol version it has (what
+/// ureq gives baton's connections).
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    let ca = std::env::var("CONSUL_CACERT")
+        .expect("an https:// address needs CONSUL_CACERT (the CA file to trust)");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        CertificateDer::pem_file_iter(&ca).unwrap_or_else(|e| panic!("CONSUL_CACERT {ca}: {e}"))
+    {
+        roots
+            .add(cert.expect("a PEM certificate"))
+            .expect("a CA certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(rustls::ALL_VERSIONS)
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(config)
+}
+
 /// The floor client's one keep-alive connection.
 struct Wire {
-    out: TcpStream,
-    inp: BufReader<TcpStream>,
+    io: BufReader<Conn>,
     host: String,
 }
 
 impl Wire {
+    /// Connects to `addr` (`HOST:PORT`, `http://`, `https://` or `unix://`; see the module
+    /// docs); over TLS, completes the handshake before returning.
     fn connect(addr: &str) -> Wire {
-        let host = addr
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_string();
-        let out = TcpStream::connect(&host).expect("connect");
-        out.set_nodelay(true).expect("nodelay");
-        let inp = BufReader::new(out.try_clone().expect("clone"));
-        Wire { out, inp, host }
+        let addr = addr.trim_end_matches('/');
+        let tcp = |host: &str| {
+            let s = TcpStream::connect(host).expect("connect");
+            s.set_nodelay(true).expect("nodelay");
+            s
+        };
+        let (conn, host) = if let Some(path) = addr.strip_prefix("unix://") {
+            let s = UnixStream::connect(path)
+                .unwrap_or_else(|e| panic!("connect to the unix socket {path}: {e}"));
+            (Conn::Unix(s), "localhost".to_string())
+        } else if let Some(host) = addr.strip_prefix("https://") {
+            let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            let name = ServerName::try_from(name.to_string()).expect("a TLS server name");
+            let tls = rustls::ClientConnection::new(tls_config(), name).expect("TLS client");
+            let mut s = rustls::StreamOwned::new(tls, tcp(host));
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock).expect("TLS handshake");
+            }
+            (Conn::Tls(Box::new(s)), host.to_string())
+        } else {
+            let host = addr.trim_start_matches("http://");
+            (Conn::Tcp(tcp(host)), host.to_string())
+        };
+        Wire {
+            io: BufReader::new(conn),
+            host,
+        }
     }
 
     /// Sends `PUT path` with `body` and reads the whole answer; returns its body.
@@ -85,12 +176,14 @@ impl Wire {
             self.host,
             body.len()
         );
-        self.out.write_all(req.as_bytes()).expect("write");
+        let out = self.io.get_mut();
+        out.write_all(req.as_bytes()).expect("write");
+        out.flush().expect("flush");
         let mut len = 0usize;
         let mut line = String::new();
         loop {
             line.clear();
-            self.inp.read_line(&mut line).expect("read");
+            self.io.read_line(&mut line).expect("read");
             assert!(!line.is_empty(), "connection closed");
             if line == "\r\n" {
                 break;
@@ -102,7 +195,7 @@ impl Wire {
             }
         }
         let mut body = vec![0; len];
-        self.inp.read_exact(&mut body).expect("read body");
+        self.io.read_exact(&mut body).expect("read body");
         body
     }
 }
@@ -203,8 +296,13 @@ fn measure(n: usize, mut cycle: impl FnMut()) -> String {
 /// Warm-up cycles before measuring (see run.py).
 const WARM: usize = 300;
 
+/// A client as an application makes one: the `CONSUL_*` environment (`CONSUL_CACERT` over
+/// `https://`), then the address.
 fn client(addr: &str) -> Client {
-    Client::builder().address(addr).build().expect("client")
+    ClientBuilder::from_env()
+        .address(addr)
+        .build()
+        .expect("client")
 }
 
 const LONG: Option<Duration> = Some(Duration::from_secs(30));
