@@ -50,8 +50,10 @@ impl Outgoing {
                 .headers_mut()
                 .insert(http::header::CONTENT_LENGTH, body.len().into());
         }
+        let uri = request.uri();
         let head_room = 512
-            + request.uri().to_string().len()
+            + uri.authority().map_or(0, |a| a.as_str().len())
+            + uri.path_and_query().map_or(0, |p| p.as_str().len())
             + request
                 .headers()
                 .iter()

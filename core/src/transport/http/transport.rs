@@ -183,12 +183,16 @@ impl Transport {
             Scheme::Https => {
                 let host = split_host_port(&url_host_port).0;
                 let host = host.trim_start_matches('[').trim_end_matches(']');
-                // A name the certificate cannot carry leaves those connections to ureq,
-                // whose own check says what is wrong.
-                rustls::pki_types::ServerName::try_from(host.to_string())
-                    .ok()
-                    .map(|name| rustls_config(b).map(|c| (c, name)))
-                    .transpose()?
+                // A name the certificate cannot carry, or files ureq read but this reading
+                // refuses, leave every connection to ureq, whose own checks say what is wrong.
+                let name = rustls::pki_types::ServerName::try_from(host.to_string()).ok();
+                name.and_then(|name| match rustls_config(b) {
+                    Ok(config) => Some((config, name)),
+                    Err(e) => {
+                        log::debug!("baton: no TLS for baton's own connections: {e}");
+                        None
+                    }
+                })
             }
         };
         // Whether requests go through an HTTP proxy (ureq's, from the environment; not when
@@ -457,21 +461,26 @@ impl Transport {
     /// `req` rendered for a loop's exchange, with the URL and headers the ureq path sends
     /// (only on a [`Transport::loop_capable`] client).
     pub(crate) fn render(&self, req: &Request) -> Result<Outgoing> {
+        use ureq_proto::http::header::{self, HeaderName, HeaderValue};
         let url = self.checked_url(req)?;
+        // Names and fixed values as constants: nothing to parse or check per request.
         let mut b = ureq_proto::http::Request::builder()
             .method(req.method)
-            .uri(&url)
-            .header("User-Agent", concat!("baton/", env!("CARGO_PKG_VERSION")))
-            .header("Accept", "*/*");
+            .uri(url)
+            .header(
+                header::USER_AGENT,
+                HeaderValue::from_static(concat!("baton/", env!("CARGO_PKG_VERSION"))),
+            )
+            .header(header::ACCEPT, HeaderValue::from_static("*/*"));
         if let Some(t) = &self.token {
-            b = b.header("X-Consul-Token", &t.0);
+            b = b.header(HeaderName::from_static("x-consul-token"), &t.0);
         }
         if let Some(a) = &self.auth {
-            b = b.header("Authorization", &a.0);
+            b = b.header(header::AUTHORIZATION, &a.0);
         }
         let body: &[u8] = match &req.body {
             Some((body, ct)) => {
-                b = b.header("Content-Type", *ct);
+                b = b.header(header::CONTENT_TYPE, HeaderValue::from_static(ct));
                 body
             }
             None => &[],
