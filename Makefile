@@ -19,7 +19,7 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The whole test suite: formatting, lints, docs, and every test (what .ci/run calls).
-test: lint test-make test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-unix test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
+test: lint test-make test-rust test-cli examples-rust test-c examples-c test-python test-node test-parity test-pretty test-versions test-unix test-tls test-cross test-faults test-readme docs stress-short test-pyconsul test-packages
 
 lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
@@ -230,13 +230,16 @@ test-parity: python-install node-build
 
 ## The Rust core, Python and Node suites against dev servers that pretty-print like
 ## `consul agent -dev` (indented JSON ending with a newline): tests must parse JSON, not bytes.
-## The lock, semaphore, election, session, watch and aio suites again, every client of them on
-## the dev server's unix socket (`unix:///path`, as an agent with addresses.http = "unix:///..."):
-## the same build as test-rust, the same tests, another connection.
-.PHONY: test-unix
-RUST_UNIX_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test aio --test aio_parity --test warm --test direct --test cancel_settles --test close_owed
+## The lock, semaphore, election, session, watch, ACL and aio suites again, every client of them
+## on the dev server's unix socket (`unix:///path`, as an agent with addresses.http =
+## "unix:///..."), then on its HTTPS listener (a CA made per fixture, trusted by the clients):
+## the same build as test-rust, the same tests, other connections.
+.PHONY: test-unix test-tls
+RUST_TRANSPORT_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test acl --test aio --test aio_parity --test warm --test direct --test cancel_settles --test close_owed
 test-unix:
-	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton $(RUST_UNIX_SUITES)
+	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton $(RUST_TRANSPORT_SUITES)
+test-tls:
+	BATON_TEST_TRANSPORT=https $(CARGO) test -q -p consul-baton $(RUST_TRANSPORT_SUITES)
 
 .PHONY: test-pretty
 test-pretty: python-install node-build

@@ -119,6 +119,18 @@ CRATES = ["consul-baton", "consul-baton-devserver", "consul-baton-cli"]
 
 @step("cargo publish --dry-run (every publishable crate)")
 def cargo_publish_dry_run():
+    # The dry run packages the crates into a scratch registry of its own and builds the later
+    # crates against the earlier ones unpacked from it, into cargo's registry cache, where an
+    # unpacking is reused whenever name and version match: a machine that ran this before
+    # would build against the sources of that time. Only those scratch unpackings go (their
+    # registry has no host name; crates.io's folders are left alone).
+    cargo_home = pathlib.Path(os.environ.get("CARGO_HOME", pathlib.Path.home() / ".cargo"))
+    v = version()
+    for registry in (cargo_home / "registry" / "src").glob("*"):
+        if registry.name.startswith("index."):
+            continue
+        for c in CRATES:
+            shutil.rmtree(registry / f"{c}-{v}", ignore_errors=True)
     cmd = ["cargo", "publish", "--dry-run", "--allow-dirty", "--locked"]
     for c in CRATES:
         cmd += ["-p", c]

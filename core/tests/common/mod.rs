@@ -31,6 +31,9 @@ pub enum Transport {
     Tcp,
     /// The dev server's unix socket (`unix`): `unix:///path` addresses.
     Unix,
+    /// The dev server's HTTPS listener (`https`), its certificate from a CA made for the
+    /// fixture, which the clients trust (`CONSUL_CACERT` as a builder setting).
+    Https,
 }
 
 /// The transport `BATON_TEST_TRANSPORT` names.
@@ -38,8 +41,34 @@ pub fn test_transport() -> Transport {
     match std::env::var("BATON_TEST_TRANSPORT").as_deref() {
         Err(_) | Ok("") | Ok("tcp") => Transport::Tcp,
         Ok("unix") => Transport::Unix,
-        Ok(other) => panic!("BATON_TEST_TRANSPORT={other:?}: want tcp or unix"),
+        Ok("https") => Transport::Https,
+        Ok(other) => panic!("BATON_TEST_TRANSPORT={other:?}: want tcp, unix or https"),
     }
+}
+
+/// A CA and a server certificate for `127.0.0.1` in a fresh directory, as `consul tls ca
+/// create` / `cert create -server` make them: `(directory, CA file, server certificate)`.
+pub fn test_pki() -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    baton_devserver::certs::CertFiles,
+) {
+    use baton_devserver::certs::{self, CertAuthority, CertKind, LeafOptions};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "baton-fixture-pki-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("pki dir");
+    let ca = CertAuthority::create(certs::DEFAULT_DOMAIN, certs::CA_DAYS).expect("a CA");
+    let ca_files = ca.write(&dir).expect("CA files");
+    let server = ca
+        .issue_into(&LeafOptions::new(CertKind::Server), &dir)
+        .expect("a server certificate");
+    (dir, ca_files.cert, server)
 }
 
 /// A fresh socket path for a dev server of this process (short: a unix socket path has
@@ -69,6 +98,9 @@ pub struct Fixture {
     /// The address the test's clients are given ([`Fixture::builder`]): `addr`, or the dev
     /// server's unix socket with `BATON_TEST_TRANSPORT=unix`.
     pub client_addr: String,
+    /// With `BATON_TEST_TRANSPORT=https`: the CA the clients trust, and the directory of the
+    /// fixture's certificates (removed on drop).
+    pub tls_ca: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// The version the server reported in `/v1/agent/self`, asked once.
     version: std::sync::OnceLock<Option<ConsulVersion>>,
     /// Why sessions may remain at the end (`None`: none may).
@@ -77,6 +109,16 @@ pub struct Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
+        self.check_sessions_left();
+        if let Some((dir, _)) = &self.tls_ca {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+impl Fixture {
+    /// The drop check: no session left at the dev server.
+    fn check_sessions_left(&self) {
         if std::thread::panicking()
             || self.dev.is_none()
             || self.sessions_may_remain.get().is_some()
@@ -122,6 +164,7 @@ impl Fixture {
                 let addr = addr.trim_end_matches('/').to_string();
                 return Fixture {
                     dev: None,
+                    tls_ca: None,
                     client_addr: addr.clone(),
                     addr,
                     version: Default::default(),
@@ -138,18 +181,32 @@ impl Fixture {
                 config.consul_version = v;
             }
         }
-        let unix = test_transport() == Transport::Unix;
-        if unix && config.unix_socket.is_none() {
+        let transport = test_transport();
+        if transport == Transport::Unix && config.unix_socket.is_none() {
             config.unix_socket = Some(socket_path());
+        }
+        let mut tls_ca = None;
+        if transport == Transport::Https && config.tls.is_none() {
+            let (dir, ca, server) = test_pki();
+            config.https_addr = Some(([127, 0, 0, 1], 0).into());
+            config.tls = Some(baton_devserver::TlsConfig {
+                cert_file: server.cert,
+                key_file: server.key,
+                ca_file: Some(ca.clone()),
+                verify_incoming: false,
+            });
+            tls_ca = Some((dir, ca));
         }
         let dev = DevServer::start(config).expect("dev server starts");
         let addr = dev.http_addr();
-        let client_addr = match dev.unix_url() {
-            Some(url) if unix => url,
+        let client_addr = match (transport, dev.unix_url(), dev.https_url()) {
+            (Transport::Unix, Some(url), _) => url,
+            (Transport::Https, _, Some(url)) if tls_ca.is_some() => url,
             _ => addr.clone(),
         };
         Fixture {
             dev: Some(dev),
+            tls_ca,
             client_addr,
             addr,
             version: Default::default(),
@@ -302,7 +359,14 @@ impl Fixture {
     }
 
     pub fn builder(&self) -> ClientBuilder {
-        Client::builder().address(self.client_addr.clone())
+        let b = Client::builder().address(self.client_addr.clone());
+        match &self.tls_ca {
+            Some((_, ca)) => b.tls(baton::TlsSettings {
+                ca_file: Some(ca.clone()),
+                ..Default::default()
+            }),
+            None => b,
+        }
     }
 
     /// A fault proxy in front of the dev server and a builder for a client that
