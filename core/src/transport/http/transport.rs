@@ -37,6 +37,10 @@ pub(crate) struct Transport {
     resolver: Resolver,
     token: Option<Secret>,
     auth: Option<Secret>,
+    /// The headers every request of a loop connection carries, made once (`render`): the
+    /// user agent and accept, the token and the basic authentication (marked sensitive).
+    /// (An error, said when such a request is made, if the token cannot be a header.)
+    loop_headers: std::result::Result<ureq_proto::http::HeaderMap, String>,
     common_query: Vec<(String, String)>,
     request_timeout: Duration,
     /// Whether Consul is answering, as the requests of all threads see it.
@@ -227,6 +231,7 @@ impl Transport {
             agent: new_agent(agent_config.clone(), resolver.clone()),
             resolver,
             agent_config,
+            loop_headers: loop_headers(token.as_ref(), auth.as_ref()),
             token,
             auth,
             common_query,
@@ -465,33 +470,30 @@ impl Transport {
     /// `req` rendered for a loop's exchange, with the URL and headers the ureq path sends
     /// (only on a [`Transport::loop_capable`] client).
     pub(crate) fn render(&self, req: &Request) -> Result<Outgoing> {
-        use ureq_proto::http::header::{self, HeaderName, HeaderValue};
+        use ureq_proto::http::{self, header, HeaderValue, Method};
+        let invalid =
+            |e: String| Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint());
         let url = self.checked_url(req)?;
-        // Names and fixed values as constants: nothing to parse or check per request.
-        let mut b = ureq_proto::http::Request::builder()
-            .method(req.method)
-            .uri(url)
-            .header(
-                header::USER_AGENT,
-                HeaderValue::from_static(concat!("baton/", env!("CARGO_PKG_VERSION"))),
-            )
-            .header(header::ACCEPT, HeaderValue::from_static("*/*"));
-        if let Some(t) = &self.token {
-            b = b.header(HeaderName::from_static("x-consul-token"), &t.0);
-        }
-        if let Some(a) = &self.auth {
-            b = b.header(header::AUTHORIZATION, &a.0);
-        }
+        // Built in place from what the client made once: nothing parsed or checked per
+        // request but the URL.
+        let mut request = http::Request::new(());
+        *request.method_mut() = match req.method {
+            "GET" => Method::GET,
+            "PUT" => Method::PUT,
+            "DELETE" => Method::DELETE,
+            m => Method::from_bytes(m.as_bytes()).map_err(|e| invalid(e.to_string()))?,
+        };
+        *request.uri_mut() = http::Uri::try_from(url).map_err(|e| invalid(e.to_string()))?;
+        *request.headers_mut() = self.loop_headers.clone().map_err(invalid)?;
         let body: &[u8] = match &req.body {
             Some((body, ct)) => {
-                b = b.header(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+                request
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
                 body
             }
             None => &[],
         };
-        let invalid =
-            |e: String| Error::new(ErrorKind::InvalidArgument, e).with_endpoint(req.endpoint());
-        let request = b.body(()).map_err(|e| invalid(e.to_string()))?;
         Outgoing::new(request, body).map_err(invalid)
     }
 
@@ -614,6 +616,36 @@ impl Transport {
         let resp = self.send(req)?;
         check(req, resp)
     }
+}
+
+/// The headers of every request a loop connection sends (see `Transport::render`).
+fn loop_headers(
+    token: Option<&Secret>,
+    auth: Option<&Secret>,
+) -> std::result::Result<ureq_proto::http::HeaderMap, String> {
+    use ureq_proto::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+    let mut h = HeaderMap::with_capacity(6);
+    h.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static(concat!("baton/", env!("CARGO_PKG_VERSION"))),
+    );
+    h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+    let secret = |name: &str, s: &Secret| {
+        let mut v = HeaderValue::from_str(&s.0)
+            .map_err(|_| format!("the {name} holds a character a request header cannot carry"))?;
+        v.set_sensitive(true);
+        Ok::<_, String>(v)
+    };
+    if let Some(t) = token {
+        h.insert(
+            HeaderName::from_static("x-consul-token"),
+            secret("ACL token", t)?,
+        );
+    }
+    if let Some(a) = auth {
+        h.insert(header::AUTHORIZATION, secret("basic authentication", a)?);
+    }
+    Ok(h)
 }
 
 #[cfg(test)]
