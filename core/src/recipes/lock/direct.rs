@@ -20,6 +20,8 @@ use std::time::Instant;
 use super::warm::{Driven, WarmAcquire, WarmRelease, WarmStep};
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::transport::http::exchange::{drive_here, Drive, Exchange};
+use crate::transport::http::Interest;
 
 /// How a driven call stopped.
 enum Stopped<R> {
@@ -40,33 +42,30 @@ fn drive<W: Driven>(
 ) -> Stopped<W::Resume> {
     let limit = Instant::now() + w.time_limit();
     let stop_at = deadline.map_or(limit, |d| d.min(limit));
-    // Each hook shuts the connection down (ending the poll); dropped when this returns.
-    let _hooks: Vec<_> = match w.exchange().interrupter() {
-        Some(shut) => tokens.iter().map(|t| t.on_cancel(shut.clone())).collect(),
-        None => Vec::new(),
-    };
-    // Nothing is written once the time is up (as the ordinary path sends nothing then).
-    if Instant::now() >= stop_at {
-        return Stopped::Abandon;
+    match drive_here(&mut Stepping(w), stop_at, tokens) {
+        Some(WarmStep::Done(r)) => {
+            w.settled();
+            Stopped::Done(r)
+        }
+        Some(WarmStep::Resume(r)) => Stopped::Resume(r),
+        // `Stepping` never gives a pending step.
+        Some(WarmStep::Pending(_)) | None => Stopped::Abandon,
     }
-    loop {
-        // Before advancing: a connection shut down by a hook is not the agent's failure.
-        if tokens.iter().any(|t| t.is_cancelled()) {
-            return Stopped::Abandon;
+}
+
+/// A warm call as the transport's driver sees it.
+struct Stepping<'a, W>(&'a mut W);
+
+impl<W: Driven> Drive for Stepping<'_, W> {
+    type Out = WarmStep<W::Resume>;
+    fn step(&mut self) -> std::result::Result<Self::Out, Interest> {
+        match self.0.advance() {
+            WarmStep::Pending(interest) => Err(interest),
+            done => Ok(done),
         }
-        match w.advance() {
-            WarmStep::Pending(interest) => {
-                let now = Instant::now();
-                if now >= stop_at || !w.exchange().wait(interest, stop_at - now) {
-                    return Stopped::Abandon;
-                }
-            }
-            WarmStep::Done(r) => {
-                w.settled();
-                return Stopped::Done(r);
-            }
-            WarmStep::Resume(r) => return Stopped::Resume(r),
-        }
+    }
+    fn exchange(&self) -> &Exchange {
+        self.0.exchange()
     }
 }
 

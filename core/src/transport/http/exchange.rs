@@ -364,6 +364,64 @@ impl Exchange {
     }
 }
 
+/// A step built on an exchange that a thread drives to its end ([`drive_here`]): the exchange
+/// itself, or a call whose one request it is (`lock::warm`).
+pub(crate) trait Drive {
+    /// What a step that is no longer pending gives.
+    type Out;
+    /// One advance: the outcome, or the socket readiness it waits for.
+    fn step(&mut self) -> std::result::Result<Self::Out, Interest>;
+    /// The exchange in flight, to wait on and to interrupt.
+    fn exchange(&self) -> &Exchange;
+}
+
+impl Drive for Exchange {
+    type Out = Progress;
+    fn step(&mut self) -> std::result::Result<Progress, Interest> {
+        match self.advance() {
+            Progress::Pending(interest) => Err(interest),
+            done => Ok(done),
+        }
+    }
+    fn exchange(&self) -> &Exchange {
+        self
+    }
+}
+
+/// Drives `d` on this thread, polling its socket between advances, until it is no longer
+/// pending (`Some`), or `stop_at` passes or a token in `tokens` is cancelled (`None`: still in
+/// flight, for the caller to abandon). Each token's cancel shuts the connection down, which
+/// ends a wait at once. Nothing is written once the time is up.
+pub(crate) fn drive_here<D: Drive>(
+    d: &mut D,
+    stop_at: std::time::Instant,
+    tokens: &[&crate::foundations::cancel::CancelToken],
+) -> Option<D::Out> {
+    // Each hook shuts the connection down (ending the poll); dropped when this returns.
+    let _hooks: Vec<_> = match d.exchange().interrupter() {
+        Some(shut) => tokens.iter().map(|t| t.on_cancel(shut.clone())).collect(),
+        None => Vec::new(),
+    };
+    if std::time::Instant::now() >= stop_at {
+        return None;
+    }
+    loop {
+        // Before advancing: a connection shut down by a hook is not the agent's failure.
+        if tokens.iter().any(|t| t.is_cancelled()) {
+            return None;
+        }
+        match d.step() {
+            Ok(out) => return Some(out),
+            Err(interest) => {
+                let now = std::time::Instant::now();
+                if now >= stop_at || !d.exchange().wait(interest, stop_at - now) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::super::stream::Stream;

@@ -65,25 +65,13 @@ impl Transport {
             None => LoopConn::new(stream),
             Some((config, name)) => handshake(stream, config.clone(), name.clone(), budget),
         };
-        made.map_err(|e| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("connecting to {}: {e}", self.shown),
-            )
-            .transient()
-        })
+        made.map_err(|e| connect_error(&self.shown, e))
     }
 
     /// A socket connected to the agent (blocking, within `budget` per address).
     fn connect_stream(&self, budget: Duration) -> Result<Stream> {
         if let Some(unix) = self.resolver.dial.connect_unix() {
-            return unix.map_err(|e| {
-                Error::new(
-                    ErrorKind::Connection,
-                    format!("connecting to {}: {e}", self.shown),
-                )
-                .transient()
-            });
+            return unix.map_err(|e| connect_error(&self.shown, e));
         }
         let rest = self.base.split_once("://").map_or(&*self.base, |(_, r)| r);
         let authority = rest.split('/').next().unwrap_or_default();
@@ -93,13 +81,7 @@ impl Transport {
             .target_host(host.trim_start_matches('[').trim_end_matches(']'));
         let default_port = if self.loop_tls.is_some() { 443 } else { 80 };
         let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(default_port);
-        let connect_err = |e: std::io::Error| {
-            Error::new(
-                ErrorKind::Connection,
-                format!("connecting to {authority}: {e}"),
-            )
-            .transient()
-        };
+        let connect_err = |e: std::io::Error| connect_error(authority, e);
         let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
             Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
@@ -135,6 +117,11 @@ impl Transport {
     }
 }
 
+/// A connection to `to` that could not be made (transient: the agent may come).
+fn connect_error(to: &str, e: std::io::Error) -> Error {
+    Error::new(ErrorKind::Connection, format!("connecting to {to}: {e}")).transient()
+}
+
 impl Transport {
     /// Sends `req` on the idle loop connection, driven on this thread (polling its socket
     /// between advances) instead of through ureq: `None` when it cannot be (no loop
@@ -147,7 +134,7 @@ impl Transport {
         req: &crate::transport::http::Request,
         closing: Option<&crate::foundations::cancel::CancelToken>,
     ) -> Option<Result<crate::transport::http::Response>> {
-        use crate::transport::http::exchange::{Exchange, Progress};
+        use crate::transport::http::exchange::{drive_here, Exchange, Progress};
         if !self.loop_capable() || req.wait.is_some() {
             return None;
         }
@@ -162,47 +149,34 @@ impl Transport {
         };
         let mut ex = Exchange::new(conn, out);
         let tokens: Vec<_> = closing.into_iter().chain(req.cancel.as_ref()).collect();
-        // Each hook shuts the connection down (ending the wait); dropped on return.
-        let _hooks: Vec<_> = match ex.interrupter() {
-            Some(shut) => tokens.iter().map(|t| t.on_cancel(shut.clone())).collect(),
-            None => Vec::new(),
-        };
         let limit = self.time_limit(req);
-        let stop_at = std::time::Instant::now() + limit;
         let users = req.timeout.is_some_and(|t| t <= limit);
-        loop {
-            if let Some(t) = tokens.iter().find(|t| t.is_cancelled()) {
-                let closed = closing.is_some_and(|c| std::ptr::eq(*t, c));
-                let e = if closed {
+        match drive_here(&mut ex, std::time::Instant::now() + limit, &tokens) {
+            None => {
+                // Interrupted or out of time, maybe applied: said as the ordinary path says it.
+                let e = if closing.is_some_and(|c| c.is_cancelled()) {
                     Error::new(ErrorKind::Closed, "client closed")
-                } else {
+                } else if req.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                     Error::new(ErrorKind::Cancelled, "cancelled")
+                } else {
+                    let e = Error::new(ErrorKind::Timeout, format!("no answer within {limit:?}"))
+                        .with_endpoint(endpoint.clone());
+                    return Some(self.conclude(endpoint, Err(e), users));
                 };
-                return Some(Err(e.with_endpoint(endpoint)));
+                Some(Err(e.with_endpoint(endpoint)))
             }
-            match ex.advance() {
-                Progress::Pending(interest) => {
-                    let now = std::time::Instant::now();
-                    if now >= stop_at || !ex.wait(interest, stop_at - now) {
-                        let e =
-                            Error::new(ErrorKind::Timeout, format!("no answer within {limit:?}"))
-                                .with_endpoint(endpoint.clone());
-                        return Some(self.conclude(endpoint, Err(e), users));
-                    }
+            Some(Progress::Pending(_)) => None,
+            Some(Progress::Answered(resp, conn)) => {
+                if let Some(conn) = conn {
+                    self.give_back_loop_conn(conn);
                 }
-                Progress::Answered(resp, conn) => {
-                    if let Some(conn) = conn {
-                        self.give_back_loop_conn(conn);
-                    }
-                    return Some(self.conclude(endpoint, Ok(resp), users));
-                }
-                Progress::Failed(io, unsent) => {
-                    if unsent {
-                        return None;
-                    }
-                    let e = super::io_error(io, endpoint.clone());
-                    return Some(self.conclude(endpoint, Err(e), false));
-                }
+                Some(self.conclude(endpoint, Ok(resp), users))
+            }
+            // Not a byte left: the caller sends it the ordinary way.
+            Some(Progress::Failed(_, true)) => None,
+            Some(Progress::Failed(io, false)) => {
+                let e = super::io_error(io, endpoint.clone());
+                Some(self.conclude(endpoint, Err(e), false))
             }
         }
     }
