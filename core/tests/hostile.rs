@@ -380,7 +380,16 @@ fn answers_over_the_cap_are_refused_without_holding_them() {
         let started = std::time::Instant::now();
         let e = client.kv().get(key).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BadResponse, "{key}: {e}");
-        assert_eq!(e.message(), TOO_LARGE, "{key}");
+        if key == "bomb" {
+            // Baton never asks for compression, so a compressed answer is refused from its
+            // head: nothing is inflated.
+            assert!(
+                e.message().contains("compressed (Content-Encoding: gzip)"),
+                "{key}: {e}"
+            );
+        } else {
+            assert_eq!(e.message(), TOO_LARGE, "{key}");
+        }
         assert_eq!(e.endpoint(), Some(format!("GET /v1/kv/{key}").as_str()));
         assert!(!e.to_string().contains("request"), "{e}");
         eprintln!("{key}: refused in {:?}", started.elapsed());

@@ -92,7 +92,7 @@ fn a_warm_cycle_holds_and_releases_as_the_blocking_one_does() {
 }
 
 #[test]
-fn no_warm_call_without_a_known_free_key_or_a_loop_connection() {
+fn no_warm_call_without_a_known_free_key_or_an_idle_connection() {
     let f = Fixture::start();
     let c = f.client();
     let key = unique("warm-cold");
@@ -113,16 +113,20 @@ fn no_warm_call_without_a_known_free_key_or_a_loop_connection() {
     let mut w = lock.warm_acquire().expect("warm");
     assert!(matches!(acquire(&mut w), WarmStep::Done(Ok(true))));
     drop(w);
-    // The connection is in use by nobody now; a client without one has no warm path.
-    let other = f.client();
-    let lock2 = other.lock(&unique("warm-noconn")).unwrap();
+    // A client whose connection is busy (taken by a warm call in flight) has no warm path
+    // for another call until it is given back.
+    let lock2 = c.lock(&unique("warm-busy")).unwrap();
     assert!(lock2.acquire(Some(PATIENCE), None).unwrap());
     assert!(lock2.release().unwrap());
+    assert!(lock.release().unwrap());
+    let w = lock
+        .warm_acquire()
+        .expect("warm: the calls left their connection idle");
     assert!(
         lock2.warm_acquire().is_none(),
-        "no loop connection was opened"
+        "a warm call with no idle connection"
     );
-    assert!(lock.release().unwrap());
+    drop(w);
 }
 
 #[test]

@@ -8,15 +8,14 @@ use crate::foundations::error::{printable, Error, ErrorKind, Result, SHOWN_TEXT_
 pub use crate::foundations::session_options::{Behavior, ServiceCheck, SessionOptions};
 use crate::transport::http::{encode_component, QueryMeta, QueryOptions, Request};
 
-/// `GET /v1/session/info/<id>` on `agent` (a background thread's own, which
-/// `close` shuts down), not bounded by any call scope: the session monitor's read.
+/// `GET /v1/session/info/<id>`, interrupted by `close` and not bounded by any call scope:
+/// the session monitor's read.
 pub(crate) fn info_on(
     conn: &crate::transport::conn::Conn,
-    agent: &ureq::Agent,
     id: &str,
 ) -> Result<Option<SessionEntry>> {
     let req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
-    let resp = conn.transport.send_on(agent, &req, Some(&conn.closing))?;
+    let resp = conn.transport.send_on(&req, Some(&conn.closing))?;
     let resp = crate::transport::http::check(&req, resp)?;
     let list: Vec<SessionEntry> = resp.json(&req)?;
     Ok(list.into_iter().next())
@@ -34,7 +33,7 @@ pub(crate) fn session_request(verb: &str, id: &str) -> Request {
 }
 
 /// The one read of `GET /v1/session/list`: `send` sends it — a caller's
-/// deadline-bounded send, or the session monitor's poll on its own agent.
+/// deadline-bounded send, or the session monitor's poll.
 pub(crate) fn read_list(
     options: &QueryOptions,
     send: impl FnOnce(&Request) -> Result<crate::transport::http::Response>,

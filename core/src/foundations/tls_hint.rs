@@ -55,9 +55,14 @@ impl TlsContext {
 pub(crate) fn rustls_error(e: &ureq::Error) -> Option<&rustls::Error> {
     match e {
         ureq::Error::Rustls(r) => Some(r),
-        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>(),
+        ureq::Error::Io(io) => rustls_in_io(io),
         _ => None,
     }
+}
+
+/// The rustls error a failed read, write or handshake carries (as an I/O error of its own).
+pub(crate) fn rustls_in_io(io: &std::io::Error) -> Option<&rustls::Error> {
+    io.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 const MTLS_HINT: &str = "set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY to a client certificate \
@@ -65,24 +70,33 @@ const MTLS_HINT: &str = "set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY to a clien
 
 /// What to do about `e` on an `https://` connection, if its cause is known.
 pub(crate) fn hint(ctx: &TlsContext, e: &ureq::Error) -> Option<String> {
-    use rustls::{AlertDescription as A, CertificateError as C, Error as R};
+    match (rustls_error(e), e) {
+        (Some(err), _) => hint_rustls(ctx, err),
+        (None, ureq::Error::Io(io)) => hint_closed(ctx, io),
+        _ => None,
+    }
+}
+
+/// The server hung up on a connection that carried our request: with TLS 1.3 a server that
+/// requires a client certificate says so only after the handshake, and the request then meets
+/// a closed connection (`Broken pipe`). What to do, when no client certificate was offered.
+pub(crate) fn hint_closed(ctx: &TlsContext, io: &std::io::Error) -> Option<String> {
     use std::io::ErrorKind as K;
-    let Some(err) = rustls_error(e) else {
-        // The server hung up on a connection that carried our request: with TLS 1.3 a server
-        // that requires a client certificate says so only after the handshake, and the
-        // request then meets a closed connection (`Broken pipe`).
-        let closed = matches!(e, ureq::Error::Io(io) if matches!(
-            io.kind(),
-            K::BrokenPipe | K::ConnectionReset | K::UnexpectedEof
-        ));
-        if closed && ctx.client_cert.is_none() {
-            return Some(format!(
-                "the server closed the TLS connection; if it requires client certificates \
-                 (the agent's verify_incoming), {MTLS_HINT}"
-            ));
-        }
-        return None;
-    };
+    let closed = matches!(
+        io.kind(),
+        K::BrokenPipe | K::ConnectionReset | K::UnexpectedEof
+    );
+    (closed && ctx.client_cert.is_none()).then(|| {
+        format!(
+            "the server closed the TLS connection; if it requires client certificates \
+             (the agent's verify_incoming), {MTLS_HINT}"
+        )
+    })
+}
+
+/// What to do about a TLS failure rustls reports, if its cause is known.
+pub(crate) fn hint_rustls(ctx: &TlsContext, err: &rustls::Error) -> Option<String> {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as R};
     match err {
         R::InvalidCertificate(C::UnknownIssuer) => Some(if ctx.trusted.is_empty() {
             "the server's certificate is signed by a CA this client does not trust: set \

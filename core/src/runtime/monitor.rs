@@ -25,7 +25,6 @@ pub(crate) fn start(core: Arc<Conn>, live: LiveSessions) -> std::io::Result<Work
 }
 
 fn run(core: Arc<Conn>, live: LiveSessions) {
-    let (agent, _close_hook) = core.background_agent();
     let mut index = 0u64;
     let mut backoff = Backoff::new();
     let mut pacer = Pacer::new();
@@ -40,7 +39,7 @@ fn run(core: Arc<Conn>, live: LiveSessions) {
         };
         pacer.sending();
         let result = crate::api::session_api::read_list(&opts, |req| {
-            core.transport.send_on(&agent, req, Some(&core.closing))
+            core.transport.send_on(req, Some(&core.closing))
         });
         match result {
             Ok((list, meta)) => {
@@ -53,7 +52,7 @@ fn run(core: Arc<Conn>, live: LiveSessions) {
                         continue;
                     }
                     // The list may predate the session's creation: confirm.
-                    match crate::api::session_api::info_on(&core, &agent, &s.id) {
+                    match crate::api::session_api::info_on(&core, &s.id) {
                         Ok(None) => s.lose(LostReason::Invalidated),
                         Ok(Some(_)) => {}
                         Err(e) => log::debug!("baton session monitor: info failed: {e}"),

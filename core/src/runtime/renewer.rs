@@ -166,7 +166,6 @@ fn retry_interval(ttl: Duration) -> Duration {
 
 fn run(core: Arc<Conn>, rx: Receiver<Command>) {
     let closing = core.closing.receiver();
-    let (agent, _close_hook) = core.background_agent();
     let mut heap: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut jitter = Jitter::new();
@@ -217,7 +216,7 @@ fn run(core: Arc<Conn>, rx: Receiver<Command>) {
             req.timeout = Some(timeout);
             let result = core
                 .transport
-                .send_on(&agent, &req, Some(&core.closing))
+                .send_on(&req, Some(&core.closing))
                 .and_then(|resp| crate::api::session_api::renew_answer(&req, resp));
             match result {
                 Ok(entry) => {

@@ -406,9 +406,6 @@ impl Drop for Watch {
 }
 
 fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
-    let (agent, _close_hook) = core.background_agent();
-    let a = agent.clone();
-    let _stop_hook = shared.stop.on_cancel(move || a.shutdown());
     let mut index = 0u64;
     let mut backoff = Backoff::new();
     let mut pacer = Pacer::new();
@@ -427,7 +424,10 @@ fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
         };
         pacer.sending();
         let result = crate::api::kv::read(key, recurse, &opts, |req| {
-            core.transport.send_on(&agent, req, Some(&core.closing))
+            // Stopping the watch interrupts its poll.
+            let mut req = req.clone();
+            req.cancel = Some(shared.stop.clone());
+            core.transport.send_on(&req, Some(&core.closing))
         });
         if shared.stop.is_cancelled() || core.closing.is_cancelled() {
             return;

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::cancel::CancelToken;
 use crate::foundations::compat::Learned;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::transport::http::{Request, Response, Transport};
@@ -94,16 +94,6 @@ impl Conn {
         self.request_timeout
     }
 
-    /// An agent for a background thread: its I/O is interrupted by `close` for as
-    /// long as the returned guard lives (the thread keeps it until it exits, so
-    /// neither the hook nor the token outlives the client).
-    pub(crate) fn background_agent(&self) -> (ureq::Agent, HookGuard) {
-        let agent = self.transport.fresh_agent();
-        let a = agent.clone();
-        let guard = self.closing.on_cancel(move || a.shutdown());
-        (agent, guard)
-    }
-
     /// Sends a request, bounded by the calling thread's call scope (the time
     /// left of an acquire's deadline; see `scope`).
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
@@ -114,10 +104,9 @@ impl Conn {
             self.check_usable()?;
         }
         let (left, cancel) = crate::foundations::scope::limits(&req.endpoint())?;
-        let agent = self.transport.shared_agent();
         let closing = (!finishing).then_some(&self.closing);
         if left.is_none() && cancel.is_none() {
-            return self.transport.send_on(&agent, req, closing);
+            return self.transport.send_on(req, closing);
         }
         let mut bounded = req.clone();
         if let Some(left) = left {
@@ -126,10 +115,10 @@ impl Conn {
         if bounded.cancel.is_none() {
             bounded.cancel = cancel;
         }
-        self.transport.send_on(&agent, &bounded, closing)
+        self.transport.send_on(&bounded, closing)
     }
 
-    /// [`Conn::send`] on the idle loop connection, driven on this thread (see
+    /// [`Conn::send`] on an idle connection, driven on this thread (see
     /// `Transport::send_direct`); `None` when it cannot be (send it the ordinary way). An
     /// error may leave the request applied.
     pub(crate) fn send_direct(&self, req: &Request) -> Option<Result<Response>> {

@@ -466,13 +466,7 @@ impl Lock {
             return Ok(false);
         };
         let result = wire::unlock(&sh.client, &sh.key, &value, session.id(), sh.flags);
-        let released = sh.released(&session, value, result);
-        // Outside any deadline: opening a connection is not bounded by one.
-        #[cfg(unix)]
-        if matches!(released, Ok(true)) && plain == Some(None) {
-            sh.client.conn().transport.after_thread_release();
-        }
-        released
+        sh.released(&session, value, result)
     }
 
     /// Whether the lock is held: acquired, not released, not lost, and the

@@ -134,9 +134,6 @@ impl Shared {
         ];
         match self.client.conn().txn_direct(&ops) {
             Ok(entries) => {
-                // A client that cycles slots gets the loop connection its next txns go on
-                // (opened on this thread at its second such release, as a lock's).
-                self.client.conn().transport.after_thread_release();
                 lock(&self.inner).known =
                     entries
                         .iter()

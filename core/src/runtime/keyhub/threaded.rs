@@ -15,7 +15,6 @@ pub(super) fn run(core: Weak<Conn>, group: Arc<Group>) {
     drop(strong);
     let closing_rx = closing.receiver();
     let wake = group.wake_rx.clone();
-    let mut agent: Option<ureq::Agent> = None;
     let mut state = PollState::new();
     loop {
         if closing.is_cancelled() {
@@ -38,22 +37,16 @@ pub(super) fn run(core: Weak<Conn>, group: Arc<Group>) {
                 state.deferred(&group);
                 continue;
             }
-            Plan::Restart => {
-                // A new connection for the new target.
-                agent = None;
-                continue;
-            }
+            Plan::Restart => continue,
             Plan::Poll(want, req, round) => (want, req, round),
         };
         let Some(core) = core.upgrade() else { return };
-        let a = agent
-            .get_or_insert_with(|| core.transport.fresh_agent())
-            .clone();
-        let a2 = a.clone();
-        let _interrupt = round.on_cancel(move || a2.shutdown());
+        // Widening the target cancels the round, which interrupts the poll.
+        let mut req = req;
+        req.cancel = Some(round.clone());
         let result = core
             .transport
-            .send_on(&a, &req, Some(&core.closing))
+            .send_on(&req, Some(&core.closing))
             .and_then(|resp| crate::api::kv::read_answer(&req, resp));
         // Consul answering any thread again ends a pause after a failure.
         let back = core.transport.availability.next_answer();
@@ -84,7 +77,6 @@ pub(super) fn run(core: Weak<Conn>, group: Arc<Group>) {
             }
             Err(e) => {
                 let pause = state.failed(&group, &e);
-                agent = None;
                 select! {
                     recv(closing_rx) -> _ => return,
                     recv(back.receiver()) -> _ => {}

@@ -31,8 +31,12 @@ fn io_message(io: &std::io::Error) -> String {
 /// A failed read or write on a loop connection ([`Exchange`](super::exchange::Exchange)), as
 /// [`map_ureq_error`] describes one of ureq's: a connection error, worth another try.
 pub(super) fn io_error(io: std::io::Error, endpoint: String) -> Error {
+    io_failure(io).with_endpoint(endpoint)
+}
+
+/// [`io_error`] of no one request.
+pub(super) fn io_failure(io: std::io::Error) -> Error {
     Error::new(ErrorKind::Connection, io_message(&io))
-        .with_endpoint(endpoint)
         .transient()
         .with_source(io)
 }

@@ -32,6 +32,27 @@ use super::Response;
 
 pub(crate) use super::loop_io::LoopConn;
 
+/// Why an answer could not be framed (not HTTP, too large): the inner error of the I/O error
+/// an exchange fails with then, told apart from a failed connection by [`framing_error`].
+#[derive(Debug)]
+struct Framing(String);
+
+impl std::fmt::Display for Framing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Framing {}
+
+/// What was wrong with the answer, when `io` failed an exchange for it (a bad answer, not a
+/// failed connection).
+pub(crate) fn framing_error(io: &std::io::Error) -> Option<&str> {
+    io.get_ref()?
+        .downcast_ref::<Framing>()
+        .map(|f| f.0.as_str())
+}
+
 /// A request rendered for an [`Exchange`]: its bytes, and the state machine that frames its
 /// answer.
 #[derive(Debug)]
@@ -141,6 +162,8 @@ pub(crate) struct Exchange {
     /// What has arrived and is not framed yet.
     inbuf: Vec<u8>,
     reading: Reading,
+    /// The answer's `Content-Length`, once its head is read.
+    declared: Option<u64>,
 }
 
 impl Exchange {
@@ -154,6 +177,7 @@ impl Exchange {
             on_wire: false,
             inbuf: Vec::new(),
             reading: Reading::Head(request.call),
+            declared: None,
         }
     }
 
@@ -200,7 +224,9 @@ impl Exchange {
                 Ok(_) => match self.frame() {
                     Ok(Some(done)) => return done,
                     Ok(None) => {}
-                    Err(e) => return self.failed(std::io::Error::new(IoKind::InvalidData, e)),
+                    Err(e) => {
+                        return self.failed(std::io::Error::new(IoKind::InvalidData, Framing(e)))
+                    }
                 },
                 Err(e) if e.kind() == IoKind::WouldBlock => {
                     return Progress::Pending(Interest::Read)
@@ -237,6 +263,19 @@ impl Exchange {
                         .and_then(|v| v.trim().parse::<u64>().ok());
                     if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
                         return Err(too_large_message());
+                    }
+                    self.declared = declared;
+                    // Nothing asks the agent to compress (Consul compresses only when asked).
+                    if let Some(coding) = head
+                        .headers()
+                        .get(http::header::CONTENT_ENCODING)
+                        .filter(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+                    {
+                        return Err(format!(
+                            "the answer is compressed (Content-Encoding: {}), which baton never \
+                             asks for",
+                            String::from_utf8_lossy(coding.as_bytes())
+                        ));
                     }
                     let (meta, bad_meta) =
                         parse_meta(|name| head.headers().get(name).map(|v| v.as_bytes()));
@@ -299,10 +338,21 @@ impl Exchange {
                 if response.body.len() > MAX_RESPONSE_BYTES {
                     return self.failed(std::io::Error::new(
                         IoKind::InvalidData,
-                        too_large_message(),
+                        Framing(too_large_message()),
                     ));
                 }
                 self.answered(response, true)
+            }
+            // Say how much came: it stays a connection failure, worth another try.
+            Reading::Body(_, response) => {
+                let of = self.declared.map_or(String::new(), |n| format!(" of {n}"));
+                self.failed(std::io::Error::new(
+                    IoKind::UnexpectedEof,
+                    format!(
+                        "the answer was cut off after {}{of} bytes: the connection ended",
+                        response.body.len()
+                    ),
+                ))
             }
             _ => self.failed(IoKind::UnexpectedEof.into()),
         }

@@ -1,4 +1,4 @@
-//! HTTP plumbing: URL and query encoding, the ureq agents, timeouts,
+//! HTTP plumbing: URL and query encoding, the request engine and its connections, timeouts,
 //! cancellation, and mapping answers into [`Error`].
 
 mod availability;
@@ -10,7 +10,6 @@ mod loop_io;
 mod message;
 mod query;
 mod stream;
-mod tcp;
 mod tls;
 mod transport;
 

@@ -63,21 +63,6 @@ impl Stream {
     pub(crate) fn shutdown(&self) -> io::Result<()> {
         each!(self, s => s.shutdown(Shutdown::Both))
     }
-
-    /// The peer, for debug output.
-    pub(crate) fn peer(&self) -> String {
-        match self {
-            Stream::Tcp(s) => s
-                .peer_addr()
-                .map_or_else(|e| format!("tcp ({e})"), |a| a.to_string()),
-            #[cfg(unix)]
-            Stream::Unix(s) => s
-                .peer_addr()
-                .ok()
-                .and_then(|a| a.as_pathname().map(|p| format!("unix://{}", p.display())))
-                .unwrap_or_else(|| "unix socket".to_string()),
-        }
-    }
 }
 
 impl io::Read for &Stream {
@@ -100,12 +85,6 @@ impl io::Write for &Stream {
 impl std::os::fd::AsFd for Stream {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         each!(self, s => s.as_fd())
-    }
-}
-
-impl ureq::unversioned::transport::ShutdownHandle for Stream {
-    fn shutdown(&self) {
-        let _ = Stream::shutdown(self);
     }
 }
 
@@ -159,7 +138,6 @@ mod tests {
         let mut got = [0u8; 4];
         server.read_exact(&mut got).expect("read");
         assert_eq!(&got, b"ping");
-        assert!(stream.peer().starts_with("unix://"), "{}", stream.peer());
         stream.shutdown().expect("shutdown");
         assert_eq!(server.read(&mut got).expect("eof"), 0);
         let _ = std::fs::remove_file(&path);

@@ -1,4 +1,5 @@
-//! The transport: base URL, credentials, ureq agents and the name resolver; the send every request goes through.
+//! The transport: base URL, credentials and where connections go; the send every request goes
+//! through (the engine's, `engine`; ureq's through a proxy).
 
 use std::time::Duration;
 
@@ -18,23 +19,37 @@ use super::message::*;
 use super::stream::Dial;
 use super::tls::*;
 
-mod loop_conn;
-mod ureq_agent;
+mod engine;
 
-pub(super) use ureq_agent::split_host_port;
-use ureq_agent::{new_agent, Resolver};
+/// Splits `host:port` (IPv6 in brackets); the port is `None` when absent.
+pub(super) fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        if let Some((h, tail)) = rest.split_once(']') {
+            return (h, tail.strip_prefix(':'));
+        }
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (s, None),
+    }
+}
 
 /// Extra time granted to a blocking query beyond `wait + wait/16`.
 pub(crate) const BLOCKING_MARGIN: Duration = Duration::from_secs(5);
 
-/// The HTTP side of a client: base URL, credentials and agents.
+/// The HTTP side of a client: base URL, credentials, connections.
 pub(crate) struct Transport {
     base: std::sync::Arc<str>,
     /// The agent's address as messages show it: the base URL, or `unix:///path`.
     shown: std::sync::Arc<str>,
-    agent: Agent,
-    agent_config: ureq::config::Config,
-    resolver: Resolver,
+    /// Where connections go (TCP to the URL's host, or a unix socket).
+    dial: Dial,
+    /// `(TLS server name, real host)`: the URL names the first, connections go to the second.
+    alias: Option<(String, String)>,
+    connect_timeout: Duration,
+    /// ureq's agent and its configuration, for a client whose requests go through an HTTP
+    /// proxy (`None`: every request goes through the engine).
+    proxy_agent: Option<(Agent, ureq::config::Config)>,
     token: Option<Secret>,
     auth: Option<Secret>,
     /// The headers every request of a loop connection carries, made once (`render`): the
@@ -57,11 +72,8 @@ pub(crate) struct Transport {
     )>,
     /// Whether requests go through an HTTP proxy (then only ureq's connections are used).
     proxied: bool,
-    /// The idle connection of the event loops' warm path (see `exchange`), if one is open.
-    loop_conn: std::sync::Mutex<Option<LoopConn>>,
-    /// Lock releases made through ureq while no loop connection was open
-    /// ([`Transport::after_thread_release`]).
-    thread_releases: std::sync::atomic::AtomicU32,
+    /// The engine's idle connections, most recently used last (see `engine`).
+    idle: std::sync::Mutex<Vec<LoopConn>>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -110,15 +122,12 @@ impl Transport {
         let token = b.resolve_token()?;
         let tls = tls_config(b)?;
         // The TLS server name goes into the URL (so rustls sends and verifies
-        // it); the resolver maps it back to the configured host.
-        let mut resolver = Resolver {
-            dial: dial.clone(),
-            ..Resolver::default()
-        };
+        // it); connections go to the configured host.
+        let mut alias = None;
         let mut url_host_port = host_port.clone();
         if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
             let (real_host, port) = split_host_port(&host_port);
-            resolver.alias = Some((name.clone(), real_host.to_string()));
+            alias = Some((name.clone(), real_host.to_string()));
             url_host_port = match port {
                 Some(p) => format!("{name}:{p}"),
                 None => name.clone(),
@@ -186,29 +195,27 @@ impl Transport {
                 format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
             ));
         }
-        let loop_tls = match scheme {
-            Scheme::Http => None,
-            Scheme::Https => {
-                let host = split_host_port(&url_host_port).0;
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                // A name the certificate cannot carry, or files ureq read but this reading
-                // refuses, leave every connection to ureq, whose own checks say what is wrong.
-                let name = rustls::pki_types::ServerName::try_from(host.to_string()).ok();
-                name.and_then(|name| match rustls_config(b) {
-                    Ok(config) => Some((config, name)),
-                    Err(e) => {
-                        log::debug!("baton: no TLS for baton's own connections: {e}");
-                        None
-                    }
-                })
-            }
-        };
         // Whether requests go through an HTTP proxy (ureq's, from the environment; not when
         // NO_PROXY covers the agent, as ureq then connects straight).
         let proxied = match (agent_config.proxy(), base.parse::<ureq::http::Uri>()) {
             (Some(p), Ok(uri)) => !p.is_no_proxy(&uri),
             (Some(_), Err(_)) => true,
             (None, _) => false,
+        };
+        let loop_tls = match scheme {
+            Scheme::Https if !proxied => {
+                let host = split_host_port(&url_host_port).0;
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let name =
+                    rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+                        Error::new(
+                            ErrorKind::InvalidArgument,
+                            format!("{host:?} cannot be a TLS server name: {e}"),
+                        )
+                    })?;
+                Some((rustls_config(b)?, name))
+            }
+            _ => None,
         };
         if proxied && scheme == Scheme::Https && b.tls.server_name.is_some() {
             // The server name stands in the URL for the TLS check (the resolver maps it back
@@ -228,9 +235,11 @@ impl Transport {
         Ok(Transport {
             shown: shown.into(),
             base: base.into(),
-            agent: new_agent(agent_config.clone(), resolver.clone()),
-            resolver,
-            agent_config,
+            dial,
+            alias,
+            connect_timeout: b.connect_timeout,
+            proxy_agent: proxied
+                .then(|| (Agent::new_with_config(agent_config.clone()), agent_config)),
             loop_headers: loop_headers(token.as_ref(), auth.as_ref()),
             token,
             auth,
@@ -241,8 +250,7 @@ impl Transport {
             tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
             proxied,
-            loop_conn: std::sync::Mutex::new(None),
-            thread_releases: std::sync::atomic::AtomicU32::new(0),
+            idle: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -251,99 +259,67 @@ impl Transport {
         &self.base
     }
 
-    /// The shared agent of ordinary calls.
-    pub(crate) fn shared_agent(&self) -> Agent {
-        self.agent.clone()
-    }
-
-    /// A fresh agent with its own connections, so that it can be shut down
-    /// (interrupting its I/O) without touching others.
-    pub(crate) fn fresh_agent(&self) -> Agent {
-        new_agent(self.agent_config.clone(), self.resolver.clone())
-    }
-
-    /// Sends `req` on the shared agent, or on a private agent wired to its
-    /// cancel token. Returns answers of every status.
+    /// Sends `req`. Returns answers of every status.
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
-        self.send_on(&self.agent, req, None)
+        self.send_on(req, None)
     }
 
-    /// Like [`Transport::send`] on a given agent; `closing` also interrupts it.
-    pub(crate) fn send_on(
+    /// Sends `req` (through the engine, or ureq's agent behind a proxy); `req.cancel` and
+    /// `closing` interrupt it. Returns answers of every status.
+    pub(crate) fn send_on(&self, req: &Request, closing: Option<&CancelToken>) -> Result<Response> {
+        if let Some(e) = self.interrupted(req, closing) {
+            return Err(e);
+        }
+        match &self.proxy_agent {
+            None => self.send_own(req, closing),
+            Some((agent, config)) => self.send_proxied(agent, config, req, closing),
+        }
+    }
+
+    /// [`Transport::send_on`] through ureq and the proxy.
+    fn send_proxied(
         &self,
-        agent: &Agent,
+        shared: &Agent,
+        config: &ureq::config::Config,
         req: &Request,
         closing: Option<&CancelToken>,
     ) -> Result<Response> {
         let endpoint = req.endpoint();
-        if let Some(c) = &req.cancel {
-            if c.is_cancelled() {
-                return Err(cancelled(endpoint));
-            }
-        }
         let url = self.checked_url(req)?;
-        let mut timeout = self.request_timeout;
-        let mut timeout_is_users = false;
-        if let Some(w) = req.wait {
-            timeout = w + w / 16 + BLOCKING_MARGIN;
-        }
-        if let Some(t) = req.timeout {
-            if t <= timeout {
-                timeout = t;
-                timeout_is_users = true;
-            }
-        }
-        // A cancellable call runs on a private agent that the token shuts down.
+        let timeout = self.time_limit(req);
+        let timeout_is_users = req.timeout.is_some_and(|t| t <= timeout);
+        // An interruptible call runs on a private agent that its tokens shut down.
         let private;
         let mut guards = Vec::new();
-        let agent = if let Some(cancel) = &req.cancel {
-            private = self.fresh_agent();
-            let a = private.clone();
-            guards.push(cancel.on_cancel(move || a.shutdown()));
-            if let Some(c) = closing {
+        let agent = if req.cancel.is_some() || closing.is_some() {
+            private = Agent::new_with_config(config.clone());
+            for t in closing.into_iter().chain(req.cancel.as_ref()) {
                 let a = private.clone();
-                guards.push(c.on_cancel(move || a.shutdown()));
+                guards.push(t.on_cancel(move || a.shutdown()));
             }
             &private
         } else {
-            agent
+            shared
         };
         let started = std::time::Instant::now();
         let mut result = self.run(agent, req, &url, timeout);
         let mut retried = false;
-        // Not a blocking query: its connection closing is news (the agent restarted, maybe
-        // with its state lost), and repeating it with the same index could wait on a server
-        // whose index is now below it. Its caller reads afresh instead.
+        // As the engine does (`Transport::send_own`): once more on a new connection when a
+        // pooled one turns out closed, unless it is a blocking query.
         if result.as_ref().is_err_and(stale_connection)
             && req.wait.is_none()
-            && !req.cancel.as_ref().is_some_and(|c| c.is_cancelled())
-            && !closing.is_some_and(|c| c.is_cancelled())
+            && self.interrupted(req, closing).is_none()
         {
-            // A pooled keep-alive connection the server had closed (idle timeout, restart,
-            // leader change): the request never reached a live server. Retry once on a new
-            // connection. Every request baton sends is safe to repeat (reads, renews,
-            // releases, CAS and check-guarded transactions), except that a repeated session
-            // create may leave a spare session to expire by its TTL.
             let left = timeout.saturating_sub(started.elapsed());
             if !left.is_zero() {
-                log::debug!(
-                    "baton: {} on a stale connection, retrying once",
-                    req.endpoint()
-                );
+                log::debug!("baton: {endpoint} on a stale connection, retrying once");
                 result = self.run(agent, req, &url, left);
                 retried = true;
             }
         }
         drop(guards);
-        if let Some(c) = &req.cancel {
-            if c.is_cancelled() {
-                return Err(cancelled(endpoint));
-            }
-        }
-        if let Some(c) = closing {
-            if c.is_cancelled() {
-                return Err(Error::new(ErrorKind::Closed, "client closed").with_endpoint(endpoint));
-            }
+        if let Some(e) = self.interrupted(req, closing) {
+            return Err(e);
         }
         let result = result.map_err(|e| {
             let hint = self.hint(&e);
@@ -688,7 +664,7 @@ mod tests {
     fn a_unix_address_names_localhost_and_dials_the_socket() {
         let t = Transport::new(&ClientBuilder::new().address("unix:///tmp/c.sock")).unwrap();
         assert_eq!(t.base(), "http://localhost");
-        assert_eq!(t.resolver.dial, Dial::Unix("/tmp/c.sock".into()));
+        assert_eq!(t.dial, Dial::Unix("/tmp/c.sock".into()));
         assert!(
             t.address().starts_with("unix:///tmp/c.sock ("),
             "{}",
@@ -744,8 +720,10 @@ mod tests {
         );
         let t = Transport::new(&b).unwrap();
         assert_eq!(t.base(), "https://consul.example:8501");
-        assert_eq!(t.resolver.target_host("consul.example"), "127.0.0.1");
-        assert_eq!(t.resolver.target_host("other"), "other");
+        assert_eq!(
+            t.alias,
+            Some(("consul.example".to_string(), "127.0.0.1".to_string()))
+        );
         // Plain http ignores the server name.
         let t = Transport::new(&b.clone().address("127.0.0.1:8500")).unwrap();
         assert_eq!(t.base(), "http://127.0.0.1:8500");
