@@ -3,53 +3,57 @@
 //! UUIDs, error bodies full of terminal escapes or megabytes long, and bodies
 //! over the response cap (announced, streamed, or a gzip bomb).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use baton::{Client, ErrorKind, KvOp, SessionOptions};
+use common::raw::{RawConn, RawListener};
 
 /// The cap of `core/src/transport/http.rs` (`MAX_RESPONSE_BYTES`).
 const CAP: usize = 64 * 1024 * 1024;
 
 const TOO_LARGE: &str = "response body exceeds the 64 MiB limit for Consul answers";
 
-type Handler = dyn Fn(&str, &str, &mut TcpStream) + Send + Sync;
+type Handler = dyn Fn(&str, &str, &mut RawConn) + Send + Sync;
 
 /// A server that logs every request line and lets `handler` answer it, one
-/// request per connection.
+/// request per connection (over TCP, a unix socket or TLS: `BATON_TEST_TRANSPORT`).
 struct Hostile {
-    addr: String,
+    listener: Arc<RawListener>,
     log: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Hostile {
-    fn start(handler: impl Fn(&str, &str, &mut TcpStream) + Send + Sync + 'static) -> Hostile {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
+    fn start(handler: impl Fn(&str, &str, &mut RawConn) + Send + Sync + 'static) -> Hostile {
+        let listener = Arc::new(RawListener::bind());
         let log = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let handler: Arc<Handler> = Arc::new(handler);
-        let (l, s) = (log.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if s.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(conn) = conn else { continue };
-                let (l, h) = (l.clone(), handler.clone());
-                std::thread::spawn(move || serve_one(conn, &l, &*h));
+        let (l, s, listening) = (log.clone(), stop.clone(), listener.clone());
+        std::thread::spawn(move || loop {
+            let conn = listening.accept();
+            if s.load(Ordering::SeqCst) {
+                return;
             }
+            let Ok(conn) = conn else { continue };
+            let (l, h) = (l.clone(), handler.clone());
+            std::thread::spawn(move || serve_one(conn, &l, &*h));
         });
-        Hostile { addr, log, stop }
+        Hostile {
+            listener,
+            log,
+            stop,
+        }
     }
 
     fn client(&self) -> Client {
-        Client::builder()
-            .address(self.addr.clone())
+        self.listener
+            .client_builder()
             .request_timeout(Duration::from_secs(60))
             .build()
             .unwrap()
@@ -63,14 +67,16 @@ impl Hostile {
 impl Drop for Hostile {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(&self.addr);
+        self.listener.wake();
     }
 }
 
-fn serve_one(conn: TcpStream, log: &Mutex<Vec<String>>, handler: &Handler) {
+fn serve_one(mut conn: RawConn, log: &Mutex<Vec<String>>, handler: &Handler) {
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    // The client sends nothing after its one request until it is answered: what the
+    // reader takes in is the request's.
+    let mut reader = BufReader::new(&mut conn);
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
         return;
@@ -92,14 +98,15 @@ fn serve_one(conn: TcpStream, log: &Mutex<Vec<String>>, handler: &Handler) {
     }
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
+    drop(reader);
     log.lock().unwrap().push(format!("{method} {target}"));
-    let mut conn = conn;
     handler(&method, &target, &mut conn);
     let _ = conn.flush();
+    let _ = conn.shutdown_write();
 }
 
 /// A whole answer with a `Content-Length`.
-fn respond(conn: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) {
+fn respond(conn: &mut RawConn, status: u16, content_type: &str, body: &[u8]) {
     let head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
          X-Consul-Index: 7\r\nConnection: close\r\n\r\n",
@@ -109,7 +116,7 @@ fn respond(conn: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) {
     let _ = conn.write_all(body);
 }
 
-fn unexpected(conn: &mut TcpStream) {
+fn unexpected(conn: &mut RawConn) {
     respond(
         conn,
         599,
@@ -227,8 +234,8 @@ fn error_bodies_are_shown_escaped_and_bounded() {
     // Every request error names the full URL it asked (Error::url).
     assert!(
         text.starts_with(&format!(
-            "GET http://{}/v1/kv/ansi: Consul answered 500: \\u{{1b}}[2J\\u{{1b}}[31mNo cluster leader\\u{{0}}\\u{{1b}}]0;owned\\u{{7}}\\r\\nsecond line\\u{{1f}}",
-            srv.addr
+            "GET {}/v1/kv/ansi: Consul answered 500: \\u{{1b}}[2J\\u{{1b}}[31mNo cluster leader\\u{{0}}\\u{{1b}}]0;owned\\u{{7}}\\r\\nsecond line\\u{{1f}}",
+            srv.listener.shown()
         )),
         "{text}"
     );
@@ -261,8 +268,8 @@ fn error_bodies_are_shown_escaped_and_bounded() {
     assert!(one_printable_line(&text), "{text:?}");
     assert!(
         text.starts_with(&format!(
-            "PUT http://{}/v1/txn: transaction failed: op 0: \\u{{1b}}[31mfailed to lock key",
-            srv.addr
+            "PUT {}/v1/txn: transaction failed: op 0: \\u{{1b}}[31mfailed to lock key",
+            srv.listener.shown()
         )),
         "{text}"
     );
@@ -276,7 +283,7 @@ fn error_bodies_are_shown_escaped_and_bounded() {
 }
 
 /// Writes `total` bytes of `byte` in pieces, stopping when the client hangs up.
-fn write_lazily(conn: &mut TcpStream, total: usize, chunked: bool) {
+fn write_lazily(conn: &mut RawConn, total: usize, chunked: bool) {
     let piece = vec![b'x'; 64 * 1024];
     let mut sent = 0;
     while sent < total {

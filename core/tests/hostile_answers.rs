@@ -1,6 +1,7 @@
 //! Property tests of every parser of Consul's answers, driven through the real
 //! client against a small hostile HTTP server in the test (raw bytes on a
-//! `TcpListener`: a hostile server, not a mocked client).
+//! socket: a hostile server, not a mocked client; TCP, a unix socket or TLS, as
+//! `BATON_TEST_TRANSPORT` says).
 //!
 //! Each property generates answers (valid ones, and valid ones broken in one
 //! place: a field of the wrong JSON type, a number out of range, bad base64,
@@ -14,9 +15,10 @@
 //! files written. These tests need no Consul, so they run the same under
 //! `BATON_TEST_CONSUL`.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -27,6 +29,7 @@ use baton::{
     next_index, parse_go_duration, Client, Error, ErrorKind, KvOp, QueryOptions, SessionOptions,
     WatchTarget,
 };
+use common::raw::{RawConn, RawListener};
 use crossbeam_channel::{Receiver, Sender};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestRunner};
@@ -47,7 +50,7 @@ enum Answer {
 /// the next queued answer, repeating the last one, and reports every request
 /// target (path and query) on a channel.
 struct Hostile {
-    addr: String,
+    listener: Arc<RawListener>,
     answers: Arc<Mutex<VecDeque<Answer>>>,
     requests: Receiver<String>,
     stop: Option<Sender<()>>,
@@ -56,18 +59,18 @@ struct Hostile {
 
 impl Hostile {
     fn start() -> Hostile {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
+        let listener = Arc::new(RawListener::bind());
+        let listening = listener.clone();
         let answers = Arc::new(Mutex::new(VecDeque::new()));
         let (req_tx, requests) = crossbeam_channel::unbounded();
         let (stop, stop_rx) = crossbeam_channel::bounded::<()>(1);
         let a = answers.clone();
         let thread = std::thread::Builder::new()
             .name("hostile-server".into())
-            .spawn(move || serve(listener, a, req_tx, stop_rx))
+            .spawn(move || serve(&listening, a, req_tx, stop_rx))
             .unwrap();
         Hostile {
-            addr,
+            listener,
             answers,
             requests,
             stop: Some(stop),
@@ -88,8 +91,8 @@ impl Hostile {
     }
 
     fn client(&self) -> Client {
-        Client::builder()
-            .address(self.addr.clone())
+        self.listener
+            .client_builder()
             .request_timeout(Duration::from_secs(20))
             .build()
             .unwrap()
@@ -111,7 +114,7 @@ impl Drop for Hostile {
     fn drop(&mut self) {
         drop(self.stop.take());
         // Wakes the accept loop.
-        let _ = TcpStream::connect(&self.addr);
+        self.listener.wake();
         if let Some(t) = self.thread.take() {
             t.join().unwrap();
         }
@@ -119,7 +122,7 @@ impl Drop for Hostile {
 }
 
 fn serve(
-    listener: TcpListener,
+    listener: &RawListener,
     answers: Arc<Mutex<VecDeque<Answer>>>,
     requests: Sender<String>,
     stop: Receiver<()>,
@@ -130,13 +133,14 @@ fn serve(
             Err(crossbeam_channel::TryRecvError::Disconnected)
         )
     };
-    for conn in listener.incoming() {
+    loop {
+        let conn = listener.accept();
         if stopped(&stop) {
             return;
         }
         let Ok(mut conn) = conn else { continue };
         let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
-        let Some(target) = read_request(&conn) else {
+        let Some(target) = read_request(&mut conn) else {
             continue;
         };
         let answer = {
@@ -152,7 +156,7 @@ fn serve(
             Some(Answer::Raw(bytes)) => {
                 let _ = conn.write_all(&bytes);
                 let _ = conn.flush();
-                let _ = conn.shutdown(std::net::Shutdown::Write);
+                let _ = conn.shutdown_write();
                 // Let the client read everything before the socket closes (a close
                 // with unread request bytes would reset the connection).
                 let mut sink = [0u8; 1024];
@@ -172,7 +176,7 @@ fn serve(
 }
 
 /// Reads one request (line, headers, a `Content-Length` body); its target.
-fn read_request(conn: &TcpStream) -> Option<String> {
+fn read_request(conn: &mut RawConn) -> Option<String> {
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
     if reader.read_line(&mut line).ok()? == 0 {

@@ -2,6 +2,8 @@
 //! `BATON_TEST_CONSUL`) and clients pointing at it.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::time::Duration;
 
 use baton::{Client, ClientBuilder};

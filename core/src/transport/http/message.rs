@@ -66,8 +66,9 @@ pub(crate) struct Response {
     pub(crate) meta: QueryMeta,
     /// What was wrong with a query-meta header, if anything (see [`parse_meta`]).
     pub(crate) bad_meta: Option<String>,
-    /// The base URL the request went to (scheme, host, port, prefix), set by the transport
-    /// when it concludes the request, for naming the full URL in an error about the answer.
+    /// The base URL the request went to (scheme, host, port, prefix; `unix:///path` for a
+    /// unix socket), set by the transport when it concludes the request, for naming the full
+    /// URL in an error about the answer.
     pub(crate) base: Option<std::sync::Arc<str>>,
 }
 

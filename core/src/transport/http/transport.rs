@@ -372,7 +372,7 @@ impl Transport {
                     .with_url(full_url));
             }
             Ok(mut r) => {
-                r.base = Some(self.base.clone());
+                r.base = Some(self.shown.clone());
                 Ok(r)
             }
             Err(e) => Err(e.with_url(full_url)),
