@@ -353,7 +353,7 @@ impl Conn {
     }
 
     /// [`Conn::txn`] sent on the idle loop connection when there is one, driven on this
-    /// thread (`Conn::send_direct`: no ureq), else the ordinary way. For callers whose next
+    /// thread (`Conn::send_direct`: no retry), else the ordinary way. For callers whose next
     /// steps settle a txn whose answer was lost: a failure may leave it applied.
     pub(crate) fn txn_direct(&self, ops: &[KvOp]) -> Result<Vec<KvPair>> {
         let normalised = normalise_keys(ops)?;

@@ -538,8 +538,8 @@ impl Client {
     }
 
     /// How many lock acquires and releases were settled by their one request on the direct
-    /// path: written and read by the calling thread on the client's loop connection instead
-    /// of through ureq (see `lock::direct`). For tests and benches.
+    /// path: written and read by the calling thread on an idle connection (see
+    /// `lock::direct`). For tests and benches.
     #[doc(hidden)]
     pub fn direct_calls(&self) -> u64 {
         self.core().direct_calls.load(Ordering::Relaxed)

@@ -1,4 +1,4 @@
-//! What to do about a failed TLS connection: the rustls error behind ureq's, read for what it
+//! What to do about a failed TLS connection: the rustls error behind it, read for what it
 //! says (an unknown issuer, a name the certificate does not hold, a CA certificate used as a
 //! server's, a server that wants a client certificate) and turned into the `CONSUL_*` variable
 //! to set.
@@ -43,23 +43,6 @@ impl TlsContext {
     }
 }
 
-impl TlsContext {
-    /// Whether a client certificate is configured.
-    pub(crate) fn has_client_cert(&self) -> bool {
-        self.client_cert.is_some()
-    }
-}
-
-/// The rustls error inside a ureq error (ureq hands TLS failures over as I/O errors whose
-/// inner error is rustls').
-pub(crate) fn rustls_error(e: &ureq::Error) -> Option<&rustls::Error> {
-    match e {
-        ureq::Error::Rustls(r) => Some(r),
-        ureq::Error::Io(io) => rustls_in_io(io),
-        _ => None,
-    }
-}
-
 /// The rustls error a failed read, write or handshake carries (as an I/O error of its own).
 pub(crate) fn rustls_in_io(io: &std::io::Error) -> Option<&rustls::Error> {
     io.get_ref()?.downcast_ref::<rustls::Error>()
@@ -67,15 +50,6 @@ pub(crate) fn rustls_in_io(io: &std::io::Error) -> Option<&rustls::Error> {
 
 const MTLS_HINT: &str = "set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY to a client certificate \
      signed by the agent's CA (`consul tls cert create -client` or `-cli`)";
-
-/// What to do about `e` on an `https://` connection, if its cause is known.
-pub(crate) fn hint(ctx: &TlsContext, e: &ureq::Error) -> Option<String> {
-    match (rustls_error(e), e) {
-        (Some(err), _) => hint_rustls(ctx, err),
-        (None, ureq::Error::Io(io)) => hint_closed(ctx, io),
-        _ => None,
-    }
-}
 
 /// The server hung up on a connection that carried our request: with TLS 1.3 a server that
 /// requires a client certificate says so only after the handshake, and the request then meets

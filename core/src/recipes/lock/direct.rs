@@ -1,10 +1,10 @@
 //! The direct path: a lock's warm acquire or release (`lock::warm`) driven to its end on the
-//! calling thread, which polls the loop connection's socket between advances instead of
-//! sending the request through ureq.
+//! calling thread, which polls an idle connection's socket between advances instead of
+//! going through the blocking path's steps.
 //!
-//! A warm cycle is two requests, each one txn whose answer the core judges anyway; ureq's
-//! per-request work (pool checks, timers, header maps, the response builder) was about a third
-//! of the client's CPU per cycle on loopback (`docs/src/performance.md`, "The direct path").
+//! A warm cycle is two requests, each one txn whose answer the core judges anyway; the
+//! per-request work of a general HTTP client was about a third of the client's CPU per cycle
+//! on loopback when baton sent through ureq (`docs/src/performance.md`, "The direct path").
 //! So a blocking acquire or release (Rust, C, Python's sync API; the event loops drive the
 //! same calls themselves) tries this first. Anything a warm call does not settle goes on as
 //! the blocking path from where it stopped, the same code a loop's resumed call runs.

@@ -124,7 +124,7 @@ impl Lock {
         let sh = &self.shared;
         let core = sh.client.core();
         let transport = &sh.client.conn().transport;
-        if !transport.loop_capable() || core.check_usable().is_err() || !by_txn(&sh.client) {
+        if core.check_usable().is_err() || !by_txn(&sh.client) {
             return None;
         }
         let turn = sh.acquiring.try_enter_owned()?;
@@ -200,7 +200,7 @@ impl Lock {
     #[doc(hidden)]
     pub fn wants_loop_conn(&self) -> bool {
         let transport = &self.shared.client.conn().transport;
-        transport.loop_capable() && !transport.has_loop_conn()
+        !transport.has_loop_conn()
     }
 
     /// [`Client::open_loop_conn`](crate::Client::open_loop_conn) for this lock's client.
@@ -216,7 +216,7 @@ impl Lock {
     pub fn warm_release(&self) -> Option<WarmRelease> {
         let sh = &self.shared;
         let transport = &sh.client.conn().transport;
-        if !transport.loop_capable() || sh.client.core().check_usable().is_err() {
+        if sh.client.core().check_usable().is_err() {
             return None;
         }
         if !self.is_held() {
@@ -250,8 +250,8 @@ impl Lock {
     }
 }
 
-/// What a failed exchange tells the transport's reach and availability records, as the
-/// ureq path would.
+/// What a failed exchange tells the transport's reach and availability records, as any
+/// failed request does.
 fn connection_failed(sh: &LockShared, req: &Request, e: std::io::Error) {
     sh.client
         .conn()

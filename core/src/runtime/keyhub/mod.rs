@@ -19,10 +19,8 @@
 //! included, and every lock it holds is lost.
 //!
 //! Who polls: one thread drives every group's poll on a non-blocking connection
-//! (HTTP or HTTPS, TCP or a unix socket: [`poller`]), so the hub costs one thread
-//! whatever the keys; behind an HTTP proxy each group has a thread of its own
-//! ([`threaded`], ureq's blocking requests through the proxy). Both take their
-//! decisions from [`poll`].
+//! (HTTP or HTTPS, TCP, a unix socket or a proxy's tunnel: [`poller`]), so the hub
+//! costs one thread whatever the keys; it takes its decisions from [`poll`].
 //!
 //! A wider poll costs bytes: Consul answers it with every entry under the prefix, on
 //! every change anywhere under it. A poll whose answer holds many entries the group does
@@ -54,7 +52,6 @@ use crate::transport::conn::Conn;
 
 mod poll;
 mod poller;
-mod threaded;
 
 use poller::{Poke, Poller};
 
@@ -233,28 +230,20 @@ impl KeyHub {
         lock(&self.groups).len()
     }
 
-    /// A new group named `name`, polled by the client's poller thread (no proxy) or a
-    /// thread of its own; called with the registry locked.
+    /// A new group named `name`, polled by the client's poller thread; called with the
+    /// registry locked.
     fn start_group(&self, core: &Arc<Conn>, name: &str) -> Result<GroupSlot> {
         let failed = |e: std::io::Error| {
             Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
         };
-        if core.transport.loop_capable() {
-            let mut poller = lock(&self.poller);
-            let p = match &mut *poller {
-                Some(p) => p,
-                None => poller.insert(Poller::start(core).map_err(failed)?),
-            };
-            let g = Group::new(name, Some(p.poke()));
-            p.add(g.clone());
-            return Ok((g, None));
-        }
-        let g = Group::new(name, None);
-        let weak = Arc::downgrade(core);
-        let g2 = g.clone();
-        let worker =
-            Worker::spawn("baton-keys", move || threaded::run(weak, g2)).map_err(failed)?;
-        Ok((g, Some(worker)))
+        let mut poller = lock(&self.poller);
+        let p = match &mut *poller {
+            Some(p) => p,
+            None => poller.insert(Poller::start(core).map_err(failed)?),
+        };
+        let g = Group::new(name, Some(p.poke()));
+        p.add(g.clone());
+        Ok((g, None))
     }
 }
 

@@ -1,5 +1,5 @@
-//! Every group of a client polled by one thread: the key hub of a client whose requests go
-//! straight to the agent, HTTP or HTTPS (`Transport::loop_capable`).
+//! Every group of a client polled by one thread, over any of the engine's connections (HTTP
+//! or HTTPS, TCP, a unix socket or a proxy's tunnel).
 //!
 //! Each group's long poll is an [`Exchange`] on a non-blocking connection of its own; the
 //! thread waits in one `poll(2)` on all of them, on a wake-up socket (a new subscriber, the

@@ -1,22 +1,18 @@
-//! One request on a connection that an event loop polls: the warm path of the language
-//! bindings' loops (Node, asyncio), where the loop writes the request and reads the answer
-//! itself instead of waiting for a baton thread to hand the outcome over (see
-//! `docs/src/performance.md`, "The loops' own floors").
+//! One request on a non-blocking connection: every request of the client is one, whoever
+//! drives it. An event loop (Node, asyncio) writes the request and reads the answer itself
+//! instead of waiting for a baton thread to hand the outcome over (see
+//! `docs/src/performance.md`, "The loops' own floors"); the key hub's poller drives many at
+//! once; a blocking call drives its own on its thread ([`drive_here`], `Transport::send_own`).
 //!
 //! Everything here is non-blocking: [`Exchange::advance`] writes what it can, reads what has
-//! arrived, and says what it waits for next ([`Progress::Pending`]); the loop polls the
-//! connection's socket for that and calls it again. The request carries the same URL and
-//! headers as the ureq path ([`Transport::render`](super::Transport)); rendering it and
-//! framing the answer (`Content-Length`, chunked, or to the end of the connection) is
-//! `ureq-proto`'s, the HTTP/1.1 state machine under ureq itself, and the answer is judged by
-//! the transport like any other ([`Transport::conclude`](super::Transport)). HTTP and HTTPS
-//! over TCP or a unix socket, without a proxy, take this path (the connection's TLS is
-//! `loop_io`'s); a proxy and every call that needs more than one request stay on baton's
-//! threads.
-//!
-//! A blocking call drives the same exchange on its own thread ([`Exchange::wait`] polls the
-//! socket between advances): the lock's direct path (`lock::direct`), which skips ureq's
-//! per-request work for the two requests of a warm cycle.
+//! arrived, and says what it waits for next ([`Progress::Pending`]); the driver polls the
+//! connection's socket for that and calls it again. The request carries the client's URL and
+//! headers ([`Transport::render`](super::Transport)); rendering it and framing the answer
+//! (`Content-Length`, chunked, or to the end of the connection) is `ureq-proto`'s, the
+//! HTTP/1.1 state machine under ureq itself, and the answer is judged by the transport like
+//! any other ([`Transport::conclude`](super::Transport)). The connection under it is TCP, a
+//! unix socket or a proxy's tunnel, with TLS on top for HTTPS (`loop_io`); a `CONNECT` to a
+//! proxy is an exchange too (`proxy`).
 
 use std::io::ErrorKind as IoKind;
 use std::sync::Arc;
@@ -59,6 +55,8 @@ pub(crate) fn framing_error(io: &std::io::Error) -> Option<&str> {
 pub(crate) struct Outgoing {
     bytes: Vec<u8>,
     call: Call<RecvResponse>,
+    /// A `CONNECT`: its connection becomes a tunnel, handed back with the answer.
+    tunnel: bool,
 }
 
 impl Outgoing {
@@ -66,6 +64,7 @@ impl Outgoing {
     /// never a chunked body: Consul reads either, some proxies before it only the first).
     pub(crate) fn new(mut request: http::Request<()>, body: &[u8]) -> Result<Outgoing, String> {
         let protocol = |e: ureq_proto::Error| format!("HTTP protocol error: {e}");
+        let tunnel = request.method() == http::Method::CONNECT;
         if request.method() == http::Method::PUT || !body.is_empty() {
             request
                 .headers_mut()
@@ -105,7 +104,11 @@ impl Outgoing {
             }
         };
         bytes.truncate(used);
-        Ok(Outgoing { bytes, call })
+        Ok(Outgoing {
+            bytes,
+            call,
+            tunnel,
+        })
     }
 
     /// The request as it goes on the wire.
@@ -164,6 +167,8 @@ pub(crate) struct Exchange {
     reading: Reading,
     /// The answer's `Content-Length`, once its head is read.
     declared: Option<u64>,
+    /// A `CONNECT` ([`Outgoing::tunnel`]): the connection is handed back with the answer.
+    tunnel: bool,
 }
 
 impl Exchange {
@@ -178,6 +183,7 @@ impl Exchange {
             inbuf: Vec::new(),
             reading: Reading::Head(request.call),
             declared: None,
+            tunnel: request.tunnel,
         }
     }
 
@@ -409,7 +415,7 @@ impl Exchange {
             .take()
             // Whether the agent closed it since is checked when it is next taken
             // (`Transport::take_loop_conn`): one peek per request, not two.
-            .filter(|_| !close && self.inbuf.is_empty());
+            .filter(|_| (self.tunnel || !close) && self.inbuf.is_empty());
         Progress::Answered(response, conn)
     }
 }

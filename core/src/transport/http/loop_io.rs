@@ -62,6 +62,15 @@ impl LoopConn {
         })
     }
 
+    /// The socket of a plain connection, blocking again: a proxy's tunnel, which TLS to the
+    /// agent may then wrap.
+    pub(crate) fn into_stream(self) -> std::io::Result<Stream> {
+        let stream = Arc::try_unwrap(self.stream)
+            .map_err(|_| std::io::Error::other("the connection is still shared"))?;
+        stream.set_nonblocking(false)?;
+        Ok(stream)
+    }
+
     /// Whether the connection can carry another request: nothing unasked-for has arrived
     /// and the agent has not closed it. Over TLS, records without data that arrived since
     /// (session tickets) are taken in on the way.

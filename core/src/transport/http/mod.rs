@@ -8,6 +8,7 @@ mod errors;
 pub(crate) mod exchange;
 mod loop_io;
 mod message;
+mod proxy;
 mod query;
 mod stream;
 mod tls;

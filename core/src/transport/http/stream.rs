@@ -2,9 +2,8 @@
 //! HTTP on a unix socket (Consul's `addresses.http = "unix:///path"`, `CONSUL_HTTP_ADDR=
 //! unix:///path`), a unix stream socket. TLS, when asked for, is layered on top of either.
 //!
-//! [`Dial`] is where a client's connections go, decided once from its address; both the
-//! ureq connections (`tcp`) and the loop connections (`exchange`) open theirs through it, so
-//! every path reaches the agent the same way.
+//! [`Dial`] is where a client's connections go, decided once from its address; the engine
+//! opens every connection through it.
 
 use std::io;
 use std::net::{Shutdown, TcpStream};

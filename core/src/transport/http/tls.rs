@@ -1,7 +1,7 @@
-//! TLS settings into ureq's TLS configuration (CA, client certificate).
+//! TLS settings into the rustls configuration of the engine's connections (CA, client
+//! certificate, verification).
 
 use crate::foundations::error::{Error, ErrorKind, Result};
-use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
 
 use crate::foundations::config::ClientBuilder;
 
@@ -15,146 +15,81 @@ pub(super) fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
     })
 }
 
-pub(super) fn pem_items(data: &[u8], path: &std::path::Path) -> Result<Vec<PemItem<'static>>> {
-    ureq::tls::parse_pem(data)
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("could not parse PEM in {}: {e}", path.display()),
-            )
-        })
-}
-
-pub(super) fn certs_in(data: &[u8], path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
-    let certs: Vec<_> = pem_items(data, path)?
-        .into_iter()
-        .filter_map(|i| match i {
-            PemItem::Certificate(c) => Some(c),
-            _ => None,
-        })
-        .collect();
-    if certs.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("no PEM certificate found in {}", path.display()),
-        ));
-    }
-    Ok(certs)
-}
-
-pub(super) fn tls_config(b: &ClientBuilder) -> Result<TlsConfig> {
-    let t = &b.tls;
-    let mut builder = TlsConfig::builder().disable_verification(t.insecure_skip_verify);
-    let mut roots = Vec::new();
-    if let Some(f) = &t.ca_file {
-        roots.extend(certs_in(&read_file(f, "CA file")?, f)?);
-    }
-    if let Some(dir) = &t.ca_path {
-        let entries = std::fs::read_dir(dir).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("Error loading CA path {}: {e}", dir.display()),
-            )
-        })?;
-        let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        paths.sort();
-        for p in paths.into_iter().filter(|p| p.is_file()) {
-            roots.extend(certs_in(&read_file(&p, "CA file")?, &p)?);
-        }
-    }
-    if !roots.is_empty() {
-        builder = builder.root_certs(RootCerts::new_with_certs(&roots));
-    }
-    match (&t.cert_file, &t.key_file) {
-        (None, None) => {}
-        (Some(c), Some(k)) => {
-            let certs = certs_in(&read_file(c, "client cert")?, c)?;
-            let key: Option<PrivateKey<'static>> = pem_items(&read_file(k, "client key")?, k)?
-                .into_iter()
-                .find_map(|i| match i {
-                    PemItem::PrivateKey(k) => Some(k),
-                    _ => None,
-                });
-            let key = key.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!("no PEM private key found in {}", k.display()),
-                )
-            })?;
-            builder = builder.client_cert(Some(ClientCert::new_with_certs(&certs, key)));
-        }
-        _ => {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "both client cert and client key must be provided",
-            ))
-        }
-    }
-    Ok(builder.build())
-}
-
-/// The rustls configuration of the connections baton drives itself (the loop connection, the
-/// key hub's polls), from the same settings as ureq's: the configured CA certificates (else
-/// Mozilla's roots, ureq's default), the client certificate, and no verification when
-/// `insecure_skip_verify` says so. Called after [`tls_config`] accepted the same files.
+/// The rustls configuration of every HTTPS connection of the client: the configured CA
+/// certificates (else Mozilla's roots), the client certificate, and no verification when
+/// `insecure_skip_verify` says so. The files are read and checked whatever the scheme, so a
+/// mistake in them is said when the client is built.
 pub(super) fn rustls_config(b: &ClientBuilder) -> Result<std::sync::Arc<rustls::ClientConfig>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let t = &b.tls;
-    let bad = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("could not read the {what} in {}: {e}", path.display()),
-        )
-    };
-    let certs = |path: &std::path::Path| -> Result<Vec<CertificateDer<'static>>> {
-        let data = read_file(path, "CA file")?;
-        CertificateDer::pem_slice_iter(&data)
+    let invalid = |msg: String| Error::new(ErrorKind::InvalidArgument, msg);
+    let certs = |path: &std::path::Path, what: &str| -> Result<Vec<CertificateDer<'static>>> {
+        let data = read_file(path, what)?;
+        let certs = CertificateDer::pem_slice_iter(&data)
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| bad("certificates", path, &e))
+            .map_err(|e| invalid(format!("could not parse PEM in {}: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(invalid(format!(
+                "no PEM certificate found in {}",
+                path.display()
+            )));
+        }
+        Ok(certs)
+    };
+    let mut files = Vec::new();
+    if let Some(f) = &t.ca_file {
+        files.push(f.clone());
+    }
+    if let Some(dir) = &t.ca_path {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| invalid(format!("Error loading CA path {}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        files.extend(paths);
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for f in &files {
+        roots.add_parsable_certificates(certs(f, "CA file")?);
+    }
+    if files.is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    let client = match (&t.cert_file, &t.key_file) {
+        (None, None) => None,
+        (Some(c), Some(k)) => {
+            let chain = certs(c, "client cert")?;
+            let key = PrivateKeyDer::from_pem_slice(&read_file(k, "client key")?)
+                .map_err(|_| invalid(format!("no PEM private key found in {}", k.display())))?;
+            Some((chain, key, c))
+        }
+        _ => {
+            return Err(invalid(
+                "both client cert and client key must be provided".to_string(),
+            ))
+        }
     };
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(rustls::ALL_VERSIONS)
-        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("TLS: {e}")))?;
+        .map_err(|e| invalid(format!("TLS: {e}")))?;
     let builder = if t.insecure_skip_verify {
         builder
             .dangerous()
             .with_custom_certificate_verifier(std::sync::Arc::new(Unverified(provider)))
     } else {
-        let mut roots = rustls::RootCertStore::empty();
-        let mut files = Vec::new();
-        if let Some(f) = &t.ca_file {
-            files.push(f.clone());
-        }
-        if let Some(dir) = &t.ca_path {
-            let mut paths: Vec<_> = std::fs::read_dir(dir)
-                .map_err(|e| bad("CA path", dir, &e))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file())
-                .collect();
-            paths.sort();
-            files.extend(paths);
-        }
-        for f in &files {
-            roots.add_parsable_certificates(certs(f)?);
-        }
-        if files.is_empty() {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
         builder.with_root_certificates(roots)
     };
-    let mut config = match (&t.cert_file, &t.key_file) {
-        (Some(c), Some(k)) => {
-            let chain = certs(c)?;
-            let key = PrivateKeyDer::from_pem_slice(&read_file(k, "client key")?)
-                .map_err(|e| bad("private key", k, &e))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| bad("client certificate", c, &e))?
-        }
-        _ => builder.with_no_client_auth(),
+    let mut config = match client {
+        None => builder.with_no_client_auth(),
+        Some((chain, key, c)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+            invalid(format!(
+                "could not use the client certificate in {}: {e}",
+                c.display()
+            ))
+        })?,
     };
     config.enable_sni = true;
     Ok(std::sync::Arc::new(config))

@@ -1,11 +1,10 @@
-//! The transport: base URL, credentials and where connections go; the send every request goes
-//! through (the engine's, `engine`; ureq's through a proxy).
+//! The transport: base URL, credentials and where connections go (a proxy included); the
+//! send every request goes through (the engine's, `engine`).
 
 use std::time::Duration;
 
 use crate::foundations::error::{Error, ErrorKind, Result};
 use base64::Engine as _;
-use ureq::Agent;
 
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::config::{parse_address, ClientBuilder, Endpoint, Scheme, Secret};
@@ -16,6 +15,7 @@ use super::encode::*;
 use super::errors::*;
 use super::exchange::{LoopConn, Outgoing};
 use super::message::*;
+use super::proxy::Proxy;
 use super::stream::Dial;
 use super::tls::*;
 
@@ -47,11 +47,9 @@ pub(crate) struct Transport {
     /// `(TLS server name, real host)`: the URL names the first, connections go to the second.
     alias: Option<(String, String)>,
     connect_timeout: Duration,
-    /// ureq's agent and its configuration, for a client whose requests go through an HTTP
-    /// proxy (`None`: every request goes through the engine).
-    proxy_agent: Option<(Agent, ureq::config::Config)>,
+    /// The HTTP proxy connections tunnel through, if the environment names one.
+    proxy: Option<Proxy>,
     token: Option<Secret>,
-    auth: Option<Secret>,
     /// The headers every request of a loop connection carries, made once (`render`): the
     /// user agent and accept, the token and the basic authentication (marked sensitive).
     /// (An error, said when such a request is made, if the token cannot be a header.)
@@ -70,8 +68,6 @@ pub(crate) struct Transport {
         std::sync::Arc<rustls::ClientConfig>,
         rustls::pki_types::ServerName<'static>,
     )>,
-    /// Whether requests go through an HTTP proxy (then only ureq's connections are used).
-    proxied: bool,
     /// The engine's idle connections, most recently used last (see `engine`).
     idle: std::sync::Mutex<Vec<LoopConn>>,
 }
@@ -120,7 +116,8 @@ impl Transport {
             Scheme::Http
         };
         let token = b.resolve_token()?;
-        let tls = tls_config(b)?;
+        // Read and checked whatever the scheme, as Consul's Go client does.
+        let tls_config = rustls_config(b)?;
         // The TLS server name goes into the URL (so rustls sends and verifies
         // it); connections go to the configured host.
         let mut alias = None;
@@ -133,19 +130,6 @@ impl Transport {
                 None => name.clone(),
             };
         }
-        let mut agent_config = Agent::config_builder();
-        if matches!(dial, Dial::Unix(_)) {
-            // The socket is local: no proxy stands between (HTTP_PROXY names a TCP one).
-            agent_config = agent_config.proxy(None);
-        }
-        let agent_config = agent_config
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_connect(Some(b.connect_timeout))
-            .timeout_global(Some(b.request_timeout))
-            .tls_config(tls)
-            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
-            .build();
         let auth = b.basic_auth.as_ref().map(|(u, p)| {
             let raw = format!("{u}:{}", p.0);
             Secret(format!(
@@ -175,7 +159,7 @@ impl Transport {
         // Refused here, naming it, rather than by the first call ("invalid uri
         // character"). The probe path has a character of every request's kind.
         let valid = format!("{base}/v1/x")
-            .parse::<ureq::http::Uri>()
+            .parse::<ureq_proto::http::Uri>()
             .map_err(|e| e.to_string())
             .and_then(|u| match u.authority() {
                 // A port that is not a number parses, and fails at the first call.
@@ -195,15 +179,14 @@ impl Transport {
                 format!("the Consul address {host_port:?}{whence} does not make a valid URL ({base}: {e})"),
             ));
         }
-        // Whether requests go through an HTTP proxy (ureq's, from the environment; not when
-        // NO_PROXY covers the agent, as ureq then connects straight).
-        let proxied = match (agent_config.proxy(), base.parse::<ureq::http::Uri>()) {
-            (Some(p), Ok(uri)) => !p.is_no_proxy(&uri),
-            (Some(_), Err(_)) => true,
-            (None, _) => false,
+        // The socket is local: no proxy stands between (HTTP_PROXY names a TCP one).
+        let proxy = match &dial {
+            Dial::Tcp => Proxy::from_env(&base)?,
+            Dial::Unix(_) => None,
         };
+        // Every HTTPS connection is the engine's: its TLS is set up here, once.
         let loop_tls = match scheme {
-            Scheme::Https if !proxied => {
+            Scheme::Https => {
                 let host = split_host_port(&url_host_port).0;
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let name =
@@ -213,21 +196,10 @@ impl Transport {
                             format!("{host:?} cannot be a TLS server name: {e}"),
                         )
                     })?;
-                Some((rustls_config(b)?, name))
+                Some((tls_config, name))
             }
-            _ => None,
+            Scheme::Http => None,
         };
-        if proxied && scheme == Scheme::Https && b.tls.server_name.is_some() {
-            // The server name stands in the URL for the TLS check (the resolver maps it back
-            // to the address); a proxy is asked to CONNECT to the URL's host, which it cannot
-            // resolve.
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "a TLS server name (CONSUL_TLS_SERVER_NAME) cannot be used through an HTTP proxy \
-                 (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY) yet: unset one of them, or list the agent \
-                 in NO_PROXY",
-            ));
-        }
         let shown = match &dial {
             Dial::Unix(path) => format!("unix://{}", path.display()),
             Dial::Tcp => base.clone(),
@@ -238,18 +210,15 @@ impl Transport {
             dial,
             alias,
             connect_timeout: b.connect_timeout,
-            proxy_agent: proxied
-                .then(|| (Agent::new_with_config(agent_config.clone()), agent_config)),
+            proxy,
             loop_headers: loop_headers(token.as_ref(), auth.as_ref()),
             token,
-            auth,
             common_query,
             request_timeout: b.request_timeout,
             availability: Availability::default(),
             address_origin: b.address_origin,
             tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
-            proxied,
             idle: std::sync::Mutex::new(Vec::new()),
         })
     }
@@ -264,92 +233,23 @@ impl Transport {
         self.send_on(req, None)
     }
 
-    /// Sends `req` (through the engine, or ureq's agent behind a proxy); `req.cancel` and
-    /// `closing` interrupt it. Returns answers of every status.
+    /// Sends `req` through the engine; `req.cancel` and `closing` interrupt it. Returns
+    /// answers of every status.
     pub(crate) fn send_on(&self, req: &Request, closing: Option<&CancelToken>) -> Result<Response> {
         if let Some(e) = self.interrupted(req, closing) {
             return Err(e);
         }
-        match &self.proxy_agent {
-            None => self.send_own(req, closing),
-            Some((agent, config)) => self.send_proxied(agent, config, req, closing),
-        }
+        self.send_own(req, closing)
     }
 
-    /// [`Transport::send_on`] through ureq and the proxy.
-    fn send_proxied(
-        &self,
-        shared: &Agent,
-        config: &ureq::config::Config,
-        req: &Request,
-        closing: Option<&CancelToken>,
-    ) -> Result<Response> {
-        let endpoint = req.endpoint();
-        let url = self.checked_url(req)?;
-        let timeout = self.time_limit(req);
-        let timeout_is_users = req.timeout.is_some_and(|t| t <= timeout);
-        // An interruptible call runs on a private agent that its tokens shut down.
-        let private;
-        let mut guards = Vec::new();
-        let agent = if req.cancel.is_some() || closing.is_some() {
-            private = Agent::new_with_config(config.clone());
-            for t in closing.into_iter().chain(req.cancel.as_ref()) {
-                let a = private.clone();
-                guards.push(t.on_cancel(move || a.shutdown()));
-            }
-            &private
-        } else {
-            shared
-        };
-        let started = std::time::Instant::now();
-        let mut result = self.run(agent, req, &url, timeout);
-        let mut retried = false;
-        // As the engine does (`Transport::send_own`): once more on a new connection when a
-        // pooled one turns out closed, unless it is a blocking query.
-        if result.as_ref().is_err_and(stale_connection)
-            && req.wait.is_none()
-            && self.interrupted(req, closing).is_none()
-        {
-            let left = timeout.saturating_sub(started.elapsed());
-            if !left.is_zero() {
-                log::debug!("baton: {endpoint} on a stale connection, retrying once");
-                result = self.run(agent, req, &url, left);
-                retried = true;
-            }
-        }
-        drop(guards);
-        if let Some(e) = self.interrupted(req, closing) {
-            return Err(e);
-        }
-        let result = result.map_err(|e| {
-            let hint = self.hint(&e);
-            // A fresh HTTPS connection closed under the request too, with no client
-            // certificate to offer: how a server that requires one (verify_incoming) refuses
-            // with TLS 1.3. Waiting will not mend that.
-            let refused_again = retried
-                && stale_connection(&e)
-                && self.base.starts_with("https://")
-                && !self.tls.has_client_cert();
-            let err = map_ureq_error(e, endpoint.clone(), timeout, timeout_is_users);
-            let err = if refused_again { err.permanent() } else { err };
-            match hint {
-                // Advice on TLS reads first, the library's words after it.
-                Some((h, true)) => err.led_by(&h),
-                Some((h, false)) => err.suffixed(&h),
-                None => err,
-            }
-        });
-        self.conclude(endpoint, result, timeout_is_users)
-    }
-
-    /// A loop connection's failed exchange of `endpoint`, noted as a failed ureq request is
-    /// (reach and availability records).
+    /// A failed exchange of `endpoint` driven outside the engine's send (a loop's, the key
+    /// hub's), noted as any failed request is (reach and availability records).
     pub(crate) fn conclude_io_failure(&self, endpoint: String, io: std::io::Error) {
         let _ = self.conclude(endpoint.clone(), Err(io_error(io, endpoint)), false);
     }
 
-    /// What every answer and transport error goes through, whichever way it came (ureq, or a
-    /// loop's [`Exchange`](super::exchange::Exchange)): a malformed query-meta header is an
+    /// What every answer and transport error goes through, whichever thread or loop drove
+    /// its [`Exchange`](super::exchange::Exchange): a malformed query-meta header is an
     /// error, and whether Consul answered is noted for the call's scope and the client's
     /// availability. `users`: the request's timeout was its caller's deadline.
     pub(crate) fn conclude(
@@ -443,8 +343,7 @@ impl Transport {
         self.request_timeout
     }
 
-    /// `req` rendered for a loop's exchange, with the URL and headers the ureq path sends
-    /// (only on a [`Transport::loop_capable`] client).
+    /// `req` rendered for an exchange of the engine: its URL, the client's headers, its body.
     pub(crate) fn render(&self, req: &Request) -> Result<Outgoing> {
         use ureq_proto::http::{self, header, HeaderValue, Method};
         let invalid =
@@ -490,48 +389,6 @@ impl Transport {
         url
     }
 
-    fn run(
-        &self,
-        agent: &Agent,
-        req: &Request,
-        url: &str,
-        timeout: Duration,
-    ) -> std::result::Result<Response, ureq::Error> {
-        let token = self.token.as_ref().map(|t| t.0.as_str());
-        let auth = self.auth.as_ref().map(|t| t.0.as_str());
-        macro_rules! prepare {
-            ($b:expr) => {{
-                let mut b = $b.config().timeout_global(Some(timeout)).build();
-                if let Some(t) = token {
-                    b = b.header("X-Consul-Token", t);
-                }
-                if let Some(a) = auth {
-                    b = b.header("Authorization", a);
-                }
-                b
-            }};
-        }
-        let mut resp = match (req.method, &req.body) {
-            ("GET", _) => prepare!(agent.get(url)).call()?,
-            ("DELETE", _) => prepare!(agent.delete(url)).call()?,
-            ("PUT", Some((body, ct))) => prepare!(agent.put(url))
-                .header("Content-Type", *ct)
-                .send(&body[..])?,
-            ("PUT", None) => prepare!(agent.put(url)).send_empty()?,
-            (m, _) => unreachable!("method {m} is not used"),
-        };
-        let status = resp.status().as_u16();
-        let (meta, bad_meta) = parse_meta(|name| resp.headers().get(name).map(|v| v.as_bytes()));
-        let body = read_body(resp.body_mut())?;
-        Ok(Response {
-            status,
-            body,
-            meta,
-            bad_meta,
-            base: None,
-        })
-    }
-
     /// The address requests go to and where it came from, for messages:
     /// `http://127.0.0.1:8500 (from CONSUL_HTTP_ADDR)`.
     pub(crate) fn address(&self) -> String {
@@ -544,47 +401,6 @@ impl Transport {
             AddressOrigin::Configured => "the client's configured address",
         };
         format!("{} ({whence})", self.shown)
-    }
-
-    /// What to add to a failure to reach Consul: the address tried, where it
-    /// came from, and what to check.
-    fn hint(&self, e: &ureq::Error) -> Option<(String, bool)> {
-        use std::io::ErrorKind as K;
-        let unreachable = match e {
-            ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
-            ureq::Error::Io(io) => matches!(io.kind(), K::ConnectionRefused | K::HostUnreachable),
-            _ => false,
-        };
-        if unreachable {
-            return Some((
-                format!("no Consul agent answered at {}", self.address()),
-                false,
-            ));
-        }
-        if self.base.starts_with("https://") {
-            if let Some(h) = crate::foundations::tls_hint::hint(&self.tls, e) {
-                return Some((h, true));
-            }
-        }
-        // rustls meeting a plain-HTTP answer where a TLS record was due (it comes
-        // wrapped in an I/O error of kind InvalidData).
-        let tls = match e {
-            ureq::Error::Tls(_) | ureq::Error::Rustls(_) => true,
-            ureq::Error::Io(io) => io.kind() == K::InvalidData,
-            _ => false,
-        };
-        if tls && self.base.starts_with("https://") && e.to_string().contains("InvalidContentType")
-        {
-            return Some((
-                format!(
-                "{} does not answer TLS: if the agent serves plain HTTP, use an http:// address \
-                 (and unset CONSUL_HTTP_SSL)",
-                self.base
-            ),
-                true,
-            ));
-        }
-        None
     }
 
     /// Sends `req` and turns a non-2xx answer into an error.
@@ -670,7 +486,6 @@ mod tests {
             "{}",
             t.address()
         );
-        assert!(t.loop_capable());
         let e = Transport::new(&ClientBuilder::new().address("unix://")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         assert!(e.to_string().contains("names no socket file"), "{e}");

@@ -1,6 +1,6 @@
-//! The request engine: every request of a client that reaches its agent directly (HTTP or
-//! HTTPS over TCP, or a unix socket; no proxy) goes out on a connection baton drives itself
-//! ([`LoopConn`]), rendered and framed by `ureq-proto` ([`Exchange`]). A blocking call drives
+//! The request engine: every request goes out on a connection baton drives itself
+//! ([`LoopConn`]: TCP, a unix socket, or a proxy's tunnel; TLS on top for HTTPS), rendered and
+//! framed by `ureq-proto` ([`Exchange`]). A blocking call drives
 //! its exchange on its own thread ([`drive_here`]); an event loop drives the same exchange
 //! from its poll (`lock::warm`); the key hub's poller drives many at once. They share the
 //! client's idle connections, so a cold call leaves behind the connection a warm one takes.
@@ -9,7 +9,7 @@
 //! blocking query's wait plus its margin) over connecting, writing and reading alike; the
 //! caller's cancel token and the client's close interrupt it (their hooks shut the connection
 //! down, ending the poll); one retry on a fresh connection when a pooled one turns out closed
-//! by the agent. A client behind an HTTP proxy sends through ureq instead (`Transport::send_on`).
+//! by the agent.
 
 use std::time::{Duration, Instant};
 
@@ -36,12 +36,6 @@ enum Outcome {
 }
 
 impl Transport {
-    /// Whether this client's requests go through the engine, and event loops may send them
-    /// themselves: HTTP or HTTPS straight to the agent (TCP or a unix socket), no proxy.
-    pub(crate) fn loop_capable(&self) -> bool {
-        !self.proxied
-    }
-
     /// An idle connection, taken for one exchange (`None`: none is idle). One the agent
     /// closed while it sat idle is dropped on the way.
     pub(crate) fn take_loop_conn(&self) -> Option<LoopConn> {
@@ -74,7 +68,7 @@ impl Transport {
     /// Opens an idle connection if none is (blocking: run on a baton thread, never a
     /// loop's), within the connect timeout per address.
     pub(crate) fn open_loop_conn(&self) -> Result<()> {
-        if !self.loop_capable() || self.has_loop_conn() {
+        if self.has_loop_conn() {
             return Ok(());
         }
         let conn = self.connect_loop_conn()?;
@@ -83,8 +77,7 @@ impl Transport {
     }
 
     /// A new non-blocking connection to the agent (blocking while it connects and, over
-    /// HTTPS, shakes hands, within the connect timeout per address); only on a
-    /// [`Transport::loop_capable`] client.
+    /// HTTPS, shakes hands, within the connect timeout per address).
     pub(crate) fn connect_loop_conn(&self) -> Result<LoopConn> {
         self.connect_within(self.connect_timeout)
             .map_err(|io| self.failure_of(io, false))
@@ -100,7 +93,8 @@ impl Transport {
         }
     }
 
-    /// A socket connected to the agent (blocking, within `budget` per address).
+    /// A socket connected to the agent, or a tunnel to it through the proxy (blocking,
+    /// within `budget` per address).
     fn connect_stream(&self, budget: Duration) -> std::io::Result<Stream> {
         if let Some(unix) = self.dial.connect_unix() {
             return unix;
@@ -115,21 +109,17 @@ impl Transport {
         };
         let default_port = if self.loop_tls.is_some() { 443 } else { 80 };
         let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(default_port);
-        let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
-            Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
-            Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))?.collect(),
-        };
-        let mut last = std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("{host} resolves to no address"),
-        );
-        for a in addrs.iter().take(16) {
-            match std::net::TcpStream::connect_timeout(a, budget) {
-                Ok(s) => return Ok(Stream::Tcp(s)),
-                Err(e) => last = e,
+        match &self.proxy {
+            None => connect_tcp(host, port, budget),
+            Some(proxy) => {
+                let target = if host.contains(':') {
+                    format!("[{host}]:{port}")
+                } else {
+                    format!("{host}:{port}")
+                };
+                proxy.tunnel(&target, budget, |h, p| connect_tcp(h, p, budget))
             }
         }
-        Err(last)
     }
 
     /// Sends `req` through the engine on this thread: an idle connection or a new one,
@@ -242,7 +232,7 @@ impl Transport {
         req: &Request,
         closing: Option<&CancelToken>,
     ) -> Option<Result<Response>> {
-        if !self.loop_capable() || req.wait.is_some() {
+        if req.wait.is_some() {
             return None;
         }
         let endpoint = req.endpoint();
@@ -364,4 +354,24 @@ fn stale(io: &std::io::Error) -> bool {
         io.kind(),
         K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
     )
+}
+
+/// A TCP connection to the first of `host`'s addresses that answers, each tried within
+/// `budget`.
+fn connect_tcp(host: &str, port: u16, budget: Duration) -> std::io::Result<Stream> {
+    let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+        Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))?.collect(),
+    };
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("{host} resolves to no address"),
+    );
+    for a in addrs.iter().take(16) {
+        match std::net::TcpStream::connect_timeout(a, budget) {
+            Ok(s) => return Ok(Stream::Tcp(s)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
