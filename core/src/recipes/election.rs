@@ -188,14 +188,12 @@ impl Election {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        crate::recipes::holding::acquire_settled(
-            self.lock.shared_client().core(),
-            "campaign",
-            timeout,
-            cancel,
-            || self.lock.acquire_unjudged(timeout, cancel),
-            || self.lock.abandon(),
-        )
+        let settling = crate::recipes::holding::Settling::start();
+        let result = self.lock.acquire_unjudged(timeout, cancel);
+        let core = self.lock.shared_client().core();
+        settling.settle(core, "campaign", (timeout, cancel), result, || {
+            self.lock.abandon()
+        })
     }
 
     /// Steps down (releases the key, no lock-delay). `Ok(false)` if not leader.

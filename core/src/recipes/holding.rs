@@ -23,6 +23,7 @@ use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::recipes::fence::Sequencer;
 use crate::runtime::lease::{CallbackId, LostReason, Session, SessionState};
+use crate::runtime::ride_out::Judging;
 use crate::transport::conn::Conn;
 
 /// Why a holding ended, whatever the recipe: what [`LockLost`](crate::LockLost)
@@ -415,37 +416,53 @@ macro_rules! hold_lifecycle {
 }
 pub(crate) use hold_lifecycle;
 
-/// An acquire as every recipe makes it: `call` (the recipe's own acquire,
-/// waiting up to `timeout`), judged by whether Consul answered at all (see
-/// [`judge_reach`](crate::runtime::ride_out::judge_reach)), then settled against
-/// `cancel` — "cancelled means nothing is held": a success that raced the
-/// cancel is given back with `release` and reported as `Cancelled`, so no
-/// caller (no binding) has to undo it. That release is bounded by what is
-/// left of `timeout`, as every request of the call is; if the time is up it
-/// goes on in the background (a release that fails does), and `close` knows
-/// it is owed.
-pub(crate) fn acquire_settled(
-    conn: &Conn,
-    what: &str,
-    timeout: Option<Duration>,
-    cancel: Option<&CancelToken>,
-    call: impl FnOnce() -> Result<bool>,
-    release: impl FnOnce(),
-) -> Result<bool> {
-    let deadline = crate::foundations::scope::deadline_after(timeout);
-    match crate::runtime::ride_out::judge_reach(conn, what, call) {
-        Ok(true) if cancel.is_some_and(CancelToken::is_cancelled) => {
-            // A try-once call's request has the client's request timeout (as
-            // in the recipes' acquires): so does its release.
-            let _bound = crate::foundations::scope::deadline(
-                deadline.filter(|_| timeout != Some(Duration::ZERO)),
-            );
-            release();
-            Err(Error::new(
-                ErrorKind::Cancelled,
-                format!("{what} cancelled (what it acquired meanwhile was released)"),
-            ))
+/// An acquire as every recipe makes it, around the recipe's own acquire (waiting up to its
+/// `timeout`): started before it ([`Settling::start`]), given its outcome after
+/// ([`Settling::settle`]), which is judged by whether Consul answered at all (see
+/// [`Judging`]), then settled against `cancel` — "cancelled means nothing is held": a
+/// success that raced the cancel is given back with `release` and reported as `Cancelled`,
+/// so no caller (no binding) has to undo it. That release is bounded by what is left of
+/// `timeout`, as every request of the call is; if the time is up it goes on in the
+/// background (a release that fails does), and `close` knows it is owed.
+pub(crate) struct Settling {
+    judging: Judging,
+    started: Instant,
+}
+
+impl Settling {
+    /// Starts the judgement of an acquire about to run.
+    pub(crate) fn start() -> Settling {
+        Settling {
+            judging: Judging::start(),
+            started: Instant::now(),
         }
-        other => other,
+    }
+
+    /// The acquire's outcome (`timeout`: what it waited up to), judged and settled against
+    /// `cancel`.
+    pub(crate) fn settle(
+        self,
+        conn: &Conn,
+        what: &str,
+        (timeout, cancel): (Option<Duration>, Option<&CancelToken>),
+        result: Result<bool>,
+        release: impl FnOnce(),
+    ) -> Result<bool> {
+        match self.judging.verdict(conn, what, result) {
+            Ok(true) if cancel.is_some_and(CancelToken::is_cancelled) => {
+                // A try-once call's request has the client's request timeout (as in the
+                // recipes' acquires): so does its release.
+                let bound = timeout
+                    .filter(|t| !t.is_zero())
+                    .and_then(|t| self.started.checked_add(t));
+                let _bound = crate::foundations::scope::deadline(bound);
+                release();
+                Err(Error::new(
+                    ErrorKind::Cancelled,
+                    format!("{what} cancelled (what it acquired meanwhile was released)"),
+                ))
+            }
+            other => other,
+        }
     }
 }

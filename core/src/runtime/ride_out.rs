@@ -35,50 +35,59 @@ const WARN_UNREACHED_AFTER: Duration = Duration::from_secs(1);
 /// 503: a raft election normally ends within seconds), the same warning.
 const WARN_AFTER: Duration = Duration::from_secs(10);
 
-/// Runs a waiting call (`what`: "lock acquire") and tells contention from an
-/// unreachable Consul: a call that ran out of time ("not acquired", or a
-/// `Timeout` error) although not one of its requests got an answer from
-/// Consul ends with a `Connection` error naming the address, where it came
-/// from and the last failure, in every language. A call in which Consul
-/// answered keeps its outcome: someone else holds the key, or Consul could not
-/// decide in time (no leader, 429, 503).
-pub(crate) fn judge_reach(
-    conn: &Conn,
-    what: &str,
-    call: impl FnOnce() -> Result<bool>,
-) -> Result<bool> {
-    let started = Instant::now();
-    let reach = crate::foundations::scope::track_reach();
-    let result = call();
-    let timed_out = match &result {
-        Ok(false) => true,
-        Err(e) => e.kind() == ErrorKind::Timeout,
-        Ok(true) => false,
-    };
-    if !timed_out {
-        return result;
+/// The judgement of a waiting call (`what`: "lock acquire"), started before it runs
+/// ([`Judging::start`]) and given its outcome after ([`Judging::verdict`]): it tells
+/// contention from an unreachable Consul. A call that ran out of time ("not acquired", or a
+/// `Timeout` error) although not one of its requests got an answer from Consul ends with a
+/// `Connection` error naming the address, where it came from and the last failure, in every
+/// language. A call in which Consul answered keeps its outcome: someone else holds the key,
+/// or Consul could not decide in time (no leader, 429, 503).
+pub(crate) struct Judging {
+    started: Instant,
+    reach: crate::foundations::scope::ReachGuard,
+}
+
+impl Judging {
+    /// Starts recording whether the calling thread's requests reach Consul.
+    pub(crate) fn start() -> Judging {
+        Judging {
+            started: Instant::now(),
+            reach: crate::foundations::scope::track_reach(),
+        }
     }
-    let Some((tries, last)) = reach.unreached() else {
-        return result;
-    };
-    let address = conn.transport.address();
-    // The last failure may already name the address (a refused connection does).
-    let at = if last.contains(&address) {
-        String::new()
-    } else {
-        format!(" at {address}")
-    };
-    // Transient as its causes are: a caller that retries its own calls may
-    // try again (an agent restarting refuses connections for a while).
-    Err(Error::new(
-        ErrorKind::Connection,
-        format!(
-            "{what}: no answer from Consul{at} in {:.1} s ({tries} {}); last error: {last}",
-            started.elapsed().as_secs_f64(),
-            if tries == 1 { "try" } else { "tries" }
-        ),
-    )
-    .transient())
+
+    /// The call's outcome, judged.
+    pub(crate) fn verdict(self, conn: &Conn, what: &str, result: Result<bool>) -> Result<bool> {
+        let timed_out = match &result {
+            Ok(false) => true,
+            Err(e) => e.kind() == ErrorKind::Timeout,
+            Ok(true) => false,
+        };
+        if !timed_out {
+            return result;
+        }
+        let Some((tries, last)) = self.reach.unreached() else {
+            return result;
+        };
+        let address = conn.transport.address();
+        // The last failure may already name the address (a refused connection does).
+        let at = if last.contains(&address) {
+            String::new()
+        } else {
+            format!(" at {address}")
+        };
+        // Transient as its causes are: a caller that retries its own calls may
+        // try again (an agent restarting refuses connections for a while).
+        Err(Error::new(
+            ErrorKind::Connection,
+            format!(
+                "{what}: no answer from Consul{at} in {:.1} s ({tries} {}); last error: {last}",
+                self.started.elapsed().as_secs_f64(),
+                if tries == 1 { "try" } else { "tries" }
+            ),
+        )
+        .transient())
+    }
 }
 
 /// One call's run of transient failures, for the one warning it is worth: after

@@ -2,6 +2,7 @@
 //!
 //! See [`Lock`] for the protocol.
 
+mod blocking;
 #[cfg(unix)]
 mod direct;
 mod shared;
@@ -25,12 +26,10 @@ use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::{lock, Turnstile};
 use crate::recipes::fence::Sequencer;
 use crate::recipes::holding::{
-    acquire_settled, hold_lifecycle, loss_reason, Held, Hold, Holder, Lifecycle, Loss,
+    hold_lifecycle, loss_reason, Held, Hold, Holder, Lifecycle, Loss, Settling,
 };
-use crate::runtime::claim::unclaim;
 use crate::runtime::keyhub::{Hook, KeySub};
 use crate::runtime::lease::{CallbackId, LostReason, Session};
-use crate::runtime::ride_out::RideOut;
 use crate::transport::http::QueryOptions;
 
 /// The `Flags` value Go's `api.Lock` writes on its key (`0x2ddccbc058a50c18`).
@@ -310,14 +309,12 @@ impl Lock {
     /// returns, the answer is `Cancelled`, and a holding the acquire won
     /// meanwhile has been released.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        acquire_settled(
-            self.shared.client.core(),
-            "lock acquire",
-            timeout,
-            cancel,
-            || self.acquire_unjudged(timeout, cancel),
-            || self.abandon(),
-        )
+        let settling = Settling::start();
+        let result = self.acquire_unjudged(timeout, cancel);
+        let core = self.shared.client.core();
+        settling.settle(core, "lock acquire", (timeout, cancel), result, || {
+            self.abandon()
+        })
     }
 
     /// [`Lock::acquire`] without telling an unreachable Consul from
@@ -343,7 +340,7 @@ impl Lock {
         let _scope = crate::foundations::scope::deadline(
             deadline.filter(|_| timeout != Some(Duration::ZERO)),
         );
-        self.acquire_in_turn(deadline, cancel, None)
+        sh.acquire_in_turn(deadline, cancel, None)
     }
 
     /// The acquire as a warm call driven on this thread (`lock::direct`), when it is one:
@@ -362,78 +359,6 @@ impl Lock {
         let bound = crate::foundations::scope::plain_deadline()?;
         let w = self.warm_acquire()?;
         Some(direct::acquire(w, bound, deadline, cancel))
-    }
-
-    /// [`Lock::acquire_unjudged`] once this object's turn is taken, inside the call's
-    /// deadline scope. `resumed`: the session, already claimed locally, of a warm attempt
-    /// this call goes on from, and whether that attempt may have been granted unseen.
-    pub(crate) fn acquire_in_turn(
-        &self,
-        deadline: Option<Instant>,
-        cancel: Option<&CancelToken>,
-        mut resumed: Option<(Session, bool)>,
-    ) -> Result<bool> {
-        let sh = &self.shared;
-        let past_deadline = |e: &Error| {
-            e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
-        };
-        let mut ride = RideOut::new(sh.client.core(), "lock acquire", deadline, cancel);
-        loop {
-            let (session, maybe_applied) = match resumed.take() {
-                Some(r) => r,
-                None => {
-                    let session = match &sh.explicit_session {
-                        Some(s) => s.clone(),
-                        None => match ride.run(|| sh.client.default_session()) {
-                            Ok(s) => s,
-                            Err(e) if past_deadline(&e) => return Ok(false),
-                            Err(e) => return Err(e),
-                        },
-                    };
-                    if !session.is_valid() {
-                        if sh.explicit_session.is_some() {
-                            return Err(Error::new(
-                                ErrorKind::SessionInvalidated,
-                                format!("the lock's session {} is lost", session.id()),
-                            ));
-                        }
-                        continue;
-                    }
-                    if !sh.wait_local(&session, deadline, cancel)? {
-                        return Ok(false);
-                    }
-                    (session, false)
-                }
-            };
-            let result = sh.acquire_remote(&session, deadline, cancel, maybe_applied);
-            match result {
-                Ok(true) => return Ok(true),
-                Err(e)
-                    if e.kind() == ErrorKind::SessionInvalidated
-                        && sh.explicit_session.is_none()
-                        && !session.is_valid() =>
-                {
-                    // The default session died while we waited: take the new one.
-                    unclaim(session.id(), &sh.key, sh.id);
-                    continue;
-                }
-                Err(e) if past_deadline(&e) => {
-                    unclaim(session.id(), &sh.key, sh.id);
-                    return Ok(false);
-                }
-                // Refused: the key is held elsewhere. Its next change wakes every waiter, so
-                // the claim goes without waking the futures refused for it (a herd of tries
-                // that would all be refused again).
-                Ok(false) => {
-                    crate::runtime::claim::unclaim_refused(session.id(), &sh.key, sh.id);
-                    return Ok(false);
-                }
-                other => {
-                    unclaim(session.id(), &sh.key, sh.id);
-                    return other;
-                }
-            }
-        }
     }
 
     /// Tries once: `acquire(Some(Duration::ZERO), None)`.

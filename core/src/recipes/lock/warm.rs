@@ -21,7 +21,7 @@ use super::wire::{self, by_txn};
 use super::{Known, Lock, LockShared};
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
-use crate::recipes::holding::{acquire_settled, Hold};
+use crate::recipes::holding::{Hold, Settling};
 use crate::runtime::claim::{claim_now, hand_over_claim, unclaim};
 pub use crate::transport::http::Interest;
 
@@ -393,18 +393,19 @@ impl ResumeAcquire {
             shared: sh.clone(),
             view: true,
         };
-        acquire_settled(
+        let settling = Settling::start();
+        let result = {
+            let deadline = crate::foundations::scope::deadline_after(timeout);
+            let _scope = crate::foundations::scope::deadline(
+                deadline.filter(|_| timeout != Some(Duration::ZERO)),
+            );
+            self.continue_here(deadline, cancel)
+        };
+        settling.settle(
             sh.client.core(),
             "lock acquire",
-            timeout,
-            cancel,
-            || {
-                let deadline = crate::foundations::scope::deadline_after(timeout);
-                let _scope = crate::foundations::scope::deadline(
-                    deadline.filter(|_| timeout != Some(Duration::ZERO)),
-                );
-                self.continue_here(deadline, cancel)
-            },
+            (timeout, cancel),
+            result,
             || Hold::abandon(&lock),
         )
     }
@@ -423,11 +424,7 @@ impl ResumeAcquire {
             maybe_applied,
         } = self;
         let _turn = turn;
-        let lock = Lock {
-            shared: sh,
-            view: true,
-        };
-        lock.acquire_in_turn(deadline, cancel, Some((session, maybe_applied)))
+        sh.acquire_in_turn(deadline, cancel, Some((session, maybe_applied)))
     }
 }
 

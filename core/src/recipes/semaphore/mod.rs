@@ -24,7 +24,7 @@ use crate::foundations::cancel::{CancelToken, HookGuard};
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::lock;
 use crate::recipes::holding::{
-    acquire_settled, hold_lifecycle, loss_reason, Hold, Holder, Lifecycle, Loss,
+    hold_lifecycle, loss_reason, Hold, Holder, Lifecycle, Loss, Settling,
 };
 use crate::runtime::claim::{release_claim, take_claim};
 use crate::runtime::cleanup::{Next, Owed};
@@ -314,28 +314,23 @@ impl Semaphore {
     /// with kind `Connection` instead of `Ok(false)` (see [`Lock::acquire`](crate::Lock::acquire)).
     /// Cancelled means nothing is held (see [`Lock::acquire`](crate::Lock::acquire)).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        acquire_settled(
-            self.shared.client.core(),
-            "semaphore acquire",
-            timeout,
-            cancel,
-            || self.acquire_unjudged(timeout, cancel, false),
-            || self.abandon(),
-        )
+        let settling = Settling::start();
+        let result = self.acquire_unjudged(timeout, cancel, false);
+        let core = self.shared.client.core();
+        settling.settle(core, "semaphore acquire", (timeout, cancel), result, || {
+            self.abandon()
+        })
     }
 
     /// One try of an async wait: [`Semaphore::try_acquire`] with `cancel`,
     /// except that when no slot is free the contender entry stays for the
     /// next try, until [`Semaphore::end_wait`].
     pub(crate) fn try_keeping(&self, cancel: &CancelToken) -> Result<bool> {
-        acquire_settled(
-            self.shared.client.core(),
-            "semaphore acquire",
-            Some(Duration::ZERO),
-            Some(cancel),
-            || self.acquire_unjudged(Some(Duration::ZERO), Some(cancel), true),
-            || self.abandon(),
-        )
+        let settling = Settling::start();
+        let once = (Some(Duration::ZERO), Some(cancel));
+        let result = self.acquire_unjudged(once.0, once.1, true);
+        let core = self.shared.client.core();
+        settling.settle(core, "semaphore acquire", once, result, || self.abandon())
     }
 
     /// Ends an async wait that kept its contender entry: removes it (unless a
