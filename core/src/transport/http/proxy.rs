@@ -101,13 +101,10 @@ impl Proxy {
         let mut ex = Exchange::new(LoopConn::new(stream)?, out);
         match drive_here(&mut ex, stop_at, &[]) {
             Some(Progress::Answered(resp, Some(conn))) if resp.status == 200 => conn.into_stream(),
-            Some(Progress::Answered(resp, _)) => Err(io::Error::new(
-                io::ErrorKind::ConnectionRefused,
-                format!(
-                    "the proxy {} answered {} to CONNECT {target}",
-                    self.shown, resp.status
-                ),
-            )),
+            Some(Progress::Answered(resp, _)) => Err(io::Error::other(format!(
+                "the proxy {} answered {} to CONNECT {target}",
+                self.shown, resp.status
+            ))),
             Some(Progress::Failed(e, _)) => Err(io::Error::new(
                 e.kind(),
                 format!("the proxy {}: {e}", self.shown),

@@ -312,10 +312,12 @@ impl Transport {
         if let Some(bad) = crate::transport::http::exchange::framing_error(&io) {
             return Error::new(ErrorKind::BadResponse, bad.to_string());
         }
-        let unreachable = matches!(
-            io.kind(),
-            K::ConnectionRefused | K::HostUnreachable | K::NotFound
-        );
+        // Through a proxy, its own words name what failed (`proxy`).
+        let unreachable = self.proxy.is_none()
+            && matches!(
+                io.kind(),
+                K::ConnectionRefused | K::HostUnreachable | K::NotFound
+            );
         let closed_hint = https
             .then(|| tls_hint::hint_closed(&self.tls, &io))
             .flatten();
