@@ -133,6 +133,8 @@ impl Core {
                 report.sessions_not_destroyed.push(s.id.clone());
             }
         }
+        // A closed client keeps no connection open.
+        self.transport.close_idle_conns();
         report
     }
 }

@@ -56,6 +56,11 @@ impl Transport {
         }
     }
 
+    /// Closes every idle connection (the client closed).
+    pub(crate) fn close_idle_conns(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Whether a connection is open and idle.
     pub(crate) fn has_loop_conn(&self) -> bool {
         !self
