@@ -1,6 +1,6 @@
 //! A Consul agent serving HTTP on a unix socket (`addresses.http = "unix:///path"`), reached as
-//! `unix:///path`: every path of a client goes there — ureq's calls, the direct and warm lock
-//! calls on the loop connection, and the key hub's polls. The whole lock, semaphore, election
+//! `unix:///path`: every path of a client goes there — every request of the engine, the
+//! direct and warm lock calls, and the key hub's polls. The whole lock, semaphore, election
 //! and aio suites also run over the socket with `BATON_TEST_TRANSPORT=unix` (`make test-unix`);
 //! these tests check that it is the socket they use, whatever that variable says.
 #![cfg(unix)]
@@ -25,9 +25,10 @@ fn on_socket() -> (DevServer, Client) {
     .expect("dev server starts");
     let url = dev.unix_url().expect("a unix socket");
     let client = Client::builder()
-        .address(url)
+        .address(url.clone())
         .build()
         .expect("client builds");
+    assert_eq!(client.address(), url, "the address says the socket");
     (dev, client)
 }
 

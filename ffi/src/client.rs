@@ -263,8 +263,9 @@ unsafe fn default_session_options(
     unsafe { apply_checks(so, default_session_checks, "default_session_checks") }
 }
 
-/// Copies the base URL requests go to (no credentials), e.g.
-/// `http://127.0.0.1:8500`, NUL-terminated into `buf` of `len` bytes.
+/// Copies the agent's address (no credentials): the base URL requests go to,
+/// e.g. `http://127.0.0.1:8500`, or `unix:///path` for an agent on a unix
+/// socket; NUL-terminated into `buf` of `len` bytes.
 /// `*len_out` (if not NULL) gets the length without the NUL, also when the
 /// result is `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for
 /// the length (`BATON_BUFFER_TOO_SMALL`, as `baton_kv_get` does).

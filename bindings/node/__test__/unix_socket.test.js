@@ -45,6 +45,7 @@ after(() => server?.kill('SIGTERM'))
 test('locks go warm and semaphores work over a unix socket', async () => {
   const c = new Client({ address: socketUrl })
   try {
+    assert.equal(c.address, socketUrl, 'the address says the socket')
     const key = freshKey('unix-lock')
     const lock = c.lock(key)
     // A cold cycle opens the loop connection (to the socket); the next calls are warm.

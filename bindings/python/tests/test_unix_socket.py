@@ -62,6 +62,7 @@ def sessions(tcp: str) -> list:
 def test_locks_and_semaphores_over_the_socket(server):
     tcp, socket_url = server
     with baton.Client(socket_url) as c:
+        assert c.address == socket_url, "the address says the socket"
         k = key("lock")
         lock = c.lock(k)
         for _ in range(3):

@@ -404,9 +404,10 @@ impl Client {
         &self.handle.core
     }
 
-    /// The base URL requests go to (no credentials), e.g. `http://127.0.0.1:8500`.
+    /// The agent's address (no credentials): the base URL requests go to, e.g.
+    /// `http://127.0.0.1:8500`, or `unix:///path` for an agent on a unix socket.
     pub fn address(&self) -> &str {
-        self.core().transport.base()
+        self.core().transport.shown()
     }
 
     /// Sends a request, bounded by the calling thread's call scope (see [`Conn::send`]).

@@ -228,6 +228,11 @@ impl Transport {
         &self.base
     }
 
+    /// The agent's address as messages show it: the base URL, or `unix:///path`.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
     /// Sends `req`. Returns answers of every status.
     pub(crate) fn send(&self, req: &Request) -> Result<Response> {
         self.send_on(req, None)
