@@ -70,6 +70,8 @@ pub(crate) struct Transport {
     )>,
     /// The engine's idle connections, most recently used last (see `engine`).
     idle: std::sync::Mutex<Vec<LoopConn>>,
+    /// Set when the client closes: no connection is kept idle from then on.
+    idle_closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Transport {
@@ -220,6 +222,7 @@ impl Transport {
             tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
             idle: std::sync::Mutex::new(Vec::new()),
+            idle_closed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

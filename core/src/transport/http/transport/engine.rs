@@ -11,6 +11,7 @@
 //! down, ending the poll); one retry on a fresh connection when a pooled one turns out closed
 //! by the agent.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{split_host_port, Transport};
@@ -48,17 +49,21 @@ impl Transport {
         None
     }
 
-    /// Gives a connection back after a clean exchange, for the next one.
+    /// Gives a connection back after a clean exchange, for the next one (closed instead
+    /// once the client has closed, or when enough are idle).
     pub(crate) fn give_back_loop_conn(&self, conn: LoopConn) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < IDLE_CONNS {
+        if idle.len() < IDLE_CONNS && !self.idle_closed.load(Ordering::Relaxed) {
             idle.push(conn);
         }
     }
 
-    /// Closes every idle connection (the client closed).
+    /// Closes every idle connection, and each one given back from now on (the client
+    /// closed; an event loop's warm call may still end after that).
     pub(crate) fn close_idle_conns(&self) {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        self.idle_closed.store(true, Ordering::Relaxed);
+        idle.clear();
     }
 
     /// Whether a connection is open and idle.
