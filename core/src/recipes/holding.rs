@@ -426,7 +426,6 @@ pub(crate) use hold_lifecycle;
 /// background (a release that fails does), and `close` knows it is owed.
 pub(crate) struct Settling {
     judging: Judging,
-    started: Instant,
 }
 
 impl Settling {
@@ -434,7 +433,6 @@ impl Settling {
     pub(crate) fn start() -> Settling {
         Settling {
             judging: Judging::start(),
-            started: Instant::now(),
         }
     }
 
@@ -448,13 +446,14 @@ impl Settling {
         result: Result<bool>,
         release: impl FnOnce(),
     ) -> Result<bool> {
+        let started = self.judging.started();
         match self.judging.verdict(conn, what, result) {
             Ok(true) if cancel.is_some_and(CancelToken::is_cancelled) => {
                 // A try-once call's request has the client's request timeout (as in the
                 // recipes' acquires): so does its release.
                 let bound = timeout
                     .filter(|t| !t.is_zero())
-                    .and_then(|t| self.started.checked_add(t));
+                    .and_then(|t| started.checked_add(t));
                 let _bound = crate::foundations::scope::deadline(bound);
                 release();
                 Err(Error::new(

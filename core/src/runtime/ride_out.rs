@@ -56,6 +56,11 @@ impl Judging {
         }
     }
 
+    /// When the call started.
+    pub(crate) fn started(&self) -> Instant {
+        self.started
+    }
+
     /// The call's outcome, judged.
     pub(crate) fn verdict(self, conn: &Conn, what: &str, result: Result<bool>) -> Result<bool> {
         let timed_out = match &result {

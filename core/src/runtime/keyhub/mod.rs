@@ -47,7 +47,6 @@ use crate::api::kv::KvPair;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::lock;
-use crate::foundations::threads::Worker;
 use crate::transport::conn::Conn;
 
 mod poll;
@@ -156,14 +155,14 @@ struct Group {
     /// Wakes an idle poll, or tells one in flight that its target is too narrow.
     wake: Sender<()>,
     wake_rx: Receiver<()>,
-    /// Wakes the poller thread that drives this group (`None`: a thread of its own).
-    poke: Option<Arc<Poke>>,
+    /// Wakes the poller thread that drives this group.
+    poke: Arc<Poke>,
     /// Cancelled to interrupt the in-flight poll (replaced after each use).
     round: Mutex<CancelToken>,
 }
 
 impl Group {
-    fn new(name: &str, poke: Option<Arc<Poke>>) -> Arc<Group> {
+    fn new(name: &str, poke: Arc<Poke>) -> Arc<Group> {
         let (wake, wake_rx) = crossbeam_channel::bounded(1);
         Arc::new(Group {
             name: name.to_string(),
@@ -178,50 +177,36 @@ impl Group {
     /// Wakes whatever drives the group.
     fn notify(&self) {
         let _ = self.wake.try_send(());
-        if let Some(p) = &self.poke {
-            p.poke();
-        }
+        self.poke.poke();
     }
 }
-
-/// A group and its own polling thread (none when the poller drives it).
-type GroupSlot = (Arc<Group>, Option<Worker>);
 
 /// The registry of groups; one per client.
 #[derive(Default)]
 pub(crate) struct KeyHub {
-    groups: Mutex<HashMap<String, GroupSlot>>,
-    /// The one thread that polls every group of a plain-HTTP client (started with its
-    /// first group).
+    groups: Mutex<HashMap<String, Arc<Group>>>,
+    /// The one thread that polls every group (started with the first group).
     poller: Mutex<Option<Poller>>,
 }
 
 impl KeyHub {
-    /// Stops every group thread and joins it before `deadline` (the caller has
-    /// cancelled the client's `closing` token already).
+    /// Stops every group's poll and joins the poller thread before `deadline` (the caller
+    /// has cancelled the client's `closing` token already).
     pub(crate) fn stop(&self, deadline: Instant) -> bool {
-        let groups: Vec<GroupSlot> = lock(&self.groups).drain().map(|(_, g)| g).collect();
-        let mut ok = true;
-        for (g, worker) in groups {
+        let groups: Vec<Arc<Group>> = lock(&self.groups).drain().map(|(_, g)| g).collect();
+        for g in groups {
             lock(&g.round).cancel();
             g.notify();
-            if let Some(mut w) = worker {
-                ok &= w.join_until(deadline);
-            }
         }
-        if let Some(mut p) = lock(&self.poller).take() {
-            ok &= p.worker.join_until(deadline);
+        match lock(&self.poller).take() {
+            Some(mut p) => p.worker.join_until(deadline),
+            None => true,
         }
-        ok
     }
 
     /// Number of threads polling for the hub (for tests and benches).
     pub(crate) fn threads(&self) -> usize {
-        let own = lock(&self.groups)
-            .values()
-            .filter(|(_, w)| w.is_some())
-            .count();
-        own + usize::from(lock(&self.poller).is_some())
+        usize::from(lock(&self.poller).is_some())
     }
 
     /// Number of groups, each one long poll on a connection of its own (for tests and
@@ -232,7 +217,7 @@ impl KeyHub {
 
     /// A new group named `name`, polled by the client's poller thread; called with the
     /// registry locked.
-    fn start_group(&self, core: &Arc<Conn>, name: &str) -> Result<GroupSlot> {
+    fn start_group(&self, core: &Arc<Conn>, name: &str) -> Result<Arc<Group>> {
         let failed = |e: std::io::Error| {
             Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
         };
@@ -241,9 +226,9 @@ impl KeyHub {
             Some(p) => p,
             None => poller.insert(Poller::start(core).map_err(failed)?),
         };
-        let g = Group::new(name, Some(p.poke()));
+        let g = Group::new(name, p.poke());
         p.add(g.clone());
-        Ok((g, None))
+        Ok(g)
     }
 }
 
@@ -353,11 +338,10 @@ impl KeySub {
             core.check_usable()?;
             let name = group_for(groups.keys(), key);
             match groups.get(&name) {
-                Some((g, _)) => g.clone(),
+                Some(g) => g.clone(),
                 None => {
-                    let slot = hub.start_group(core, &name)?;
-                    let g = slot.0.clone();
-                    groups.insert(name, slot);
+                    let g = hub.start_group(core, &name)?;
+                    groups.insert(name, g.clone());
                     g
                 }
             }

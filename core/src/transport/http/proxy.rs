@@ -10,7 +10,7 @@
 //! one-request lock calls, the event loops' warm calls, and one poller thread for its keys.
 
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use ureq_proto::http;
@@ -83,15 +83,15 @@ impl Proxy {
     }
 
     /// A connection to `target` (`host:port`) through the proxy: connected to the proxy,
-    /// `CONNECT` asked and granted (blocking, within `budget` in all), handed back blocking.
+    /// `CONNECT` asked and granted (blocking, until `stop_at` at most), handed back blocking.
     pub(crate) fn tunnel(
         &self,
         target: &str,
-        budget: Duration,
-        connect: impl FnOnce(&str, u16) -> io::Result<Stream>,
+        stop_at: Instant,
+        connect: impl FnOnce(&str, u16, Instant) -> io::Result<Stream>,
     ) -> io::Result<Stream> {
-        let stop_at = Instant::now() + budget;
-        let stream = connect(&self.host, self.port).map_err(|e| {
+        let started = Instant::now();
+        let stream = connect(&self.host, self.port, stop_at).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("connecting to the proxy {}: {e}", self.shown),
@@ -112,8 +112,9 @@ impl Proxy {
             Some(Progress::Pending(_)) | None => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "the proxy {} did not open a tunnel within {budget:?}",
-                    self.shown
+                    "the proxy {} did not open a tunnel within {:?}",
+                    self.shown,
+                    started.elapsed()
                 ),
             )),
         }

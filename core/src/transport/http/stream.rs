@@ -10,7 +10,7 @@ use std::net::{Shutdown, TcpStream};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A connected socket to the agent.
 #[derive(Debug)]
@@ -87,35 +87,66 @@ impl std::os::fd::AsFd for Stream {
     }
 }
 
-/// Where a client's connections go: the resolved TCP addresses of the URL's host (the
-/// caller's), or always the one unix socket.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where a client's connections go, decided once from its address: a TCP host and port (the
+/// real host: a TLS server name only stands in the URL), or always the one unix socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Dial {
-    /// TCP to the URL's host and port.
-    #[default]
-    Tcp,
+    /// TCP to this host (no brackets around an IPv6 one) and port.
+    Tcp { host: String, port: u16 },
     /// The unix socket at this path, whatever the URL says (its host is `localhost`).
     Unix(PathBuf),
 }
 
 impl Dial {
-    /// Connects to the unix socket of a [`Dial::Unix`] (`None` for TCP, which the caller
-    /// connects itself: it knows the addresses and the connect budget). A socket file that is
-    /// missing or refuses says so, with its path, as Consul's Go client does.
-    pub(crate) fn connect_unix(&self) -> Option<io::Result<Stream>> {
+    /// A connection to where this dials, blocking until `stop_at` at most. A socket file
+    /// that is missing or refuses says so, with its path, as Consul's Go client does.
+    pub(crate) fn connect(&self, stop_at: Instant) -> io::Result<Stream> {
         match self {
-            Dial::Tcp => None,
+            Dial::Tcp { host, port } => connect_tcp(host, *port, stop_at),
             #[cfg(unix)]
-            Dial::Unix(path) => Some(UnixStream::connect(path).map(Stream::Unix).map_err(|e| {
+            Dial::Unix(path) => UnixStream::connect(path).map(Stream::Unix).map_err(|e| {
                 io::Error::new(e.kind(), format!("dial unix {}: {e}", path.display()))
-            })),
+            }),
             #[cfg(not(unix))]
-            Dial::Unix(_) => Some(Err(io::Error::new(
+            Dial::Unix(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "unix socket addresses need a unix system",
-            ))),
+            )),
         }
     }
+
+    /// `host:port` of a TCP target, as a proxy is asked to `CONNECT` to it.
+    pub(crate) fn authority(&self) -> Option<String> {
+        match self {
+            Dial::Tcp { host, port } if host.contains(':') => Some(format!("[{host}]:{port}")),
+            Dial::Tcp { host, port } => Some(format!("{host}:{port}")),
+            Dial::Unix(_) => None,
+        }
+    }
+}
+
+/// A TCP connection to the first of `host`'s addresses that answers, each tried with what is
+/// left until `stop_at`.
+pub(crate) fn connect_tcp(host: &str, port: u16, stop_at: Instant) -> io::Result<Stream> {
+    let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+        Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))?.collect(),
+    };
+    let mut last = io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{host} resolves to no address"),
+    );
+    for a in addrs.iter().take(16) {
+        let left = stop_at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        match TcpStream::connect_timeout(a, left) {
+            Ok(s) => return Ok(Stream::Tcp(s)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 #[cfg(all(test, unix))]
@@ -131,7 +162,8 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
         let dial = Dial::Unix(path.clone());
-        let stream = dial.connect_unix().expect("unix").expect("connect");
+        let soon = || std::time::Instant::now() + Duration::from_secs(1);
+        let stream = dial.connect(soon()).expect("connect");
         let (mut server, _) = listener.accept().expect("accept");
         (&stream).write_all(b"ping").expect("write");
         let mut got = [0u8; 4];
@@ -141,10 +173,14 @@ mod tests {
         assert_eq!(server.read(&mut got).expect("eof"), 0);
         let _ = std::fs::remove_file(&path);
         let missing = Dial::Unix(dir.join("none.sock"))
-            .connect_unix()
-            .expect("unix")
+            .connect(soon())
             .unwrap_err();
         assert!(missing.to_string().contains("none.sock"), "{missing}");
-        assert!(Dial::Tcp.connect_unix().is_none());
+        assert_eq!(dial.authority(), None);
+        let v6 = Dial::Tcp {
+            host: "::1".into(),
+            port: 8500,
+        };
+        assert_eq!(v6.authority().as_deref(), Some("[::1]:8500"));
     }
 }

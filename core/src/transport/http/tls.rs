@@ -17,9 +17,13 @@ pub(super) fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
 
 /// The rustls configuration of every HTTPS connection of the client: the configured CA
 /// certificates (else Mozilla's roots), the client certificate, and no verification when
-/// `insecure_skip_verify` says so. The files are read and checked whatever the scheme, so a
-/// mistake in them is said when the client is built.
-pub(super) fn rustls_config(b: &ClientBuilder) -> Result<std::sync::Arc<rustls::ClientConfig>> {
+/// `insecure_skip_verify` says so; `None` for a plain-HTTP client (`https` false). The files
+/// are read and checked whatever the scheme, so a mistake in them is said when the client is
+/// built.
+pub(super) fn rustls_config(
+    b: &ClientBuilder,
+    https: bool,
+) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let t = &b.tls;
@@ -50,12 +54,9 @@ pub(super) fn rustls_config(b: &ClientBuilder) -> Result<std::sync::Arc<rustls::
         paths.sort();
         files.extend(paths);
     }
-    let mut roots = rustls::RootCertStore::empty();
+    let mut trusted = Vec::new();
     for f in &files {
-        roots.add_parsable_certificates(certs(f, "CA file")?);
-    }
-    if files.is_empty() {
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        trusted.extend(certs(f, "CA file")?);
     }
     let client = match (&t.cert_file, &t.key_file) {
         (None, None) => None,
@@ -71,6 +72,14 @@ pub(super) fn rustls_config(b: &ClientBuilder) -> Result<std::sync::Arc<rustls::
             ))
         }
     };
+    if !https {
+        return Ok(None);
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(trusted);
+    if files.is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(rustls::ALL_VERSIONS)
@@ -92,7 +101,7 @@ pub(super) fn rustls_config(b: &ClientBuilder) -> Result<std::sync::Arc<rustls::
         })?,
     };
     config.enable_sni = true;
-    Ok(std::sync::Arc::new(config))
+    Ok(Some(std::sync::Arc::new(config)))
 }
 
 /// Accepts any server certificate (`insecure_skip_verify`, Consul's `CONSUL_HTTP_SSL_VERIFY=

@@ -42,10 +42,8 @@ pub(crate) struct Transport {
     base: std::sync::Arc<str>,
     /// The agent's address as messages show it: the base URL, or `unix:///path`.
     shown: std::sync::Arc<str>,
-    /// Where connections go (TCP to the URL's host, or a unix socket).
+    /// Where connections go (TCP to the agent's host, or a unix socket).
     dial: Dial,
-    /// `(TLS server name, real host)`: the URL names the first, connections go to the second.
-    alias: Option<(String, String)>,
     connect_timeout: Duration,
     /// The HTTP proxy connections tunnel through, if the environment names one.
     proxy: Option<Proxy>,
@@ -68,10 +66,9 @@ pub(crate) struct Transport {
         std::sync::Arc<rustls::ClientConfig>,
         rustls::pki_types::ServerName<'static>,
     )>,
-    /// The engine's idle connections, most recently used last (see `engine`).
-    idle: std::sync::Mutex<Vec<LoopConn>>,
-    /// Set when the client closes: no connection is kept idle from then on.
-    idle_closed: std::sync::atomic::AtomicBool,
+    /// The engine's idle connections, most recently used last (see `engine`); `None` once
+    /// the client has closed, when none is kept.
+    idle: std::sync::Mutex<Option<Vec<LoopConn>>>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -88,12 +85,12 @@ impl Transport {
     pub(crate) fn new(b: &ClientBuilder) -> Result<Transport> {
         // A unix socket's URLs name `localhost` (what a request's Host says); every
         // connection goes to the socket, whatever the URL (`stream::Dial`).
-        let (host_port, forced, prefix, dial) = match parse_address(&b.address)? {
+        let (host_port, forced, prefix, unix) = match parse_address(&b.address)? {
             Endpoint::Tcp {
                 host_port,
                 scheme,
                 path_prefix,
-            } => (host_port, scheme, path_prefix, Dial::Tcp),
+            } => (host_port, scheme, path_prefix, None),
             Endpoint::Unix(path) => {
                 if path.as_os_str().is_empty() {
                     return Err(Error::new(
@@ -104,12 +101,7 @@ impl Transport {
                         ),
                     ));
                 }
-                (
-                    "localhost".to_string(),
-                    None,
-                    String::new(),
-                    Dial::Unix(path),
-                )
+                ("localhost".to_string(), None, String::new(), Some(path))
             }
         };
         let scheme = if b.ssl || forced == Some(Scheme::Https) {
@@ -119,14 +111,26 @@ impl Transport {
         };
         let token = b.resolve_token()?;
         // Read and checked whatever the scheme, as Consul's Go client does.
-        let tls_config = rustls_config(b)?;
+        let tls_config = rustls_config(b, scheme == Scheme::Https)?;
         // The TLS server name goes into the URL (so rustls sends and verifies
-        // it); connections go to the configured host.
-        let mut alias = None;
+        // it); connections go to the configured host (`dial`).
+        let dial = match unix {
+            Some(path) => Dial::Unix(path),
+            None => {
+                let (host, port) = split_host_port(&host_port);
+                Dial::Tcp {
+                    host: host.to_string(),
+                    port: match port {
+                        Some(p) => p.parse().unwrap_or(0),
+                        None if scheme == Scheme::Https => 443,
+                        None => 80,
+                    },
+                }
+            }
+        };
         let mut url_host_port = host_port.clone();
         if let (Scheme::Https, Some(name)) = (scheme, &b.tls.server_name) {
-            let (real_host, port) = split_host_port(&host_port);
-            alias = Some((name.clone(), real_host.to_string()));
+            let port = split_host_port(&host_port).1;
             url_host_port = match port {
                 Some(p) => format!("{name}:{p}"),
                 None => name.clone(),
@@ -183,12 +187,12 @@ impl Transport {
         }
         // The socket is local: no proxy stands between (HTTP_PROXY names a TCP one).
         let proxy = match &dial {
-            Dial::Tcp => Proxy::from_env(&base)?,
+            Dial::Tcp { .. } => Proxy::from_env(&base)?,
             Dial::Unix(_) => None,
         };
         // Every HTTPS connection is the engine's: its TLS is set up here, once.
-        let loop_tls = match scheme {
-            Scheme::Https => {
+        let loop_tls = match tls_config {
+            Some(config) => {
                 let host = split_host_port(&url_host_port).0;
                 let host = host.trim_start_matches('[').trim_end_matches(']');
                 let name =
@@ -198,19 +202,18 @@ impl Transport {
                             format!("{host:?} cannot be a TLS server name: {e}"),
                         )
                     })?;
-                Some((tls_config, name))
+                Some((config, name))
             }
-            Scheme::Http => None,
+            None => None,
         };
         let shown = match &dial {
             Dial::Unix(path) => format!("unix://{}", path.display()),
-            Dial::Tcp => base.clone(),
+            Dial::Tcp { .. } => base.clone(),
         };
         Ok(Transport {
             shown: shown.into(),
             base: base.into(),
             dial,
-            alias,
             connect_timeout: b.connect_timeout,
             proxy,
             loop_headers: loop_headers(token.as_ref(), auth.as_ref()),
@@ -221,8 +224,7 @@ impl Transport {
             address_origin: b.address_origin,
             tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
-            idle: std::sync::Mutex::new(Vec::new()),
-            idle_closed: std::sync::atomic::AtomicBool::new(false),
+            idle: std::sync::Mutex::new(Some(Vec::new())),
         })
     }
 
@@ -544,8 +546,11 @@ mod tests {
         let t = Transport::new(&b).unwrap();
         assert_eq!(t.base(), "https://consul.example:8501");
         assert_eq!(
-            t.alias,
-            Some(("consul.example".to_string(), "127.0.0.1".to_string()))
+            t.dial,
+            Dial::Tcp {
+                host: "127.0.0.1".into(),
+                port: 8501
+            }
         );
         // Plain http ignores the server name.
         let t = Transport::new(&b.clone().address("127.0.0.1:8500")).unwrap();

@@ -11,15 +11,15 @@
 //! down, ending the poll); one retry on a fresh connection when a pooled one turns out closed
 //! by the agent.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{split_host_port, Transport};
+use super::Transport;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
 use crate::transport::http::exchange::{drive_here, Exchange, LoopConn, Progress};
 use crate::transport::http::loop_io::handshake;
-use crate::transport::http::stream::Stream;
+use crate::transport::http::stream::{connect_tcp, Dial};
 use crate::transport::http::{Request, Response};
 
 /// The most idle connections a client keeps for its next requests (more are closed when
@@ -40,8 +40,8 @@ impl Transport {
     /// An idle connection, taken for one exchange (`None`: none is idle). One the agent
     /// closed while it sat idle is dropped on the way.
     pub(crate) fn take_loop_conn(&self) -> Option<LoopConn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(mut c) = idle.pop() {
+        let mut idle = lock(&self.idle);
+        while let Some(mut c) = idle.as_mut()?.pop() {
             if c.reusable() {
                 return Some(c);
             }
@@ -52,8 +52,7 @@ impl Transport {
     /// Gives a connection back after a clean exchange, for the next one (closed instead
     /// once the client has closed, or when enough are idle).
     pub(crate) fn give_back_loop_conn(&self, conn: LoopConn) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < IDLE_CONNS && !self.idle_closed.load(Ordering::Relaxed) {
+        if let Some(idle) = lock(&self.idle).as_mut().filter(|i| i.len() < IDLE_CONNS) {
             idle.push(conn);
         }
     }
@@ -61,22 +60,16 @@ impl Transport {
     /// Closes every idle connection, and each one given back from now on (the client
     /// closed; an event loop's warm call may still end after that).
     pub(crate) fn close_idle_conns(&self) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        self.idle_closed.store(true, Ordering::Relaxed);
-        idle.clear();
+        *lock(&self.idle) = None;
     }
 
     /// Whether a connection is open and idle.
     pub(crate) fn has_loop_conn(&self) -> bool {
-        !self
-            .idle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
+        lock(&self.idle).as_ref().is_some_and(|i| !i.is_empty())
     }
 
     /// Opens an idle connection if none is (blocking: run on a baton thread, never a
-    /// loop's), within the connect timeout per address.
+    /// loop's), within the connect timeout.
     pub(crate) fn open_loop_conn(&self) -> Result<()> {
         if self.has_loop_conn() {
             return Ok(());
@@ -87,47 +80,28 @@ impl Transport {
     }
 
     /// A new non-blocking connection to the agent (blocking while it connects and, over
-    /// HTTPS, shakes hands, within the connect timeout per address).
+    /// HTTPS, shakes hands, within the connect timeout in all).
     pub(crate) fn connect_loop_conn(&self) -> Result<LoopConn> {
         self.connect_within(self.connect_timeout)
             .map_err(|io| self.failure_of(io, false))
     }
 
-    /// Connects (and shakes hands over HTTPS) within `budget` per address.
+    /// Connects (through the proxy's tunnel, if any) and shakes hands over HTTPS, within
+    /// `budget` in all.
     fn connect_within(&self, budget: Duration) -> std::io::Result<LoopConn> {
-        let budget = budget.max(Duration::from_millis(1));
-        let stream = self.connect_stream(budget)?;
+        let stop_at = Instant::now() + budget.max(Duration::from_millis(1));
+        let stream = match (&self.proxy, &self.dial) {
+            (Some(proxy), Dial::Tcp { .. }) => {
+                let target = self.dial.authority().unwrap_or_default();
+                proxy.tunnel(&target, stop_at, connect_tcp)?
+            }
+            _ => self.dial.connect(stop_at)?,
+        };
         match &self.loop_tls {
             None => LoopConn::new(stream),
-            Some((config, name)) => handshake(stream, config.clone(), name.clone(), budget),
-        }
-    }
-
-    /// A socket connected to the agent, or a tunnel to it through the proxy (blocking,
-    /// within `budget` per address).
-    fn connect_stream(&self, budget: Duration) -> std::io::Result<Stream> {
-        if let Some(unix) = self.dial.connect_unix() {
-            return unix;
-        }
-        let rest = self.base.split_once("://").map_or(&*self.base, |(_, r)| r);
-        let authority = rest.split('/').next().unwrap_or_default();
-        let (host, port) = split_host_port(authority);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let host = match &self.alias {
-            Some((alias, real)) if host.eq_ignore_ascii_case(alias) => real.as_str(),
-            _ => host,
-        };
-        let default_port = if self.loop_tls.is_some() { 443 } else { 80 };
-        let port: u16 = port.and_then(|p| p.parse().ok()).unwrap_or(default_port);
-        match &self.proxy {
-            None => connect_tcp(host, port, budget),
-            Some(proxy) => {
-                let target = if host.contains(':') {
-                    format!("[{host}]:{port}")
-                } else {
-                    format!("{host}:{port}")
-                };
-                proxy.tunnel(&target, budget, |h, p| connect_tcp(h, p, budget))
+            Some((config, name)) => {
+                let left = stop_at.saturating_duration_since(Instant::now());
+                handshake(stream, config.clone(), name.clone(), left)
             }
         }
     }
@@ -171,13 +145,7 @@ impl Transport {
             };
             match self.exchange_on(conn, req, stop_at, &tokens)? {
                 Outcome::Answered(resp) => return self.conclude(endpoint, Ok(resp), users),
-                Outcome::Stopped => {
-                    if let Some(e) = self.interrupted(req, closing) {
-                        return Err(e);
-                    }
-                    let e = self.out_of_time(&endpoint, limit, users, "answer");
-                    return self.conclude(endpoint, Err(e), users);
-                }
+                Outcome::Stopped => return self.stopped(req, closing, endpoint, limit, users),
                 Outcome::Failed(io, unsent) => {
                     // A pooled connection the agent had closed (idle timeout, restart, leader
                     // change): the request never reached a live server, so it goes once more
@@ -256,13 +224,7 @@ impl Transport {
         };
         Some(match outcome {
             Outcome::Answered(resp) => self.conclude(endpoint, Ok(resp), users),
-            Outcome::Stopped => match self.interrupted(req, closing) {
-                Some(e) => Err(e),
-                None => {
-                    let e = self.out_of_time(&endpoint, limit, users, "answer");
-                    self.conclude(endpoint, Err(e), users)
-                }
-            },
+            Outcome::Stopped => self.stopped(req, closing, endpoint, limit, users),
             Outcome::Failed(_, true) => return None,
             Outcome::Failed(io, false) => {
                 let e = self.failure(io, endpoint.clone(), false);
@@ -283,6 +245,22 @@ impl Transport {
         closing
             .filter(|c| c.is_cancelled())
             .map(|_| Error::new(ErrorKind::Closed, "client closed").with_endpoint(req.endpoint()))
+    }
+
+    /// How a request whose exchange stopped ends: cancelled, closed, or out of time.
+    fn stopped(
+        &self,
+        req: &Request,
+        closing: Option<&CancelToken>,
+        endpoint: String,
+        limit: Duration,
+        users: bool,
+    ) -> Result<Response> {
+        if let Some(e) = self.interrupted(req, closing) {
+            return Err(e);
+        }
+        let e = self.out_of_time(&endpoint, limit, users, "answer");
+        self.conclude(endpoint, Err(e), users)
     }
 
     /// No answer within `limit` (`stage`: what was still awaited).
@@ -366,24 +344,4 @@ fn stale(io: &std::io::Error) -> bool {
         io.kind(),
         K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof
     )
-}
-
-/// A TCP connection to the first of `host`'s addresses that answers, each tried within
-/// `budget`.
-fn connect_tcp(host: &str, port: u16, budget: Duration) -> std::io::Result<Stream> {
-    let addrs: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
-        Err(_) => std::net::ToSocketAddrs::to_socket_addrs(&(host, port))?.collect(),
-    };
-    let mut last = std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!("{host} resolves to no address"),
-    );
-    for a in addrs.iter().take(16) {
-        match std::net::TcpStream::connect_timeout(a, budget) {
-            Ok(s) => return Ok(Stream::Tcp(s)),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
