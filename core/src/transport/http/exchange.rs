@@ -11,7 +11,7 @@
 //! (`Content-Length`, chunked, or to the end of the connection) is `ureq-proto`'s, the
 //! HTTP/1.1 state machine under ureq itself, and the answer is judged by the transport like
 //! any other ([`Transport::conclude`](super::Transport)). The connection under it is TCP, a
-//! unix socket or a proxy's tunnel, with TLS on top for HTTPS (`loop_io`); a `CONNECT` to a
+//! unix socket or a proxy's tunnel, with TLS on top for HTTPS (`transport::net`); a `CONNECT` to a
 //! proxy is an exchange too (`proxy`).
 
 use std::io::ErrorKind as IoKind;
@@ -26,7 +26,7 @@ use super::body::{too_large_message, MAX_RESPONSE_BYTES};
 use super::message::parse_meta;
 use super::Response;
 
-pub(crate) use super::loop_io::LoopConn;
+pub(crate) use crate::transport::net::LoopConn;
 
 /// Why an answer could not be framed (not HTTP, too large): the inner error of the I/O error
 /// an exchange fails with then, told apart from a failed connection by [`framing_error`].
@@ -480,8 +480,8 @@ pub(crate) fn drive_here<D: Drive>(
 
 #[cfg(all(test, unix))]
 mod tests {
-    use super::super::stream::Stream;
     use super::*;
+    use crate::transport::net::Stream;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::unix::net::UnixStream;

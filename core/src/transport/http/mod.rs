@@ -6,12 +6,9 @@ mod body;
 mod encode;
 mod errors;
 pub(crate) mod exchange;
-mod loop_io;
 mod message;
 mod proxy;
 mod query;
-mod stream;
-mod tls;
 mod transport;
 
 pub(crate) use availability::ProbeSlot;

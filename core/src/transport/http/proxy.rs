@@ -16,8 +16,8 @@ use base64::Engine as _;
 use ureq_proto::http;
 
 use super::exchange::{drive_here, Exchange, LoopConn, Outgoing, Progress};
-use super::stream::Stream;
 use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::transport::net::Stream;
 
 /// The proxy a client's connections tunnel through.
 #[derive(Debug, Clone)]

@@ -16,8 +16,7 @@ use super::errors::*;
 use super::exchange::{LoopConn, Outgoing};
 use super::message::*;
 use super::proxy::Proxy;
-use super::stream::Dial;
-use super::tls::*;
+use crate::transport::net::{rustls_config, Dial};
 
 mod engine;
 
@@ -49,7 +48,7 @@ pub(crate) struct Transport {
     proxy: Option<Proxy>,
     token: Option<Secret>,
     /// The headers every request of a loop connection carries, made once (`render`): the
-    /// user agent and accept, the token and the basic authentication (marked sensitive).
+    /// host, user agent and accept, the token and the basic authentication (marked sensitive).
     /// (An error, said when such a request is made, if the token cannot be a header.)
     loop_headers: std::result::Result<ureq_proto::http::HeaderMap, String>,
     common_query: Vec<(String, String)>,
@@ -216,7 +215,7 @@ impl Transport {
             dial,
             connect_timeout: b.connect_timeout,
             proxy,
-            loop_headers: loop_headers(token.as_ref(), auth.as_ref()),
+            loop_headers: loop_headers(&url_host_port, token.as_ref(), auth.as_ref()),
             token,
             common_query,
             request_timeout: b.request_timeout,
@@ -422,11 +421,17 @@ impl Transport {
 
 /// The headers of every request a loop connection sends (see `Transport::render`).
 fn loop_headers(
+    host: &str,
     token: Option<&Secret>,
     auth: Option<&Secret>,
 ) -> std::result::Result<ureq_proto::http::HeaderMap, String> {
     use ureq_proto::http::header::{self, HeaderMap, HeaderName, HeaderValue};
     let mut h = HeaderMap::with_capacity(6);
+    // The URL's authority, checked by `Transport::new`; given here so that `ureq-proto` does
+    // not derive it from each request's URL again.
+    let host =
+        HeaderValue::from_str(host).map_err(|_| format!("{host:?} cannot be a Host header"))?;
+    h.insert(header::HOST, host);
     h.insert(
         header::USER_AGENT,
         HeaderValue::from_static(concat!("baton/", env!("CARGO_PKG_VERSION"))),

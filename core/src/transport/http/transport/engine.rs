@@ -18,9 +18,8 @@ use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::lock;
 use crate::transport::http::exchange::{drive_here, Exchange, LoopConn, Progress};
-use crate::transport::http::loop_io::handshake;
-use crate::transport::http::stream::{connect_tcp, Dial};
 use crate::transport::http::{Request, Response};
+use crate::transport::net::{connect_tcp, handshake, Dial};
 
 /// The most idle connections a client keeps for its next requests (more are closed when
 /// given back): the threads that send at once, bounded (`docs/src/design/architecture.md`).

@@ -5,7 +5,7 @@ use crate::foundations::error::{Error, ErrorKind, Result};
 
 use crate::foundations::config::ClientBuilder;
 
-pub(super) fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
+fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| {
         Error::new(
             ErrorKind::InvalidArgument,
@@ -20,7 +20,7 @@ pub(super) fn read_file(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
 /// `insecure_skip_verify` says so; `None` for a plain-HTTP client (`https` false). The files
 /// are read and checked whatever the scheme, so a mistake in them is said when the client is
 /// built.
-pub(super) fn rustls_config(
+pub(crate) fn rustls_config(
     b: &ClientBuilder,
     https: bool,
 ) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>> {

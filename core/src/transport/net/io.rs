@@ -1,5 +1,5 @@
 //! The I/O of a connection baton drives itself ([`LoopConn`]): non-blocking writes and reads
-//! on the socket, through TLS when the client speaks HTTPS. An [`Exchange`](super::exchange)
+//! on the socket, through TLS when the client speaks HTTPS. An `Exchange` (`http::exchange`)
 //! sees bytes of HTTP either way; the socket a loop polls is the same.
 //!
 //! Over TLS the handshake is done when the connection is made (blocking, on a baton thread,
@@ -15,13 +15,13 @@ use std::time::Duration;
 use super::stream::Stream;
 
 /// How much room each read of an answer asks for.
-pub(super) const READ_STEP: usize = 4 * 1024;
+const READ_STEP: usize = 4 * 1024;
 
 /// A keep-alive connection to the agent, non-blocking, for one exchange at a time.
 #[derive(Debug)]
 pub(crate) struct LoopConn {
     /// Shared only with an interrupter (`Exchange::interrupter`) while a thread waits on it.
-    pub(super) stream: Arc<Stream>,
+    pub(crate) stream: Arc<Stream>,
     /// TLS over the socket, its handshake done (`None`: plain HTTP).
     tls: Option<Box<rustls::ClientConnection>>,
 }
@@ -114,7 +114,7 @@ impl LoopConn {
     /// Writes what it can of `out` from `*handed` on (counting what it hands over there);
     /// `Ok(true)` once all of it is on the wire, `Ok(false)` when the socket takes no more
     /// for now. `on_wire` becomes true with the first byte written to the socket.
-    pub(super) fn send(
+    pub(crate) fn send(
         &mut self,
         out: &[u8],
         handed: &mut usize,
@@ -154,7 +154,7 @@ impl LoopConn {
 
     /// Appends what has arrived to `inbuf`: how many bytes (0: the agent ended the
     /// connection), or `WouldBlock` when nothing has. Over TLS, the decrypted bytes.
-    pub(super) fn receive(&mut self, inbuf: &mut Vec<u8>) -> std::io::Result<usize> {
+    pub(crate) fn receive(&mut self, inbuf: &mut Vec<u8>) -> std::io::Result<usize> {
         inbuf.reserve(READ_STEP.max(inbuf.len()));
         let stream = &*self.stream;
         let Some(tls) = self.tls.as_mut() else {
