@@ -4,8 +4,10 @@
 //! Prints:
 //! * uncontended acquire+release cycles per second on one key: the blocking API
 //!   on one thread, and the async API on a current-thread and a multi-thread
-//!   tokio runtime, and with step threads that park at once
-//!   (`BATON_STEP_BIND=0`); each run in a fresh child process, ROUNDS rounds in
+//!   tokio runtime, and, for comparison, with every try and release on a step
+//!   thread (`BATON_AIO_WARM=0`: before the futures drove a warm lock call
+//!   themselves), those step threads also parking at once (`BATON_STEP_BIND=0`);
+//!   each run in a fresh child process, ROUNDS rounds in
 //!   a rotating order, the median of each, the `ratio async/blocking` of the
 //!   cost per cycle (goal <= 1.1) taken within each round, and the CPU time
 //!   (user+system, all threads) per cycle;
@@ -126,12 +128,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The ways a cycle is run: (name, child mode, BATON_STEP_BIND).
-const VARIANTS: [(&str, &str, &str); 4] = [
-    ("blocking", "blocking", "1"),
-    ("async (tokio current-thread)", "current", "1"),
-    ("async (tokio multi-thread)", "multi", "1"),
-    ("async, step threads park at once", "current", "0"),
+/// The ways a cycle is run: (name, child mode, environment).
+type Variant = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+const VARIANTS: [Variant; 5] = [
+    ("blocking", "blocking", &[]),
+    ("async (tokio current-thread)", "current", &[]),
+    ("async (tokio multi-thread)", "multi", &[]),
+    // Before the futures drove a warm lock call themselves (`aio::warm`): every try and
+    // release on a step thread.
+    (
+        "async, all on step threads",
+        "current",
+        &[("BATON_AIO_WARM", "0")],
+    ),
+    (
+        "async, all on step threads parking at once",
+        "current",
+        &[("BATON_AIO_WARM", "0"), ("BATON_STEP_BIND", "0")],
+    ),
 ];
 
 /// Child: `n` cycles in `mode`; prints cycles/s and CPU per cycle.
@@ -158,7 +176,7 @@ fn cycles(addr: &str, n: usize, rounds: usize) {
         for j in 0..k {
             // A rotating order: a slow moment of a shared machine hits each alike.
             let which = (round + j) % k;
-            let (_, mode, bind) = VARIANTS[which];
+            let (_, mode, env) = VARIANTS[which];
             let out = run_child(
                 addr,
                 &[
@@ -169,7 +187,7 @@ fn cycles(addr: &str, n: usize, rounds: usize) {
                     "--cycles",
                     &n.to_string(),
                 ],
-                bind,
+                env,
             );
             got[which] = (out[0], out[1]);
         }
@@ -272,14 +290,14 @@ fn child_pending(addr: &str, n: usize) {
     holder.close(Duration::from_secs(30));
 }
 
-/// Runs this program as a child with `args` (and `BATON_STEP_BIND=bind`);
-/// returns the numbers of its `RESULT` line.
-fn run_child(addr: &str, args: &[&str], bind: &str) -> Vec<f64> {
+/// Runs this program as a child with `args` and `env`; returns the numbers of
+/// its `RESULT` line.
+fn run_child(addr: &str, args: &[&str], env: &[(&str, &str)]) -> Vec<f64> {
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
         .args(args)
         .args(["--addr", addr])
-        .env("BATON_STEP_BIND", bind)
+        .envs(env.iter().copied())
         .output()
         .expect("child runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -315,13 +333,13 @@ fn main() {
     println!("bench-async: dev server (own process) at {addr}");
     cycles(&addr, num("--cycles", 2000), num("--rounds", 5));
     let pending = n.to_string();
-    let r = run_child(&addr, &["--child", "held", "--pending", &pending], "1");
+    let r = run_child(&addr, &["--child", "held", "--pending", &pending], &[]);
     let (t, dt, rss) = (r[0], r[1], r[2]);
     println!(
         "{n} locks held (blocking API):       os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",
         rss * 1024.0 / n as f64
     );
-    let r = run_child(&addr, &["--child", "pending", "--pending", &pending], "1");
+    let r = run_child(&addr, &["--child", "pending", "--pending", &pending], &[]);
     let (t, dt, rss) = (r[0], r[1], r[2]);
     println!(
         "{n} async acquires pending (tokio): os threads {t} (+{dt}), rss +{rss} KiB ({:.0} B each)",

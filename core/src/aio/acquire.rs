@@ -3,7 +3,9 @@
 //!
 //! Each try is the blocking API's try-once (`acquire(Some(ZERO))`: the same
 //! local claim, lock-delay and "cancelled means nothing is held" rules) run on
-//! a step thread and bounded by the call's deadline. Between tries the future
+//! a step thread and bounded by the call's deadline. A lock's first try, when it
+//! is warm (one request settles it), is made by the future itself instead
+//! (`aio::warm`), its socket waited on by the client's readiness thread. Between tries the future
 //! only waits: for the key (or the semaphore's prefix) to change, for the time
 //! a lock-delay refusal ends, for its session's loss, its cancel token, the
 //! client's close or its deadline, each of which wakes the task.
@@ -17,8 +19,10 @@ use std::time::{Duration, Instant};
 use super::call::Call;
 use super::contend::Contend;
 use super::wake::{SlotAlarm, WakeSlot};
+use super::warm::{Driving, Settled};
 use crate::foundations::cancel::{CancelToken, HookGuard};
 use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::recipes::lock::warm::WarmAcquire;
 use std::sync::Arc;
 
 /// After a transient failure (no cluster leader, a restarting agent), the
@@ -43,6 +47,9 @@ pub struct Acquire<'a, H: Contend> {
     /// in flight (and, while polled, means the caller cancelled).
     cancel: CancelToken,
     slot: Arc<WakeSlot>,
+    /// The first try, when warm, driven here (`aio::warm`); boxed, so that a future that
+    /// waits does not carry its room.
+    warm: Option<Box<Driving<WarmAcquire>>>,
     step: Option<Call<bool>>,
     /// When to try again regardless of changes (lock-delay, a transient failure).
     retry_at: Option<Instant>,
@@ -97,6 +104,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             try_once: timeout == Some(Duration::ZERO),
             cancel,
             slot,
+            warm: None,
             step: None,
             retry_at: None,
             pause: FIRST_PAUSE,
@@ -112,8 +120,17 @@ impl<'a, H: Contend> Acquire<'a, H> {
         }
     }
 
-    /// Starts one try on a step thread.
+    /// Starts one try: the first, when warm, here; any other on a step thread.
     fn start_try(&mut self) {
+        if !self.tried {
+            if let Some(reactor) = super::warm::reactor(self.hold.client()) {
+                if let Some(call) = self.hold.warm_try() {
+                    self.tried = true;
+                    self.warm = Some(Box::new(Driving::start(reactor, call)));
+                    return;
+                }
+            }
+        }
         let (hold, undo) = (self.hold.view(), self.hold.view());
         let deadline = self.deadline;
         let try_once = self.try_once;
@@ -140,6 +157,79 @@ impl<'a, H: Contend> Acquire<'a, H> {
                 }
             })),
         ));
+    }
+
+    /// Drives the warm first try: its outcome, or `None` once it handed over (a step settles
+    /// what its request may have applied, or the call goes on as after any refused try).
+    fn poll_warm(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<bool>>> {
+        let Some(d) = self.warm.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let now = Instant::now();
+        let give_up = self.cancel.is_cancelled()
+            || self.hold.client().core().closing.is_cancelled()
+            || now >= d.until()
+            || self.deadline.is_some_and(|t| now >= t);
+        let settled = if give_up {
+            d.give_up()
+        } else {
+            match d.poll_settle(cx) {
+                Poll::Ready(s) => s,
+                Poll::Pending => {
+                    // A cancel wakes the task through the slot, its time through the alarm.
+                    self.slot.register(cx.waker());
+                    let wake = self.deadline.map_or(d.until(), |t| t.min(d.until()));
+                    if self
+                        .alarm
+                        .set(&self.slot, self.hold.client(), Some(wake))
+                        .is_ok()
+                    {
+                        return Poll::Pending;
+                    }
+                    d.give_up()
+                }
+            }
+        };
+        self.warm = None;
+        match settled {
+            Settled::Done(result) => Poll::Ready(Some(result)),
+            Settled::Resume(rest) if rest.maybe_applied() => {
+                let left = self
+                    .deadline
+                    .map(|t| t.saturating_duration_since(Instant::now()));
+                let undo = self.hold.view();
+                self.step = Some(Call::start(
+                    self.hold.client(),
+                    self.cancel.clone(),
+                    move |cancel| rest.run(left, Some(cancel)),
+                    Some(Box::new(move |held| {
+                        if held {
+                            undo.abandon();
+                        }
+                    })),
+                ));
+                Poll::Ready(None)
+            }
+            Settled::Resume(rest) => {
+                // Nothing owed: the next try goes to a step thread at once.
+                drop(rest.into_restart());
+                self.slot.mark();
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    /// What a finished try means for the call: its outcome, or `None` to wait.
+    fn finish_try(&mut self, result: Result<bool>) -> Option<Result<bool>> {
+        let out = self.judge(result)?;
+        self.done = true;
+        if matches!(out, Ok(true)) {
+            // The slot was taken with the kept entry: nothing to remove.
+            self.tried_waiting = 0;
+        } else {
+            self.end_wait();
+        }
+        Some(out)
     }
 
     /// Removes what refused tries kept for the next (a semaphore's contender
@@ -238,20 +328,22 @@ impl<H: Contend> Future for Acquire<'_, H> {
             )));
         }
         loop {
+            match this.poll_warm(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(result)) => {
+                    if let Some(out) = this.finish_try(result) {
+                        return Poll::Ready(out);
+                    }
+                }
+                Poll::Ready(None) => {}
+            }
             if let Some(step) = this.step.as_mut() {
                 let result = match Pin::new(step).poll(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(r) => r,
                 };
                 this.step = None;
-                if let Some(out) = this.judge(result) {
-                    this.done = true;
-                    if matches!(out, Ok(true)) {
-                        // The slot was taken with the kept entry: nothing to remove.
-                        this.tried_waiting = 0;
-                    } else {
-                        this.end_wait();
-                    }
+                if let Some(out) = this.finish_try(result) {
                     return Poll::Ready(out);
                 }
             }
@@ -284,7 +376,8 @@ impl<H: Contend> Future for Acquire<'_, H> {
 impl<H: Contend> Drop for Acquire<'_, H> {
     fn drop(&mut self) {
         // A try in flight is cancelled (its Call's drop fires `cancel`), and a
-        // success it still delivers is given back.
+        // success it still delivers is given back (a warm one's too, by its drop).
+        self.warm = None;
         self.step = None;
         self.cancel.cancel();
         self.end_wait();

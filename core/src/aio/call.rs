@@ -1,4 +1,5 @@
-//! [`Call`]: one blocking piece of work run on a step thread, as a future.
+//! [`Call`]: one blocking piece of work run on a step thread, as a future; or a call a
+//! future drives in its own poll (`aio::warm`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -38,16 +39,33 @@ type Slot<T> = Arc<Mutex<State<T>>>;
 /// created for nobody is destroyed, a lock taken for nobody is released).
 #[must_use = "futures do nothing unless polled"]
 pub struct Call<T: Send + 'static> {
-    slot: Slot<T>,
-    cancel: CancelToken,
+    run: Run<T>,
     client: Client,
+}
+
+/// Where a call's work happens.
+enum Run<T: Send + 'static> {
+    /// On a step thread, which delivers into the slot.
+    Step { slot: Slot<T>, cancel: CancelToken },
+    /// In the future's own poll.
+    Driven(Box<dyn Driven<T>>),
+}
+
+/// A call a future drives in its own poll (a warm release, `aio::warm`). Dropped unfinished,
+/// it leaves nothing half-done (its own `Drop`).
+pub(crate) trait Driven<T>: Send {
+    /// Advances the call; wakes the task through `cx` when it can go on.
+    fn poll_driven(&mut self, cx: &mut Context<'_>) -> Poll<Result<T>>;
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Call<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Call")
-            .field("finished", &lock(&self.slot).finished)
-            .finish()
+        let mut d = f.debug_struct("Call");
+        match &self.run {
+            Run::Step { slot, .. } => d.field("finished", &lock(slot).finished),
+            Run::Driven(_) => d.field("driven", &true),
+        };
+        d.finish()
     }
 }
 
@@ -146,24 +164,34 @@ impl<T: Send + 'static> Call<T> {
             lock(&slot).result = Some(Err(e));
         }
         Call {
-            slot,
-            cancel,
+            run: Run::Step { slot, cancel },
             client: client.clone(),
         }
     }
 
     /// A call that has already ended with `result`.
     pub(crate) fn ready(client: &Client, result: Result<T>) -> Call<T> {
+        let slot = Arc::new(Mutex::new(State {
+            result: Some(result),
+            waker: None,
+            finished: true,
+            taken: false,
+            dropped: false,
+            unclaimed: None,
+        }));
         Call {
-            slot: Arc::new(Mutex::new(State {
-                result: Some(result),
-                waker: None,
-                finished: true,
-                taken: false,
-                dropped: false,
-                unclaimed: None,
-            })),
-            cancel: CancelToken::new(),
+            run: Run::Step {
+                slot,
+                cancel: CancelToken::new(),
+            },
+            client: client.clone(),
+        }
+    }
+
+    /// A call `driven` in the future's own poll.
+    pub(crate) fn driven(client: &Client, driven: Box<dyn Driven<T>>) -> Call<T> {
+        Call {
+            run: Run::Driven(driven),
             client: client.clone(),
         }
     }
@@ -173,7 +201,11 @@ impl<T: Send + 'static> Future for Call<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
-        let mut st = lock(&self.slot);
+        let slot = match &mut self.get_mut().run {
+            Run::Step { slot, .. } => slot,
+            Run::Driven(d) => return d.poll_driven(cx),
+        };
+        let mut st = lock(slot);
         if let Some(r) = st.result.take() {
             st.taken = true;
             return Poll::Ready(r);
@@ -193,8 +225,11 @@ impl<T: Send + 'static> Future for Call<T> {
 
 impl<T: Send + 'static> Drop for Call<T> {
     fn drop(&mut self) {
+        let Run::Step { slot, cancel } = &self.run else {
+            return;
+        };
         let (leftover, unfinished) = {
-            let mut st = lock(&self.slot);
+            let mut st = lock(slot);
             if st.taken {
                 (None, false)
             } else if st.finished {
@@ -206,7 +241,7 @@ impl<T: Send + 'static> Drop for Call<T> {
             }
         };
         if unfinished {
-            self.cancel.cancel();
+            cancel.cancel();
         }
         if let Some((undo, value)) = leftover {
             // Off the executor's thread: undoing makes requests.

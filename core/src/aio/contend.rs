@@ -10,6 +10,7 @@ use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::Result;
 use crate::recipes::election::Election;
 use crate::recipes::holding::Hold;
+use crate::recipes::lock::warm::{WarmAcquire, WarmRelease};
 use crate::recipes::lock::Lock;
 use crate::recipes::semaphore::Semaphore;
 use crate::runtime::keyhub::KeySub;
@@ -60,6 +61,16 @@ pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
     /// Ends a wait whose last try was refused (blocking, on a step thread).
     #[doc(hidden)]
     fn end_wait(&self) {}
+    /// The first try as a warm call the future drives itself (`aio::warm`), when it is one.
+    #[doc(hidden)]
+    fn warm_try(&self) -> Option<WarmAcquire> {
+        None
+    }
+    /// The release as a warm call the future drives itself, when it is one.
+    #[doc(hidden)]
+    fn warm_unlock(&self) -> Option<WarmRelease> {
+        None
+    }
 }
 
 fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
@@ -95,6 +106,12 @@ impl Contend for Lock {
     }
     fn session_now(&self) -> Option<Session> {
         self.session()
+    }
+    fn warm_try(&self) -> Option<WarmAcquire> {
+        Lock::warm_acquire(self)
+    }
+    fn warm_unlock(&self) -> Option<WarmRelease> {
+        Lock::warm_release(self)
     }
 }
 

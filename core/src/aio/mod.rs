@@ -46,6 +46,7 @@ mod contend;
 mod lost;
 mod observe;
 mod wake;
+mod warm;
 
 use std::future::Future;
 use std::time::Duration;
@@ -94,6 +95,11 @@ pub trait AsyncHold: Contend {
 
     /// [`Hold::release`](crate::Hold::release) as a future.
     fn release_async(&self) -> Call<bool> {
+        if let Some(reactor) = warm::reactor(self.client()) {
+            if let Some(call) = self.warm_unlock() {
+                return warm::DrivenRelease::call(self.client(), reactor, call);
+            }
+        }
         let view = self.view();
         Call::start(
             self.client(),

@@ -43,6 +43,11 @@ impl WakeSlot {
         }
     }
 
+    /// Sets the flag without waking the task (the future itself has more to do).
+    pub(crate) fn mark(&self) {
+        self.fired.store(true, Ordering::SeqCst);
+    }
+
     /// Takes the flag: whether anything fired since the last take.
     pub(crate) fn take_fired(&self) -> bool {
         self.fired.swap(false, Ordering::SeqCst)

@@ -143,6 +143,12 @@ impl Core {
         f(steps)
     }
 
+    /// The readiness thread of the futures that drive their own requests (started on first
+    /// use, joined by `close` with the step threads).
+    pub(crate) fn reactor(&self) -> Result<crate::runtime::reactor::ReactorHandle> {
+        self.with_steps(|steps| steps.reactor().map_err(spawn_err))
+    }
+
     /// Calls `alarm` on the client's timer thread at `at` (see [`Core::step`]),
     /// unless the guard drops first.
     pub(crate) fn alarm(&self, at: Instant, alarm: Alarm) -> Result<AlarmGuard> {
@@ -540,7 +546,7 @@ impl Client {
 
     /// How many lock acquires and releases were settled by their one request on the direct
     /// path: written and read by the calling thread on an idle connection (see
-    /// `lock::direct`). For tests and benches.
+    /// `lock::direct`), or by a future in its own poll (`aio::warm`). For tests and benches.
     #[doc(hidden)]
     pub fn direct_calls(&self) -> u64 {
         self.core().direct_calls.load(Ordering::Relaxed)

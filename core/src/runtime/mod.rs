@@ -1,4 +1,4 @@
-//! The threads and state that keep sessions and watches alive: the renewer, the session monitor, the key hub, watches, the callback and clean-up threads, claims and riding out a leaderless Consul.
+//! The threads and state that keep sessions and watches alive: the renewer, the session monitor, the key hub, watches, the callback and clean-up threads, the threads behind the futures (steps, timer, reactor), claims and riding out a leaderless Consul.
 //!
 //! A layer of the core (see `core/tests/layers.rs`): it imports only from the layers below it.
 
@@ -8,6 +8,11 @@ pub(crate) mod dispatcher;
 pub(crate) mod keyhub;
 pub(crate) mod lease;
 pub(crate) mod monitor;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(crate) mod reactor;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[path = "reactor_none.rs"]
+pub(crate) mod reactor;
 pub(crate) mod renewer;
 pub(crate) mod ride_out;
 pub(crate) mod steps;

@@ -65,6 +65,9 @@ pub(crate) struct Steps {
     closing: CancelToken,
     timer: Arc<TimerShared>,
     timer_worker: Worker,
+    /// The readiness thread of the futures that drive their own requests, started with
+    /// the first ([`Steps::reactor`]).
+    reactor: Option<super::reactor::Reactor>,
 }
 
 impl Steps {
@@ -86,6 +89,7 @@ impl Steps {
             closing,
             timer,
             timer_worker,
+            reactor: None,
         })
     }
 
@@ -143,7 +147,17 @@ impl Steps {
     pub(crate) fn into_workers(self) -> Vec<Worker> {
         let mut all = self.workers;
         all.push(self.timer_worker);
+        all.extend(self.reactor.map(super::reactor::Reactor::into_worker));
         all
+    }
+
+    /// The readiness thread (started on first use; see `runtime::reactor`).
+    pub(crate) fn reactor(&mut self) -> std::io::Result<super::reactor::ReactorHandle> {
+        if let Some(r) = &self.reactor {
+            return Ok(r.handle());
+        }
+        let r = super::reactor::Reactor::start(&self.closing)?;
+        Ok(self.reactor.insert(r).handle())
     }
 }
 

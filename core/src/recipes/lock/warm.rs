@@ -105,6 +105,20 @@ macro_rules! loop_facing {
                 self.ex.fd().unwrap_or(-1)
             }
 
+            /// Counts a call its one request settled (`Client::direct_calls`).
+            pub(crate) fn count_settled(&self) {
+                self.sh
+                    .client
+                    .core()
+                    .direct_calls
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+
+            /// The socket, while the call is in flight (a future's readiness thread waits on it).
+            pub(crate) fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+                self.ex.socket()
+            }
+
             /// How long its request may take before the loop gives it up (`abandon`): the
             /// client's request timeout, which bounds every request of a blocking call too.
             pub fn time_limit(&self) -> Duration {

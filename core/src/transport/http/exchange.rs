@@ -193,6 +193,12 @@ impl Exchange {
         self.conn.as_ref().map(LoopConn::fd)
     }
 
+    /// The socket, while the exchange has not ended (for a readiness thread to wait on).
+    pub(crate) fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.conn.as_ref()?.stream.as_fd())
+    }
+
     /// The socket as a `poll(2)` entry for `interest` (`None` once the exchange has ended),
     /// for a thread that waits on many exchanges at once.
     pub(crate) fn poll_fd(&self, interest: Interest) -> Option<rustix::event::PollFd<'_>> {

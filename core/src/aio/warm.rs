@@ -1,0 +1,248 @@
+//! A lock's warm acquire and release as futures that make their one request themselves: the
+//! request written and the answer read in the future's own poll, the socket waited on by the
+//! client's readiness thread (`runtime::reactor`) in between. The blocking calls drive the same
+//! warm calls on their own thread (`lock::direct`), the event loops from their own poll
+//! (`lock::warm`); a future has no loop of its own to poll a socket, so the readiness thread
+//! wakes its task instead. Without it a try went to a step thread and its outcome came back:
+//! two wake-ups per request where this costs one.
+//!
+//! Anything the one request does not settle goes on as before: the warm call's resume, on a
+//! step thread when its request may have been applied, or the ordinary steps.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::call::{Call, Driven};
+use super::wake::{SlotAlarm, WakeSlot};
+use crate::client::Client;
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::recipes::lock::warm::WarmStep;
+use crate::recipes::lock::warm::{ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease};
+use crate::runtime::reactor::ReactorHandle;
+
+/// A warm call a future drives ([`WarmAcquire`], [`WarmRelease`]).
+pub(crate) trait WarmCall: Send + 'static {
+    /// What finishes it on a thread when its one request does not.
+    type Resume: Send + 'static;
+    /// Writes, reads and judges what it can without blocking.
+    fn advance(&mut self) -> WarmStep<Self::Resume>;
+    /// Its socket, while in flight.
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>>;
+    /// How long its request may take.
+    fn time_limit(&self) -> Duration;
+    /// Gives it up as a warm call: the rest, if any.
+    fn abandon(self) -> Option<Self::Resume>;
+    /// Counts it as settled by its one request (`Client::direct_calls`).
+    fn count_settled(&self);
+}
+
+impl WarmCall for WarmAcquire {
+    type Resume = ResumeAcquire;
+    fn advance(&mut self) -> WarmStep<ResumeAcquire> {
+        WarmAcquire::advance(self)
+    }
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        WarmAcquire::socket(self)
+    }
+    fn time_limit(&self) -> Duration {
+        WarmAcquire::time_limit(self)
+    }
+    fn abandon(self) -> Option<ResumeAcquire> {
+        WarmAcquire::abandon(self)
+    }
+    fn count_settled(&self) {
+        WarmAcquire::count_settled(self)
+    }
+}
+
+impl WarmCall for WarmRelease {
+    type Resume = ResumeRelease;
+    fn advance(&mut self) -> WarmStep<ResumeRelease> {
+        WarmRelease::advance(self)
+    }
+    fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        WarmRelease::socket(self)
+    }
+    fn time_limit(&self) -> Duration {
+        WarmRelease::time_limit(self)
+    }
+    fn abandon(self) -> Option<ResumeRelease> {
+        Some(WarmRelease::abandon(self))
+    }
+    fn count_settled(&self) {
+        WarmRelease::count_settled(self)
+    }
+}
+
+/// How a driven warm call ended.
+pub(crate) enum Settled<R> {
+    /// Its outcome.
+    Done(Result<bool>),
+    /// The rest, for a step thread or the ordinary steps.
+    Resume(R),
+}
+
+/// A warm call in flight, driven from a future's poll.
+pub(crate) struct Driving<W: WarmCall> {
+    /// `None` once settled or given up. Dropped in flight, it gives back what it may have
+    /// been granted (its own `Drop`).
+    call: Option<W>,
+    reactor: ReactorHandle,
+    /// The registration the task waits on, if any.
+    token: Option<u64>,
+    /// When its request is given up: its time limit from its start.
+    until: Instant,
+}
+
+impl<W: WarmCall> Driving<W> {
+    /// Drives `call` from a future's polls, its socket waited on by `reactor` (the client's
+    /// readiness thread: [`reactor`]).
+    pub(crate) fn start(reactor: ReactorHandle, call: W) -> Driving<W> {
+        Driving {
+            until: Instant::now() + call.time_limit(),
+            call: Some(call),
+            reactor,
+            token: None,
+        }
+    }
+
+    /// When its request is given up, unless answered before.
+    pub(crate) fn until(&self) -> Instant {
+        self.until
+    }
+
+    /// Advances the call; while its socket is not ready, the readiness thread wakes the
+    /// task (through `cx`) when it is.
+    pub(crate) fn poll_settle(&mut self, cx: &mut Context<'_>) -> Poll<Settled<W::Resume>> {
+        self.forget();
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Ready(Settled::Done(Err(ended())));
+        };
+        match call.advance() {
+            WarmStep::Pending(interest) => {
+                let armed = call
+                    .socket()
+                    .map(|fd| self.reactor.arm(fd, interest, cx.waker()));
+                match armed {
+                    Some(Ok(token)) => {
+                        self.token = Some(token);
+                        Poll::Pending
+                    }
+                    // The client closed under it: the rest decides what that means.
+                    _ => Poll::Ready(self.give_up()),
+                }
+            }
+            WarmStep::Done(result) => {
+                call.count_settled();
+                self.call = None;
+                Poll::Ready(Settled::Done(result))
+            }
+            WarmStep::Resume(rest) => {
+                self.call = None;
+                Poll::Ready(Settled::Resume(rest))
+            }
+        }
+    }
+
+    /// Gives the request up (its time, a cancel, the client's close): the rest of the call.
+    pub(crate) fn give_up(&mut self) -> Settled<W::Resume> {
+        self.forget();
+        match self.call.take().and_then(W::abandon) {
+            Some(rest) => Settled::Resume(rest),
+            None => Settled::Done(Err(ended())),
+        }
+    }
+
+    fn forget(&mut self) {
+        if let Some(t) = self.token.take() {
+            self.reactor.cancel(t);
+        }
+    }
+}
+
+impl<W: WarmCall> Drop for Driving<W> {
+    fn drop(&mut self) {
+        self.forget();
+    }
+}
+
+/// The readiness thread of `client` (started on first use), or `None` when it has none
+/// (closed, a system without `epoll`, or `BATON_AIO_WARM=0`): then no warm call is started.
+pub(crate) fn reactor(client: &Client) -> Option<ReactorHandle> {
+    if !crate::foundations::sync::env_switch("BATON_AIO_WARM") {
+        // Every try and release on the step threads, as before this path (a bench compares).
+        return None;
+    }
+    client.core().reactor().ok()
+}
+
+/// A lock's release driven in the future's own poll (`release_async`), going on on a step
+/// thread when its request fails or runs out of time.
+pub(crate) struct DrivenRelease {
+    state: ReleaseState,
+    client: Client,
+    slot: Arc<WakeSlot>,
+    alarm: SlotAlarm,
+}
+
+enum ReleaseState {
+    Warm(Box<Driving<WarmRelease>>),
+    Rest(Call<bool>),
+}
+
+impl DrivenRelease {
+    /// `release_async` of a lock whose release `call` is warm.
+    pub(crate) fn call(client: &Client, reactor: ReactorHandle, call: WarmRelease) -> Call<bool> {
+        let driven = DrivenRelease {
+            state: ReleaseState::Warm(Box::new(Driving::start(reactor, call))),
+            client: client.clone(),
+            slot: WakeSlot::new(false),
+            alarm: SlotAlarm::default(),
+        };
+        Call::driven(client, Box::new(driven))
+    }
+}
+
+impl Driven<bool> for DrivenRelease {
+    fn poll_driven(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool>> {
+        loop {
+            let d = match &mut self.state {
+                ReleaseState::Rest(rest) => return Pin::new(rest).poll(cx),
+                ReleaseState::Warm(d) => d,
+            };
+            let closing = self.client.core().closing.is_cancelled();
+            let settled = if closing || Instant::now() >= d.until() {
+                d.give_up()
+            } else {
+                match d.poll_settle(cx) {
+                    Poll::Ready(s) => s,
+                    Poll::Pending => {
+                        // Its time limit wakes the task too.
+                        self.slot.register(cx.waker());
+                        let until = Some(d.until());
+                        if self.alarm.set(&self.slot, &self.client, until).is_ok() {
+                            return Poll::Pending;
+                        }
+                        d.give_up()
+                    }
+                }
+            };
+            match settled {
+                Settled::Done(result) => return Poll::Ready(result),
+                Settled::Resume(rest) => {
+                    let rest =
+                        Call::start(&self.client, CancelToken::new(), move |_| rest.run(), None);
+                    self.state = ReleaseState::Rest(rest);
+                }
+            }
+        }
+    }
+}
+
+fn ended() -> Error {
+    Error::new(ErrorKind::Conflict, "this warm call has already ended")
+}
