@@ -19,9 +19,12 @@
 //! How it works: the same core types ([`Lock`](crate::Lock),
 //! [`Semaphore`](crate::Semaphore), [`Election`],
 //! [`Client`]) gain `_async` methods through the extension
-//! traits here. A future's blocking pieces (one KV request, one try of an
-//! acquire) run on a few step threads of the client; the outcome reaches the
-//! task through its `Waker`. A future that *waits* — an acquire of a key
+//! traits here. A lock's warm acquire and release (its one request settles it:
+//! the key known free, a connection idle) are made by the future itself: the
+//! request written and the answer read in its own poll, the socket waited on by
+//! the client's readiness thread in between. A future's other blocking pieces
+//! (one KV request, one try of an acquire) run on a few step threads of the
+//! client; the outcome reaches the task through its `Waker`. A future that *waits* — an acquire of a key
 //! someone else holds, a loss not happened yet, a leader not changed yet —
 //! holds no thread at all: the client's key hub, a prefix watch, a cancel
 //! token or the client's timer wakes it, and only then is the next try made.
