@@ -235,7 +235,7 @@ test-parity: python-install node-build
 ## "unix:///..."), then on its HTTPS listener (a CA made per fixture, trusted by the clients):
 ## the same build as test-rust, the same tests, other connections.
 .PHONY: test-unix test-tls
-RUST_TRANSPORT_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test acl --test aio --test aio_parity --test warm --test direct --test cancel_settles --test close_owed --test hostile --test hostile_answers --test hostile_kv
+RUST_TRANSPORT_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test acl --test aio --test aio_warm --test aio_parity --test warm --test direct --test cancel_settles --test close_owed --test hostile --test hostile_answers --test hostile_kv
 test-unix:
 	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton $(RUST_TRANSPORT_SUITES)
 test-tls:
