@@ -19,6 +19,8 @@
 //!   ([`Client::lock`]), [`Election`] ([`Client::election`], [`Client::observe_leader`]),
 //!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
 //!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
+//! * Recipes beyond Consul's three (Rust for now): [`Barrier`] ([`Client::barrier`]),
+//!   [`DoubleBarrier`] ([`Client::double_barrier`]) and [`Counter`] ([`Client::counter`]).
 //! * Sessions bound to health checks: [`Client::agent`] registers TTL checks and
 //!   services and reports their health; [`SessionOptions::node_checks`] and
 //!   [`SessionOptions::service_check`] bind a session to them;
@@ -71,6 +73,8 @@ pub use foundations::config::{
 pub use foundations::error::{Error, ErrorKind, Result, TxnOpError};
 pub use foundations::godur::{format_go_duration, parse_go_duration};
 pub use foundations::session_options::{Behavior, ServiceCheck, SessionOptions};
+pub use recipes::barrier::{Barrier, DoubleBarrier};
+pub use recipes::counter::{Counter, CounterWatch};
 pub use recipes::election::{Election, ElectionOptions, Leader, LeaderEvent, Observer};
 pub use recipes::fence::Sequencer;
 pub use recipes::holding::{Hold, HoldLost};

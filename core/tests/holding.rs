@@ -31,30 +31,9 @@ fn patient_client(addr: &str) -> Client {
         .unwrap()
 }
 
-/// Blocks (on blocking queries of the prefix `prefix`) until `done` holds for
-/// its entries, failing after `PATIENCE`.
-fn wait_for_entries(c: &Client, prefix: &str, what: &str, done: impl Fn(&[baton::KvPair]) -> bool) {
-    let end = Instant::now() + PATIENCE;
-    let mut index = 0;
-    loop {
-        let (entries, meta) = c
-            .kv()
-            .list_with(
-                prefix,
-                &baton::QueryOptions::blocking(index, Duration::from_secs(2)),
-            )
-            .unwrap();
-        if done(&entries) {
-            return;
-        }
-        assert!(Instant::now() < end, "{what}: {entries:?}");
-        index = meta.index;
-    }
-}
-
 /// Blocks until `key`'s `Session` is empty (or the key is gone), with a bound.
 fn wait_unlocked(c: &Client, key: &str) {
-    wait_for_entries(c, key, "still locked", |entries| {
+    common::wait_for_entries(c, key, PATIENCE, "still locked", |entries| {
         !entries.iter().any(|p| p.key == key && p.session.is_some())
     });
 }
@@ -443,9 +422,13 @@ fn a_semaphore_reports_undecodable_answers() {
     assert!(!sem.is_held());
     // Nothing is left behind: the contender entry is removed again.
     let direct = f.client();
-    wait_for_entries(&direct, &prefix, "contender entry left behind", |e| {
-        e.is_empty()
-    });
+    common::wait_for_entries(
+        &direct,
+        &prefix,
+        PATIENCE,
+        "contender entry left behind",
+        |e| e.is_empty(),
+    );
     c.close(Duration::from_secs(5));
 }
 
@@ -522,7 +505,7 @@ fn a_removed_semaphore_holding_gives_its_slot_back() {
     );
     let lock_key = format!("{prefix}/.lock");
     let sid = session.id().to_string();
-    wait_for_entries(&direct, &lock_key, ".lock still lists us", |e| {
+    common::wait_for_entries(&direct, &lock_key, PATIENCE, ".lock still lists us", |e| {
         e.iter().filter(|p| p.key == lock_key).all(|p| {
             let doc: Value = serde_json::from_slice(p.value.as_deref().unwrap()).unwrap();
             doc["Holders"].get(&sid).is_none()

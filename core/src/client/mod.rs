@@ -438,6 +438,39 @@ impl Client {
         self.core().clean_up(self.downgrade(), task);
     }
 
+    /// Makes `run` on the clean-up thread, retried for `session` as
+    /// [`Owed`](crate::runtime::cleanup::Owed) says until Consul confirms it; owed to Consul
+    /// meanwhile (named `key` in a close report), so `close` makes it too. `keep` lives as
+    /// long as the task (a claim freed when the work is done); `what` names the work in logs.
+    pub(crate) fn owe_work(
+        &self,
+        session: &crate::runtime::lease::Session,
+        key: String,
+        run: OwedRun,
+        what: String,
+        keep: impl Send + 'static,
+    ) {
+        use crate::runtime::cleanup::{Next, Owed};
+        let entry = self.core().owe(OwedItem::Work {
+            key,
+            run: run.clone(),
+        });
+        let mut owed = Owed::new(session);
+        self.clean_up(move |c| {
+            let _kept = (&keep, &entry);
+            match run(c.conn()) {
+                Ok(()) => Next::Done,
+                Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
+                    Next::Done
+                }
+                Err(e) => {
+                    log::debug!("baton {what}: {e}");
+                    owed.failed(&e)
+                }
+            }
+        });
+    }
+
     pub(crate) fn call(&self, req: &Request) -> Result<Response> {
         self.core().conn.call(req)
     }

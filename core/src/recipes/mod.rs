@@ -3,6 +3,8 @@
 //! A layer of the core (see `core/tests/layers.rs`): it imports only from the layers below it.
 
 pub(crate) mod adopt;
+pub(crate) mod barrier;
+pub(crate) mod counter;
 pub(crate) mod election;
 pub(crate) mod fence;
 pub(crate) mod holding;

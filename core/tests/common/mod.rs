@@ -459,3 +459,30 @@ pub fn wait_session_gone(c: &Client, id: &str) {
         index = meta.index;
     }
 }
+
+/// Blocks (on blocking queries of `prefix`) until `done` holds for its entries, failing
+/// after `within` with `what` and the entries last read.
+pub fn wait_for_entries(
+    c: &baton::Client,
+    prefix: &str,
+    within: std::time::Duration,
+    what: &str,
+    done: impl Fn(&[baton::KvPair]) -> bool,
+) {
+    let end = std::time::Instant::now() + within;
+    let mut index = 0;
+    loop {
+        let (entries, meta) = c
+            .kv()
+            .list_with(
+                prefix,
+                &baton::QueryOptions::blocking(index, std::time::Duration::from_secs(1)),
+            )
+            .unwrap();
+        if done(&entries) {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "{what}: {entries:?}");
+        index = meta.index;
+    }
+}

@@ -7,7 +7,6 @@ use super::*;
 use crate::api::kv::Kv;
 use crate::client::{OwedGuard, OwedItem, OwedRun};
 use crate::runtime::claim::{hand_over_claim, release_claim, ClaimGuard};
-use crate::runtime::cleanup::{Next, Owed};
 use crate::transport::conn::Conn;
 
 impl Shared {
@@ -109,36 +108,28 @@ pub(super) fn give_back_now(sh: &Arc<Shared>, session: &Session, listed: bool) -
 /// [`Owed`] says;
 /// `claim` is freed when the task ends.
 pub(super) fn give_back_later(sh: &Arc<Shared>, session: &Session, claim: ClaimGuard) {
-    let prefix = sh.prefix.clone();
-    let (run, entry) = owe_give_back(sh, session);
-    let mut owed = Owed::new(session);
-    sh.client.clean_up(move |c| {
-        let _claim = &claim;
-        let _entry = &entry;
-        match run(c.conn()) {
-            Ok(()) => Next::Done,
-            Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
-                Next::Done
-            }
-            Err(e) => {
-                log::debug!("baton semaphore {prefix}: giving a slot back: {e}");
-                owed.failed(&e)
-            }
-        }
-    });
+    let (key, run) = give_back_work(sh, session);
+    let what = format!("semaphore {}: giving a slot back", sh.prefix);
+    sh.client.owe_work(session, key, run, what, claim);
 }
 
 /// The give-back of `session`'s slot as work owed to Consul: the clean-up
 /// thread makes it, and until it is done (the guard drops) `close` knows it
 /// is owed and makes it too.
 pub(super) fn owe_give_back(sh: &Shared, session: &Session) -> (OwedRun, OwedGuard) {
-    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
-    let sid = session.id().to_string();
-    let key = path_join(&prefix, &sid);
-    let run: OwedRun = Arc::new(move |conn: &Conn| give_back(Kv { conn }, &prefix, limit, &sid));
+    let (key, run) = give_back_work(sh, session);
     let guard = sh.client.core().owe(OwedItem::Work {
         key,
         run: run.clone(),
     });
     (run, guard)
+}
+
+/// The give-back of `session`'s slot, and the key it is named by.
+fn give_back_work(sh: &Shared, session: &Session) -> (String, OwedRun) {
+    let (prefix, limit) = (sh.prefix.clone(), sh.limit);
+    let sid = session.id().to_string();
+    let key = path_join(&prefix, &sid);
+    let run: OwedRun = Arc::new(move |conn: &Conn| give_back(Kv { conn }, &prefix, limit, &sid));
+    (key, run)
 }
