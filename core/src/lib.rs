@@ -19,8 +19,11 @@
 //!   ([`Client::lock`]), [`Election`] ([`Client::election`], [`Client::observe_leader`]),
 //!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
 //!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
-//! * Recipes beyond Consul's three (Rust for now): [`Barrier`] ([`Client::barrier`]),
-//!   [`DoubleBarrier`] ([`Client::double_barrier`]) and [`Counter`] ([`Client::counter`]).
+//! * Recipes beyond Consul's three (Rust for now): [`MultiLock`] ([`Client::multi_lock`]:
+//!   several keys, all or none, in one transaction), [`LeaderTask`] ([`Client::leader_task`]:
+//!   a task run while leading, cancelled the moment leadership ends), [`Barrier`]
+//!   ([`Client::barrier`]), [`DoubleBarrier`] ([`Client::double_barrier`]) and [`Counter`]
+//!   ([`Client::counter`]).
 //! * Sessions bound to health checks: [`Client::agent`] registers TTL checks and
 //!   services and reports their health; [`SessionOptions::node_checks`] and
 //!   [`SessionOptions::service_check`] bind a session to them;
@@ -78,10 +81,12 @@ pub use recipes::counter::{Counter, CounterWatch};
 pub use recipes::election::{Election, ElectionOptions, Leader, LeaderEvent, Observer};
 pub use recipes::fence::Sequencer;
 pub use recipes::holding::{Hold, HoldLost};
+pub use recipes::leader_task::{LeaderTask, StoppedLeading, DEFAULT_REQUEUE_DELAY};
 /// The event loops' warm path (see `lock::warm`): for the language bindings, free to change.
 #[doc(hidden)]
 pub use recipes::lock::warm;
 pub use recipes::lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
+pub use recipes::multilock::{MultiLock, MultiLockOptions, MULTI_LOCK_MAX_KEYS};
 pub use recipes::semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
 pub use runtime::lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
 pub use runtime::watch::{next_index, Watch, WatchEvent, WatchTarget};

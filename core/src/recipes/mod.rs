@@ -8,5 +8,7 @@ pub(crate) mod counter;
 pub(crate) mod election;
 pub(crate) mod fence;
 pub(crate) mod holding;
+pub(crate) mod leader_task;
 pub(crate) mod lock;
+pub(crate) mod multilock;
 pub(crate) mod semaphore;

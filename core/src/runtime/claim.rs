@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
 use once_cell::sync::Lazy;
@@ -238,6 +238,35 @@ fn give_up(session: &str, key: &str, owner: u64) -> bool {
         let _ = w.try_send(());
     }
     true
+}
+
+/// Backoff when the server keeps refusing a check on a key that a read then
+/// shows unchanged: from this...
+const STALE_BACKOFF_START: Duration = Duration::from_millis(20);
+/// ...up to this.
+const STALE_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Before an acquire reads its keys again after the server refused views that
+/// a read then confirmed, `stale_tries` times in a row: the first time at once,
+/// then a pause growing from [`STALE_BACKOFF_START`] to [`STALE_BACKOFF_MAX`],
+/// ended early by `deadline`, `cancel`, the session's loss or the client's close.
+pub(crate) fn pause_after_stale(
+    stale_tries: u32,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    session: &Session,
+    closing: &CancelToken,
+) -> Result<()> {
+    if stale_tries <= 1 {
+        return Ok(());
+    }
+    let pause = STALE_BACKOFF_START
+        .saturating_mul(1 << (stale_tries - 2).min(10))
+        .min(STALE_BACKOFF_MAX);
+    let until = Instant::now() + pause;
+    let wake = deadline.map_or(until, |d| d.min(until));
+    let never = crossbeam_channel::never();
+    wait_signals(&never, Some(wake), cancel, session, closing).map(|_| ())
 }
 
 /// How a wait ended.

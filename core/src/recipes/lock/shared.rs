@@ -8,7 +8,9 @@ use super::wire::{flags_match, is_lock_flags};
 use super::*;
 use crate::client::OwedItem;
 use crate::foundations::compat::TxnNumbers;
-use crate::runtime::claim::{hand_over_claim, take_claim, unclaim, wait_signals, ClaimGuard, Woke};
+use crate::runtime::claim::{
+    hand_over_claim, pause_after_stale, take_claim, unclaim, wait_signals, ClaimGuard, Woke,
+};
 use crate::runtime::cleanup::{Next, Owed};
 use crate::runtime::ride_out::RideOut;
 
@@ -23,12 +25,6 @@ pub(super) enum Attempt {
     /// session): Consul may or may not have given us the key.
     Unknown(Error),
 }
-
-/// Backoff when the server keeps refusing a check on a key that a read then
-/// shows unchanged: from this...
-const STALE_BACKOFF_START: Duration = Duration::from_millis(20);
-/// ...up to this.
-const STALE_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 impl LockShared {
     /// Waits for this object's turn among the process's contenders for the same
@@ -392,15 +388,7 @@ impl LockShared {
                     if passed() {
                         return Ok(false);
                     }
-                    if stale_tries > 1 {
-                        let pause = STALE_BACKOFF_START
-                            .saturating_mul(1 << (stale_tries - 2).min(10))
-                            .min(STALE_BACKOFF_MAX);
-                        let until = Instant::now() + pause;
-                        let wake = deadline.map_or(until, |d| d.min(until));
-                        let never = crossbeam_channel::never();
-                        wait_signals(&never, Some(wake), cancel, session, &core.closing)?;
-                    }
+                    pause_after_stale(stale_tries, deadline, cancel, session, &core.closing)?;
                     continue;
                 }
             } else if let Some(h) = &holder {
