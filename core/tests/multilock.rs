@@ -484,3 +484,49 @@ fn before_consul_1_6_2_go_flags_are_refused_and_small_flags_work() {
     assert!(e.to_string().contains("1.14"), "{e}");
     assert!(c.kv().list(&format!("{prefix}/many")).unwrap().is_empty());
 }
+
+/// Issue 46: a warm multi-key acquire is one request (its transaction checks the keys as the
+/// last release's transaction left them, without reading them first), and so is its release.
+#[test]
+fn a_warm_cycle_is_one_transaction_each_way() {
+    let f = Fixture::start();
+    let Some(dev) = f.dev("request counts") else {
+        return;
+    };
+    if f.before("1.6.2") {
+        // Go's lock flag does not survive a transaction there (see `old_consul_...`).
+        return;
+    }
+    let c = f.client();
+    let (prefix, keys) = three_keys("multi-warm");
+    let multi = c.multi_lock(&refs(&keys)).unwrap();
+    // The first cycle reads the keys; its release leaves them known.
+    assert!(multi.acquire(Some(PATIENCE), None).unwrap());
+    assert!(multi.release().unwrap());
+    dev.reset_request_counts();
+    let rounds = 10u64;
+    for _ in 0..rounds {
+        assert!(multi.acquire(Some(PATIENCE), None).unwrap());
+        assert!(multi.release().unwrap());
+    }
+    let counts = dev.request_counts();
+    let blocking: u64 = counts.blocking_by_route.values().sum();
+    let txns = counts.by_route.get("PUT /v1/txn").copied().unwrap_or(0);
+    assert_eq!(txns, 2 * rounds, "{:?}", counts.by_route);
+    assert_eq!(
+        counts.total - blocking,
+        2 * rounds,
+        "only the transactions: {:?}",
+        counts.by_route
+    );
+    // A key written by someone else meanwhile: the check fails, the keys are read again,
+    // and the acquire still succeeds.
+    c.kv().put(&keys[1], b"").unwrap_or_else(|e| panic!("{e}"));
+    let other = f.client();
+    other.kv().delete(&keys[1]).unwrap();
+    assert!(multi.acquire(Some(PATIENCE), None).unwrap());
+    let sid = multi.session().unwrap().id().to_string();
+    assert_eq!(held_by(&c, &prefix, &sid).len(), 3);
+    assert!(multi.release().unwrap());
+    assert!(c.close(PATIENCE));
+}

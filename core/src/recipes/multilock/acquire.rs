@@ -162,7 +162,11 @@ impl MultiShared {
         let mut ride =
             RideOut::new(&core, "multi-key lock acquire", deadline, cancel).on_session(session);
         let n = self.keys.len();
-        let mut views: Vec<Option<Known>> = vec![None; n];
+        // Warm: the keys as our last release left them, checked by the transaction itself.
+        let mut views: Vec<Option<Known>> = match lock(&self.inner).warm.take() {
+            Some(warm) => warm.into_iter().map(Some).collect(),
+            None => vec![None; n],
+        };
         let mut subs: Option<Vec<KeySub>> = None;
         // One channel for the changes of every key (each key's hook sends).
         let (tx, rx) = crossbeam_channel::bounded::<()>(1);
@@ -304,6 +308,23 @@ impl MultiShared {
                 }
             }
         }
+    }
+
+    /// Every key as the unlock transaction of our clean release answered it (`None` if the
+    /// answer misses one): the views a warm acquire checks against without reading.
+    pub(super) fn views_after_release(&self, entries: &[KvPair]) -> Option<Vec<Known>> {
+        let now = Instant::now();
+        self.keys
+            .iter()
+            .map(|key| {
+                let p = entries.iter().rev().find(|p| &p.key == key)?;
+                Some(Known {
+                    entry: Some(p.clone()),
+                    as_of: p.modify_index,
+                    seen_at: now,
+                })
+            })
+            .collect()
     }
 
     /// Reads key `i` (a plain, default-consistency read, as Go's `api.Lock`

@@ -153,7 +153,10 @@ impl MultiShared {
             self.flags,
             session.id(),
         ) {
-            Ok(not_ours) => {
+            Ok((not_ours, entries)) => {
+                if not_ours.is_empty() {
+                    lock(&self.inner).warm = self.views_after_release(&entries);
+                }
                 self.unclaim_all(&session);
                 if not_ours.is_empty() {
                     Ok(true)
@@ -262,23 +265,27 @@ impl MultiShared {
 /// `Unlock` does). Consul refuses a whole transaction when one `unlock`
 /// fails (the key is not the session's), and names every failing operation:
 /// those keys are dropped and the rest sent again. Returns the keys that were
-/// not the session's.
+/// not the session's, and the entries the transaction that applied answered.
 pub(crate) fn unlock_all(
     conn: &Conn,
     keys: &[String],
     value: &[u8],
     flags: u64,
     session: &str,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, Vec<KvPair>)> {
     let mut left: Vec<&String> = keys.iter().collect();
     let mut not_ours = Vec::new();
+    let mut entries = Vec::new();
     while !left.is_empty() {
         let ops: Vec<KvOp> = left
             .iter()
             .map(|k| KvOp::unlock(k, value, flags, session))
             .collect();
         match conn.txn(&ops) {
-            Ok(_) => break,
+            Ok(answered) => {
+                entries = answered;
+                break;
+            }
             Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
                 let mut failed: Vec<usize> = e
                     .txn_errors()
@@ -299,7 +306,7 @@ pub(crate) fn unlock_all(
         }
     }
     not_ours.sort();
-    Ok(not_ours)
+    Ok((not_ours, entries))
 }
 
 impl Holder for MultiShared {

@@ -92,6 +92,10 @@ struct Inner {
     /// The last other session seen holding each key, and its LockDelay if
     /// looked up (for the retry after a lock-delay refusal).
     last_holders: Vec<Option<(String, Option<Duration>)>>,
+    /// Every key as our last clean release left it (the unlock transaction's answer): the
+    /// next acquire's transaction is checked against these views without reading the keys
+    /// first, so a warm acquire is one request. Taken by that acquire.
+    warm: Option<Vec<Known>>,
 }
 
 pub(crate) struct MultiShared {
@@ -221,6 +225,7 @@ impl Client {
                     value: options.value,
                     life: Lifecycle::new(),
                     last_holders: vec![None; n],
+                    warm: None,
                 }),
                 acquiring: Turnstile::default(),
             }),
