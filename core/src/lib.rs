@@ -20,7 +20,10 @@
 //!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
 //!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
 //! * Recipes beyond Consul's three (Rust for now): [`MultiLock`] ([`Client::multi_lock`]:
-//!   several keys, all or none, in one transaction), [`LeaderTask`] ([`Client::leader_task`]:
+//!   several keys, all or none, in one transaction), [`RwLock`] ([`Client::read_lock`],
+//!   [`Client::write_lock`]: many readers or one writer, writers not starved), [`Group`]
+//!   ([`Client::group`]: members bound to their session, listed and watched),
+//!   [`LeaderTask`] ([`Client::leader_task`]:
 //!   a task run while leading, cancelled the moment leadership ends), [`Barrier`]
 //!   ([`Client::barrier`]), [`DoubleBarrier`] ([`Client::double_barrier`]) and [`Counter`]
 //!   ([`Client::counter`]).
@@ -86,7 +89,12 @@ pub use recipes::leader_task::{LeaderTask, StoppedLeading, DEFAULT_REQUEUE_DELAY
 #[doc(hidden)]
 pub use recipes::lock::warm;
 pub use recipes::lock::{Lock, LockLost, LockOptions, LOCK_FLAG_VALUE};
+pub use recipes::membership::{
+    Group, Member, MemberInfo, MemberLost, MembersWatch, MembershipEvent, MEMBER_FLAG_VALUE,
+    MEMBER_ID_MAX,
+};
 pub use recipes::multilock::{MultiLock, MultiLockOptions, MULTI_LOCK_MAX_KEYS};
+pub use recipes::rwlock::{RwLock, RwMode, RW_LOCK_FLAG_VALUE};
 pub use recipes::semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
 pub use runtime::lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
 pub use runtime::watch::{next_index, Watch, WatchEvent, WatchTarget};

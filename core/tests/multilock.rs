@@ -530,3 +530,72 @@ fn a_warm_cycle_is_one_transaction_each_way() {
     assert!(multi.release().unwrap());
     assert!(c.close(PATIENCE));
 }
+
+/// The async API (`baton::aio`): a multi-key acquire future refused by a Go-format holder of
+/// one key waits without a try in flight, is woken by that key's release, and holds every
+/// key; a bounded one ends `false` holding none; `lost()` resolves when a key is taken.
+#[test]
+fn async_acquire_waits_for_every_key_and_loss_resolves() {
+    use baton::aio::AsyncHold;
+    use std::future::Future;
+    use std::task::Poll;
+    let f = Fixture::start();
+    let Some(dev) = f.dev("request counts") else {
+        return;
+    };
+    if f.before("1.6.2") {
+        return;
+    }
+    let c = f.client();
+    let (prefix, keys) = three_keys("multi-async");
+    let go = f.client();
+    let go_sid = go_lock(&go, &keys[1]);
+    let multi = c.multi_lock(&refs(&keys)).unwrap();
+    let sid = c.default_session().unwrap().id().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Bounded: refused while the Go holder has one key, nothing of the set held.
+    let got = rt.block_on(multi.acquire_async(Some(Duration::from_millis(300))));
+    assert!(!got.unwrap());
+    assert!(held_by(&c, &prefix, &sid).is_empty());
+    // Unbounded: poll until its try has read the keys and found one held, then the Go
+    // holder releases; only the key's change can wake the future now.
+    dev.reset_request_counts();
+    let mut fut = Box::pin(multi.acquire_async(Some(PATIENCE)));
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let pending = rt.block_on(std::future::poll_fn(|cx| {
+            Poll::Ready(fut.as_mut().poll(cx).is_pending())
+        }));
+        assert!(pending, "acquired while the Go holder has a key");
+        // The try read every key (and, seeing the Go holder, sent nothing).
+        if dev.request_counts().non_blocking("GET /v1/kv") >= 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no try was made");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(held_by(&c, &prefix, &sid).is_empty(), "never a partial set");
+    assert!(go
+        .kv()
+        .release(&keys[1], b"go-holder", &go_sid, LOCK_FLAG_VALUE)
+        .unwrap());
+    assert!(rt.block_on(fut).unwrap());
+    assert_eq!(held_by(&c, &prefix, &sid).len(), 3);
+    // A key taken from it: `lost()` resolves, the other keys are given back.
+    let other = f.client();
+    rt.block_on(async {
+        let (why, ()) = tokio::join!(multi.lost(), async {
+            other.kv().delete(&keys[0]).unwrap();
+        });
+        assert_eq!(why.unwrap(), LockLost::KeyChanged);
+    });
+    assert!(!multi.is_held());
+    wait_for_entries(&c, &prefix, PATIENCE, "keys still held", |e| {
+        e.iter().all(|p| p.session.is_none())
+    });
+    go.sessions().destroy(&go_sid).unwrap();
+    assert!(c.close(PATIENCE));
+}

@@ -12,6 +12,7 @@ use crate::recipes::election::Election;
 use crate::recipes::holding::Hold;
 use crate::recipes::lock::warm::{WarmAcquire, WarmRelease};
 use crate::recipes::lock::Lock;
+use crate::recipes::multilock::MultiLock;
 use crate::recipes::semaphore::Semaphore;
 use crate::runtime::keyhub::KeySub;
 use crate::runtime::lease::Session;
@@ -20,12 +21,13 @@ mod sealed {
     /// Keeps [`Contend`](super::Contend) to baton's own recipes.
     pub trait Sealed {}
     impl Sealed for crate::recipes::lock::Lock {}
+    impl Sealed for crate::recipes::multilock::MultiLock {}
     impl Sealed for crate::recipes::semaphore::Semaphore {}
     impl Sealed for crate::recipes::election::Election {}
 }
 
 /// What [`AsyncHold`](super::AsyncHold) needs of a recipe. Sealed:
-/// implemented by [`Lock`], [`Semaphore`] and [`Election`] only; its methods
+/// implemented by [`Lock`], [`MultiLock`], [`Semaphore`] and [`Election`] only; its methods
 /// are the async layer's business, hidden from the docs.
 pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
     /// What an acquire is called in messages ("lock acquire").
@@ -112,6 +114,32 @@ impl Contend for Lock {
     }
     fn warm_unlock(&self) -> Option<WarmRelease> {
         Lock::warm_release(self)
+    }
+}
+
+/// A multi-key lock contends as a lock does, on every one of its keys: a change of any may
+/// let a refused try succeed.
+impl Contend for MultiLock {
+    const WHAT: &'static str = "multi-key lock acquire";
+    fn view(&self) -> MultiLock {
+        MultiLock::view(self)
+    }
+    fn client(&self) -> &Client {
+        self.shared_client()
+    }
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
+        let watches = self
+            .keys()
+            .iter()
+            .map(|key| watch_key(self.shared_client(), key, fire.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(watches))
+    }
+    fn retry_hint(&self) -> Option<Instant> {
+        MultiLock::retry_hint(self)
+    }
+    fn session_now(&self) -> Option<Session> {
+        self.session()
     }
 }
 

@@ -72,7 +72,7 @@ use crate::recipes::fence::Sequencer;
 use crate::runtime::lease::{LostReason, Session};
 
 /// Acquire, release and loss as futures, for [`Lock`](crate::Lock),
-/// [`Semaphore`](crate::Semaphore) and [`Election`].
+/// [`MultiLock`](crate::MultiLock), [`Semaphore`](crate::Semaphore) and [`Election`].
 pub trait AsyncHold: Contend {
     /// [`Hold::acquire`](crate::Hold::acquire) as a future: `Ok(true)` when
     /// held, `Ok(false)` when `timeout` passed first (`None`: no limit).

@@ -416,6 +416,82 @@ macro_rules! hold_lifecycle {
 }
 pub(crate) use hold_lifecycle;
 
+/// The key hub's hook on one key of holding `generation` by `session`: a state of the key
+/// that no longer carries the session ends that holding, as the session's loss when Consul
+/// no longer knows the session (it was invalidated, and its keys released or deleted with
+/// it), else with `key_changed`. Nothing once the holding has ended (through another of its
+/// keys, a release). The lock, the multi-key lock and the read-write lock share it.
+pub(crate) fn key_loss_hook<H>(
+    shared: &Arc<H>,
+    conn: &Arc<Conn>,
+    session: &Session,
+    generation: u64,
+    key_changed: H::Lost,
+) -> crate::runtime::keyhub::Hook
+where
+    H: Holder + Send + Sync + 'static,
+    H::Lost: Copy + Send + Sync + 'static,
+{
+    let weak = Arc::downgrade(shared);
+    let conn = Arc::downgrade(conn);
+    let sid = session.id().to_string();
+    let hook_session = Arc::downgrade(&session.shared);
+    Arc::new(move |entry: Option<&crate::api::kv::KvPair>| {
+        if entry.is_some_and(|p| p.session.as_deref() == Some(sid.as_str())) {
+            return;
+        }
+        let Some(sh) = weak.upgrade() else { return };
+        if sh.held_generation() != Some(generation) {
+            return;
+        }
+        // Tell keys released by an invalidation from a key taken from us.
+        let gone = conn
+            .upgrade()
+            .is_some_and(|c| matches!(crate::api::session_api::info_on(&c, &sid), Ok(None)));
+        match (gone, hook_session.upgrade()) {
+            (true, Some(s)) => s.lose(LostReason::Invalidated),
+            _ => sh.lose(generation, key_changed),
+        }
+    })
+}
+
+/// The public lifecycle methods of a recipe whose state is a `shared: Arc<impl Holder>`
+/// (its token, loss callbacks and `wait_lost`), written once for each type that has them.
+macro_rules! holder_methods {
+    ($t:ident, $lost:ty) => {
+        /// A token cancelled when the current holding ends (already cancelled
+        /// when not held), for the holder's work to watch.
+        pub fn cancel_token(&self) -> $crate::CancelToken {
+            $crate::recipes::holding::Holder::cancel_token(&*self.shared)
+        }
+
+        #[doc = concat!("Registers a callback run once per lost holding (not for [`", stringify!($t), "::release`], not after the client is closed), on the client's dispatcher thread, never under a library lock.")]
+        pub fn on_lost(
+            &self,
+            callback: impl Fn($lost) + Send + Sync + 'static,
+        ) -> $crate::CallbackId {
+            $crate::recipes::holding::Holder::on_lost(&*self.shared, callback)
+        }
+
+        /// Removes a callback. It may still run once if already queued.
+        pub fn remove_callback(&self, id: $crate::CallbackId) {
+            $crate::recipes::holding::Holder::remove_callback(&*self.shared, id)
+        }
+
+        /// Blocks until the current holding ends and returns why; returns at once
+        /// (with the last reason, or `Released`) when not held. Errors: `Timeout`
+        /// when still held at `timeout`, `Cancelled` when `cancel` fires.
+        pub fn wait_lost(
+            &self,
+            timeout: Option<std::time::Duration>,
+            cancel: Option<&$crate::CancelToken>,
+        ) -> $crate::Result<$lost> {
+            $crate::recipes::holding::Holder::wait_lost(&*self.shared, timeout, cancel)
+        }
+    };
+}
+pub(crate) use holder_methods;
+
 /// An acquire as every recipe makes it, around the recipe's own acquire (waiting up to its
 /// `timeout`): started before it ([`Settling::start`]), given its outcome after
 /// ([`Settling::settle`]), which is judged by whether Consul answered at all (see

@@ -28,7 +28,7 @@ use crate::recipes::fence::Sequencer;
 use crate::recipes::holding::{
     hold_lifecycle, loss_reason, Held, Hold, Holder, Lifecycle, Loss, Settling,
 };
-use crate::runtime::keyhub::{Hook, KeySub};
+use crate::runtime::keyhub::KeySub;
 use crate::runtime::lease::{CallbackId, LostReason, Session};
 use crate::transport::http::QueryOptions;
 

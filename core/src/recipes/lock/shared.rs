@@ -8,6 +8,7 @@ use super::wire::{flags_match, is_lock_flags};
 use super::*;
 use crate::client::OwedItem;
 use crate::foundations::compat::TxnNumbers;
+use crate::recipes::holding::key_loss_hook;
 use crate::runtime::claim::{
     hand_over_claim, pause_after_stale, take_claim, unclaim, wait_signals, ClaimGuard, Woke,
 };
@@ -565,23 +566,8 @@ impl LockShared {
             lock_index: pair.lock_index,
             token: pair.modify_index,
         };
-        let weak: Weak<LockShared> = Arc::downgrade(self);
-        let sid = session.id().to_string();
-        let hook_session = Arc::downgrade(&session.shared);
         let value = lock(&self.inner).value.clone();
-        let hook: Hook = Arc::new(move |entry: Option<&KvPair>| {
-            let ours = entry.is_some_and(|p| p.session.as_deref() == Some(sid.as_str()));
-            if ours {
-                return;
-            }
-            let Some(sh) = weak.upgrade() else { return };
-            // Tell a released-by-invalidation key from one taken from us.
-            let gone = matches!(sh.client.sessions().info(&sid), Ok(None));
-            match (gone, hook_session.upgrade()) {
-                (true, Some(s)) => s.lose(LostReason::Invalidated),
-                _ => sh.lose(generation, LockLost::KeyChanged),
-            }
-        });
+        let hook = key_loss_hook(self, &core.conn, session, generation, LockLost::KeyChanged);
         let as_of = pair.modify_index;
         let key_sub = match KeySub::watch_holding(
             &core.conn,

@@ -163,9 +163,13 @@ impl MultiShared {
             RideOut::new(&core, "multi-key lock acquire", deadline, cancel).on_session(session);
         let n = self.keys.len();
         // Warm: the keys as our last release left them, checked by the transaction itself.
-        let mut views: Vec<Option<Known>> = match lock(&self.inner).warm.take() {
-            Some(warm) => warm.into_iter().map(Some).collect(),
-            None => vec![None; n],
+        let mut views: Vec<Option<Known>> = {
+            let mut g = lock(&self.inner);
+            g.retry_at = None;
+            match g.warm.take() {
+                Some(warm) => warm.into_iter().map(Some).collect(),
+                None => vec![None; n],
+            }
         };
         let mut subs: Option<Vec<KeySub>> = None;
         // One channel for the changes of every key (each key's hook sends).
@@ -283,6 +287,7 @@ impl MultiShared {
                 stale_tries = 0;
             }
             if passed() {
+                lock(&self.inner).retry_at = retry_at;
                 return Ok(false);
             }
             // Wait for a change of any key, the retry time, or the deadline.

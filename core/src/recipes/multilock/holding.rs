@@ -14,11 +14,12 @@ use crate::client::{Client, OwedItem, OwedRun};
 use crate::foundations::error::{ErrorKind, Result};
 use crate::foundations::sync::lock;
 use crate::recipes::fence::Sequencer;
+use crate::recipes::holding::key_loss_hook;
 use crate::recipes::holding::{Held, Holder, Lifecycle, Loss};
 use crate::recipes::lock::LockLost;
 use crate::runtime::claim::{hand_over_claim, ClaimGuard};
 use crate::runtime::cleanup::{Next, Owed};
-use crate::runtime::keyhub::{Hook, KeySub};
+use crate::runtime::keyhub::KeySub;
 use crate::runtime::lease::{LostReason, Session};
 use crate::transport::conn::Conn;
 
@@ -45,7 +46,13 @@ impl MultiShared {
         };
         let mut subs = Vec::with_capacity(entries.len());
         for p in &entries {
-            let hook = self.loss_hook(session, generation);
+            let hook = key_loss_hook(
+                self,
+                &self.client.core().conn,
+                session,
+                generation,
+                LockLost::KeyChanged,
+            );
             let seed = (Some(p.clone()), p.modify_index);
             match KeySub::watch_holding(&core.conn, &core.keyhub, &p.key, seed, hook) {
                 Ok(s) => subs.push(s),
@@ -109,31 +116,6 @@ impl MultiShared {
             self.lose(generation, LockLost::KeyChanged);
         }
         Ok(generation)
-    }
-
-    /// The hook of one key's watch: a state of the key that does not carry
-    /// our session ends holding `generation` (as a session loss when Consul
-    /// no longer knows the session).
-    fn loss_hook(self: &Arc<Self>, session: &Session, generation: u64) -> Hook {
-        let weak: Weak<MultiShared> = Arc::downgrade(self);
-        let sid = session.id().to_string();
-        let hook_session = Arc::downgrade(&session.shared);
-        Arc::new(move |entry: Option<&KvPair>| {
-            if entry.is_some_and(|p| p.session.as_deref() == Some(sid.as_str())) {
-                return;
-            }
-            let Some(sh) = weak.upgrade() else { return };
-            // Another key of the same holding may have ended it already.
-            if sh.with(|l| l.held().map(|h| h.generation)) != Some(generation) {
-                return;
-            }
-            // Tell keys released by an invalidation from a key taken from us.
-            let gone = matches!(sh.client.sessions().info(&sid), Ok(None));
-            match (gone, hook_session.upgrade()) {
-                (true, Some(s)) => s.lose(LostReason::Invalidated),
-                _ => sh.lose(generation, LockLost::KeyChanged),
-            }
-        })
     }
 
     pub(super) fn holding_valid(&self, generation: u64) -> bool {

@@ -22,7 +22,7 @@ use crate::recipes::fence::Sequencer;
 use crate::recipes::holding::{hold_lifecycle, Hold, Holder, Lifecycle, Settling};
 use crate::recipes::lock::{LockLost, LOCK_FLAG_VALUE};
 use crate::runtime::keyhub::KeySub;
-use crate::runtime::lease::{CallbackId, Session};
+use crate::runtime::lease::Session;
 
 /// The most keys one [`MultiLock`] may name: its acquire is one transaction
 /// of two operations per key (a `check-index` or `check-not-exists`, then a
@@ -96,6 +96,9 @@ struct Inner {
     /// next acquire's transaction is checked against these views without reading the keys
     /// first, so a warm acquire is one request. Taken by that acquire.
     warm: Option<Vec<Known>>,
+    /// When a try that found every key free but was refused for lock-delay may try again,
+    /// if the last try ended so (for a future's wait: `aio`).
+    retry_at: Option<Instant>,
 }
 
 pub(crate) struct MultiShared {
@@ -147,6 +150,8 @@ static NEXT_MULTI_ID: AtomicU64 = AtomicU64::new(1 << 61);
 /// Dropping a held `MultiLock` releases it.
 pub struct MultiLock {
     shared: Arc<MultiShared>,
+    /// A handle of the async API's step threads (`view`): its drop gives nothing back.
+    view: bool,
 }
 
 impl fmt::Debug for MultiLock {
@@ -226,14 +231,35 @@ impl Client {
                     life: Lifecycle::new(),
                     last_holders: vec![None; n],
                     warm: None,
+                    retry_at: None,
                 }),
                 acquiring: Turnstile::default(),
             }),
+            view: false,
         })
     }
 }
 
 impl MultiLock {
+    /// Another handle on this multi-key lock whose drop releases nothing: the async API's
+    /// step threads act through it while the future borrows `self`.
+    pub(crate) fn view(&self) -> MultiLock {
+        MultiLock {
+            shared: self.shared.clone(),
+            view: true,
+        }
+    }
+
+    /// When a try refused for lock-delay (every key free) may try again, if the last try
+    /// ended so.
+    pub(crate) fn retry_hint(&self) -> Option<Instant> {
+        lock(&self.shared.inner).retry_at
+    }
+
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.shared.client
+    }
+
     /// The keys, de-duplicated and sorted (the order of the transaction's
     /// operations).
     pub fn keys(&self) -> &[String] {
@@ -385,34 +411,7 @@ impl MultiLock {
             .collect()
     }
 
-    /// A token cancelled when the current holding ends (already cancelled
-    /// when not held), for the holder's work to watch.
-    pub fn cancel_token(&self) -> CancelToken {
-        Holder::cancel_token(&*self.shared)
-    }
-
-    /// Registers a callback run once per lost holding (not for
-    /// [`MultiLock::release`], not after the client is closed), on the
-    /// client's dispatcher thread, never under a library lock.
-    pub fn on_lost(&self, callback: impl Fn(LockLost) + Send + Sync + 'static) -> CallbackId {
-        Holder::on_lost(&*self.shared, callback)
-    }
-
-    /// Removes a callback. It may still run once if already queued.
-    pub fn remove_callback(&self, id: CallbackId) {
-        Holder::remove_callback(&*self.shared, id)
-    }
-
-    /// Blocks until the current holding ends and returns why; returns at once
-    /// (with the last reason, or `Released`) when not held. Errors: `Timeout`
-    /// when still held at `timeout`, `Cancelled` when `cancel` fires.
-    pub fn wait_lost(
-        &self,
-        timeout: Option<Duration>,
-        cancel: Option<&CancelToken>,
-    ) -> Result<LockLost> {
-        Holder::wait_lost(&*self.shared, timeout, cancel)
-    }
+    crate::recipes::holding::holder_methods!(MultiLock, LockLost);
 }
 
 impl Hold for MultiLock {
@@ -436,7 +435,10 @@ impl Hold for MultiLock {
 
 impl Drop for MultiLock {
     fn drop(&mut self) {
-        if lock(&self.shared.inner).life.held().is_some() && !self.shared.client.is_closed() {
+        if !self.view
+            && lock(&self.shared.inner).life.held().is_some()
+            && !self.shared.client.is_closed()
+        {
             if let Err(e) = self.release() {
                 log::warn!(
                     "baton multi-key lock {:?}: release on drop failed: {e}",

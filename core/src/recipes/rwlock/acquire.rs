@@ -1,0 +1,383 @@
+//! The acquire of a [`RwLock`](super::RwLock) — its contender key created in
+//! one transaction, then the queue under the prefix judged on every change of
+//! it (a blocking query) — and its holding: recorded and watched on the key
+//! hub, ended by a release or a loss, its key deleted.
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use super::{contender_key, may_hold, RwHeld, RwMode, RwShared, RW_LOCK_FLAG_VALUE};
+use crate::api::kv::KvPair;
+use crate::api::txn::KvOp;
+use crate::client::OwedRun;
+use crate::foundations::cancel::CancelToken;
+use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::sync::lock;
+use crate::recipes::fence::Sequencer;
+use crate::recipes::holding::key_loss_hook;
+use crate::recipes::holding::{Holder, Lifecycle, Loss};
+use crate::recipes::lock::LockLost;
+use crate::runtime::keyhub::KeySub;
+use crate::runtime::lease::Session;
+use crate::runtime::ride_out::RideOut;
+use crate::runtime::watch::Watch;
+use crate::transport::conn::Conn;
+
+/// The text of the error for a key under the prefix that is not a contender.
+const RW_CONFLICT: &str = "Existing key does not match lock use";
+
+impl RwShared {
+    /// What the holding is, in messages: `write lock "cfg"`.
+    pub(super) fn what(&self) -> String {
+        format!("{} lock {:?}", self.mode, self.dir)
+    }
+
+    /// The acquire inside the call's deadline scope: the session, then the
+    /// contender key and the queue. `left` names a contender key that may
+    /// exist and must be deleted unless the call ends holding.
+    pub(super) fn acquire_in_turn(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        left: &mut Option<(String, Session)>,
+    ) -> Result<bool> {
+        let past_deadline = |e: &Error| {
+            e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
+        };
+        let core = self.client.core().clone();
+        loop {
+            let mut ride = RideOut::new(&core, "read-write lock acquire", deadline, cancel);
+            let session = match ride.run(|| self.client.default_session()) {
+                Ok(s) => s,
+                Err(e) if past_deadline(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            if !session.is_valid() {
+                continue;
+            }
+            match self.acquire_on(&session, deadline, cancel, left) {
+                Err(e) if e.kind() == ErrorKind::SessionInvalidated && !session.is_valid() => {
+                    // The default session died while we waited: its key is
+                    // dead, queue again with the new one.
+                    if let Some((key, s)) = left.take() {
+                        self.remove_contender(&key, &s);
+                    }
+                    continue;
+                }
+                Err(e) if past_deadline(&e) => return Ok(false),
+                other => return other,
+            }
+        }
+    }
+
+    fn acquire_on(
+        self: &Arc<Self>,
+        session: &Session,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        left: &mut Option<(String, Session)>,
+    ) -> Result<bool> {
+        let core = self.client.core().clone();
+        let mut ride =
+            RideOut::new(&core, "read-write lock acquire", deadline, cancel).on_session(session);
+        let list_prefix = format!("{}/", self.dir);
+        // Watching before the key exists: no change after it can be missed.
+        let mut watch = self.client.watch_prefix(&list_prefix)?;
+        let value = self.mode.as_str().as_bytes();
+        let (key, created) = loop {
+            let key = contender_key(&self.dir, session);
+            *left = Some((key.clone(), session.clone()));
+            let ops = [
+                KvOp::check_not_exists(&key),
+                KvOp::lock(&key, value, RW_LOCK_FLAG_VALUE, session.id()),
+            ];
+            match ride.run(|| {
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
+                self.client.conn().txn(&ops)
+            }) {
+                Ok(entries) => {
+                    let created = entries
+                        .into_iter()
+                        .find(|p| p.key == key)
+                        .map(|p| p.create_index);
+                    break (key, created);
+                }
+                // The name is taken (a repeated process id on a shared session):
+                // try the next one.
+                Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+                    *left = None;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let closing = core.closing.clone();
+        let list = || self.client.kv().list(&list_prefix);
+        let mut fresh: Option<Vec<KvPair>> = Some(ride.run(list)?);
+        loop {
+            let entries = match fresh.take() {
+                Some(e) => e,
+                None => match watch_next(&mut watch, deadline, cancel, session, &closing)? {
+                    Some((index, entries)) if created.is_some_and(|c| index >= c) => entries,
+                    // An answer from before our key existed: only a wake-up.
+                    Some(_) => ride.run(list)?,
+                    None => return Ok(false),
+                },
+            };
+            let Some(mine) = entries.iter().find(|p| p.key == key) else {
+                // Our key is gone: confirm with a fresh read before judging.
+                let again = ride.run(list)?;
+                if again.iter().any(|p| p.key == key) {
+                    fresh = Some(again);
+                    continue;
+                }
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("the contender key {key:?} was deleted while it waited"),
+                ));
+            };
+            if mine.session.as_deref() != Some(session.id()) {
+                return Err(lost_while_acquiring(session));
+            }
+            let queue = self.queue(&entries)?;
+            let me = (self.mode, (mine.create_index, mine.key.as_str()));
+            if may_hold(me, &queue) {
+                let mine = mine.clone();
+                if self.hold(session, mine)? {
+                    *left = None;
+                    return Ok(true);
+                }
+                if !session.is_valid() {
+                    return Err(lost_while_acquiring(session));
+                }
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("the contender key {key:?} was removed as it was granted"),
+                ));
+            }
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// The live contenders in `entries` (mode and queue position each).
+    /// Contenders whose session is gone (Consul cleared it) are skipped and
+    /// deleted, if unchanged, in the background; any other key is a
+    /// `Conflict`.
+    fn queue<'a>(&self, entries: &'a [KvPair]) -> Result<Vec<(RwMode, (u64, &'a str))>> {
+        let mut queue = Vec::with_capacity(entries.len());
+        for p in entries {
+            let mode = RwMode::parse(p.value.as_deref().unwrap_or_default());
+            let Some(mode) = mode.filter(|_| p.flags == RW_LOCK_FLAG_VALUE) else {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "{RW_CONFLICT} (key {:?} under the read-write lock prefix {:?} is not a \
+                         contender: flags {}, a read-write lock writes {RW_LOCK_FLAG_VALUE} \
+                         and a value of read or write)",
+                        p.key, self.dir, p.flags
+                    ),
+                ));
+            };
+            if p.session.is_none() {
+                let ops = [KvOp::delete_cas(&p.key, p.modify_index)];
+                if let Err(e) = self.client.conn().txn(&ops) {
+                    log::debug!(
+                        "baton {}: pruning dead contender {:?}: {e}",
+                        self.what(),
+                        p.key
+                    );
+                }
+                continue;
+            }
+            queue.push((mode, (p.create_index, p.key.as_str())));
+        }
+        Ok(queue)
+    }
+
+    /// Records a holding of contender `entry` and starts watching it.
+    /// Returns whether it is still valid once recorded.
+    fn hold(self: &Arc<Self>, session: &Session, entry: KvPair) -> Result<bool> {
+        let core = self.client.core().clone();
+        let generation = lock(&self.life).next_generation();
+        let sequencer = Sequencer {
+            key: entry.key.clone(),
+            session: session.id().to_string(),
+            lock_index: entry.lock_index,
+            token: entry.create_index,
+        };
+        let hook = key_loss_hook(
+            self,
+            &self.client.core().conn,
+            session,
+            generation,
+            LockLost::KeyChanged,
+        );
+        let seed = (Some(entry.clone()), entry.modify_index);
+        let sub = KeySub::watch_holding(&core.conn, &core.keyhub, &entry.key, seed, hook)?;
+        let weak: Weak<RwShared> = Arc::downgrade(self);
+        let s_weak = Arc::downgrade(&session.shared);
+        let session_hook = session.cancel_token().on_cancel(move || {
+            let (Some(sh), Some(s)) = (weak.upgrade(), s_weak.upgrade()) else {
+                return;
+            };
+            sh.lose(generation, LockLost::of_session(s.state()));
+        });
+        let current = sub.view();
+        lock(&self.life).start(
+            generation,
+            session,
+            RwHeld {
+                key: entry.key.clone(),
+                sequencer,
+                _sub: sub,
+                _session_hook: Some(session_hook),
+            },
+        );
+        // The session may have died, or the hub seen the key change, in between.
+        let ours = current.as_ref().is_none_or(|v| {
+            v.entry
+                .as_ref()
+                .is_some_and(|p| p.session.as_deref() == Some(session.id()))
+        });
+        if !session.is_valid() {
+            self.lose(generation, LockLost::of_session(session.state()));
+        } else if !ours {
+            self.lose(generation, LockLost::KeyChanged);
+        }
+        Ok(self.held_generation() == Some(generation))
+    }
+
+    /// [`RwLock::release`](super::RwLock::release): ends the holding, then
+    /// deletes the contender key if it is still ours.
+    pub(super) fn release(&self) -> Result<bool> {
+        let Some(held) = lock(&self.life).release() else {
+            return Ok(false);
+        };
+        held.token.cancel();
+        let key = held.extra.key.clone();
+        let session = held.session.clone();
+        drop(held);
+        let ops = [KvOp::check_session(&key, session.id()), KvOp::delete(&key)];
+        match self.client.conn().txn(&ops) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => {
+                log::warn!(
+                    "baton {}: release found {key:?} no longer ours",
+                    self.what()
+                );
+                self.remove_contender(&key, &session);
+                Ok(false)
+            }
+            Err(e) => {
+                self.remove_later(&key, &session);
+                Err(e.prefixed(&format!(
+                    "release of {} not confirmed yet (retried in the background until Consul \
+                     answers)",
+                    self.what()
+                )))
+            }
+        }
+    }
+
+    /// Deletes contender `key` now (the key is ours alone by its name, so a
+    /// plain delete), or in the background if Consul does not answer.
+    pub(super) fn remove_contender(&self, key: &str, session: &Session) {
+        if let Err(e) = delete_key(self.client.conn(), key) {
+            log::debug!("baton {}: deleting {key:?}: {e}", self.what());
+            self.remove_later(key, session);
+        }
+    }
+
+    /// The delete of contender `key` as owed work: retried in the background
+    /// until Consul answers, and made by `close`.
+    fn remove_later(&self, key: &str, session: &Session) {
+        let k = key.to_string();
+        let run: OwedRun = Arc::new(move |conn: &Conn| delete_key(conn, &k));
+        self.client
+            .owe_work(session, key.to_string(), run, self.what(), ());
+    }
+}
+
+fn delete_key(conn: &Conn, key: &str) -> Result<()> {
+    conn.txn(&[KvOp::delete(key)]).map(|_| ())
+}
+
+impl Holder for RwShared {
+    type Lost = LockLost;
+    type Extra = RwHeld;
+    const NOUN: &'static str = "read-write lock";
+
+    fn with<T>(&self, f: impl FnOnce(&mut Lifecycle<LockLost, RwHeld>) -> T) -> T {
+        f(&mut lock(&self.life))
+    }
+
+    /// Ends holding `generation` (idempotent), signalling loss; the
+    /// contender key is deleted in the background (a dead key would
+    /// otherwise stay in the queue until someone prunes it).
+    fn lose(&self, generation: u64, reason: LockLost) {
+        let Some(ended) = lock(&self.life).end(generation, reason) else {
+            return;
+        };
+        let h = &ended.held;
+        ended.signal(self.client.core(), &self.what());
+        if reason != LockLost::ClientClosed {
+            self.remove_later(&h.extra.key, &h.session);
+        }
+    }
+}
+
+/// The error of an acquire whose session was lost meanwhile.
+fn lost_while_acquiring(session: &Session) -> Error {
+    Error::new(
+        ErrorKind::SessionInvalidated,
+        format!(
+            "session {} was lost while acquiring the read-write lock",
+            session.id()
+        ),
+    )
+}
+
+/// The next answer of the prefix watch (its index and entries), or `None`
+/// at the deadline. The session's loss, the client's close and `cancel`
+/// end the wait as errors.
+fn watch_next(
+    watch: &mut Watch,
+    deadline: Option<Instant>,
+    cancel: Option<&CancelToken>,
+    session: &Session,
+    closing: &CancelToken,
+) -> Result<Option<(u64, Vec<KvPair>)>> {
+    let stop = CancelToken::new();
+    let s1 = stop.clone();
+    let _g1 = session.cancel_token().on_cancel(move || s1.cancel());
+    let s2 = stop.clone();
+    let _g2 = closing.on_cancel(move || s2.cancel());
+    let _g3 = cancel.map(|c| {
+        let s3 = stop.clone();
+        c.on_cancel(move || s3.cancel())
+    });
+    let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    match watch.next_strict(timeout, Some(&stop)) {
+        Ok(ev) => Ok(Some((ev.index, ev.entries))),
+        Err(e) if e.kind() == ErrorKind::Timeout => Ok(None),
+        Err(e) if e.kind() == ErrorKind::Cancelled => {
+            if closing.is_cancelled() {
+                Err(Error::new(ErrorKind::Closed, "the baton client is closed"))
+            } else if !session.is_valid() {
+                Err(lost_while_acquiring(session))
+            } else {
+                Err(Error::new(
+                    ErrorKind::Cancelled,
+                    "read-write lock acquire cancelled",
+                ))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
