@@ -64,9 +64,10 @@ async function semaphore(client, name, prefix, limit, rounds, holdMs, ttlMs) {
 }
 
 async function contend(client, name, key, prefix, rounds) {
-  // Microseconds since the epoch (the other languages read the wall clock the same way):
-  // the process's wall-clock origin plus the monotonic time since, to the microsecond.
-  const us = () => BigInt(Math.floor((performance.timeOrigin + performance.now()) * 1000))
+  // Microseconds of CLOCK_MONOTONIC (libuv's hrtime), the clock every contender of the
+  // cross-language test reads: the wall clock may be stepped or slewed during a run, and a
+  // wall-clock origin taken at start plus monotonic time drifts from the others' reads.
+  const us = () => process.hrtime.bigint() / 1000n
   const value = `${name}:${process.pid}`
   const lock = client.lock(key, { value })
   for (let i = 0; i < rounds; i++) {

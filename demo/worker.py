@@ -76,7 +76,9 @@ def semaphore(name, prefix, limit, rounds, hold_ms, ttl_ms):
 
 
 def now_us():
-    return time.time_ns() // 1000
+    # CLOCK_MONOTONIC: the clock every contender of the cross-language test reads (the wall
+    # clock may be stepped or slewed meanwhile).
+    return time.monotonic_ns() // 1000
 
 
 def contend(name, lock_key, sem_prefix, rounds):

@@ -4,7 +4,11 @@
 Rust (examples/rust/src/bin/cross_worker.rs), C (demo/worker.c over libbaton),
 Python (demo/worker.py, the wheel) and, when present, Node (demo/worker.js)
 processes contend at once for one lock and one 2-slot semaphore, ROUNDS times
-each. Every holding is logged as an interval of Unix microseconds, taken inside
+each. Every holding is logged as an interval of CLOCK_MONOTONIC microseconds (one
+clock for every process of the machine; the wall clock may be stepped or slewed under
+NTP: one run logged Node's holdings, read as its wall-clock start plus monotonic time,
+up to 2 ms late against the others', 84 overlaps whose tokens showed the order the other
+way round), taken inside
 the holding (after acquire returned, before release was called), so measured
 intervals can only be shorter than the real ones. This external checker then
 proves from the logs alone:

@@ -2,18 +2,18 @@
 //!
 //! `cross_worker NAME LOCK_KEY SEM_PREFIX ROUNDS` holds the lock `ROUNDS` times and a
 //! 2-slot semaphore `ROUNDS / 2` times, printing each holding as
-//! `@hold kind=lock start=<µs> end=<µs> token=<N>` (Unix microseconds), and after
+//! `@hold kind=lock start=<µs> end=<µs> token=<N>` (microseconds of `CLOCK_MONOTONIC`, the
+//! one clock every process of the machine shares whatever NTP does to the wall clock), and after
 //! each lock round the leader it reads through the election API
 //! (`@saw value=<name:pid> token=<N>`). Needs `CONSUL_HTTP_ADDR`.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use baton::{Client, LockOptions, SemaphoreOptions};
 
 fn now_us() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros())
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000 + t.tv_nsec as u128 / 1_000
 }
 
 fn main() -> Result<(), baton::Error> {
