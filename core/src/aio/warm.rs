@@ -173,7 +173,8 @@ impl<W: WarmCall> Drop for Driving<W> {
 /// The readiness thread of `client` (started on first use), or `None` when it has none
 /// (closed, a system without `epoll`, or `BATON_AIO_WARM=0`): then no warm call is started.
 pub(crate) fn reactor(client: &Client) -> Option<ReactorHandle> {
-    if !crate::foundations::sync::env_switch("BATON_AIO_WARM") {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| crate::foundations::sync::env_switch("BATON_AIO_WARM")) {
         // Every try and release on the step threads, as before this path (a bench compares).
         return None;
     }

@@ -130,6 +130,30 @@ impl CancelToken {
     }
 }
 
+/// A token cancelled when any of its sources is (see [`CancelToken::any_of`]); the links
+/// to the sources go when it drops.
+pub(crate) struct Linked {
+    pub(crate) token: CancelToken,
+    _links: Vec<HookGuard>,
+}
+
+impl CancelToken {
+    /// A token cancelled as soon as any of `sources` is (at once if one already is): the
+    /// one token a wait listens to when a caller's cancel, a session's loss and the
+    /// client's close must all end it.
+    pub(crate) fn any_of(sources: impl IntoIterator<Item = CancelToken>) -> Linked {
+        let token = CancelToken::new();
+        let _links = sources
+            .into_iter()
+            .map(|source| {
+                let t = token.clone();
+                source.on_cancel(move || t.cancel())
+            })
+            .collect();
+        Linked { token, _links }
+    }
+}
+
 /// Removes a cancel hook when dropped.
 pub(crate) struct HookGuard {
     token: Option<CancelToken>,

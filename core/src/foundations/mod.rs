@@ -11,6 +11,7 @@ pub(crate) mod godur;
 pub(crate) mod keys;
 pub mod log_sink;
 pub mod pool;
+pub(crate) mod random;
 pub(crate) mod scope;
 pub(crate) mod session_options;
 pub(crate) mod sync;

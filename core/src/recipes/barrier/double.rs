@@ -16,7 +16,7 @@ use crate::runtime::lease::Session;
 use crate::runtime::ride_out::{Judging, RideOut};
 use crate::transport::conn::Conn;
 
-use super::poll::{passed, stopped, Poll, Stop};
+use super::poll::{passed, stop, stopped, Poll};
 use super::round::{counted, enter_step, leave_step, ready_index, Layout, LeaveStep, ReadyDoc};
 use super::round::{Round, Step, View};
 
@@ -143,13 +143,7 @@ impl Client {
 
 /// A fresh participant id for `session`: the session, then 64 random bits.
 fn participant_id(session: &Session) -> String {
-    use std::hash::BuildHasher;
-    // Each `RandomState` is keyed anew (randomly per thread, then counted up).
-    let state = std::collections::hash_map::RandomState::new();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let bits = state.hash_one((std::process::id(), nanos));
+    let bits = crate::foundations::random::random_u64();
     format!("{}-{bits:016x}", session.id())
 }
 
@@ -290,7 +284,7 @@ impl Shared {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Result<Option<Round>> {
-        let stop = Stop::new(cancel, Some(session));
+        let stop = stop(cancel, Some(session));
         let conn = self.client.conn();
         let mut ride = RideOut::new(conn, "double barrier enter", deadline, Some(&stop.token))
             .on_session(session);
@@ -438,7 +432,7 @@ impl Shared {
             ));
         };
         let deadline = crate::foundations::scope::deadline_after(timeout);
-        let stop = Stop::new(cancel, None);
+        let stop = stop(cancel, None);
         let mut ride = RideOut::new(
             self.client.conn(),
             "double barrier leave",

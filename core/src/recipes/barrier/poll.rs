@@ -16,7 +16,7 @@ use crossbeam_channel::select;
 
 use crate::api::kv::KvPair;
 use crate::client::Client;
-use crate::foundations::cancel::{CancelToken, HookGuard};
+use crate::foundations::cancel::{CancelToken, Linked};
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::runtime::lease::Session;
 use crate::runtime::ride_out::RideOut;
@@ -141,28 +141,13 @@ pub(super) fn passed(deadline: Option<Instant>) -> bool {
 /// One token that fires when the caller's cancel token does or, for a call
 /// made with a session, when that session is lost: the one thing a wait's
 /// requests and pauses listen to.
-pub(super) struct Stop {
-    pub(super) token: CancelToken,
-    _hooks: Vec<HookGuard>,
-}
-
-impl Stop {
-    pub(super) fn new(cancel: Option<&CancelToken>, session: Option<&Session>) -> Stop {
-        let token = CancelToken::new();
-        let mut hooks = Vec::new();
-        for source in cancel
+pub(super) fn stop(cancel: Option<&CancelToken>, session: Option<&Session>) -> Linked {
+    CancelToken::any_of(
+        cancel
             .cloned()
             .into_iter()
-            .chain(session.map(Session::cancel_token))
-        {
-            let t = token.clone();
-            hooks.push(source.on_cancel(move || t.cancel()));
-        }
-        Stop {
-            token,
-            _hooks: hooks,
-        }
-    }
+            .chain(session.map(Session::cancel_token)),
+    )
 }
 
 /// The error of a call that `stop` (or `cancel`, or the loss of `session`)

@@ -10,7 +10,7 @@ use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::runtime::lease::Session;
 use crate::runtime::ride_out::{Judging, RideOut};
 
-use super::poll::{passed, stopped, Poll, Stop};
+use super::poll::{passed, stop, stopped, Poll};
 
 /// How many times a write that lost a race on the barrier key (the key changed
 /// between our read and our check-and-set) is tried again before giving up
@@ -226,7 +226,7 @@ impl Barrier {
             return Err(Error::new(ErrorKind::Cancelled, "barrier wait cancelled"));
         }
         let deadline = crate::foundations::scope::deadline_after(timeout);
-        let stop = Stop::new(cancel, None);
+        let stop = stop(cancel, None);
         let _scope = crate::foundations::scope::deadline(
             deadline.filter(|_| timeout != Some(Duration::ZERO)),
         );

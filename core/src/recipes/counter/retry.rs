@@ -1,6 +1,5 @@
 //! How a counter's check-and-set write is retried after losing to another writer.
 
-use std::hash::BuildHasher;
 use std::time::Duration;
 
 /// Check-and-set attempts an [`add`](super::Counter::add) or
@@ -26,13 +25,7 @@ pub(super) fn pause(lost: u32) -> Duration {
     let shift = lost.saturating_sub(1).min(16);
     let bound = PAUSE_START.saturating_mul(1 << shift).min(PAUSE_MAX);
     let nanos = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX).max(1);
-    Duration::from_nanos(random() % nanos)
-}
-
-/// A random number (no need for a cryptographic generator: it only spreads retries).
-/// Each `RandomState` is keyed differently, so each call hashes to a new value.
-fn random() -> u64 {
-    std::collections::hash_map::RandomState::new().hash_one(std::process::id())
+    Duration::from_nanos(crate::foundations::random::random_u64() % nanos)
 }
 
 #[cfg(test)]

@@ -353,17 +353,14 @@ fn watch_next(
     session: &Session,
     closing: &CancelToken,
 ) -> Result<Option<(u64, Vec<KvPair>)>> {
-    let stop = CancelToken::new();
-    let s1 = stop.clone();
-    let _g1 = session.cancel_token().on_cancel(move || s1.cancel());
-    let s2 = stop.clone();
-    let _g2 = closing.on_cancel(move || s2.cancel());
-    let _g3 = cancel.map(|c| {
-        let s3 = stop.clone();
-        c.on_cancel(move || s3.cancel())
-    });
+    let linked = CancelToken::any_of(
+        [session.cancel_token(), closing.clone()]
+            .into_iter()
+            .chain(cancel.cloned()),
+    );
+    let stop = &linked.token;
     let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    match watch.next_strict(timeout, Some(&stop)) {
+    match watch.next_strict(timeout, Some(stop)) {
         Ok(ev) => Ok(Some((ev.index, ev.entries))),
         Err(e) if e.kind() == ErrorKind::Timeout => Ok(None),
         Err(e) if e.kind() == ErrorKind::Cancelled => {

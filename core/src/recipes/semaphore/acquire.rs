@@ -282,17 +282,14 @@ fn watch_next(
     closing: &CancelToken,
 ) -> Result<Option<Vec<KvPair>>> {
     // Cancel the wait when the session dies or the client closes, too.
-    let stop = CancelToken::new();
-    let s1 = stop.clone();
-    let _g1 = session.cancel_token().on_cancel(move || s1.cancel());
-    let s2 = stop.clone();
-    let _g2 = closing.on_cancel(move || s2.cancel());
-    let _g3 = cancel.map(|c| {
-        let s3 = stop.clone();
-        c.on_cancel(move || s3.cancel())
-    });
+    let linked = CancelToken::any_of(
+        [session.cancel_token(), closing.clone()]
+            .into_iter()
+            .chain(cancel.cloned()),
+    );
+    let stop = &linked.token;
     let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-    match watch.next_strict(timeout, Some(&stop)) {
+    match watch.next_strict(timeout, Some(stop)) {
         Ok(ev) => Ok(Some(ev.entries)),
         Err(e) if e.kind() == ErrorKind::Timeout => Ok(None),
         Err(e) if e.kind() == ErrorKind::Cancelled => {
