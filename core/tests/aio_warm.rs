@@ -105,6 +105,12 @@ fn until_granted<F: Future + Unpin>(
 fn async_lock_cycles_are_made_in_the_futures_own_poll() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let f = Fixture::start();
+    if f.before("1.6.2") {
+        // No warm lock calls there (a lock's txn would round its flags): every call takes
+        // the steps, as `aio.rs` tests.
+        eprintln!("skipped: no warm lock calls before Consul 1.6.2");
+        return;
+    }
     let c = f.client();
     let key = unique("aio-warm");
     let lock = warmed(&c, &key);
@@ -144,6 +150,12 @@ fn async_lock_cycles_are_made_in_the_futures_own_poll() {
 fn a_warm_acquire_ends_early_with_nothing_held() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let f = Fixture::start();
+    if f.before("1.6.2") {
+        // No warm lock calls there (a lock's txn would round its flags): every call takes
+        // the steps, as `aio.rs` tests.
+        eprintln!("skipped: no warm lock calls before Consul 1.6.2");
+        return;
+    }
     let Some((builder, proxy)) = f.proxied() else {
         return;
     };

@@ -23,8 +23,10 @@ pub use watch::{MembersWatch, MembershipEvent};
 
 /// The flags every member key is written with, so that a member key can be
 /// told from other keys under the prefix (and from a lock's or semaphore's
-/// keys): [`Group::members`] only lists keys with these flags.
-pub const MEMBER_FLAG_VALUE: u64 = 0x6d65_6d62_6572_0001;
+/// keys): [`Group::members`] only lists keys with these flags. "member" in ASCII, below
+/// 2^53, so that a Consul before 1.6.2 (which stores a transaction's numbers through a
+/// float64) keeps it exact: a join is one transaction on every version.
+pub const MEMBER_FLAG_VALUE: u64 = 0x6d65_6d62_6572;
 
 /// The longest member id, in bytes (a key path segment; Consul keys are short).
 pub const MEMBER_ID_MAX: usize = 256;
