@@ -13,6 +13,7 @@ use crate::recipes::holding::Hold;
 use crate::recipes::lock::warm::{WarmAcquire, WarmRelease};
 use crate::recipes::lock::Lock;
 use crate::recipes::multilock::MultiLock;
+use crate::recipes::rwlock::RwLock;
 use crate::recipes::semaphore::Semaphore;
 use crate::runtime::keyhub::KeySub;
 use crate::runtime::lease::Session;
@@ -24,10 +25,11 @@ mod sealed {
     impl Sealed for crate::recipes::multilock::MultiLock {}
     impl Sealed for crate::recipes::semaphore::Semaphore {}
     impl Sealed for crate::recipes::election::Election {}
+    impl Sealed for crate::recipes::rwlock::RwLock {}
 }
 
 /// What [`AsyncHold`](super::AsyncHold) needs of a recipe. Sealed:
-/// implemented by [`Lock`], [`MultiLock`], [`Semaphore`] and [`Election`] only; its methods
+/// implemented by [`Lock`], [`MultiLock`], [`RwLock`], [`Semaphore`] and [`Election`] only; its methods
 /// are the async layer's business, hidden from the docs.
 pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
     /// What an acquire is called in messages ("lock acquire").
@@ -188,5 +190,33 @@ impl Contend for Semaphore {
     }
     fn end_wait(&self) {
         Semaphore::end_wait(self)
+    }
+}
+
+/// A read-write lock's side contends as a semaphore does: its contender key stays in the
+/// queue between tries, and any change under the prefix may be its turn.
+impl Contend for RwLock {
+    const WHAT: &'static str = "read-write lock acquire";
+    fn view(&self) -> RwLock {
+        RwLock::view(self)
+    }
+    fn client(&self) -> &Client {
+        self.shared_client()
+    }
+    fn watch_changes(&self, fire: Fire) -> Result<Box<dyn Send>> {
+        Ok(Box::new(RwLock::watch_changes(self, fire)?))
+    }
+    fn retry_hint(&self) -> Option<Instant> {
+        None
+    }
+    fn session_now(&self) -> Option<Session> {
+        RwLock::session_now(self)
+    }
+    const KEEPS: bool = true;
+    fn try_step(&self, cancel: &CancelToken) -> Result<bool> {
+        self.try_keeping(cancel)
+    }
+    fn end_wait(&self) {
+        RwLock::end_wait(self)
     }
 }

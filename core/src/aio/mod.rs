@@ -48,6 +48,7 @@ mod call;
 mod contend;
 mod lost;
 mod observe;
+mod waits;
 mod wake;
 mod warm;
 
@@ -60,6 +61,11 @@ pub use call::Call;
 pub use contend::Contend;
 pub use lost::{Lost, SessionLost};
 pub use observe::{next_shared, LeaderStream, SharedLeaderStream};
+pub use waits::{AsyncBarrier, AsyncDoubleBarrier};
+
+/// A boxed future of a baton call that a language binding (or any caller) can keep and move
+/// between threads: `Send` and `'static`, borrowing nothing.
+pub type Waiting<T> = std::pin::Pin<Box<dyn Future<Output = Result<T>> + Send + 'static>>;
 
 use crate::api::kv::KvPair;
 use crate::api::session_api::SessionOptions;
@@ -72,7 +78,8 @@ use crate::recipes::fence::Sequencer;
 use crate::runtime::lease::{LostReason, Session};
 
 /// Acquire, release and loss as futures, for [`Lock`](crate::Lock),
-/// [`MultiLock`](crate::MultiLock), [`Semaphore`](crate::Semaphore) and [`Election`].
+/// [`MultiLock`](crate::MultiLock), [`RwLock`](crate::RwLock) (either side),
+/// [`Semaphore`](crate::Semaphore) and [`Election`].
 pub trait AsyncHold: Contend {
     /// [`Hold::acquire`](crate::Hold::acquire) as a future: `Ok(true)` when
     /// held, `Ok(false)` when `timeout` passed first (`None`: no limit).

@@ -15,5 +15,6 @@ pub(crate) mod reactor;
 pub(crate) mod reactor;
 pub(crate) mod renewer;
 pub(crate) mod ride_out;
+pub(crate) mod step_wait;
 pub(crate) mod steps;
 pub(crate) mod watch;

@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::api::kv::Kv;
+use crate::api::kv::{Kv, KvPair};
 use crate::api::txn::{KvOp, MAX_TXN_OPS};
 use crate::client::{Client, OwedRun};
 use crate::foundations::cancel::CancelToken;
@@ -17,6 +18,9 @@ use crate::runtime::ride_out::{Judging, RideOut};
 use crate::transport::conn::Conn;
 
 use super::poll::{passed, stop, stopped, Poll};
+
+#[path = "double_steps.rs"]
+mod steps;
 use super::round::{counted, enter_step, leave_step, ready_index, Layout, LeaveStep, ReadyDoc};
 use super::round::{Round, Step, View};
 
@@ -27,6 +31,16 @@ const MAX_COUNT: usize = MAX_TXN_OPS - 2;
 /// How many times a participant that gives up tries to take its key back
 /// conditionally (see `withdraw`) before deleting it outright.
 const WITHDRAW_TRIES: usize = 8;
+
+/// What one look at the listing calls for.
+enum Look {
+    /// A round counts us: entered.
+    Entered(Round),
+    /// A write was made: read the listing again now.
+    Again,
+    /// Wait for the next change.
+    Wait,
+}
 
 /// What a participant keeps between `enter` and `leave`.
 #[derive(Debug)]
@@ -44,6 +58,8 @@ struct Shared {
     entered: Mutex<Option<Entered>>,
     /// Serialises this handle's `enter` and `leave` calls.
     turn: Mutex<()>,
+    /// An async `enter` or `leave` of this handle is running (`double_steps`).
+    busy: AtomicBool,
 }
 
 /// A double barrier on a KV prefix: [`DoubleBarrier::enter`] blocks until
@@ -136,6 +152,7 @@ impl Client {
                 explicit_session: session,
                 entered: Mutex::new(None),
                 turn: Mutex::new(()),
+                busy: AtomicBool::new(false),
             }),
         })
     }
@@ -288,6 +305,29 @@ impl Shared {
         let conn = self.client.conn();
         let mut ride = RideOut::new(conn, "double barrier enter", deadline, Some(&stop.token))
             .on_session(session);
+        self.register(session, key, &mut ride)?;
+        let mut poll = Poll::prefix(&self.client, &self.layout.listing());
+        // Our own read, after our write: the listing shows our key.
+        let mut entries = poll.read(&mut ride)?;
+        let mut pruned = HashSet::new();
+        loop {
+            match self.enter_look(session, id, key, &entries, &mut pruned, &mut ride)? {
+                Look::Entered(round) => return Ok(Some(round)),
+                Look::Again => {
+                    entries = poll.read(&mut ride)?;
+                    continue;
+                }
+                Look::Wait => {}
+            }
+            match poll.next(&mut ride, deadline, &stop.token)? {
+                Some(e) => entries = e,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Registers participant `key`: its key acquired with `session`.
+    fn register(&self, session: &Session, key: &str, ride: &mut RideOut<'_>) -> Result<()> {
         let registered = ride.run(|| {
             if !session.is_valid() {
                 return Err(lost(session));
@@ -300,55 +340,55 @@ impl Shared {
                 format!("could not register double barrier participant {key:?}"),
             ));
         }
-        let mut poll = Poll::prefix(&self.client, &self.layout.listing());
-        // Our own read, after our write: the listing shows our key.
-        let mut entries = poll.read(&mut ride)?;
-        let mut pruned = HashSet::new();
-        loop {
-            let view = View::of(&self.layout, &entries);
-            self.prune(&view, &mut pruned);
-            match enter_step(&view, &self.layout, self.count, id)? {
-                Step::Entered(round) => return Ok(Some(round)),
-                Step::Gone if !session.is_valid() => return Err(lost(session)),
-                Step::Gone => {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!("double barrier participant {key:?} was removed by someone else"),
-                    ))
-                }
-                Step::ClearStale(index) => {
-                    ride.run(|| self.kv().delete_cas(&self.layout.ready(), index))?;
-                    entries = poll.read(&mut ride)?;
-                    continue;
-                }
-                Step::Open(chosen) => {
-                    let doc = ReadyDoc {
-                        count: self.count as u64,
-                        participants: chosen
-                            .iter()
-                            .filter_map(|p| self.layout.id_of(&p.key))
-                            .map(str::to_string)
-                            .collect(),
-                    };
-                    let ready = self.layout.ready();
-                    let mut ops: Vec<KvOp> = chosen
+        Ok(())
+    }
+
+    /// One look of participant `id` at the listing `entries` (read after its
+    /// registration), and the write it calls for.
+    fn enter_look(
+        &self,
+        session: &Session,
+        id: &str,
+        key: &str,
+        entries: &[KvPair],
+        pruned: &mut HashSet<String>,
+        ride: &mut RideOut<'_>,
+    ) -> Result<Look> {
+        let view = View::of(&self.layout, entries);
+        self.prune(&view, pruned);
+        match enter_step(&view, &self.layout, self.count, id)? {
+            Step::Entered(round) => Ok(Look::Entered(round)),
+            Step::Gone if !session.is_valid() => Err(lost(session)),
+            Step::Gone => Err(Error::new(
+                ErrorKind::Conflict,
+                format!("double barrier participant {key:?} was removed by someone else"),
+            )),
+            Step::ClearStale(index) => {
+                ride.run(|| self.kv().delete_cas(&self.layout.ready(), index))?;
+                Ok(Look::Again)
+            }
+            Step::Open(chosen) => {
+                let doc = ReadyDoc {
+                    count: self.count as u64,
+                    participants: chosen
                         .iter()
-                        .map(|p| KvOp::check_index(&p.key, p.modify_index))
-                        .collect();
-                    ops.push(KvOp::check_not_exists(&ready));
-                    ops.push(KvOp::set(&ready, &doc.encode(), 0));
-                    // Applied or not (someone changed a counted key, or opened
-                    // the round first), the next listing tells.
-                    ride.run(|| applied(&self.client, &ops))?;
-                    entries = poll.read(&mut ride)?;
-                    continue;
-                }
-                Step::Wait => {}
+                        .filter_map(|p| self.layout.id_of(&p.key))
+                        .map(str::to_string)
+                        .collect(),
+                };
+                let ready = self.layout.ready();
+                let mut ops: Vec<KvOp> = chosen
+                    .iter()
+                    .map(|p| KvOp::check_index(&p.key, p.modify_index))
+                    .collect();
+                ops.push(KvOp::check_not_exists(&ready));
+                ops.push(KvOp::set(&ready, &doc.encode(), 0));
+                // Applied or not (someone changed a counted key, or opened
+                // the round first), the next listing tells.
+                ride.run(|| applied(&self.client, &ops))?;
+                Ok(Look::Again)
             }
-            match poll.next(&mut ride, deadline, &stop.token)? {
-                Some(e) => entries = e,
-                None => return Ok(None),
-            }
+            Step::Wait => Ok(Look::Wait),
         }
     }
 
@@ -451,15 +491,8 @@ impl Shared {
         let waited: Result<bool> = (|| {
             let mut entries = poll.read(&mut ride)?;
             loop {
-                let view = View::of(&self.layout, &entries);
-                match leave_step(&view, &self.layout, &entered.round) {
-                    LeaveStep::Done => return Ok(true),
-                    LeaveStep::Close(index) => {
-                        // Not applied: someone else closed it first.
-                        ride.run(|| self.kv().delete_cas(&self.layout.ready(), index))?;
-                        return Ok(true);
-                    }
-                    LeaveStep::Wait => {}
+                if self.leave_look(&entries, &entered.round, &mut ride)? {
+                    return Ok(true);
                 }
                 match poll.next(&mut ride, deadline, &stop.token)? {
                     Some(e) => entries = e,
@@ -471,6 +504,29 @@ impl Shared {
             Err(e) if e.kind() == ErrorKind::Timeout && passed(deadline) => Ok(false),
             Err(e) => Err(stopped(e, "double barrier leave", cancel, None)),
             ok => ok,
+        }
+    }
+}
+
+impl Shared {
+    /// One look of a participant that left at the listing `entries`: whether
+    /// every participant of `round` has left (closing the round if it is the
+    /// one to see it empty).
+    fn leave_look(
+        &self,
+        entries: &[KvPair],
+        round: &Round,
+        ride: &mut RideOut<'_>,
+    ) -> Result<bool> {
+        let view = View::of(&self.layout, entries);
+        match leave_step(&view, &self.layout, round) {
+            LeaveStep::Done => Ok(true),
+            LeaveStep::Close(index) => {
+                // Not applied: someone else closed it first.
+                ride.run(|| self.kv().delete_cas(&self.layout.ready(), index))?;
+                Ok(true)
+            }
+            LeaveStep::Wait => Ok(false),
         }
     }
 }

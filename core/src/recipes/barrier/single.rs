@@ -266,3 +266,31 @@ impl Barrier {
         )
     }
 }
+
+/// A barrier's wait between its looks, for the async layer: each step reads the key
+/// once; a change of the key (the client's key hub) calls for the next.
+pub(crate) struct WaitSteps(Barrier);
+
+impl Barrier {
+    /// The steps of [`Barrier::wait`].
+    pub(crate) fn wait_steps(&self) -> WaitSteps {
+        WaitSteps(self.clone())
+    }
+
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl crate::runtime::step_wait::StepWait for WaitSteps {
+    type Out = bool;
+
+    fn step(&mut self, _cancel: &CancelToken) -> Result<Option<bool>> {
+        Ok((!self.0.is_held()?).then_some(true))
+    }
+
+    fn timed_out(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+}

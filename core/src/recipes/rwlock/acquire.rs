@@ -6,7 +6,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use super::{contender_key, may_hold, RwHeld, RwMode, RwShared, RW_LOCK_FLAG_VALUE};
+use super::{contender_key, may_hold, Contender, RwHeld, RwMode, RwShared, RW_LOCK_FLAG_VALUE};
 use crate::api::kv::KvPair;
 use crate::api::txn::KvOp;
 use crate::client::OwedRun;
@@ -34,12 +34,14 @@ impl RwShared {
 
     /// The acquire inside the call's deadline scope: the session, then the
     /// contender key and the queue. `left` names a contender key that may
-    /// exist and must be deleted unless the call ends holding.
+    /// exist and must be deleted unless the call ends holding; one it names
+    /// on entry (kept by an async wait's last try) is used again while its
+    /// session lives.
     pub(super) fn acquire_in_turn(
         self: &Arc<Self>,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
-        left: &mut Option<(String, Session)>,
+        left: &mut Option<Contender>,
     ) -> Result<bool> {
         let past_deadline = |e: &Error| {
             e.kind() == ErrorKind::Timeout && deadline.is_some_and(|d| d <= Instant::now())
@@ -59,8 +61,8 @@ impl RwShared {
                 Err(e) if e.kind() == ErrorKind::SessionInvalidated && !session.is_valid() => {
                     // The default session died while we waited: its key is
                     // dead, queue again with the new one.
-                    if let Some((key, s)) = left.take() {
-                        self.remove_contender(&key, &s);
+                    if let Some(c) = left.take() {
+                        self.remove_contender(&c.key, &c.session);
                     }
                     continue;
                 }
@@ -75,18 +77,27 @@ impl RwShared {
         session: &Session,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
-        left: &mut Option<(String, Session)>,
+        left: &mut Option<Contender>,
     ) -> Result<bool> {
         let core = self.client.core().clone();
         let mut ride =
             RideOut::new(&core, "read-write lock acquire", deadline, cancel).on_session(session);
         let list_prefix = format!("{}/", self.dir);
-        // Watching before the key exists: no change after it can be missed.
-        let mut watch = self.client.watch_prefix(&list_prefix)?;
+        // A key kept from an async wait's last try, when still of this session.
+        if let Some(c) = left.take_if(|c| c.session.id() != session.id()) {
+            self.remove_contender(&c.key, &c.session);
+        }
         let value = self.mode.as_str().as_bytes();
         let (key, created) = loop {
+            if let Some(c) = left.as_ref() {
+                break (c.key.clone(), c.created);
+            }
             let key = contender_key(&self.dir, session);
-            *left = Some((key.clone(), session.clone()));
+            *left = Some(Contender {
+                key: key.clone(),
+                session: session.clone(),
+                created: None,
+            });
             let ops = [
                 KvOp::check_not_exists(&key),
                 KvOp::lock(&key, value, RW_LOCK_FLAG_VALUE, session.id()),
@@ -102,6 +113,9 @@ impl RwShared {
                         .into_iter()
                         .find(|p| p.key == key)
                         .map(|p| p.create_index);
+                    if let Some(c) = left.as_mut() {
+                        c.created = created;
+                    }
                     break (key, created);
                 }
                 // The name is taken (a repeated process id on a shared session):
@@ -115,15 +129,24 @@ impl RwShared {
         let closing = core.closing.clone();
         let list = || self.client.kv().list(&list_prefix);
         let mut fresh: Option<Vec<KvPair>> = Some(ride.run(list)?);
+        // Watched from the first wait on: its first answer is no older than
+        // the read above, and answers from before our key are only wake-ups.
+        let mut watch: Option<Watch> = None;
         loop {
             let entries = match fresh.take() {
                 Some(e) => e,
-                None => match watch_next(&mut watch, deadline, cancel, session, &closing)? {
-                    Some((index, entries)) if created.is_some_and(|c| index >= c) => entries,
-                    // An answer from before our key existed: only a wake-up.
-                    Some(_) => ride.run(list)?,
-                    None => return Ok(false),
-                },
+                None => {
+                    let watch = match &mut watch {
+                        Some(w) => w,
+                        None => watch.insert(self.client.watch_prefix(&list_prefix)?),
+                    };
+                    match watch_next(watch, deadline, cancel, session, &closing)? {
+                        Some((index, entries)) if created.is_some_and(|c| index >= c) => entries,
+                        // An answer from before our key existed: only a wake-up.
+                        Some(_) => ride.run(list)?,
+                        None => return Ok(false),
+                    }
+                }
             };
             let Some(mine) = entries.iter().find(|p| p.key == key) else {
                 // Our key is gone: confirm with a fresh read before judging.

@@ -85,6 +85,17 @@ pub(crate) struct RwShared {
     life: Mutex<Lifecycle<LockLost, RwHeld>>,
     /// Serialises acquires of this object.
     acquiring: Turnstile,
+    /// The contender key an async wait keeps between its tries (`aio`), until
+    /// a try holds with it or the wait ends ([`RwLock::end_wait`]).
+    kept: Mutex<Option<Contender>>,
+}
+
+/// A contender key of ours that may exist: deleted unless a holding takes it.
+pub(crate) struct Contender {
+    key: String,
+    session: Session,
+    /// Its CreateIndex (its place in the queue), once Consul told it.
+    created: Option<u64>,
 }
 
 /// Process-wide counter naming contender keys (with the session and the
@@ -119,6 +130,8 @@ static NEXT_CONTENDER: AtomicU64 = AtomicU64::new(1);
 /// Dropping a held `RwLock` releases it.
 pub struct RwLock {
     shared: Arc<RwShared>,
+    /// A handle of the async layer's step threads: its drop gives back nothing.
+    view: bool,
 }
 
 impl fmt::Debug for RwLock {
@@ -167,7 +180,9 @@ impl Client {
                 mode,
                 life: Mutex::new(Lifecycle::new()),
                 acquiring: Turnstile::default(),
+                kept: Mutex::new(None),
             }),
+            view: false,
         })
     }
 }
@@ -211,12 +226,23 @@ impl RwLock {
     /// come. The loss of the default session while waiting starts over with
     /// the new one (at the back of the queue).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
+        self.acquire_keeping(timeout, cancel, false)
+    }
+
+    /// The acquire; with `keep`, a contender key that did not get its turn is
+    /// kept for the next try of an async wait instead of deleted.
+    fn acquire_keeping(
+        &self,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+        keep: bool,
+    ) -> Result<bool> {
         let settling = Settling::start();
-        let mut left: Option<(String, Session)> = None;
-        let result = self.acquire_unjudged(timeout, cancel, &mut left);
+        let mut left: Option<Contender> = None;
+        let result = self.acquire_unjudged(timeout, cancel, &mut left, keep);
         if !matches!(result, Ok(true)) {
-            if let Some((key, session)) = left {
-                self.shared.remove_contender(&key, &session);
+            if let Some(c) = left {
+                self.shared.remove_contender(&c.key, &c.session);
             }
         }
         let core = self.shared.client.core();
@@ -233,11 +259,15 @@ impl RwLock {
         &self,
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
-        left: &mut Option<(String, Session)>,
+        left: &mut Option<Contender>,
+        keep: bool,
     ) -> Result<bool> {
         let sh = &self.shared;
         sh.client.core().check_usable()?;
         let _serial = sh.acquiring.enter();
+        if keep {
+            *left = lock(&sh.kept).take();
+        }
         if self.is_held() {
             return Err(Error::new(ErrorKind::Conflict, "Lock already held"));
         }
@@ -245,7 +275,62 @@ impl RwLock {
         let _scope = crate::foundations::scope::deadline(
             deadline.filter(|_| timeout != Some(Duration::ZERO)),
         );
-        sh.acquire_in_turn(deadline, cancel, left)
+        let result = sh.acquire_in_turn(deadline, cancel, left);
+        if keep && matches!(result, Ok(false)) {
+            *lock(&sh.kept) = left.take();
+        }
+        result
+    }
+
+    /// Another handle on this side whose drop gives back nothing: the async
+    /// API's step threads act through it while the future borrows `self`.
+    pub(crate) fn view(&self) -> RwLock {
+        RwLock {
+            shared: self.shared.clone(),
+            view: true,
+        }
+    }
+
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// Calls `hook` when anything under the prefix changes (a contender gone
+    /// or come), until the returned watch drops.
+    pub(crate) fn watch_changes(
+        &self,
+        hook: crate::runtime::watch::ChangeHook,
+    ) -> Result<crate::runtime::watch::Watch> {
+        let watch = self
+            .shared
+            .client
+            .watch_prefix(&format!("{}/", self.shared.dir))?;
+        watch.on_change(hook);
+        Ok(watch)
+    }
+
+    /// One try of an async wait: [`RwLock::try_acquire`] with `cancel`, except
+    /// that a contender key that did not get its turn stays in the queue for
+    /// the next try, until [`RwLock::end_wait`].
+    pub(crate) fn try_keeping(&self, cancel: &CancelToken) -> Result<bool> {
+        self.acquire_keeping(Some(Duration::ZERO), Some(cancel), true)
+    }
+
+    /// The session of the holding, else that of the contender key an async
+    /// wait keeps (its loss ends the wait's current try).
+    pub(crate) fn session_now(&self) -> Option<Session> {
+        self.session()
+            .or_else(|| lock(&self.shared.kept).as_ref().map(|c| c.session.clone()))
+    }
+
+    /// Ends an async wait: deletes the contender key it kept, if any.
+    pub(crate) fn end_wait(&self) {
+        let sh = &self.shared;
+        let _serial = sh.acquiring.enter();
+        if let Some(c) = lock(&sh.kept).take() {
+            sh.remove_contender(&c.key, &c.session);
+        }
     }
 
     /// Looks once: `acquire(Some(Duration::ZERO), None)`.
@@ -324,9 +409,15 @@ impl Hold for RwLock {
 
 impl Drop for RwLock {
     fn drop(&mut self) {
-        if lock(&self.shared.life).held().is_some() && !self.shared.client.is_closed() {
+        if !self.view && lock(&self.shared.life).held().is_some() && !self.shared.client.is_closed()
+        {
             if let Err(e) = self.release() {
                 log::warn!("baton {}: release on drop failed: {e}", self.shared.what());
+            }
+        }
+        if !self.view {
+            if let Some(c) = lock(&self.shared.kept).take() {
+                self.shared.remove_contender(&c.key, &c.session);
             }
         }
     }
