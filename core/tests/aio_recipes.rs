@@ -41,13 +41,6 @@ fn keys_under(c: &Client, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// The names of this process's threads (Linux).
-fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("procfs")
-        .count()
-}
-
 #[test]
 fn a_writer_waits_for_a_reader_then_holds_and_a_timed_out_wait_leaves_no_contender() {
     let f = Fixture::start();
@@ -166,54 +159,214 @@ fn two_participants_enter_and_leave_a_double_barrier_and_a_lone_one_leaves_no_ke
 }
 
 #[test]
-fn a_thousand_barrier_waits_and_rwlock_acquires_hold_no_thread_each() {
+fn counter_calls_and_a_shared_watch_as_futures() {
+    use baton::aio::{counter_next_shared, AsyncCounter};
     let f = Fixture::start();
     let (a, b) = (f.client(), f.client());
-    let key = unique("aio-many-barrier");
-    let prefix = unique("aio-many-rw");
+    let key = unique("aio-counter");
+    rt().block_on(async {
+        let (ca, cb) = (a.counter(&key).unwrap(), b.counter(&key).unwrap());
+        let never = CancelToken::new();
+        let watch = cb.watch_shared().unwrap();
+        // The first value is the current one (an absent key is 0).
+        assert_eq!(
+            counter_next_shared(&watch, Some(PATIENCE), &never)
+                .await
+                .unwrap(),
+            Some(0)
+        );
+        // Nothing changed: the timeout says so.
+        assert_eq!(
+            counter_next_shared(&watch, Some(Duration::from_millis(200)), &never)
+                .await
+                .unwrap(),
+            None
+        );
+        // Twenty adds from each client at once: none lost.
+        let adds_a: Vec<_> = (0..20).map(|_| ca.add_async(1)).collect();
+        let adds_b: Vec<_> = (0..20).map(|_| cb.add_async(2)).collect();
+        for c in adds_a.into_iter().chain(adds_b) {
+            c.await.unwrap();
+        }
+        assert_eq!(ca.get_async().await.unwrap(), 60);
+        assert!(!cb.compare_and_set_async(59, 0).await.unwrap());
+        assert!(cb.compare_and_set_async(60, 100).await.unwrap());
+        // The watch sees the latest value (values in between may be skipped).
+        let mut last = None;
+        while last != Some(100) {
+            last = counter_next_shared(&watch, Some(PATIENCE), &never)
+                .await
+                .unwrap();
+            assert!(last.is_some(), "no change seen");
+        }
+        // A pending next ends with the value set.
+        let mut pending = counter_next_shared(&watch, Some(PATIENCE), &never);
+        assert!(poll_once(&mut pending).await.is_none());
+        ca.set_async(7).await.unwrap();
+        assert_eq!(pending.await.unwrap(), Some(7));
+        // Closed: taken out of the shared slot.
+        let mut pending = counter_next_shared(&watch, Some(PATIENCE), &never);
+        assert!(poll_once(&mut pending).await.is_none());
+        drop(watch.lock().unwrap().take());
+        ca.set_async(8).await.unwrap();
+        let err = pending.await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
+    });
+}
+
+#[test]
+fn group_join_watch_and_loss_as_futures() {
+    use baton::aio::{members_next_shared, AsyncGroup, AsyncMember};
+    use baton::{MemberLost, MembershipEvent};
+    let f = Fixture::start();
+    let (a, b, c) = (f.client(), f.client(), f.client());
+    let prefix = unique("aio-group");
     rt().block_on(async {
         let never = CancelToken::new();
-        let gate = a.barrier(&key).unwrap();
-        assert!(gate.hold_async().await.unwrap());
-        let writer = a.write_lock(&prefix).unwrap();
-        assert!(writer.acquire_async(Some(PATIENCE)).await.unwrap());
-        // Warm the client's threads up with one of each.
-        let waiter = b.barrier(&key).unwrap();
-        let readers: Vec<_> = (0..200).map(|_| b.read_lock(&prefix).unwrap()).collect();
-        let mut first = waiter.wait_async(Some(PATIENCE), &never);
-        assert!(poll_once(&mut first).await.is_none());
-        let before = threads();
-        let mut waits: Vec<_> = (0..1000)
-            .map(|_| waiter.wait_async(Some(PATIENCE), &never))
-            .collect();
-        for w in &mut waits {
-            assert!(poll_once(w).await.is_none());
+        let (ga, gb) = (a.group(&prefix).unwrap(), b.group(&prefix).unwrap());
+        let watch = ga.watch_shared().unwrap();
+        let first = members_next_shared(&watch, Some(PATIENCE), &never)
+            .await
+            .unwrap();
+        assert_eq!(first, Some(MembershipEvent::Snapshot(vec![])));
+        let mb = gb.join_async("b", b"10.0.0.2").await.unwrap();
+        match members_next_shared(&watch, Some(PATIENCE), &never)
+            .await
+            .unwrap()
+        {
+            Some(MembershipEvent::Joined(m)) => assert_eq!(m.id, "b"),
+            other => panic!("{other:?}"),
         }
-        let mut acquires: Vec<_> = readers
-            .iter()
-            .map(|r| Box::pin(r.acquire_async(Some(PATIENCE))))
-            .collect();
-        for w in &mut acquires {
-            assert!(poll_once(w).await.is_none());
-        }
-        // Let their first steps run (each on a step thread, at most 8).
-        wait_for_entries(&a, &format!("{prefix}/"), PATIENCE, "readers queued", |e| {
-            e.len() == 201
-        });
-        let during = threads();
-        assert!(
-            during <= before + 10,
-            "threads {before} before 1,200 waits, {during} during"
+        let listed = ga.members_async().await.unwrap();
+        assert_eq!(
+            listed.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
         );
-        assert!(gate.release_async().await.unwrap());
-        for w in waits {
-            assert!(w.await.unwrap());
+        mb.update_value_async(b"10.0.0.3").await.unwrap();
+        match members_next_shared(&watch, Some(PATIENCE), &never)
+            .await
+            .unwrap()
+        {
+            Some(MembershipEvent::Updated(m)) => assert_eq!(m.value, b"10.0.0.3"),
+            other => panic!("{other:?}"),
         }
-        assert!(first.await.unwrap());
-        assert!(writer.release_async().await.unwrap());
-        for w in acquires {
-            assert!(w.await.unwrap());
+        // Still a member: the wait for its loss times out.
+        let err = mb
+            .lost_within(Some(Duration::from_millis(200)), &never)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        // Its session destroyed from elsewhere: the pending wait learns why.
+        let mut lost = mb.lost_within(Some(PATIENCE), &never);
+        assert!(poll_once(&mut lost).await.is_none());
+        c.sessions().destroy(mb.session().id()).unwrap();
+        assert!(matches!(lost.await.unwrap(), MemberLost::SessionLost(_)));
+        match members_next_shared(&watch, Some(PATIENCE), &never)
+            .await
+            .unwrap()
+        {
+            Some(MembershipEvent::Left(id)) => assert_eq!(id, "b"),
+            other => panic!("{other:?}"),
         }
-        assert!(readers.iter().all(|r| r.is_held()));
+        // A member that leaves on purpose.
+        let ma = ga.join_async("a", b"").await.unwrap();
+        assert!(ma.leave_async().await.unwrap());
+        assert_eq!(ma.lost(), Some(MemberLost::Left));
     });
+}
+
+/// The ordering rule, for `run_async`: the leader's session destroyed under it, its
+/// task's token fires before the next leader's task starts (one monotonic clock); the
+/// one-term run then ends, and the other candidate's run ends at its stop, with
+/// nothing held.
+#[test]
+fn an_async_leader_task_s_loss_fires_its_token_before_the_next_leader_starts() {
+    use baton::aio::AsyncLeaderTask;
+    use baton::SessionOptions;
+    use std::sync::{mpsc, Arc};
+    use std::time::Instant;
+    let f = Fixture::start();
+    let with_delay = || {
+        f.builder()
+            .default_session(
+                SessionOptions::default_for_client().lock_delay(Duration::from_secs(1)),
+            )
+            .build()
+            .unwrap()
+    };
+    let (ca, cb) = (with_delay(), with_delay());
+    let key = unique("aio-leader-task");
+    let (tx, rx) = mpsc::channel::<(&'static str, Instant)>();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let a = Arc::new(ca.leader_task(&key, "a").unwrap().requeue(false));
+    let b = Arc::new(cb.leader_task(&key, "b").unwrap());
+    let (stop_a, stop_b) = (CancelToken::new(), CancelToken::new());
+    let a_tx = tx.clone();
+    let run_a = rt.spawn({
+        let (a, stop) = (Arc::clone(&a), stop_a.clone());
+        async move {
+            a.run_async(
+                move |token| {
+                    let tx = a_tx.clone();
+                    async move {
+                        tx.send(("a started", Instant::now())).unwrap();
+                        token.cancelled().await;
+                        tx.send(("a token fired", Instant::now())).unwrap();
+                        Ok(())
+                    }
+                },
+                &stop,
+            )
+            .await
+        }
+    });
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap().0, "a started");
+    let b_tx = tx.clone();
+    let run_b = rt.spawn({
+        let (b, stop) = (Arc::clone(&b), stop_b.clone());
+        async move {
+            b.run_async(
+                move |token| {
+                    let tx = b_tx.clone();
+                    async move {
+                        tx.send(("b started", Instant::now())).unwrap();
+                        token.cancelled().await;
+                        Ok(())
+                    }
+                },
+                &stop,
+            )
+            .await
+        }
+    });
+    let sid_a = ca.default_session().unwrap().id().to_string();
+    f.client().sessions().destroy(&sid_a).unwrap();
+    let (mut a_fired, mut b_started) = (None, None);
+    while a_fired.is_none() || b_started.is_none() {
+        let (what, at) = rx.recv_timeout(PATIENCE).unwrap();
+        match what {
+            "a token fired" => a_fired = Some(at),
+            "b started" => b_started = Some(at),
+            other => panic!("unexpected {other}"),
+        }
+    }
+    // B's run is under way: a second run of it is refused.
+    let err = b.terms(&CancelToken::new()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    assert!(
+        a_fired.unwrap() < b_started.unwrap(),
+        "a's token fired after b's task started"
+    );
+    rt.block_on(async {
+        run_a.await.unwrap().unwrap();
+        assert!(b.is_leader());
+        stop_b.cancel();
+        run_b.await.unwrap().unwrap();
+    });
+    assert!(!a.is_leader() && !b.is_leader());
+    assert!(common::holder(&f.client(), &key).is_none());
 }

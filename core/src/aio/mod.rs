@@ -61,7 +61,11 @@ pub use call::Call;
 pub use contend::Contend;
 pub use lost::{Lost, SessionLost};
 pub use observe::{next_shared, LeaderStream, SharedLeaderStream};
-pub use waits::{AsyncBarrier, AsyncDoubleBarrier};
+pub use waits::{
+    counter_next_shared, members_next_shared, AsyncBarrier, AsyncCounter, AsyncDoubleBarrier,
+    AsyncGroup, AsyncLeaderTask, AsyncMember, LeaderTerms, SharedCounterWatch, SharedMembersWatch,
+    Term,
+};
 
 /// A boxed future of a baton call that a language binding (or any caller) can keep and move
 /// between threads: `Send` and `'static`, borrowing nothing.

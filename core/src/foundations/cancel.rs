@@ -130,6 +130,62 @@ impl CancelToken {
     }
 }
 
+impl CancelToken {
+    /// A future that resolves once the token is cancelled (at once if it already is),
+    /// for async code: `select!` a leader task's work against its token, say. It holds
+    /// no thread: the cancel wakes the task.
+    pub fn cancelled(&self) -> Cancelled {
+        Cancelled {
+            token: self.clone(),
+            waker: Arc::default(),
+            hook: None,
+        }
+    }
+}
+
+/// The future of [`CancelToken::cancelled`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Cancelled {
+    token: CancelToken,
+    waker: Arc<Mutex<Option<std::task::Waker>>>,
+    hook: Option<HookGuard>,
+}
+
+impl fmt::Debug for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cancelled")
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl std::future::Future for Cancelled {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = self.get_mut();
+        // The waker first: a cancel after it is in place wakes the task.
+        *lock(&this.waker) = Some(cx.waker().clone());
+        if this.hook.is_none() {
+            let waker = Arc::downgrade(&this.waker);
+            this.hook = Some(this.token.on_cancel(move || {
+                let w = waker.upgrade().and_then(|w| lock(&w).take());
+                if let Some(w) = w {
+                    w.wake();
+                }
+            }));
+        }
+        if this.token.is_cancelled() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
 /// A token cancelled when any of its sources is (see [`CancelToken::any_of`]); the links
 /// to the sources go when it drops.
 pub(crate) struct Linked {

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
@@ -187,6 +188,9 @@ pub struct Watch {
     notify: Receiver<()>,
     seen: u64,
     seen_bad: u64,
+    /// The waker of the task polling this watch ([`Watch::poll_next`]), told by
+    /// a change hook registered on its first poll.
+    waker: Option<Arc<Mutex<Option<Waker>>>>,
 }
 
 impl fmt::Debug for Watch {
@@ -260,6 +264,7 @@ pub(crate) fn subscribe(
         notify: rx,
         seen: 0,
         seen_bad: 0,
+        waker: None,
     })
 }
 
@@ -338,20 +343,8 @@ impl Watch {
         let closing = self.core.closing.receiver();
         loop {
             self.core.check_usable()?;
-            {
-                let d = lock(&self.shared.data);
-                if d.version > self.seen {
-                    if let Some(ev) = &d.current {
-                        self.seen = d.version;
-                        return Ok(ev.clone());
-                    }
-                }
-                if let (true, Some((n, msg))) = (strict, &d.bad_answer) {
-                    if *n > self.seen_bad {
-                        self.seen_bad = *n;
-                        return Err(Error::new(ErrorKind::BadResponse, msg.clone()));
-                    }
-                }
+            if let Some(r) = self.take_new(strict) {
+                return r;
             }
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(Error::new(ErrorKind::Cancelled, "watch cancelled"));
@@ -372,6 +365,64 @@ impl Watch {
                 recv(closing) -> _ => {}
                 recv(tick) -> _ => {}
             }
+        }
+    }
+}
+
+impl Watch {
+    /// A state this subscriber has not taken yet, if any (or, with `strict`, an
+    /// answer that could not be decoded, as an error).
+    fn take_new(&mut self, strict: bool) -> Option<Result<WatchEvent>> {
+        let d = lock(&self.shared.data);
+        if d.version > self.seen {
+            if let Some(ev) = &d.current {
+                self.seen = d.version;
+                return Some(Ok(ev.clone()));
+            }
+        }
+        if let (true, Some((n, msg))) = (strict, &d.bad_answer) {
+            if *n > self.seen_bad {
+                self.seen_bad = *n;
+                return Some(Err(Error::new(ErrorKind::BadResponse, msg.clone())));
+            }
+        }
+        None
+    }
+
+    /// [`Watch::next`] without blocking, for a future: the next state this
+    /// subscriber has not taken, else `Pending` with the task woken by the next
+    /// change (`strict`: see [`Watch::next_strict`]). Errors: `Closed` once the
+    /// client closes (the caller arranges to be woken by the close).
+    pub(crate) fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        strict: bool,
+    ) -> Poll<Result<WatchEvent>> {
+        if let Err(e) = self.core.check_usable() {
+            return Poll::Ready(Err(e));
+        }
+        let slot = match &self.waker {
+            Some(w) => Arc::clone(w),
+            None => {
+                let w: Arc<Mutex<Option<Waker>>> = Arc::default();
+                let hook_slot = Arc::downgrade(&w);
+                self.waker = Some(Arc::clone(&w));
+                *lock(&w) = Some(cx.waker().clone());
+                self.on_change(Arc::new(move || {
+                    let waker = hook_slot.upgrade().and_then(|s| lock(&s).take());
+                    if let Some(waker) = waker {
+                        waker.wake();
+                    }
+                }));
+                w
+            }
+        };
+        // The waker first: a change after it is in place wakes the task, one
+        // before it is taken below.
+        *lock(&slot) = Some(cx.waker().clone());
+        match self.take_new(strict) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
         }
     }
 }

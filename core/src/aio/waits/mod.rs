@@ -5,6 +5,13 @@
 //! token wakes the task. Their single requests are [`Call`]s.
 
 mod barrier;
+mod leader;
 mod stepped;
+mod values;
 
 pub use barrier::{AsyncBarrier, AsyncDoubleBarrier};
+pub use leader::{AsyncLeaderTask, LeaderTerms, Term};
+pub use values::{
+    counter_next_shared, members_next_shared, AsyncCounter, AsyncGroup, AsyncMember,
+    SharedCounterWatch, SharedMembersWatch,
+};

@@ -73,6 +73,11 @@ impl Client {
 }
 
 impl Counter {
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.client
+    }
+
     /// The key (after the key rule: without a leading `/`).
     pub fn key(&self) -> &str {
         &self.key
@@ -172,6 +177,7 @@ impl Counter {
     /// client share one long poll.
     pub fn watch(&self) -> Result<CounterWatch> {
         Ok(CounterWatch::new(
+            self.client.clone(),
             self.client.watch_key(&self.key)?,
             self.key.clone(),
         ))

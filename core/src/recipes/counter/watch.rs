@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::foundations::cancel::CancelToken;
@@ -29,6 +30,7 @@ enum Seen {
 ///
 /// Dropping the last watch of a key on a client stops its long poll.
 pub struct CounterWatch {
+    client: crate::client::Client,
     watch: Watch,
     key: Arc<str>,
     /// What the last `next` returned (`None`: nothing yet, or the poll failed since).
@@ -45,8 +47,9 @@ impl fmt::Debug for CounterWatch {
 }
 
 impl CounterWatch {
-    pub(super) fn new(watch: Watch, key: Arc<str>) -> CounterWatch {
+    pub(super) fn new(client: crate::client::Client, watch: Watch, key: Arc<str>) -> CounterWatch {
         CounterWatch {
+            client,
             watch,
             key,
             last: None,
@@ -95,12 +98,47 @@ impl CounterWatch {
                     return Err(e);
                 }
             };
-            let (seen, result) = self.read(&event);
-            if self.last.as_ref() == Some(&seen) {
-                continue;
+            if let Some(result) = self.take(&event) {
+                return result.map(Some);
             }
-            self.last = Some(seen);
-            return result.map(Some);
+        }
+    }
+
+    /// What `next` hands out for a watch answer: `None` when the value is the one
+    /// handed out last.
+    fn take(&mut self, event: &WatchEvent) -> Option<Result<i64>> {
+        let (seen, result) = self.read(event);
+        if self.last.as_ref() == Some(&seen) {
+            return None;
+        }
+        self.last = Some(seen);
+        Some(result)
+    }
+
+    /// The client it rides on.
+    pub(crate) fn client(&self) -> &crate::client::Client {
+        &self.client
+    }
+
+    /// [`CounterWatch::next`] without blocking, for the async layer: the next value, or
+    /// `Pending` with the task woken by the next change of the key. Errors as `next`'s
+    /// (`Closed` once the client closes; the caller is woken by the close itself).
+    pub(crate) fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<Result<i64>> {
+        loop {
+            match self.watch.poll_next(cx, true) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    if e.kind() == ErrorKind::BadResponse {
+                        self.last = None;
+                    }
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Ready(Ok(event)) => {
+                    if let Some(result) = self.take(&event) {
+                        return Poll::Ready(result);
+                    }
+                }
+            }
         }
     }
 

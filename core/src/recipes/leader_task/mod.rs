@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::foundations::cancel::CancelToken;
+use crate::foundations::cancel::{CancelToken, HookGuard};
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::recipes::election::{Election, Leader, LeaderEvent};
 use crate::recipes::lock::LockLost;
@@ -124,7 +124,7 @@ pub struct LeaderTask {
     started: Option<StartedCallback>,
     stopped: Option<StoppedCallback>,
     new_leader: Option<NewLeaderCallback>,
-    running: AtomicBool,
+    running: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for LeaderTask {
@@ -160,7 +160,7 @@ impl LeaderTask {
             started: None,
             stopped: None,
             new_leader: None,
-            running: AtomicBool::new(false),
+            running: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -261,15 +261,42 @@ impl LeaderTask {
     where
         F: FnMut(&CancelToken) -> Result<()>,
     {
+        let _run = self.start_run()?;
+        let mut hand_over: Option<String> = None;
+        loop {
+            if let Some(session) = hand_over.take() {
+                self.wait_for_hand_over(&session, stop);
+            }
+            if !self.elect(stop)? {
+                return Ok(());
+            }
+            let term = match self.begin_term(stop) {
+                Begin::Started(term) => term,
+                Begin::Stopped(resigned) => return resigned,
+            };
+            let result = task(&term.token);
+            match self.end_term(term, result, stop) {
+                Flow::Done(outcome) => return outcome,
+                Flow::Again { hand_over: h } => hand_over = h,
+            }
+        }
+    }
+
+    /// Marks a run as started (kind `Conflict` if one is running) and starts
+    /// the `on_new_leader` feed; the guard ends both, resigning first.
+    pub(crate) fn start_run(&self) -> Result<RunGuard> {
         if self.running.swap(true, Ordering::SeqCst) {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!("leader task {:?} is already running", self.key()),
             ));
         }
-        let _running = Running(&self.running);
-        // Dropped after the resign guard: no `on_new_leader` after `run` returns.
-        let _feed = match &self.new_leader {
+        let mut guard = RunGuard {
+            running: Arc::clone(&self.running),
+            election: self.election.view(),
+            _feed: None,
+        };
+        guard._feed = match &self.new_leader {
             Some(cb) => Some(NewLeaderFeed::start(
                 self.election.lock().shared_client(),
                 self.key(),
@@ -277,74 +304,67 @@ impl LeaderTask {
             )?),
             None => None,
         };
-        let _resign = ResignOnExit(&self.election);
-        // After a term the task ended itself: the session it led with, to let
-        // another candidate take over first.
-        let mut hand_over: Option<String> = None;
+        Ok(guard)
+    }
+
+    /// Campaigns until elected (`Ok(true)`) or `stop` fires (`Ok(false)`),
+    /// retrying transient failures; other errors end the run.
+    fn elect(&self, stop: &CancelToken) -> Result<bool> {
         loop {
-            if let Some(session) = hand_over.take() {
-                self.wait_for_hand_over(&session, stop);
-            }
             if stop.is_cancelled() {
-                return Ok(());
+                return Ok(false);
             }
             match self.election.campaign(&self.value, None, Some(stop)) {
-                Ok(true) => {}
+                Ok(true) => return Ok(true),
                 Ok(false) => continue,
-                Err(_) if stop.is_cancelled() => return Ok(()),
-                Err(e) if e.is_transient() => {
-                    log::warn!(
-                        "baton leader task {:?}: campaign failed, retrying: {e}",
-                        self.key()
-                    );
-                    stop.wait_timeout(self.requeue_delay.max(Duration::from_millis(100)));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            let session = self.election.sequencer().map(|s| s.session);
-            let (why, resigned) = self.term(&mut task, stop);
-            if let (Some(cb), Some(why)) = (&self.stopped, &why) {
-                cb(why);
-            }
-            match why {
-                // Stopped before the task started.
-                None => return resigned,
-                Some(StoppedLeading::Stopped) => return resigned,
-                Some(StoppedLeading::Failed(e)) => {
-                    if !self.requeue {
-                        return Err(e);
+                Err(e) => match self.campaign_failed(e, stop) {
+                    Some(e) => return Err(e),
+                    None => {
+                        stop.wait_timeout(self.retry_pause());
                     }
-                    log::warn!(
-                        "baton leader task {:?}: the task failed ({e}); resigned, \
-                         campaigning again",
-                        self.key()
-                    );
-                    hand_over = session;
-                }
-                Some(StoppedLeading::Returned) => hand_over = session,
-                Some(StoppedLeading::Lost(why)) => {
-                    log::info!(
-                        "baton leader task {:?}: leadership lost ({why}), task returned",
-                        self.key()
-                    );
-                }
-            }
-            if !self.requeue {
-                return Ok(());
+                },
             }
         }
     }
 
-    /// One term, just elected: the task with its token, then the resign.
-    /// Returns why it ended (`None`: `stop` fired before the task started)
-    /// and the resign's outcome.
-    fn term<F>(&self, task: &mut F, stop: &CancelToken) -> (Option<StoppedLeading>, Result<()>)
-    where
-        F: FnMut(&CancelToken) -> Result<()>,
-    {
+    /// A failed campaign: `None` when the run goes on (after
+    /// [`LeaderTask::retry_pause`]; `stop` fired, or a transient error, logged),
+    /// else the error that ends it.
+    pub(crate) fn campaign_failed(&self, e: Error, stop: &CancelToken) -> Option<Error> {
         if stop.is_cancelled() {
-            return (None, self.resign());
+            return None;
+        }
+        if e.is_transient() {
+            log::warn!(
+                "baton leader task {:?}: campaign failed, retrying: {e}",
+                self.key()
+            );
+            return None;
+        }
+        Some(e)
+    }
+
+    /// How long a campaign that failed transiently waits before the next.
+    pub(crate) fn retry_pause(&self) -> Duration {
+        self.requeue_delay.max(Duration::from_millis(100))
+    }
+
+    /// The value this candidate campaigns with.
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// How long a candidate whose term ended waits for another to take over.
+    pub(crate) fn hand_over_wait(&self) -> Duration {
+        self.requeue_delay
+    }
+
+    /// Just elected: the task's token (fired by the loss of this holding or
+    /// by `stop`) and the `on_started_leading` callback; or, when `stop`
+    /// fired first, the resign's outcome.
+    pub(crate) fn begin_term(&self, stop: &CancelToken) -> Begin {
+        if stop.is_cancelled() {
+            return Begin::Stopped(self.resign());
         }
         // The election's token for this holding (already fired if it is over),
         // and `stop`, both fire the task's token: on the thread that signals the
@@ -359,11 +379,21 @@ impl LeaderTask {
             let t = token.clone();
             stop.on_cancel(move || t.cancel())
         };
+        let session = self.election.sequencer().map(|s| s.session);
         if let Some(cb) = &self.started {
             cb();
         }
-        let result = task(&token);
-        drop((on_loss, on_stop));
+        Begin::Started(TermStart {
+            token,
+            session,
+            _links: (on_loss, on_stop),
+        })
+    }
+
+    /// The task of `term` returned `result`: why the term ended, the resign
+    /// (unless it was lost), `on_stopped_leading`, and what the run does next.
+    pub(crate) fn end_term(&self, term: TermStart, result: Result<()>, stop: &CancelToken) -> Flow {
+        let TermStart { session, .. } = term;
         let why = if !self.election.is_leader() {
             if let Err(e) = &result {
                 log::debug!("baton leader task {:?}: after the loss: {e}", self.key());
@@ -384,7 +414,35 @@ impl LeaderTask {
             StoppedLeading::Lost(_) => Ok(()),
             _ => self.resign(),
         };
-        (Some(why), resigned)
+        if let Some(cb) = &self.stopped {
+            cb(&why);
+        }
+        let hand_over = match why {
+            StoppedLeading::Stopped => return Flow::Done(resigned),
+            StoppedLeading::Failed(e) => {
+                if !self.requeue {
+                    return Flow::Done(Err(e));
+                }
+                log::warn!(
+                    "baton leader task {:?}: the task failed ({e}); resigned, \
+                     campaigning again",
+                    self.key()
+                );
+                session
+            }
+            StoppedLeading::Returned => session,
+            StoppedLeading::Lost(why) => {
+                log::info!(
+                    "baton leader task {:?}: leadership lost ({why}), task returned",
+                    self.key()
+                );
+                None
+            }
+        };
+        if !self.requeue {
+            return Flow::Done(Ok(()));
+        }
+        Flow::Again { hand_over }
     }
 
     /// Resigns; an unconfirmed resign is logged and returned (the release
@@ -431,27 +489,56 @@ impl LeaderTask {
     }
 }
 
-/// Marks `run` as not running when it returns or unwinds.
-struct Running<'a>(&'a AtomicBool);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
+/// A run of a leader task: marks it running and feeds `on_new_leader` while it
+/// lives; dropped (the run returned, unwound, or its async caller gave up), it
+/// resigns a leadership still held, then stops the feed (no `on_new_leader`
+/// after it) and marks the task as not running.
+pub(crate) struct RunGuard {
+    running: Arc<AtomicBool>,
+    election: Election,
+    _feed: Option<NewLeaderFeed>,
 }
 
-/// Resigns a leadership still held when `run` returns early or unwinds.
-struct ResignOnExit<'a>(&'a Election);
-
-impl Drop for ResignOnExit<'_> {
+impl Drop for RunGuard {
     fn drop(&mut self) {
-        if self.0.is_leader() {
-            if let Err(e) = self.0.resign() {
+        if self.election.is_leader() {
+            if let Err(e) = self.election.resign() {
                 log::warn!(
                     "baton leader task {:?}: resign on exit not confirmed: {e}",
-                    self.0.key()
+                    self.election.key()
                 );
             }
         }
+        self._feed = None;
+        self.running.store(false, Ordering::SeqCst);
     }
+}
+
+/// A term just begun (see [`LeaderTask::begin_term`]).
+pub(crate) enum Begin {
+    /// The task may start, with this term's token.
+    Started(TermStart),
+    /// `stop` fired first: the resign's outcome, and the run is over.
+    Stopped(Result<()>),
+}
+
+/// A term under way: the task's token and what links it to the loss and `stop`.
+pub(crate) struct TermStart {
+    /// Fired the moment leadership ends or `stop` fires.
+    pub(crate) token: CancelToken,
+    /// The session it leads with, to let another candidate take over after it.
+    session: Option<String>,
+    _links: (HookGuard, HookGuard),
+}
+
+/// What a run does after a term (see [`LeaderTask::end_term`]).
+pub(crate) enum Flow {
+    /// Campaign again, first waiting for another candidate to take over from
+    /// `hand_over` (the session a term that ended itself led with).
+    Again {
+        /// The session of the term that ended, when it ended itself.
+        hand_over: Option<String>,
+    },
+    /// The run is over, with this outcome.
+    Done(Result<()>),
 }

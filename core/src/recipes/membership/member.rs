@@ -71,6 +71,8 @@ struct Shared {
 /// makes sense while a member (serving as a pool's worker) can stop.
 pub struct Member {
     shared: Arc<Shared>,
+    /// A handle of the async layer's step threads: its drop leaves nothing.
+    view: bool,
 }
 
 impl fmt::Debug for Member {
@@ -105,7 +107,10 @@ impl Member {
                 session_hook: None,
             }),
         });
-        let member = Member { shared };
+        let member = Member {
+            shared,
+            view: false,
+        };
         let sh = &member.shared;
         let core = client.core().clone();
         let as_of = pair.modify_index;
@@ -149,6 +154,20 @@ impl Member {
     /// The session the member's key is acquired with.
     pub fn session(&self) -> &Session {
         &self.shared.session
+    }
+
+    /// Another handle on this membership whose drop leaves nothing: the async
+    /// API's step threads act through it while the future borrows `self`.
+    pub(crate) fn view(&self) -> Member {
+        Member {
+            shared: Arc::clone(&self.shared),
+            view: true,
+        }
+    }
+
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.shared.client
     }
 
     /// Whether this is still a member: not left, not lost, session valid.
@@ -343,6 +362,9 @@ fn not_member(id: &str, r: MemberLost) -> Error {
 
 impl Drop for Member {
     fn drop(&mut self) {
+        if self.view {
+            return;
+        }
         let sh = &self.shared;
         if sh.end(MemberLost::Left) && !sh.client.is_closed() {
             if let Err(e) = remove(sh.client.conn(), &sh.key, sh.session.id()) {

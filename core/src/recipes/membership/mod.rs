@@ -119,6 +119,11 @@ fn check_id(id: &str) -> Result<()> {
 }
 
 impl Group {
+    /// The client it talks through.
+    pub(crate) fn shared_client(&self) -> &Client {
+        &self.client
+    }
+
     /// The prefix (without a trailing `/`).
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -233,7 +238,11 @@ impl Group {
     /// Errors: `Closed`.
     pub fn watch(&self) -> Result<MembersWatch> {
         let w = self.client.watch_prefix(&self.listing())?;
-        Ok(MembersWatch::new(self.prefix.clone(), w))
+        Ok(MembersWatch::new(
+            self.client.clone(),
+            self.prefix.clone(),
+            w,
+        ))
     }
 }
 

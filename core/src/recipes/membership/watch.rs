@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{ErrorKind, Result};
-use crate::runtime::watch::Watch;
+use crate::runtime::watch::{Watch, WatchEvent};
 
 use super::{live_members, MemberInfo};
 
@@ -35,6 +36,7 @@ pub enum MembershipEvent {
 /// events of one answer come leaves first, then joins, then updates, each
 /// sorted by id.
 pub struct MembersWatch {
+    client: crate::client::Client,
     prefix: String,
     watch: Watch,
     /// The members as last reported (`None` before the snapshot).
@@ -53,8 +55,9 @@ impl fmt::Debug for MembersWatch {
 }
 
 impl MembersWatch {
-    pub(super) fn new(prefix: String, watch: Watch) -> MembersWatch {
+    pub(super) fn new(client: crate::client::Client, prefix: String, watch: Watch) -> MembersWatch {
         MembersWatch {
+            client,
             prefix,
             watch,
             known: None,
@@ -89,18 +92,45 @@ impl MembersWatch {
                 Err(e) if e.kind() == ErrorKind::Timeout => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let now: BTreeMap<String, MemberInfo> = live_members(&self.prefix, &state.entries)
-                .into_iter()
-                .map(|m| (m.id.clone(), m))
-                .collect();
-            match &self.known {
-                None => {
-                    let all = now.values().cloned().collect();
-                    self.pending.push_back(MembershipEvent::Snapshot(all));
-                }
-                Some(before) => self.pending.extend(diff(before, &now)),
+            self.absorb(&state);
+        }
+    }
+
+    /// Queues the events that a watch answer brings: the snapshot first, then
+    /// the differences from the last answer.
+    fn absorb(&mut self, state: &WatchEvent) {
+        let now: BTreeMap<String, MemberInfo> = live_members(&self.prefix, &state.entries)
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        match &self.known {
+            None => {
+                let all = now.values().cloned().collect();
+                self.pending.push_back(MembershipEvent::Snapshot(all));
             }
-            self.known = Some(now);
+            Some(before) => self.pending.extend(diff(before, &now)),
+        }
+        self.known = Some(now);
+    }
+
+    /// The client it rides on.
+    pub(crate) fn client(&self) -> &crate::client::Client {
+        &self.client
+    }
+
+    /// [`MembersWatch::next`] without blocking, for the async layer: the next event,
+    /// or `Pending` with the task woken by the next change under the prefix. Errors:
+    /// `Closed` once the client closes (the caller is woken by the close itself).
+    pub(crate) fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Result<MembershipEvent>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Poll::Ready(Ok(ev));
+            }
+            match self.watch.poll_next(cx, false) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(state)) => self.absorb(&state),
+            }
         }
     }
 }
