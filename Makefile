@@ -50,7 +50,7 @@ test-cli:
 	$(CARGO) test -p consul-baton-cli -- --nocapture
 
 ## The Rust examples, each against CONSUL_HTTP_ADDR or its own dev server; a failing one fails the target.
-RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock async_tokio async_smol
+RUST_EXAMPLES := leader_election semaphore_workers fenced_write health_checked_lock async_tokio async_smol double_barrier_batch
 examples-rust:
 	$(CARGO) build -p baton-examples --bins
 	set -e; for ex in $(RUST_EXAMPLES); do echo "== example $$ex"; ./target/debug/$$ex; done
@@ -82,6 +82,8 @@ test-python: python-install
 	$(PY) examples/python/leader_election.py
 	$(PY) examples/python/semaphore_worker.py
 	$(PY) examples/python/health_checked_lock.py
+	$(PY) examples/python/leader_task.py
+	$(PY) examples/python/group_membership.py
 
 ## py-consul's own test suite (PyPI's sdist of py-consul $(PYCONSUL_VERSION)) against baton-devserver,
 ## through our conftest (tests/pyconsul/); fails when a test in tests/pyconsul/expected-pass.txt fails.
@@ -250,7 +252,7 @@ test-pretty: python-install node-build
 
 ## The Node examples (addon and dev server already built), each against CONSUL_HTTP_ADDR or a
 ## dev server it starts; a failing one fails the target.
-NODE_EXAMPLES := leader_election semaphore_worker health_checked_lock
+NODE_EXAMPLES := leader_election semaphore_worker health_checked_lock rwlock_cache counter
 examples-node:
 	set -e; for ex in $(NODE_EXAMPLES); do echo "== example $$ex"; node examples/node/$$ex.js; done
 
@@ -366,7 +368,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_recipes_more.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 
@@ -471,6 +473,7 @@ examples-c: examples-c-build
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/semaphore_worker 5 2 3
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver examples/c/leader_demo.sh $(C_EXAMPLES_OUT)
 	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/health_checked_lock
+	ffi/tests/c/with-devserver.sh target/debug/baton-devserver $(C_EXAMPLES_OUT)/multilock_transfer 25
 
 ## Builds the C examples (and the debug libbaton and dev server they run against).
 .PHONY: examples-c-build
@@ -478,7 +481,7 @@ examples-c-build:
 	$(MAKE) ffi-lib FFI_PROFILE=debug
 	$(CARGO) build -p consul-baton-devserver
 	mkdir -p $(C_EXAMPLES_OUT)
-	set -e; for ex in leader_worker semaphore_worker health_checked_lock; do \
+	set -e; for ex in leader_worker semaphore_worker health_checked_lock multilock_transfer; do \
 		cc -std=c11 $(CWARN) -Iinclude examples/c/$$ex.c -Ltarget/debug/baton-lib -lbaton -pthread \
 			-Wl,-rpath,$(CURDIR)/target/debug/baton-lib -o $(C_EXAMPLES_OUT)/$$ex; done
 

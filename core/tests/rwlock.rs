@@ -219,3 +219,19 @@ fn losing_the_session_ends_the_holding() {
     assert!(w.release().unwrap());
     wait_for_entries(&c1, &prefix, PATIENCE, "every key gone", |e| e.is_empty());
 }
+
+/// A prefix too long for Consul: the acquire fails with Consul's refusal, and
+/// nothing is left owed for close (the contender key was never written).
+#[test]
+fn a_prefix_consul_refuses_fails_the_acquire_and_leaves_close_nothing_to_do() {
+    let f = Fixture::start();
+    let c = f.client();
+    let prefix = format!("{}/{}", unique("rw-huge"), "r".repeat(1 << 20));
+    let rw = c.read_lock(&prefix).unwrap();
+    let err = rw.acquire(Some(SHORT), None).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(!rw.is_held());
+    drop(rw);
+    let report = c.close_report(PATIENCE);
+    assert!(report.is_complete(), "{report}");
+}

@@ -99,9 +99,15 @@ impl Core {
             // through although the client is now closed.
             let _finishing = crate::foundations::scope::finishing();
             let _bound = crate::foundations::scope::deadline(Some(deadline));
-            if let Err(e) = until_answered(deadline, |_| run(&self.conn)) {
-                log::warn!("baton: could not give back {key} on close: {e}");
-                report.unconfirmed_releases.push(key);
+            match until_answered(deadline, |_| run(&self.conn)) {
+                Ok(()) => {}
+                Err(e) if super::owed_work_refused(&e) => {
+                    log::debug!("baton: {key} cannot be given back ({e}): nothing to free");
+                }
+                Err(e) => {
+                    log::warn!("baton: could not give back {key} on close: {e}");
+                    report.unconfirmed_releases.push(key);
+                }
             }
         }
         let sessions: Vec<Arc<SessionShared>> =
@@ -204,7 +210,11 @@ impl fmt::Display for CloseReport {
         if !self.unconfirmed_releases.is_empty() {
             parts.push(format!(
                 "Consul did not confirm the release of {} (held until their session expires or is destroyed)",
-                self.unconfirmed_releases.join(", ")
+                self.unconfirmed_releases
+                    .iter()
+                    .map(|k| shortened(k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if !self.sessions_not_destroyed.is_empty() {
@@ -226,5 +236,14 @@ impl fmt::Display for CloseReport {
             ));
         }
         f.write_str(&parts.join("; "))
+    }
+}
+
+/// A key as a message shows it: at most 200 characters, the rest elided.
+fn shortened(key: &str) -> String {
+    const SHOWN: usize = 200;
+    match key.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes)", &key[..at], key.len()),
+        None => key.to_string(),
     }
 }

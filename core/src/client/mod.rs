@@ -460,9 +460,7 @@ impl Client {
             let _kept = (&keep, &entry);
             match run(c.conn()) {
                 Ok(()) => Next::Done,
-                Err(e) if matches!(e.kind(), ErrorKind::Closed | ErrorKind::PermissionDenied) => {
-                    Next::Done
-                }
+                Err(e) if e.kind() == ErrorKind::Closed || owed_work_refused(&e) => Next::Done,
                 Err(e) => {
                     log::debug!("baton {what}: {e}");
                     owed.failed(&e)
@@ -665,4 +663,14 @@ impl Client {
     pub fn is_closed(&self) -> bool {
         self.core().is_closed()
     }
+}
+
+/// Whether Consul's answer to owed work means it can never be made, so retrying is
+/// pointless: denied by the ACLs, or refused as malformed (a key too long for Consul
+/// was never written, so there is nothing of it to delete).
+pub(crate) fn owed_work_refused(e: &crate::foundations::error::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::PermissionDenied | ErrorKind::InvalidArgument
+    )
 }
