@@ -7,8 +7,8 @@
 //! to the counter, then `leave`s — nobody tears down until all four are done. A
 //! fifth worker arrives late, after the round is open: it is not counted in, and
 //! its `enter` times out with nothing left behind. The run checks that no worker
-//! started before the last one entered, that none finished leaving before the last
-//! one was done, and that the counter holds every item.
+//! finished leaving before the last one was done, that the latecomer left no key
+//! behind, and that the counter holds every item.
 //!
 //! `cargo run -p baton-examples --bin double_barrier_batch`
 
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton::aio::{AsyncCounter, AsyncDoubleBarrier};
+use baton::aio::{AsyncClient, AsyncCounter, AsyncDoubleBarrier};
 use baton::CancelToken;
 use baton_examples::{run_prefix, Target};
 
@@ -37,21 +37,31 @@ async fn main() -> Result<(), baton::Error> {
         let counter = client.counter(&format!("{prefix}/processed"))?;
         let (entered, done, never) = (entered.clone(), done.clone(), never.clone());
         workers.push(tokio::spawn(async move {
-            assert!(barrier.enter_async(Some(Duration::from_secs(30)), &never).await?);
+            assert!(
+                barrier
+                    .enter_async(Some(Duration::from_secs(30)), &never)
+                    .await?
+            );
             let seen = entered.fetch_add(1, Ordering::SeqCst) + 1;
             println!("worker {n}: entered ({seen} in so far)");
-            // The barrier opened only once all were registered: by now every
-            // worker is past its enter or about to return from it.
             for _ in 0..ITEMS_EACH {
                 counter.add_async(1).await?;
             }
             done.fetch_add(1, Ordering::SeqCst);
             println!("worker {n}: processed {ITEMS_EACH} items, leaving");
-            assert!(barrier.leave_async(Some(Duration::from_secs(30)), &never).await?);
+            assert!(
+                barrier
+                    .leave_async(Some(Duration::from_secs(30)), &never)
+                    .await?
+            );
             let finished = done.load(Ordering::SeqCst);
-            assert_eq!(finished, WORKERS, "worker {n} left before everyone was done");
+            assert_eq!(
+                finished, WORKERS,
+                "worker {n} left before everyone was done"
+            );
             println!("worker {n}: left (all {finished} done)");
-            client.close();
+            let report = client.close_async(Duration::from_secs(10)).await?;
+            assert!(report.is_complete(), "worker {n} closed with {report}");
             Ok::<_, baton::Error>(())
         }));
     }
@@ -65,13 +75,23 @@ async fn main() -> Result<(), baton::Error> {
     let entered_late = barrier
         .enter_async(Some(Duration::from_millis(500)), &never)
         .await?;
-    assert!(!entered_late, "a lone participant cannot complete a round of {WORKERS}");
+    assert!(
+        !entered_late,
+        "a lone participant cannot complete a round of {WORKERS}"
+    );
     let left_behind = late.kv().list(&format!("{prefix}/round/participants/"))?;
-    assert!(left_behind.is_empty(), "the timed-out enter left {left_behind:?}");
-    let total = late.counter(&format!("{prefix}/processed"))?.get_async().await?;
+    assert!(
+        left_behind.is_empty(),
+        "the timed-out enter left {left_behind:?}"
+    );
+    let total = late
+        .counter(&format!("{prefix}/processed"))?
+        .get_async()
+        .await?;
     assert_eq!(total, WORKERS as i64 * ITEMS_EACH);
     println!("latecomer: timed out with nothing left behind; {total} items processed in all");
     late.kv().delete_tree(&prefix)?;
-    late.close();
+    let report = late.close_async(Duration::from_secs(10)).await?;
+    assert!(report.is_complete(), "latecomer closed with {report}");
     Ok(())
 }
