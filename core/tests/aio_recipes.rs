@@ -302,8 +302,24 @@ fn an_async_leader_task_s_loss_fires_its_token_before_the_next_leader_starts() {
         .enable_all()
         .build()
         .unwrap();
-    let a = Arc::new(ca.leader_task(&key, "a").unwrap().requeue(false));
-    let b = Arc::new(cb.leader_task(&key, "b").unwrap());
+    let (a_stopped_tx, a_stopped_rx) = mpsc::channel::<String>();
+    let (b_sees_tx, b_sees_rx) = mpsc::channel::<Option<Vec<u8>>>();
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let a = Arc::new(
+        ca.leader_task(&key, "a")
+            .unwrap()
+            .requeue(false)
+            .on_started_leading({
+                let started = Arc::clone(&started);
+                move || {
+                    started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+            .on_stopped_leading(move |why| a_stopped_tx.send(why.to_string()).unwrap()),
+    );
+    let b = Arc::new(cb.leader_task(&key, "b").unwrap().on_new_leader(move |l| {
+        let _ = b_sees_tx.send(l.map(|l| l.value));
+    }));
     let (stop_a, stop_b) = (CancelToken::new(), CancelToken::new());
     let a_tx = tx.clone();
     let run_a = rt.spawn({
@@ -343,6 +359,12 @@ fn an_async_leader_task_s_loss_fires_its_token_before_the_next_leader_starts() {
             .await
         }
     });
+    // B's run is under way: its feed reports A as the leader.
+    assert_eq!(
+        b_sees_rx.recv_timeout(PATIENCE).unwrap(),
+        Some(b"a".to_vec())
+    );
+    assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
     let sid_a = ca.default_session().unwrap().id().to_string();
     f.client().sessions().destroy(&sid_a).unwrap();
     let (mut a_fired, mut b_started) = (None, None);
@@ -361,6 +383,8 @@ fn an_async_leader_task_s_loss_fires_its_token_before_the_next_leader_starts() {
         a_fired.unwrap() < b_started.unwrap(),
         "a's token fired after b's task started"
     );
+    let why = a_stopped_rx.recv_timeout(PATIENCE).unwrap();
+    assert!(why.starts_with("lost: session_lost"), "{why}");
     rt.block_on(async {
         run_a.await.unwrap().unwrap();
         assert!(b.is_leader());
