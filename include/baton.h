@@ -109,6 +109,12 @@
 // `/` is dropped, never added), always holds a sequencer of that lock.
 #define BATON_SEQUENCER_OVERHEAD 80
 
+// `baton_rwlock_new`'s mode: the reader side (shared with other readers).
+#define BATON_RW_READ 1
+
+// `baton_rwlock_new`'s mode: the writer side (exclusive).
+#define BATON_RW_WRITE 2
+
 // The `ttl_ms` of a session without a TTL (the same value as
 // `BATON_WAIT_FOREVER`). Nothing expires such a session while its node is
 // alive and its health checks pass: a process that crashes or hangs keeps its
@@ -237,6 +243,32 @@ typedef uint32_t baton_lost_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Why a leader's term ended (`baton_stopped_leading.reason`). A term ends only
+// once the task has returned.
+enum baton_stop_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The task returned 0; leadership was given back (resigned).
+  BATON_STOP_RETURNED = 1,
+  // The task returned another value (`task_result`); leadership was given back.
+  BATON_STOP_FAILED = 2,
+  // Leadership ended under the task (`lost` says why): its token fired then,
+  // and the term ended when the task returned.
+  BATON_STOP_LOST = 3,
+  // `stop` fired: the task's token fired, and leadership was given back once
+  // the task returned.
+  BATON_STOP_STOPPED = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum baton_stop_reason baton_stop_reason;
+#else
+typedef uint32_t baton_stop_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // The level of a log record, most severe first (the numbers of Rust's `log`
 // crate). As `max_level` of `baton_set_log_callback`, the least severe level
 // passed on; `BATON_LOG_OFF` passes none.
@@ -268,6 +300,52 @@ typedef uint32_t baton_log_level;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Why a membership ended.
+enum baton_member_lost
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // This process left (`baton_member_leave`, or `baton_member_free`).
+  BATON_MEMBER_LEFT = 1,
+  // The member key no longer carries our session (deleted or released by
+  // someone else).
+  BATON_MEMBER_KEY_CHANGED = 2,
+  // The member's session was lost; the session reason says why.
+  BATON_MEMBER_SESSION_LOST = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum baton_member_lost baton_member_lost;
+#else
+typedef uint32_t baton_member_lost;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What a `baton_membership_event` reports.
+enum baton_membership_event_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The members when the watch started (the first event), sorted by id, in
+  // `members`.
+  BATON_MEMBERSHIP_SNAPSHOT = 1,
+  // A member joined: `members[0]`.
+  BATON_MEMBERSHIP_JOINED = 2,
+  // The member `id` left or was lost (`members` is empty).
+  BATON_MEMBERSHIP_LEFT = 3,
+  // A member changed its value: `members[0]`.
+  BATON_MEMBERSHIP_UPDATED = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum baton_membership_event_kind baton_membership_event_kind;
+#else
+typedef uint32_t baton_membership_event_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // What happened to a session.
 enum baton_event_kind
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -289,6 +367,12 @@ typedef uint32_t baton_event_kind;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// A barrier on one KV key: while the key is there, `baton_barrier_wait`
+// blocks; once it is removed every waiter goes on. Any process may raise or
+// lower it (the key carries no owner). Thread-safe; freeing it leaves the key
+// as it is.
+typedef struct baton_barrier baton_barrier;
+
 // A cancellation signal: pass it to blocking calls, and call `baton_cancel_cancel`
 // from any thread to make them return `BATON_CANCELLED` promptly. Thread-safe.
 // Once cancelled it stays cancelled; make a new one for the next call.
@@ -299,17 +383,72 @@ typedef struct baton_cancel baton_cancel;
 // may be called on one client from several threads at once.
 typedef struct baton_client baton_client;
 
+// A counter kept in one KV key (its decimal value; an absent key is 0).
+// Every change but `baton_counter_set` is a read then a check-and-set write,
+// retried when another writer won, so concurrent adds from any number of
+// processes all count, exactly once each. The key is not bound to a session:
+// the value outlives the process. Thread-safe.
+typedef struct baton_counter baton_counter;
+
+// A watch of a counter's value. Watches of one key on one client share one
+// long poll. Use it from one thread at a time (a second `next` on another
+// thread waits for the first).
+typedef struct baton_counter_watch baton_counter_watch;
+
+// One participant of a double barrier of `count` participants on a prefix:
+// `baton_double_barrier_enter` returns once `count` participants are there,
+// `baton_double_barrier_leave` once all of them have left. Each participant
+// key is bound to a session, so a dead participant stops counting. A handle
+// enters, leaves, then may enter again. Thread-safe; freeing a handle that
+// entered and has not left removes its key without waiting.
+typedef struct baton_double_barrier baton_double_barrier;
+
 // A participant in the leader election on one key (a lock whose value names
 // the leader). Thread-safe. Freeing it while leading resigns.
 typedef struct baton_election baton_election;
+
+// A group of members under one KV prefix: member `id` is the key
+// `<prefix>/<id>`, acquired with its member's session, so the group lists
+// exactly the processes alive in it. The handle holds no state at Consul.
+// Thread-safe.
+typedef struct baton_group baton_group;
+
+// Runs a task while leading an election, and only then (client-go's
+// `RunOrDie` with Curator's `autoRequeue`): campaign, run the task with a
+// token that fires the moment leadership ends, resign when it returns,
+// campaign again. Thread-safe; one `run` at a time.
+typedef struct baton_leader_task baton_leader_task;
 
 // A lock on one key. On the wire it is Go's `api.Lock` (flags
 // `0x2ddccbc058a50c18`), so Go services and baton processes exclude each other.
 // Thread-safe. Freeing a held lock releases it first.
 typedef struct baton_lock baton_lock;
 
+// One membership of a group, from `baton_group_join`. It lasts until
+// `baton_member_leave`, `baton_member_free` (which leaves), or its loss (the
+// session ends or the key stops carrying it). Thread-safe.
+typedef struct baton_member baton_member;
+
+// A watch of a group's members, from `baton_group_watch`. Use it from one
+// thread at a time (a second `next` on another thread waits for the first).
+typedef struct baton_members_watch baton_members_watch;
+
+// A lock on a set of keys, taken in one transaction: all of them or none.
+// Every key is written in Go's `api.Lock` format, so a `baton_lock` (or a Go
+// `api.Lock`) on any one key excludes it. Thread-safe. Freeing a held
+// multi-key lock releases it.
+typedef struct baton_multilock baton_multilock;
+
 // Follows the leader of one election key.
 typedef struct baton_observer baton_observer;
+
+// One side of the read-write lock on a prefix: readers share it, a writer
+// holds it alone, and contenders are served in the order they arrived (a
+// writer waiting behind readers is not overtaken by later readers). Each
+// acquire creates its own contender key `<prefix>/<name>` valued `read` or
+// `write`, bound to the client's default session. Thread-safe. Freeing a held
+// handle releases it.
+typedef struct baton_rwlock baton_rwlock;
 
 // A counting semaphore: contender keys `<prefix>/<session>` plus a `<prefix>/.lock`
 // key holding `{"Limit","Holders"}`, updated by check-and-set, exactly as Go's
@@ -507,6 +646,77 @@ typedef struct baton_kv_entry {
   char session[BATON_SESSION_ID_BUF];
 } baton_kv_entry;
 
+// Called on the thread running `baton_leader_task_run` each time this
+// candidate is elected, just before the task starts.
+typedef void (*baton_leader_started_callback)(void *userdata);
+
+// Why a term ended, as `baton_leader_stopped_callback` reports it.
+typedef struct baton_stopped_leading {
+  // What ended the term.
+  baton_stop_reason reason;
+  // With `BATON_STOP_FAILED`, the value the task returned; else 0.
+  int task_result;
+  // With `BATON_STOP_LOST`, why leadership ended (a `baton_hold_lost`
+  // value; `baton_hold_lost_name` names it); else 0.
+  uint32_t lost;
+  // With `BATON_STOP_LOST` for a lost session, why the session was lost;
+  // else `BATON_LOST_NONE`.
+  baton_lost_reason session_reason;
+} baton_stopped_leading;
+
+// Called on the thread running `baton_leader_task_run` each time a term ends,
+// after the task returned and leadership was given back; `stopped` is valid
+// during the call. Never called for a candidate that was not elected.
+typedef void (*baton_leader_stopped_callback)(void *userdata,
+                                              const struct baton_stopped_leading *stopped);
+
+// Called on the client's dispatcher thread while `baton_leader_task_run`
+// runs: first with the current leader (`has_leader` false: nobody leads),
+// then at every change, in order, including this candidate's own terms.
+// `leader` and its value are valid during the call. None runs after `run`
+// returns.
+typedef void (*baton_new_leader_callback)(void *userdata, const struct baton_leader *leader);
+
+// Options for `baton_leader_task_new`. Start from
+// `baton_leader_task_options_default()`.
+typedef struct baton_leader_task_options {
+  // The session to campaign with; NULL: the client's default session. Read
+  // during the call.
+  const struct baton_session *session;
+  // The flags of the leader key: `BATON_LOCK_FLAGS` (the default) or 0, as
+  // `baton_election_options.flags`.
+  uint64_t flags;
+  // Whether to campaign again after a term ends (default true). With false,
+  // `baton_leader_task_run` returns after one term.
+  bool requeue;
+  // How long, after its task returned and it resigned, this candidate waits
+  // for another one to take over before campaigning again (default 500 ms;
+  // ends as soon as another leader is seen). Not after a loss.
+  uint64_t requeue_delay_ms;
+  // Called before each task start (may be NULL).
+  baton_leader_started_callback on_started;
+  // Called after each term (may be NULL).
+  baton_leader_stopped_callback on_stopped;
+  // Called for each leader seen while running (may be NULL).
+  baton_new_leader_callback on_new_leader;
+  // Passed to the three callbacks.
+  void *userdata;
+  // Frees `userdata` (may be NULL): called once, by `baton_leader_task_free`
+  // (not when `baton_leader_task_new` fails).
+  baton_userdata_free userdata_free;
+} baton_leader_task_options;
+
+// The task: runs on the thread calling `baton_leader_task_run` while this
+// candidate leads. `token` fires the moment leadership ends or `stop` fires:
+// poll it (`baton_cancel_is_cancelled`), wait on it (`baton_cancel_wait`) or
+// pass it to blocking calls as their cancel, and return soon after it fires.
+// `token` belongs to the library and is valid during the call only (never
+// free it). Return 0 (`BATON_OK`) when the work is done (or the token fired);
+// any other value fails the term (`BATON_STOP_FAILED`). Return a
+// `baton_result` (e.g. one a call of the task returned): with requeue off,
+// `baton_leader_task_run` returns it.
+typedef int (*baton_leader_task_fn)(const struct baton_cancel *token, void *userdata);
+
 // Options for `baton_lock_new`. Start from `baton_lock_options_default()`.
 typedef struct baton_lock_options {
   // The session to hold the lock with; NULL: the client's default session
@@ -539,6 +749,54 @@ typedef void (*baton_log_callback)(void *userdata,
                                    baton_log_level level,
                                    const char *target,
                                    const char *message);
+
+// One live member of a group, as read from Consul. Its strings and value
+// belong to the array or event that holds it.
+typedef struct baton_member_info {
+  // The member's id (the last segment of its key), NUL-terminated.
+  const char *id;
+  // The value the member joined with or last set (NULL when empty).
+  const uint8_t *value;
+  // The length of `value`.
+  size_t value_len;
+  // The session the member key is acquired with, NUL-terminated.
+  char session[BATON_SESSION_ID_SIZE];
+  // The raft index at which the member key was created: members sorted by it
+  // are in joining order.
+  uint64_t create_index;
+  // The raft index of the key's last change.
+  uint64_t modify_index;
+} baton_member_info;
+
+// One change of a group, from `baton_members_watch_next`; free it with
+// `baton_membership_event_free`.
+typedef struct baton_membership_event {
+  // What happened.
+  baton_membership_event_kind kind;
+  // The id of the member concerned, NUL-terminated (empty for a snapshot).
+  const char *id;
+  // The members: all of them for a snapshot, the one that joined or was
+  // updated, none for a leave (NULL when `members_len` is 0).
+  const struct baton_member_info *members;
+  // The number of `members`.
+  size_t members_len;
+} baton_membership_event;
+
+// Options for `baton_multilock_new`. Start from `baton_multilock_options_default()`.
+typedef struct baton_multilock_options {
+  // The session to hold the keys with; NULL: the client's default session.
+  // Read during the call.
+  const struct baton_session *session;
+  // The value written to every key while held (`value_len` bytes; NULL when
+  // 0). Copied during the call.
+  const uint8_t *value;
+  // The length of `value`.
+  size_t value_len;
+  // The flags every key is written with and an existing key must carry:
+  // `BATON_LOCK_FLAGS` (the default: excludes `baton_lock` and Go's
+  // `api.Lock` on the same key), or 0 for keys written without flags.
+  uint64_t flags;
+} baton_multilock_options;
 
 // Options for `baton_semaphore_new`. Start from `baton_semaphore_options_default()`.
 typedef struct baton_semaphore_options {
@@ -666,6 +924,85 @@ baton_result baton_agent_service_register(const struct baton_client *client,
 baton_result baton_agent_service_deregister(const struct baton_client *client,
                                             const char *service_id);
 
+// Creates a barrier on `key` (nothing is written until `baton_barrier_hold`).
+// Writes `*barrier_out` on success; free it with `baton_barrier_free`.
+// `BATON_INVALID_ARGUMENT` for an empty or malformed key.
+BATON_MUST_USE
+baton_result baton_barrier_new(const struct baton_client *client,
+                               const char *key,
+                               struct baton_barrier **barrier_out);
+
+// Raises the barrier: creates its key unless it exists. `*raised_out` (if not
+// NULL) says whether this call raised it (false: it was up already).
+// `session` NULL writes a plain key, which stays up until someone releases it
+// whatever happens to this process; a session binds the key to it, so the
+// barrier falls when the session ends (`BATON_CONFLICT` naming the lock-delay
+// while a previous session's lock-delay holds the key back;
+// `BATON_SESSION_INVALIDATED` for a lost session).
+baton_result baton_barrier_hold(const struct baton_barrier *barrier,
+                                const struct baton_session *session,
+                                bool *raised_out);
+
+// Lowers the barrier: deletes its key (check-and-set, so a barrier raised
+// again meanwhile is not taken down unseen). `*lowered_out` (if not NULL)
+// says whether this call lowered a raised barrier (false: it was not up).
+baton_result baton_barrier_release(const struct baton_barrier *barrier, bool *lowered_out);
+
+// Whether the barrier is up now (one read of the key), into `*held_out`.
+baton_result baton_barrier_is_held(const struct baton_barrier *barrier, bool *held_out);
+
+// Blocks until the barrier is down: `BATON_OK` at once if it is not up, else
+// as soon as Consul reports it released (or fallen, for a session-bound
+// hold). `BATON_TIMEOUT` when still up at `timeout_ms` (0 looks once;
+// `BATON_WAIT_FOREVER` no limit); `BATON_CANCELLED` through `cancel` (may be
+// NULL); `BATON_CONNECTION` when no request of the wait got an answer.
+BATON_MUST_USE
+baton_result baton_barrier_wait(const struct baton_barrier *barrier,
+                                uint64_t timeout_ms_,
+                                const struct baton_cancel *cancel);
+
+// Frees a barrier handle; the key stays as it is. NULL is a no-op.
+void baton_barrier_free(struct baton_barrier *barrier);
+
+// Creates a participant of the double barrier of `count` participants (1 to
+// 126) on `prefix`, registered under `session` (NULL: the client's default
+// session); no request is made. Writes `*double_barrier_out` on success; free
+// it with `baton_double_barrier_free`. `BATON_INVALID_ARGUMENT` for an empty
+// prefix or a count out of range.
+BATON_MUST_USE
+baton_result baton_double_barrier_new(const struct baton_client *client,
+                                      const char *prefix,
+                                      size_t count,
+                                      const struct baton_session *session,
+                                      struct baton_double_barrier **double_barrier_out);
+
+// Registers this participant and waits until a round of `count`
+// participants that counts it opens: `BATON_OK` once entered;
+// `BATON_TIMEOUT` at `timeout_ms` (0: enters only if this participant
+// completes a round; `BATON_WAIT_FOREVER` no limit), leaving nothing behind;
+// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CONFLICT` when
+// this handle entered already, or the prefix holds another count's round.
+BATON_MUST_USE
+baton_result baton_double_barrier_enter(const struct baton_double_barrier *double_barrier,
+                                        uint64_t timeout_ms_,
+                                        const struct baton_cancel *cancel);
+
+// Leaves: removes this participant's key, then waits until every participant
+// of its round has left. `BATON_OK` then; `BATON_TIMEOUT` at `timeout_ms`
+// (this participant has left either way); `BATON_CANCELLED` through
+// `cancel`; `BATON_CONFLICT` when this handle has not entered.
+BATON_MUST_USE
+baton_result baton_double_barrier_leave(const struct baton_double_barrier *double_barrier,
+                                        uint64_t timeout_ms_,
+                                        const struct baton_cancel *cancel);
+
+// Whether this handle has entered and not yet left. False for NULL.
+bool baton_double_barrier_is_entered(const struct baton_double_barrier *double_barrier);
+
+// Frees a participant; one that entered and has not left has its key removed
+// (without waiting for the others). NULL is a no-op.
+void baton_double_barrier_free(struct baton_double_barrier *double_barrier);
+
 // Creates a cancellation signal. Writes `*cancel_out` on success; free it with
 // `baton_cancel_free` (after every call that uses it has returned).
 BATON_MUST_USE baton_result baton_cancel_new(struct baton_cancel **cancel_out);
@@ -676,6 +1013,12 @@ baton_result baton_cancel_cancel(const struct baton_cancel *cancel);
 
 // Whether `baton_cancel_cancel` was called; false for NULL.
 bool baton_cancel_is_cancelled(const struct baton_cancel *cancel);
+
+// Blocks until `cancel` is cancelled or `timeout_ms` passes (0 only looks;
+// `BATON_WAIT_FOREVER` waits without limit): `BATON_OK` when it is cancelled,
+// `BATON_TIMEOUT` when the time passed first. For work that waits on a token
+// it was handed, e.g. a leader task's (`baton_leader_task_fn`).
+baton_result baton_cancel_wait(const struct baton_cancel *cancel, uint64_t timeout_ms);
 
 // Frees a cancellation signal. NULL is a no-op. No call may still be using it.
 void baton_cancel_free(struct baton_cancel *cancel);
@@ -787,6 +1130,66 @@ baton_result baton_client_session_ids(const struct baton_client *client,
 // Locks it holds are released and its holders see it invalidated.
 baton_result baton_client_destroy_session_id(const struct baton_client *client,
                                              const char *session_id);
+
+// Creates a counter in `key` (no request is made). Writes `*counter_out` on
+// success; free it with `baton_counter_free`. `BATON_INVALID_ARGUMENT` for an
+// empty or malformed key.
+BATON_MUST_USE
+baton_result baton_counter_new(const struct baton_client *client,
+                               const char *key,
+                               struct baton_counter **counter_out);
+
+// Reads the value into `*value_out` (0 when the key is absent; a consistent
+// read) and, if `index_out` is not NULL, the key's ModifyIndex into
+// `*index_out` (0 when absent). `BATON_BAD_RESPONSE` when the key holds
+// something else than a counter value.
+baton_result baton_counter_get(const struct baton_counter *counter,
+                               int64_t *value_out,
+                               uint64_t *index_out);
+
+// Writes `value` whatever the key holds (a plain write): a reset, or the
+// repair of a key that holds something else.
+baton_result baton_counter_set(const struct baton_counter *counter, int64_t value);
+
+// Adds `delta` atomically; the new value goes to `*value_out` (if not NULL).
+// `delta` 0 only reads. `BATON_INVALID_ARGUMENT` when the sum overflows
+// (nothing written); `BATON_BAD_RESPONSE` when the key holds something else;
+// `BATON_CONFLICT` after 1,000 lost writes in a row (nothing written).
+baton_result baton_counter_add(const struct baton_counter *counter,
+                               int64_t delta,
+                               int64_t *value_out);
+
+// Writes `new_value` if the value is `expected`, atomically; `*swapped_out`
+// says whether it did (an absent key is 0, so `expected` 0 creates it).
+// `BATON_BAD_RESPONSE` when the key holds something else.
+baton_result baton_counter_compare_and_set(const struct baton_counter *counter,
+                                           int64_t expected,
+                                           int64_t new_value,
+                                           bool *swapped_out);
+
+// Frees a counter handle (the key stays). NULL is a no-op.
+void baton_counter_free(struct baton_counter *counter);
+
+// Starts watching the counter's value. Writes `*watch_out` on success; free
+// it with `baton_counter_watch_free`.
+BATON_MUST_USE
+baton_result baton_counter_watch_new(const struct baton_counter *counter,
+                                     struct baton_counter_watch **watch_out);
+
+// Waits up to `timeout_ms` (0 only looks; `BATON_WAIT_FOREVER` no limit) for
+// the next value that differs from the one this watch returned last (the
+// first call: the current value, 0 for an absent key) and writes it to
+// `*value_out`. `BATON_TIMEOUT` when nothing changed in time (`*value_out`
+// untouched); `BATON_CANCELLED` through `cancel` (may be NULL);
+// `BATON_BAD_RESPONSE` once when the key comes to hold something else (the
+// watch goes on); `BATON_CLOSED` when the client closes.
+baton_result baton_counter_watch_next(const struct baton_counter_watch *watch,
+                                      uint64_t timeout_ms_,
+                                      const struct baton_cancel *cancel,
+                                      int64_t *value_out);
+
+// Frees a counter watch (no call may still be using it). NULL is a no-op.
+void baton_counter_watch_free(struct baton_counter_watch *watch);
 
 // The default election options: the client's default session, Go's lock flags.
 struct baton_election_options baton_election_options_default(void);
@@ -1038,6 +1441,61 @@ baton_result baton_kv_delete_cas(const struct baton_client *client,
                                  uint64_t index,
                                  bool *applied_out);
 
+// The name of a `baton_stop_reason`, as Python and Node report it:
+// `"returned"`, `"failed"`, `"lost"`, `"stopped"`; `"unknown"` for another
+// number. A static NUL-terminated string, never freed.
+const char *baton_stop_reason_name(uint32_t reason);
+
+// The default options: the client's default session, Go's lock flags,
+// requeue on with 500 ms, no callbacks.
+struct baton_leader_task_options baton_leader_task_options_default(void);
+
+// Creates a leader task on the election `key`, campaigning with `value`
+// (`value_len` bytes; NULL when 0: what followers read as the leader's
+// identity). `options` may be NULL. No request is made. Writes
+// `*leader_task_out` on success; free it with `baton_leader_task_free`.
+BATON_MUST_USE
+baton_result baton_leader_task_new(const struct baton_client *client,
+                                   const char *key,
+                                   const uint8_t *value,
+                                   size_t value_len,
+                                   const struct baton_leader_task_options *options,
+                                   struct baton_leader_task **leader_task_out);
+
+// Campaigns and runs `task_fn(token, userdata)` while leading, until `stop`
+// (may be NULL: until the client closes) fires, or, with requeue off, for one
+// term. When the task returns, the candidate resigns if it still leads.
+//
+// `BATON_OK` when `stop` fires (while campaigning: at once, nothing held;
+// while leading: once the task returned and leadership was given back), or
+// after the one term with requeue off when the task returned 0 or leadership
+// was lost. With requeue off and a task that returned another value: that
+// value when it is a `baton_result`, else `BATON_INVALID_ARGUMENT` (the
+// message gives the value). A campaign's lasting error ends the loop:
+// `BATON_CLOSED`, `BATON_CONFLICT` (the key is not an election's, or `run` is
+// already running on this task), `BATON_SESSION_INVALIDATED` (an explicit
+// session was lost), `BATON_PERMISSION_DENIED`; transient ones are retried.
+baton_result baton_leader_task_run(const struct baton_leader_task *leader_task,
+                                   baton_leader_task_fn task_fn,
+                                   void *userdata,
+                                   const struct baton_cancel *stop);
+
+// Whether this candidate leads now. False for NULL and in a forked child.
+bool baton_leader_task_is_leader(const struct baton_leader_task *leader_task);
+
+// The current term's sequencer and fencing token, for the task to fence its
+// writes; as `baton_election_sequencer`. `BATON_NOT_HELD` when not leading.
+baton_result baton_leader_task_sequencer(const struct baton_leader_task *leader_task,
+                                         char *buf,
+                                         size_t len,
+                                         size_t *len_out,
+                                         uint64_t *token_out);
+
+// Frees a leader task (no `baton_leader_task_run` may still be running on
+// it): its callbacks never run again and `userdata_free` is called. NULL is a
+// no-op.
+void baton_leader_task_free(struct baton_leader_task *leader_task);
+
 // The default lock options: the client's default session, an empty value.
 struct baton_lock_options baton_lock_options_default(void);
 
@@ -1160,6 +1618,260 @@ baton_result baton_set_log_callback(baton_log_callback callback,
                                     void *userdata,
                                     baton_userdata_free userdata_free,
                                     uint32_t max_level);
+
+// Creates a handle of the group on `prefix` (one trailing `/` is dropped; no
+// request is made). Writes `*group_out` on success; free it with
+// `baton_group_free`. `BATON_INVALID_ARGUMENT` for an empty prefix.
+BATON_MUST_USE
+baton_result baton_group_new(const struct baton_client *client,
+                             const char *prefix,
+                             struct baton_group **group_out);
+
+// Frees a group handle (memberships made from it stay). NULL is a no-op.
+void baton_group_free(struct baton_group *group);
+
+// The name of why a membership ended, as Python and Node report it:
+// `"left"`, `"key_changed"`, `"session_lost"`; `"unknown"` for another
+// number. A static NUL-terminated string, never freed.
+const char *baton_member_lost_name(uint32_t reason);
+
+// Joins the group as member `id` (one key segment: no `/`) with `value`
+// (`value_len` bytes; NULL when 0), under `session` (NULL: the client's
+// default session). Writes `*member_out` on success; free it with
+// `baton_member_free`. `BATON_INVALID_ARGUMENT` for a bad id;
+// `BATON_CONFLICT` when the id is taken by a live session (the message names
+// it) or held back by a lock-delay.
+BATON_MUST_USE
+baton_result baton_group_join(const struct baton_group *group,
+                              const char *id,
+                              const uint8_t *value,
+                              size_t value_len,
+                              const struct baton_session *session,
+                              struct baton_member **member_out);
+
+// Leaves the group: the membership ends (`BATON_MEMBER_LEFT`) and the member
+// key is deleted. `BATON_NOT_HELD` when it was no longer a member (left
+// before, or lost: the message says why). A failed delete is reported and
+// goes on in the background; the member has left either way.
+baton_result baton_member_leave(const struct baton_member *member);
+
+// Whether this is still a member: not left, not lost, session valid. False
+// for NULL and in a forked child.
+bool baton_member_is_member(const struct baton_member *member);
+
+// Replaces the member's value (`value_len` bytes; NULL when 0), checking the
+// key still carries the member's session. `BATON_CONFLICT` when this is no
+// longer a member.
+baton_result baton_member_update_value(const struct baton_member *member,
+                                       const uint8_t *value,
+                                       size_t value_len);
+
+// Copies the member's key (`<prefix>/<id>`), NUL-terminated, into `buf` of
+// `len` bytes; `*len_out` (if not NULL) gets its length without the NUL, also
+// with `BATON_BUFFER_TOO_SMALL`.
+baton_result baton_member_key(const struct baton_member *member,
+                              char *buf,
+                              size_t len,
+                              size_t *len_out);
+
+// Blocks until the membership ends and writes why to `*reason_out` and
+// `*session_reason_out` (each may be NULL; the session reason is
+// `BATON_LOST_NONE` unless `BATON_MEMBER_SESSION_LOST`); returns at once when
+// it has ended. `BATON_TIMEOUT` if still a member at `timeout_ms`;
+// `BATON_CANCELLED` through `cancel` (may be NULL).
+baton_result baton_member_wait_lost(const struct baton_member *member,
+                                    uint64_t timeout_ms_,
+                                    const struct baton_cancel *cancel,
+                                    baton_member_lost *reason_out,
+                                    baton_lost_reason *session_reason_out);
+
+// Frees a membership: leaves the group if still a member. NULL is a no-op.
+void baton_member_free(struct baton_member *member);
+
+// Lists the live members (one consistent read of the prefix), sorted by id,
+// into a library-allocated array: `*members_out` (NULL when there are none)
+// and `*count_out`. Free it with `baton_members_free(members, count)`.
+baton_result baton_group_members(const struct baton_group *group,
+                                 struct baton_member_info **members_out,
+                                 size_t *count_out);
+
+// Frees an array from `baton_group_members` with the count it gave. NULL is
+// a no-op.
+void baton_members_free(struct baton_member_info *members, size_t count);
+
+// Starts watching the group: the first `baton_members_watch_next` reports the
+// current members, later ones each join, leave and value change seen.
+// Writes `*watch_out` on success; free it with `baton_members_watch_free`.
+BATON_MUST_USE
+baton_result baton_group_watch(const struct baton_group *group,
+                               struct baton_members_watch **watch_out);
+
+// Waits up to `timeout_ms` (0 only looks; `BATON_WAIT_FOREVER` no limit) for
+// the next event and writes it to `*event_out` (free it with
+// `baton_membership_event_free`). The first is `BATON_MEMBERSHIP_SNAPSHOT`.
+// `BATON_TIMEOUT` when nothing happened in time (`*event_out` untouched);
+// `BATON_CANCELLED` through `cancel` (may be NULL); `BATON_CLOSED` when the
+// client closes. Failed polls are retried, not returned.
+baton_result baton_members_watch_next(const struct baton_members_watch *watch,
+                                      uint64_t timeout_ms_,
+                                      const struct baton_cancel *cancel,
+                                      struct baton_membership_event **event_out);
+
+// Frees an event from `baton_members_watch_next`. NULL is a no-op.
+void baton_membership_event_free(struct baton_membership_event *event);
+
+// Frees a members watch (no call may still be using it). NULL is a no-op.
+void baton_members_watch_free(struct baton_members_watch *watch);
+
+// The default multi-key lock options: the client's default session, an empty
+// value, `BATON_LOCK_FLAGS`.
+struct baton_multilock_options baton_multilock_options_default(void);
+
+// Creates a lock on the `keys_len` keys of `keys` (duplicates are dropped,
+// the rest sorted; not acquired, no request is made). `options` may be NULL.
+// Writes `*multilock_out` on success; free it with `baton_multilock_free`.
+// `BATON_INVALID_ARGUMENT` for no keys, an empty or malformed key, or more
+// than Consul's transaction allows (64 keys).
+BATON_MUST_USE
+baton_result baton_multilock_new(const struct baton_client *client,
+                                 const char *const *keys,
+                                 size_t keys_len,
+                                 const struct baton_multilock_options *options,
+                                 struct baton_multilock **multilock_out);
+
+// Acquires every key, waiting up to `timeout_ms` (0 tries once;
+// `BATON_WAIT_FOREVER` waits without limit). `BATON_OK` when all are held;
+// `BATON_TIMEOUT` when not by then, holding none of them; `BATON_CANCELLED`
+// through `cancel` (may be NULL), holding none; `BATON_CONFLICT` when this
+// handle holds them already (`Lock already held`) or a key is used by
+// something other than a lock with these flags; `BATON_CONNECTION` as for
+// `baton_lock_acquire`.
+BATON_MUST_USE
+baton_result baton_multilock_acquire(const struct baton_multilock *multilock,
+                                     uint64_t timeout_ms,
+                                     const struct baton_cancel *cancel);
+
+// Releases every key in one transaction (no lock-delay applies).
+// `BATON_NOT_HELD` if this handle does not hold them; the last error message
+// says why, as for `baton_lock_release`.
+baton_result baton_multilock_release(const struct baton_multilock *multilock);
+
+// Whether this handle holds every key. False for NULL and in a forked child.
+bool baton_multilock_is_held(const struct baton_multilock *multilock);
+
+// The number of distinct keys (after dropping duplicates); 0 for NULL.
+size_t baton_multilock_key_count(const struct baton_multilock *multilock);
+
+// Copies key number `index` (in sorted order, the order of the transaction),
+// NUL-terminated, into `buf` of `len` bytes; `*len_out` (if not NULL) gets
+// its length without the NUL, also with `BATON_BUFFER_TOO_SMALL`.
+// `BATON_INVALID_ARGUMENT` for an index past `baton_multilock_key_count`.
+baton_result baton_multilock_key(const struct baton_multilock *multilock,
+                                 size_t index,
+                                 char *buf,
+                                 size_t len,
+                                 size_t *len_out);
+
+// The current holding's sequencer for its first key (in sorted order) and
+// its fencing token, which every key shares (one raft write); as
+// `baton_lock_sequencer`. A buffer of `BATON_SEQUENCER_MAX(strlen(key))`
+// bytes for the longest key always fits. `BATON_NOT_HELD` when not held.
+baton_result baton_multilock_sequencer(const struct baton_multilock *multilock,
+                                       char *buf,
+                                       size_t len,
+                                       size_t *len_out,
+                                       uint64_t *token_out);
+
+// The current holding's sequencer for key number `index` (the order of
+// `baton_multilock_key`), for storage that fences on that key; as
+// `baton_multilock_sequencer`. `BATON_NOT_HELD` when not held;
+// `BATON_INVALID_ARGUMENT` for an index past the keys.
+baton_result baton_multilock_sequencer_at(const struct baton_multilock *multilock,
+                                          size_t index,
+                                          char *buf,
+                                          size_t len,
+                                          size_t *len_out,
+                                          uint64_t *token_out);
+
+// Registers `callback`, called once when a holding is lost (any one key no
+// longer ours: `BATON_HOLD_KEY_CHANGED`; or the session was lost); not for a
+// release. See `baton_lost_callback` for the contract.
+baton_result baton_multilock_on_lost(const struct baton_multilock *multilock,
+                                     baton_lost_callback callback,
+                                     void *userdata,
+                                     baton_userdata_free userdata_free);
+
+// Blocks until the current holding ends; as `baton_lock_wait_lost`.
+baton_result baton_multilock_wait_lost(const struct baton_multilock *multilock,
+                                       uint64_t timeout_ms,
+                                       const struct baton_cancel *cancel,
+                                       baton_hold_lost *reason_out,
+                                       baton_lost_reason *session_reason_out);
+
+// Frees a multi-key lock: removes its callbacks (as `baton_lock_free`), then
+// releases the keys if held. NULL is a no-op.
+void baton_multilock_free(struct baton_multilock *multilock);
+
+// Creates a handle of the read-write lock on `prefix` in `mode`
+// (`BATON_RW_READ` or `BATON_RW_WRITE`); not acquired, no request is made.
+// Writes `*rwlock_out` on success; free it with `baton_rwlock_free`.
+// `BATON_INVALID_ARGUMENT` for an empty prefix or another mode.
+BATON_MUST_USE
+baton_result baton_rwlock_new(const struct baton_client *client,
+                              const char *prefix,
+                              uint32_t mode,
+                              struct baton_rwlock **rwlock_out);
+
+// Acquires this side, waiting up to `timeout_ms` (0 tries once;
+// `BATON_WAIT_FOREVER` waits without limit): a reader once no writer that
+// arrived before it waits or holds, a writer once every earlier contender has
+// left. `BATON_OK` when held; `BATON_TIMEOUT` when not by then (its contender
+// key is removed again); `BATON_CANCELLED` through `cancel` (may be NULL);
+// `BATON_CONFLICT` when this handle holds it already (`Lock already held`) or
+// the prefix holds keys that are not a read-write lock's;
+// `BATON_CONNECTION` as for `baton_lock_acquire`.
+BATON_MUST_USE
+baton_result baton_rwlock_acquire(const struct baton_rwlock *rwlock,
+                                  uint64_t timeout_ms,
+                                  const struct baton_cancel *cancel);
+
+// Releases it (deletes this handle's contender key). `BATON_NOT_HELD` if this
+// handle does not hold it; the last error message says why, as for
+// `baton_lock_release`.
+baton_result baton_rwlock_release(const struct baton_rwlock *rwlock);
+
+// Whether this handle holds its side: acquired, not released, not lost, and
+// its session within its local deadline. False for NULL and in a forked child.
+bool baton_rwlock_is_held(const struct baton_rwlock *rwlock);
+
+// The current holding's sequencer (of its contender key) and fencing token;
+// as `baton_lock_sequencer`, except that the contender key is longer than the
+// prefix: ask for the length with `buf = NULL, len = 0`. `BATON_NOT_HELD`
+// when not held.
+baton_result baton_rwlock_sequencer(const struct baton_rwlock *rwlock,
+                                    char *buf,
+                                    size_t len,
+                                    size_t *len_out,
+                                    uint64_t *token_out);
+
+// Registers `callback`, called once when a holding is lost (contender key
+// deleted or no longer ours: `BATON_HOLD_KEY_CHANGED`; or the session was
+// lost); not for a release. See `baton_lost_callback` for the contract.
+baton_result baton_rwlock_on_lost(const struct baton_rwlock *rwlock,
+                                  baton_lost_callback callback,
+                                  void *userdata,
+                                  baton_userdata_free userdata_free);
+
+// Blocks until the current holding ends; as `baton_lock_wait_lost`.
+baton_result baton_rwlock_wait_lost(const struct baton_rwlock *rwlock,
+                                    uint64_t timeout_ms,
+                                    const struct baton_cancel *cancel,
+                                    baton_hold_lost *reason_out,
+                                    baton_lost_reason *session_reason_out);
+
+// Frees a read-write lock handle: removes its callbacks (as
+// `baton_lock_free`), then releases it if held. NULL is a no-op.
+void baton_rwlock_free(struct baton_rwlock *rwlock);
 
 // The default semaphore options: a session of the semaphore's own, an empty value.
 struct baton_semaphore_options baton_semaphore_options_default(void);

@@ -84,6 +84,13 @@ fn a_writer_waits_for_a_reader_then_holds_and_a_timed_out_wait_leaves_no_contend
         });
         assert!(writer.release_async().await.unwrap());
         assert!(keys_under(&a, &format!("{prefix}/")).is_empty());
+        // A holding lost under it: `lost()` resolves to why.
+        assert!(late.acquire_async(Some(PATIENCE)).await.unwrap());
+        let sid = late.sequencer().unwrap().session;
+        b.sessions().destroy(&sid).unwrap();
+        let why = late.lost().await.unwrap();
+        assert!(matches!(why, baton::LockLost::SessionLost(_)), "{why}");
+        assert!(!late.is_held());
     });
 }
 

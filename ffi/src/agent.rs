@@ -52,7 +52,7 @@ pub extern "C" fn baton_session_checks_default() -> baton_session_checks {
 /// # Safety
 /// `list` is NULL or valid for `len` reads of NUL-terminated string pointers (each NULL
 /// or valid) alive during the call.
-unsafe fn str_list(
+pub(crate) unsafe fn str_list(
     list: *const *const c_char,
     len: usize,
     name: &str,

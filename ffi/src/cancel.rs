@@ -51,6 +51,37 @@ pub unsafe extern "C" fn baton_cancel_is_cancelled(cancel: *const baton_cancel) 
     })
 }
 
+/// Blocks until `cancel` is cancelled or `timeout_ms` passes (0 only looks;
+/// `BATON_WAIT_FOREVER` waits without limit): `BATON_OK` when it is cancelled,
+/// `BATON_TIMEOUT` when the time passed first. For work that waits on a token
+/// it was handed, e.g. a leader task's (`baton_leader_task_fn`).
+#[no_mangle]
+pub unsafe extern "C" fn baton_cancel_wait(
+    cancel: *const baton_cancel,
+    timeout_ms: u64,
+) -> baton_result {
+    boundary(|| {
+        // SAFETY: the caller passes NULL or a live handle.
+        let c = unsafe { handle(cancel, "cancel") }?;
+        let cancelled = match crate::util::timeout_ms(timeout_ms) {
+            Some(d) => c.token.wait_timeout(d),
+            None => {
+                // Disconnects (an Err) once the token is cancelled; it never yields a value.
+                let _ = c.token.receiver().recv();
+                true
+            }
+        };
+        if cancelled {
+            Ok(())
+        } else {
+            Err(crate::error::Failure::new(
+                baton_result::BATON_TIMEOUT,
+                format!("not cancelled within {timeout_ms} ms"),
+            ))
+        }
+    })
+}
+
 /// Frees a cancellation signal. NULL is a no-op. No call may still be using it.
 #[no_mangle]
 pub unsafe extern "C" fn baton_cancel_free(cancel: *mut baton_cancel) {

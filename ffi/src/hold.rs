@@ -87,7 +87,7 @@ type Why = (baton_hold_lost, baton_lost_reason);
 
 /// The C pair for a core reason: the reason by its stable name, and the
 /// session's reason when the session was lost.
-fn why<L: HoldLost>(l: L) -> Why {
+pub(crate) fn why<L: HoldLost>(l: L) -> Why {
     let reason = baton_hold_lost::ALL
         .into_iter()
         .find(|r| r.name_nul().trim_end_matches('\0') == l.name())

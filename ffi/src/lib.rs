@@ -7,7 +7,10 @@
 //! Conventions (see `ffi/README.md`):
 //!
 //! * Opaque handles (`baton_client`, `baton_session`, `baton_lock`,
-//!   `baton_semaphore`, `baton_election`, `baton_observer`, `baton_cancel`); constructors
+//!   `baton_semaphore`, `baton_election`, `baton_observer`, `baton_cancel`, and the
+//!   recipes' `baton_rwlock`, `baton_multilock`, `baton_leader_task`, `baton_group`,
+//!   `baton_member`, `baton_members_watch`, `baton_barrier`, `baton_double_barrier`,
+//!   `baton_counter`, `baton_counter_watch`); constructors
 //!   return a `baton_result` and write their out-parameter only on success;
 //!   `_free(NULL)` is a no-op.
 //! * Every entry point checks for NULL, validates UTF-8 and catches panics
@@ -28,31 +31,43 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod agent;
+mod barrier;
 mod callback;
 mod cancel;
 mod client;
+mod counter;
 mod election;
 mod error;
 mod fence;
 mod hold;
 mod kv;
+mod leader_task;
 mod lock;
 mod logging;
+mod membership;
+mod multilock;
+mod rwlock;
 mod semaphore;
 mod session;
 mod util;
 
 pub use agent::*;
+pub use barrier::*;
 pub use callback::baton_userdata_free;
 pub use cancel::*;
 pub use client::*;
+pub use counter::*;
 pub use election::*;
 pub use error::*;
 pub use fence::*;
 pub use hold::{baton_hold_lost, baton_hold_lost_name, baton_lost_callback};
 pub use kv::*;
+pub use leader_task::*;
 pub use lock::*;
 pub use logging::*;
+pub use membership::*;
+pub use multilock::*;
+pub use rwlock::*;
 pub use semaphore::*;
 pub use session::*;
 

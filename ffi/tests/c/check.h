@@ -74,6 +74,10 @@ bool last_error_has(const char *needle);
 /* Locks, semaphores, elections, observers and fencing (test_recipes.c). */
 void test_recipes(void);
 
+/* Read-write and multi-key locks, leader tasks, group membership, barriers and counters
+ * (test_recipes_more.c). */
+void test_recipes_more(void);
+
 /* Sessions bound to health checks, the agent API, adopted sessions (test_checks.c). */
 void test_checks(void);
 

@@ -812,6 +812,7 @@ int main(void) {
     RUN2(test_free_inside_callback);
     RUN1(test_cancel_from_thread);
     test_recipes();
+    test_recipes_more();
     test_checks();
     test_parity_gaps();
     test_capi_gaps();

@@ -919,6 +919,404 @@ static void hostile_outlived_client(void) {
     baton_cancel_free(cn);
 }
 
+/* ---- read-write and multi-key locks, leader tasks, groups, barriers, counters ---------- */
+
+static void hostile_rwlocks(baton_client *c) {
+    baton_rwlock *l = SENTINEL;
+    EXPECT(baton_rwlock_new(NULL, "p", BATON_RW_READ, &l), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_rwlock_new(c, NULL, BATON_RW_READ, &l), BATON_NULL_ARGUMENT, "`prefix`");
+    EXPECT(baton_rwlock_new(c, BAD_UTF8, BATON_RW_READ, &l), BATON_INVALID_UTF8, "`prefix`");
+    EXPECT(baton_rwlock_new(c, "", BATON_RW_WRITE, &l), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_rwlock_new(c, "/", BATON_RW_WRITE, &l), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_rwlock_new(c, "p", 0, &l), BATON_INVALID_ARGUMENT, "mode 0");
+    EXPECT(baton_rwlock_new(c, "p", 3, &l), BATON_INVALID_ARGUMENT, "BATON_RW_READ");
+    EXPECT(baton_rwlock_new(c, "p", BATON_RW_READ, NULL), BATON_NULL_ARGUMENT, "`rwlock_out`");
+    CHECK(l == SENTINEL);
+    /* A prefix of 1 MiB is taken (no request is made). Not acquired here: the core's
+     * refused acquire leaves a clean-up of its contender key that can never be sent, so
+     * the client's close would time out (reported to the core's owner). */
+    char *big = long_string(MIB, 'r');
+    baton_rwlock *bl = NULL;
+    EXPECT(baton_rwlock_new(c, big, BATON_RW_READ, &bl), BATON_OK, NULL);
+    free(big);
+    CHECK(!baton_rwlock_is_held(bl));
+    baton_rwlock_free(bl);
+    EXPECT(baton_rwlock_acquire(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`rwlock`");
+    EXPECT(baton_rwlock_release(NULL), BATON_NULL_ARGUMENT, "`rwlock`");
+    CHECK(!baton_rwlock_is_held(NULL));
+    size_t n = 0;
+    uint64_t token = 0;
+    EXPECT(baton_rwlock_sequencer(NULL, NULL, 0, &n, &token), BATON_NULL_ARGUMENT, "`rwlock`");
+    EXPECT(baton_rwlock_on_lost(NULL, noop_lost, NULL, NULL), BATON_NULL_ARGUMENT, "`rwlock`");
+    EXPECT(baton_rwlock_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`rwlock`");
+    baton_rwlock_free(NULL);
+    l = NULL;
+    EXPECT(baton_rwlock_new(c, "ffi/hostile/rw", BATON_RW_WRITE, &l), BATON_OK, NULL);
+    if (!l) return;
+    EXPECT(baton_rwlock_on_lost(l, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    EXPECT(baton_rwlock_sequencer(l, NULL, 0, &n, NULL), BATON_NOT_HELD, "no sequencer");
+    EXPECT(baton_rwlock_release(l), BATON_NOT_HELD, "not held");
+    EXPECT(baton_rwlock_wait_lost(l, 0, NULL, NULL, NULL), BATON_OK, NULL);
+    EXPECT(baton_rwlock_acquire(l, UINT64_MAX - 1, NULL), BATON_OK, NULL);
+    /* A size query, an exact-size buffer (no room for the NUL), then exactly enough. */
+    EXPECT(baton_rwlock_sequencer(l, NULL, 0, &n, &token), BATON_BUFFER_TOO_SMALL, "needed");
+    char *exact = malloc(n);
+    EXPECT(baton_rwlock_sequencer(l, exact, n, NULL, NULL), BATON_BUFFER_TOO_SMALL, "needed");
+    free(exact);
+    exact = malloc(n + 1);
+    EXPECT(baton_rwlock_sequencer(l, exact, n + 1, NULL, NULL), BATON_OK, NULL);
+    CHECK(strlen(exact) == n);
+    free(exact);
+    EXPECT(baton_rwlock_sequencer(l, NULL, n + 1, NULL, NULL), BATON_NULL_ARGUMENT, "`buf`");
+    baton_rwlock_free(l); /* releases */
+}
+
+static void hostile_multilocks(baton_client *c) {
+    baton_multilock *m = SENTINEL;
+    const char *keys[] = {"ffi/hostile/ml/a", "ffi/hostile/ml/b"};
+    const char *bad[] = {"ffi/hostile/ml/a", BAD_UTF8};
+    const char *nulls[] = {"ffi/hostile/ml/a", NULL};
+    const char *empty[] = {""};
+    baton_multilock_options o = baton_multilock_options_default();
+    EXPECT(baton_multilock_new(NULL, keys, 2, NULL, &m), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_multilock_new(c, NULL, 2, NULL, &m), BATON_NULL_ARGUMENT, "`keys`");
+    EXPECT(baton_multilock_new(c, NULL, 0, NULL, &m), BATON_NULL_ARGUMENT, "`keys`");
+    EXPECT(baton_multilock_new(c, keys, 0, NULL, &m), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_multilock_new(c, bad, 2, NULL, &m), BATON_INVALID_UTF8, "keys[1]");
+    EXPECT(baton_multilock_new(c, nulls, 2, NULL, &m), BATON_NULL_ARGUMENT, "keys[1]");
+    EXPECT(baton_multilock_new(c, empty, 1, NULL, &m), BATON_INVALID_ARGUMENT, "keys[0]");
+    EXPECT(baton_multilock_new(c, keys, HUGE_LEN, NULL, &m), BATON_INVALID_ARGUMENT, "`keys`");
+    EXPECT(baton_multilock_new(c, keys, 2, NULL, NULL), BATON_NULL_ARGUMENT, "`multilock_out`");
+    o.value_len = 3;
+    EXPECT(baton_multilock_new(c, keys, 2, &o, &m), BATON_NULL_ARGUMENT, "options.value");
+    o.value = (const uint8_t *)"v";
+    o.value_len = HUGE_LEN;
+    EXPECT(baton_multilock_new(c, keys, 2, &o, &m), BATON_INVALID_ARGUMENT, "options.value");
+    const char *many[65];
+    char names[65][32];
+    for (int i = 0; i < 65; i++) {
+        snprintf(names[i], sizeof names[i], "ffi/hostile/ml/k%d", i);
+        many[i] = names[i];
+    }
+    EXPECT(baton_multilock_new(c, many, 65, NULL, &m), BATON_INVALID_ARGUMENT, NULL);
+    CHECK(m == SENTINEL);
+    EXPECT(baton_multilock_acquire(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`multilock`");
+    EXPECT(baton_multilock_release(NULL), BATON_NULL_ARGUMENT, "`multilock`");
+    CHECK(!baton_multilock_is_held(NULL));
+    CHECK(baton_multilock_key_count(NULL) == 0);
+    size_t n = 0;
+    uint64_t token = 0;
+    EXPECT(baton_multilock_key(NULL, 0, NULL, 0, &n), BATON_NULL_ARGUMENT, "`multilock`");
+    EXPECT(baton_multilock_sequencer(NULL, NULL, 0, &n, &token), BATON_NULL_ARGUMENT,
+           "`multilock`");
+    EXPECT(baton_multilock_sequencer_at(NULL, 0, NULL, 0, &n, &token), BATON_NULL_ARGUMENT,
+           "`multilock`");
+    EXPECT(baton_multilock_on_lost(NULL, noop_lost, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`multilock`");
+    EXPECT(baton_multilock_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`multilock`");
+    baton_multilock_free(NULL);
+    m = NULL;
+    EXPECT(baton_multilock_new(c, keys, 2, NULL, &m), BATON_OK, NULL);
+    if (!m) return;
+    EXPECT(baton_multilock_on_lost(m, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`callback`");
+    EXPECT(baton_multilock_key(m, 2, NULL, 0, &n), BATON_INVALID_ARGUMENT, "index 2");
+    EXPECT(baton_multilock_key(m, SIZE_MAX, NULL, 0, &n), BATON_INVALID_ARGUMENT, "index");
+    EXPECT(baton_multilock_key(m, 0, NULL, 0, &n), BATON_BUFFER_TOO_SMALL, "needed");
+    CHECK(n == strlen(keys[0]));
+    char *exact = malloc(n + 1);
+    EXPECT(baton_multilock_key(m, 0, exact, n, NULL), BATON_BUFFER_TOO_SMALL, "needed");
+    EXPECT(baton_multilock_key(m, 0, exact, n + 1, NULL), BATON_OK, NULL);
+    CHECK(strcmp(exact, keys[0]) == 0);
+    free(exact);
+    EXPECT(baton_multilock_sequencer(m, NULL, 0, &n, NULL), BATON_NOT_HELD, "no sequencer");
+    EXPECT(baton_multilock_sequencer_at(m, 0, NULL, 0, &n, NULL), BATON_NOT_HELD, NULL);
+    EXPECT(baton_multilock_sequencer_at(m, 5, NULL, 0, &n, NULL), BATON_INVALID_ARGUMENT,
+           "index 5");
+    EXPECT(baton_multilock_release(m), BATON_NOT_HELD, "not held");
+    EXPECT(baton_multilock_wait_lost(m, 0, NULL, NULL, NULL), BATON_OK, NULL);
+    EXPECT(baton_multilock_acquire(m, 10000, NULL), BATON_OK, NULL);
+    EXPECT(baton_multilock_sequencer_at(m, 1, NULL, 0, &n, &token), BATON_BUFFER_TOO_SMALL,
+           "needed");
+    CHECK(token > 0 && n > strlen(keys[1]));
+    EXPECT(baton_multilock_sequencer(m, NULL, n + 1, NULL, NULL), BATON_NULL_ARGUMENT, "`buf`");
+    baton_multilock_free(m); /* releases */
+}
+
+static int hostile_task(const baton_cancel *token, void *userdata) {
+    (void)token;
+    (void)userdata;
+    return 0;
+}
+
+static void hostile_leader_tasks(baton_client *c) {
+    baton_leader_task *t = SENTINEL;
+    baton_leader_task_options o = baton_leader_task_options_default();
+    EXPECT(baton_leader_task_new(NULL, "k", NULL, 0, NULL, &t), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_leader_task_new(c, NULL, NULL, 0, NULL, &t), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_leader_task_new(c, BAD_UTF8, NULL, 0, NULL, &t), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_leader_task_new(c, "", NULL, 0, NULL, &t), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_leader_task_new(c, "k", NULL, 4, NULL, &t), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_leader_task_new(c, "k", (const uint8_t *)"v", HUGE_LEN, NULL, &t),
+           BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_leader_task_new(c, "k", NULL, 0, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`leader_task_out`");
+    o.requeue_delay_ms = UINT64_MAX;
+    EXPECT(baton_leader_task_new(c, "k", NULL, 0, &o, &t), BATON_INVALID_ARGUMENT,
+           "requeue_delay_ms");
+    CHECK(t == SENTINEL);
+    EXPECT(baton_leader_task_run(NULL, hostile_task, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`leader_task`");
+    CHECK(!baton_leader_task_is_leader(NULL));
+    size_t n = 0;
+    EXPECT(baton_leader_task_sequencer(NULL, NULL, 0, &n, NULL), BATON_NULL_ARGUMENT,
+           "`leader_task`");
+    baton_leader_task_free(NULL);
+    CHECK(strcmp(baton_stop_reason_name(0), "unknown") == 0);
+    CHECK(strcmp(baton_stop_reason_name(0xffffffffu), "unknown") == 0);
+    CHECK(strcmp(baton_stop_reason_name(BATON_STOP_STOPPED), "stopped") == 0);
+    /* A binary value with NULs, no terminator. */
+    const uint8_t bin[3] = {0, 0xff, 0};
+    o = baton_leader_task_options_default();
+    o.requeue = false;
+    t = NULL;
+    EXPECT(baton_leader_task_new(c, "ffi/hostile/leader", bin, sizeof bin, &o, &t), BATON_OK,
+           NULL);
+    if (!t) return;
+    EXPECT(baton_leader_task_run(t, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`task_fn`");
+    EXPECT(baton_leader_task_sequencer(t, NULL, 0, &n, NULL), BATON_NOT_HELD, "no sequencer");
+    EXPECT(baton_leader_task_run(t, hostile_task, NULL, NULL), BATON_OK, NULL);
+    baton_leader_task_free(t);
+}
+
+static void hostile_groups(baton_client *c) {
+    baton_group *g = SENTINEL;
+    EXPECT(baton_group_new(NULL, "g", &g), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_group_new(c, NULL, &g), BATON_NULL_ARGUMENT, "`prefix`");
+    EXPECT(baton_group_new(c, BAD_UTF8, &g), BATON_INVALID_UTF8, "`prefix`");
+    EXPECT(baton_group_new(c, "", &g), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_group_new(c, "g", NULL), BATON_NULL_ARGUMENT, "`group_out`");
+    CHECK(g == SENTINEL);
+    baton_member *m = SENTINEL;
+    baton_member_info *ms = SENTINEL;
+    size_t count = 0, n = 0;
+    baton_members_watch *w = SENTINEL;
+    baton_membership_event *ev = SENTINEL;
+    EXPECT(baton_group_join(NULL, "id", NULL, 0, NULL, &m), BATON_NULL_ARGUMENT, "`group`");
+    EXPECT(baton_group_members(NULL, &ms, &count), BATON_NULL_ARGUMENT, "`group`");
+    EXPECT(baton_group_watch(NULL, &w), BATON_NULL_ARGUMENT, "`group`");
+    EXPECT(baton_members_watch_next(NULL, 0, NULL, &ev), BATON_NULL_ARGUMENT, "`watch`");
+    EXPECT(baton_member_leave(NULL), BATON_NULL_ARGUMENT, "`member`");
+    CHECK(!baton_member_is_member(NULL));
+    EXPECT(baton_member_update_value(NULL, NULL, 0), BATON_NULL_ARGUMENT, "`member`");
+    EXPECT(baton_member_key(NULL, NULL, 0, &n), BATON_NULL_ARGUMENT, "`member`");
+    EXPECT(baton_member_wait_lost(NULL, 0, NULL, NULL, NULL), BATON_NULL_ARGUMENT, "`member`");
+    CHECK(strcmp(baton_member_lost_name(0), "unknown") == 0);
+    CHECK(strcmp(baton_member_lost_name(BATON_MEMBER_SESSION_LOST), "session_lost") == 0);
+    baton_member_free(NULL);
+    baton_members_free(NULL, 0);
+    baton_members_free(NULL, 5);
+    baton_membership_event_free(NULL);
+    baton_members_watch_free(NULL);
+    baton_group_free(NULL);
+    CHECK(m == SENTINEL && ms == SENTINEL && w == SENTINEL && ev == SENTINEL);
+
+    g = NULL;
+    EXPECT(baton_group_new(c, "ffi/hostile/group", &g), BATON_OK, NULL);
+    if (!g) return;
+    EXPECT(baton_group_join(g, NULL, NULL, 0, NULL, &m), BATON_NULL_ARGUMENT, "`id`");
+    EXPECT(baton_group_join(g, BAD_UTF8, NULL, 0, NULL, &m), BATON_INVALID_UTF8, "`id`");
+    EXPECT(baton_group_join(g, "", NULL, 0, NULL, &m), BATON_INVALID_ARGUMENT, "empty");
+    EXPECT(baton_group_join(g, "a/b", NULL, 0, NULL, &m), BATON_INVALID_ARGUMENT, "'/'");
+    EXPECT(baton_group_join(g, "..", NULL, 0, NULL, &m), BATON_INVALID_ARGUMENT, "'..'");
+    char *big = long_string(MIB, 'i');
+    EXPECT(baton_group_join(g, big, NULL, 0, NULL, &m), BATON_INVALID_ARGUMENT, NULL);
+    free(big);
+    big = long_string(257, 'i');
+    EXPECT(baton_group_join(g, big, NULL, 0, NULL, &m), BATON_INVALID_ARGUMENT, "longer");
+    free(big);
+    EXPECT(baton_group_join(g, "id", NULL, 2, NULL, &m), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_group_join(g, "id", (const uint8_t *)"v", HUGE_LEN, NULL, &m),
+           BATON_INVALID_ARGUMENT, "`value`");
+    EXPECT(baton_group_join(g, "id", NULL, 0, NULL, NULL), BATON_NULL_ARGUMENT, "`member_out`");
+    CHECK(m == SENTINEL);
+    EXPECT(baton_group_members(g, NULL, &count), BATON_NULL_ARGUMENT, "`members_out`");
+    EXPECT(baton_group_members(g, &ms, NULL), BATON_NULL_ARGUMENT, "`count_out`");
+    EXPECT(baton_group_watch(g, NULL), BATON_NULL_ARGUMENT, "`watch_out`");
+    /* A member whose value has NULs; its key through a size query and an exact buffer. */
+    const uint8_t bin[4] = {'a', 0, 0xff, 0};
+    m = NULL;
+    EXPECT(baton_group_join(g, "m", bin, sizeof bin, NULL, &m), BATON_OK, NULL);
+    if (!m) return;
+    EXPECT(baton_member_update_value(m, NULL, 1), BATON_NULL_ARGUMENT, "`value`");
+    EXPECT(baton_member_key(m, NULL, 0, &n), BATON_BUFFER_TOO_SMALL, "needed");
+    char *exact = malloc(n + 1);
+    EXPECT(baton_member_key(m, exact, n, NULL), BATON_BUFFER_TOO_SMALL, "needed");
+    EXPECT(baton_member_key(m, exact, n + 1, NULL), BATON_OK, NULL);
+    CHECK(strcmp(exact, "ffi/hostile/group/m") == 0);
+    free(exact);
+    EXPECT(baton_member_key(m, NULL, n + 1, NULL), BATON_NULL_ARGUMENT, "`buf`");
+    ms = NULL;
+    EXPECT(baton_group_members(g, &ms, &count), BATON_OK, NULL);
+    CHECK(count == 1 && ms && ms[0].value_len == 4 && memcmp(ms[0].value, bin, 4) == 0);
+    baton_members_free(ms, count);
+    w = NULL;
+    EXPECT(baton_group_watch(g, &w), BATON_OK, NULL);
+    EXPECT(baton_members_watch_next(w, 0, NULL, NULL), BATON_NULL_ARGUMENT, "`event_out`");
+    ev = NULL;
+    EXPECT(baton_members_watch_next(w, 10000, NULL, &ev), BATON_OK, NULL);
+    CHECK(ev && ev->kind == BATON_MEMBERSHIP_SNAPSHOT && ev->members_len == 1 &&
+          ev->id && ev->id[0] == '\0');
+    baton_membership_event_free(ev);
+    baton_members_watch_free(w);
+    baton_member_free(m);
+    baton_group_free(g);
+}
+
+static void hostile_barriers(baton_client *c) {
+    baton_barrier *b = SENTINEL;
+    bool flag = false;
+    EXPECT(baton_barrier_new(NULL, "k", &b), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_barrier_new(c, NULL, &b), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_barrier_new(c, BAD_UTF8, &b), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_barrier_new(c, "", &b), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_barrier_new(c, "k", NULL), BATON_NULL_ARGUMENT, "`barrier_out`");
+    CHECK(b == SENTINEL);
+    EXPECT(baton_barrier_hold(NULL, NULL, &flag), BATON_NULL_ARGUMENT, "`barrier`");
+    EXPECT(baton_barrier_release(NULL, &flag), BATON_NULL_ARGUMENT, "`barrier`");
+    EXPECT(baton_barrier_is_held(NULL, &flag), BATON_NULL_ARGUMENT, "`barrier`");
+    EXPECT(baton_barrier_wait(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`barrier`");
+    baton_barrier_free(NULL);
+    b = NULL;
+    EXPECT(baton_barrier_new(c, "ffi/hostile/barrier", &b), BATON_OK, NULL);
+    if (!b) return;
+    EXPECT(baton_barrier_is_held(b, NULL), BATON_NULL_ARGUMENT, "`held_out`");
+    EXPECT(baton_barrier_wait(b, UINT64_MAX - 1, NULL), BATON_OK, NULL); /* not up */
+    EXPECT(baton_barrier_hold(b, NULL, NULL), BATON_OK, NULL);
+    EXPECT(baton_barrier_release(b, NULL), BATON_OK, NULL);
+    baton_barrier_free(b);
+
+    baton_double_barrier *d = SENTINEL;
+    EXPECT(baton_double_barrier_new(NULL, "p", 2, NULL, &d), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_double_barrier_new(c, NULL, 2, NULL, &d), BATON_NULL_ARGUMENT, "`prefix`");
+    EXPECT(baton_double_barrier_new(c, BAD_UTF8, 2, NULL, &d), BATON_INVALID_UTF8, "`prefix`");
+    EXPECT(baton_double_barrier_new(c, "", 2, NULL, &d), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_double_barrier_new(c, "p", 0, NULL, &d), BATON_INVALID_ARGUMENT, "count");
+    EXPECT(baton_double_barrier_new(c, "p", 127, NULL, &d), BATON_INVALID_ARGUMENT, "count");
+    EXPECT(baton_double_barrier_new(c, "p", SIZE_MAX, NULL, &d), BATON_INVALID_ARGUMENT,
+           "count");
+    EXPECT(baton_double_barrier_new(c, "p", 2, NULL, NULL), BATON_NULL_ARGUMENT,
+           "`double_barrier_out`");
+    CHECK(d == SENTINEL);
+    EXPECT(baton_double_barrier_enter(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`double_barrier`");
+    EXPECT(baton_double_barrier_leave(NULL, 0, NULL), BATON_NULL_ARGUMENT, "`double_barrier`");
+    CHECK(!baton_double_barrier_is_entered(NULL));
+    baton_double_barrier_free(NULL);
+    d = NULL;
+    EXPECT(baton_double_barrier_new(c, "ffi/hostile/double", 1, NULL, &d), BATON_OK, NULL);
+    if (!d) return;
+    EXPECT(baton_double_barrier_leave(d, 0, NULL), BATON_CONFLICT, NULL);
+    EXPECT(baton_double_barrier_enter(d, UINT64_MAX - 1, NULL), BATON_OK, NULL);
+    CHECK(baton_double_barrier_is_entered(d));
+    baton_double_barrier_free(d); /* entered, not left: its key is removed */
+}
+
+static void hostile_counters(baton_client *c) {
+    baton_counter *k = SENTINEL;
+    int64_t v = 0;
+    bool swapped = false;
+    EXPECT(baton_counter_new(NULL, "k", &k), BATON_NULL_ARGUMENT, "`client`");
+    EXPECT(baton_counter_new(c, NULL, &k), BATON_NULL_ARGUMENT, "`key`");
+    EXPECT(baton_counter_new(c, BAD_UTF8, &k), BATON_INVALID_UTF8, "`key`");
+    EXPECT(baton_counter_new(c, "", &k), BATON_INVALID_ARGUMENT, NULL);
+    EXPECT(baton_counter_new(c, "k", NULL), BATON_NULL_ARGUMENT, "`counter_out`");
+    CHECK(k == SENTINEL);
+    EXPECT(baton_counter_get(NULL, &v, NULL), BATON_NULL_ARGUMENT, "`counter`");
+    EXPECT(baton_counter_set(NULL, 1), BATON_NULL_ARGUMENT, "`counter`");
+    EXPECT(baton_counter_add(NULL, 1, &v), BATON_NULL_ARGUMENT, "`counter`");
+    EXPECT(baton_counter_compare_and_set(NULL, 0, 1, &swapped), BATON_NULL_ARGUMENT,
+           "`counter`");
+    baton_counter_watch *w = SENTINEL;
+    EXPECT(baton_counter_watch_new(NULL, &w), BATON_NULL_ARGUMENT, "`counter`");
+    EXPECT(baton_counter_watch_next(NULL, 0, NULL, &v), BATON_NULL_ARGUMENT, "`watch`");
+    CHECK(w == SENTINEL);
+    baton_counter_watch_free(NULL);
+    baton_counter_free(NULL);
+    k = NULL;
+    EXPECT(baton_counter_new(c, "ffi/hostile/counter", &k), BATON_OK, NULL);
+    if (!k) return;
+    EXPECT(baton_counter_get(k, NULL, NULL), BATON_NULL_ARGUMENT, "`value_out`");
+    EXPECT(baton_counter_compare_and_set(k, 0, 1, NULL), BATON_NULL_ARGUMENT, "`swapped_out`");
+    EXPECT(baton_counter_watch_new(k, NULL), BATON_NULL_ARGUMENT, "`watch_out`");
+    EXPECT(baton_counter_set(k, INT64_MIN), BATON_OK, NULL);
+    EXPECT(baton_counter_add(k, -1, NULL), BATON_INVALID_ARGUMENT, "overflow");
+    EXPECT(baton_counter_get(k, &v, NULL), BATON_OK, NULL);
+    CHECK(v == INT64_MIN);
+    w = NULL;
+    EXPECT(baton_counter_watch_new(k, &w), BATON_OK, NULL);
+    EXPECT(baton_counter_watch_next(w, 0, NULL, NULL), BATON_NULL_ARGUMENT, "`value_out`");
+    baton_counter_watch_free(w);
+    baton_counter_free(k);
+}
+
+static void hostile_cancel_wait(void) {
+    EXPECT(baton_cancel_wait(NULL, 0), BATON_NULL_ARGUMENT, "`cancel`");
+    baton_cancel *k = NULL;
+    EXPECT(baton_cancel_new(&k), BATON_OK, NULL);
+    EXPECT(baton_cancel_wait(k, 0), BATON_TIMEOUT, "not cancelled");
+    EXPECT(baton_cancel_cancel(k), BATON_OK, NULL);
+    EXPECT(baton_cancel_wait(k, UINT64_MAX - 1), BATON_OK, NULL);
+    baton_cancel_free(k);
+}
+
+/* Handles of the new recipes that outlived their client: never a crash, closed or not held. */
+static void hostile_outlived_recipes(void) {
+    baton_client *h = NULL;
+    EXPECT(baton_client_new_from_env(&h), BATON_OK, NULL);
+    if (!h) return;
+    const char *keys[] = {"ffi/hostile/outlived/ml"};
+    baton_rwlock *rw = NULL;
+    baton_multilock *ml = NULL;
+    baton_leader_task *lt = NULL;
+    baton_group *g = NULL;
+    baton_member *m = NULL;
+    baton_barrier *b = NULL;
+    baton_double_barrier *d = NULL;
+    baton_counter *k = NULL;
+    EXPECT(baton_rwlock_new(h, "ffi/hostile/outlived/rw", BATON_RW_READ, &rw), BATON_OK, NULL);
+    EXPECT(baton_multilock_new(h, keys, 1, NULL, &ml), BATON_OK, NULL);
+    EXPECT(baton_leader_task_new(h, "ffi/hostile/outlived/lt", NULL, 0, NULL, &lt), BATON_OK,
+           NULL);
+    EXPECT(baton_group_new(h, "ffi/hostile/outlived/g", &g), BATON_OK, NULL);
+    EXPECT(baton_barrier_new(h, "ffi/hostile/outlived/b", &b), BATON_OK, NULL);
+    EXPECT(baton_double_barrier_new(h, "ffi/hostile/outlived/d", 2, NULL, &d), BATON_OK, NULL);
+    EXPECT(baton_counter_new(h, "ffi/hostile/outlived/k", &k), BATON_OK, NULL);
+    if (g) EXPECT(baton_group_join(g, "m", NULL, 0, NULL, &m), BATON_OK, NULL);
+    EXPECT(baton_rwlock_acquire(rw, 10000, NULL), BATON_OK, NULL);
+    EXPECT(baton_multilock_acquire(ml, 10000, NULL), BATON_OK, NULL);
+    baton_client_free(h);
+
+    CHECK(!baton_rwlock_is_held(rw) && !baton_multilock_is_held(ml));
+    EXPECT(baton_rwlock_acquire(rw, 0, NULL), BATON_CLOSED, "closed");
+    EXPECT(baton_rwlock_release(rw), BATON_NOT_HELD, NULL);
+    EXPECT(baton_multilock_acquire(ml, 0, NULL), BATON_CLOSED, "closed");
+    EXPECT(baton_multilock_release(ml), BATON_NOT_HELD, NULL);
+    EXPECT(baton_leader_task_run(lt, hostile_task, NULL, NULL), BATON_CLOSED, "closed");
+    CHECK(!baton_member_is_member(m));
+    EXPECT_REFUSED(baton_member_update_value(m, NULL, 0));
+    EXPECT_REFUSED(baton_barrier_hold(b, NULL, NULL));
+    EXPECT_REFUSED(baton_double_barrier_enter(d, 0, NULL));
+    EXPECT_REFUSED(baton_counter_add(k, 1, NULL));
+    baton_rwlock_free(rw);
+    baton_multilock_free(ml);
+    baton_leader_task_free(lt);
+    baton_member_free(m);
+    baton_group_free(g);
+    baton_barrier_free(b);
+    baton_double_barrier_free(d);
+    baton_counter_free(k);
+}
+
 void test_hostile(void) {
     RUN0(hostile_results_and_errors);
     RUN0(hostile_client_options);
@@ -931,4 +1329,12 @@ void test_hostile(void) {
     RUN1(hostile_semaphores);
     RUN1(hostile_elections);
     RUN0(hostile_outlived_client);
+    RUN0(hostile_cancel_wait);
+    RUN1(hostile_rwlocks);
+    RUN1(hostile_multilocks);
+    RUN1(hostile_leader_tasks);
+    RUN1(hostile_groups);
+    RUN1(hostile_barriers);
+    RUN1(hostile_counters);
+    RUN0(hostile_outlived_recipes);
 }
