@@ -404,6 +404,319 @@ export declare class Election extends Holdable {
 }
 
 /**
+ * One side (reader or writer) of the read-write lock on a prefix (`client.readLock(prefix)`,
+ * `client.writeLock(prefix)`): readers share it, a writer holds it alone, and contenders are
+ * served in arrival order, so a waiting writer is not starved by readers arriving after it. Each
+ * acquire makes its own contender key under the prefix, bound to the client's default session.
+ */
+export declare class RwLock extends Holdable {
+  private constructor()
+  /** The prefix (without a trailing '/'). */
+  readonly prefix: string
+  /** Which side this handle takes. */
+  readonly mode: 'read' | 'write'
+  /** The contender key of the current holding, or null when not held. */
+  readonly key: string | null
+  /**
+   * Resolves with the lock once held. Rejects with 'BATON_TIMEOUT' after `timeoutMs` (the
+   * contender key is deleted: nothing stays queued), an AbortError when `signal` aborts (nothing
+   * held), 'BATON_CONFLICT' when a key under the prefix is not a read-write lock contender. The
+   * wait holds no thread.
+   */
+  acquire(options?: WaitOptions): Promise<this>
+  /** Resolves false instead of rejecting at the timeout (default timeoutMs 0: look once). */
+  tryAcquire(options?: WaitOptions): Promise<boolean>
+  /** Releases (deletes the contender key); resolves false if not held (`lostReason` says why). */
+  release(): Promise<boolean>
+  isHeld(): boolean
+  /**
+   * The fencing sequencer of the current holding: the contender key, its session, and as `token`
+   * the key's CreateIndex (larger for later holdings of either side); null when not held.
+   */
+  readonly sequencer: Sequencer | null
+  /** Resolves with why the current holding ended (at once when not held). */
+  waitLost(options?: WaitOptions): Promise<LostReason>
+  /** Releases if held: `await using r = await client.readLock(p).acquire()`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+export interface MultiLockOptions {
+  /** Written to every key on acquire. */
+  value?: Bytes
+  /** Hold the keys with this session instead of the client's default one. */
+  session?: Session
+}
+
+/**
+ * A lock on several keys at once (`client.multiLock(keys)`): an acquire takes all of them in one
+ * transaction or none, and waits while any is held (by another MultiLock, a Lock, or Go's
+ * `api.Lock`): it never holds part of the set. Losing any key ends the holding of all.
+ */
+export declare class MultiLock extends Holdable {
+  private constructor()
+  /** The keys, sorted, duplicates dropped. */
+  readonly keys: string[]
+  /** The value written to every key on acquire (a copy). */
+  readonly value: Buffer
+  /** Resolves with the lock once every key is held; 'BATON_TIMEOUT' / AbortError as for locks. */
+  acquire(options?: WaitOptions): Promise<this>
+  /** Resolves false instead of rejecting at the timeout (default timeoutMs 0: try once). */
+  tryAcquire(options?: WaitOptions): Promise<boolean>
+  /** Releases every key; resolves false if nothing was held. */
+  release(): Promise<boolean>
+  isHeld(): boolean
+  /** The sequencer of the first key's holding, or null. */
+  readonly sequencer: Sequencer | null
+  /** One sequencer per key (in `keys` order) while held; empty otherwise. */
+  readonly sequencers: Sequencer[]
+  /** Resolves with why the current holding ended (at once when not held). */
+  waitLost(options?: WaitOptions): Promise<LostReason>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Why a leader task's term ended, as `onStoppedLeading` receives it. */
+export interface StoppedLeading {
+  /**
+   * 'returned' (the task returned; resigned), 'failed' (it threw; resigned), 'lost' (leadership
+   * ended under the task), 'stopped' (`run`'s signal aborted; resigned).
+   */
+  reason: 'returned' | 'failed' | 'lost' | 'stopped'
+  /** With 'lost': why leadership ended. */
+  lostReason: LostReason | null
+  /** With 'failed': what the task threw. */
+  error: unknown
+}
+
+export interface LeaderTaskOptions {
+  /** Campaign again after a term ends (default true); false: `run` resolves after one term. */
+  requeue?: boolean
+  /**
+   * After a term whose task returned or threw: how long (ms, default 500) to let another
+   * candidate take over before campaigning again; ends as soon as another leader is seen.
+   */
+  requeueDelayMs?: number
+  /** Called on the JS thread each time this candidate is elected, just before the task starts. */
+  onStartedLeading?: () => void
+  /** Called on the JS thread each time a term ends, after leadership was given back. */
+  onStoppedLeading?: (stopped: StoppedLeading) => void
+  /**
+   * Called on the JS thread while `run` runs: first with the current leader (null: nobody),
+   * then at every change, this candidate's own terms included. None after `run` settles.
+   */
+  onNewLeader?: (leader: Leader | null) => void
+}
+
+/**
+ * Runs an async task only while leading the election on a key (`client.leaderTask(key, value)`):
+ * campaign, run, resign, campaign again. A callback that throws stops the task: `run` resigns and
+ * rejects with its error.
+ */
+export declare class LeaderTask {
+  private constructor()
+  /** The election's key. */
+  readonly key: string
+  /** Whether this candidate leads now (local check). */
+  isLeader(): boolean
+  /** The fencing sequencer of the current term, or null. */
+  readonly sequencer: Sequencer | null
+  /** The current leader (one consistent read), or null. */
+  leader(): Promise<Leader | null>
+  /**
+   * Campaigns and calls `task(signal)` each time elected; `signal` aborts (reason: a LostError)
+   * the moment leadership ends or `options.signal` aborts. Resolves when `options.signal` aborts
+   * (once the task returned and leadership was given back), or with `requeue` off after one
+   * term; rejects with the task's own error when it threw and `requeue` is off, with a
+   * campaign's non-transient error ('BATON_CLOSED', 'BATON_CONFLICT'), or 'BATON_CONFLICT' when
+   * already running. The campaign and every wait hold no thread.
+   */
+  run(task: (signal: AbortSignal) => Promise<void> | void, options?: { signal?: AbortSignal }): Promise<void>
+}
+
+/** One live member of a group as read from Consul. */
+export declare class MemberInfo {
+  private constructor()
+  /** The member's id (the last segment of its key). */
+  readonly id: string
+  /** The value it joined with (or last set with `updateValue`). */
+  readonly value: Buffer
+  /** The session its key is acquired with. */
+  readonly session: string
+  /** CreateIndex of its key: members sorted by it are in joining order. */
+  readonly createIndex: bigint
+  /** ModifyIndex of its key. */
+  readonly modifyIndex: bigint
+  toJSON(): { id: string; value: string; session: string; createIndex: string; modifyIndex: string }
+}
+
+/** One event of a group watch. */
+export type MembershipEvent =
+  | { type: 'snapshot'; members: MemberInfo[] }
+  | { type: 'joined'; member: MemberInfo }
+  | { type: 'left'; id: string }
+  | { type: 'updated'; member: MemberInfo }
+
+/** Why a membership ended. */
+export type MemberLostReason = 'left' | 'key_changed' | 'session_lost' | 'client_closed'
+
+/**
+ * The events of a group (`group.watch()`): first a snapshot, then joins, leaves and updates.
+ * `close()`, `break` or closing the client ends it (`done`); its signal aborting rejects with an
+ * AbortError; `timeoutMs` bounds each wait ('BATON_TIMEOUT'). A pending `next()` holds no thread.
+ */
+export declare class MembersWatch implements AsyncIterableIterator<MembershipEvent> {
+  private constructor()
+  /** The group's prefix. */
+  readonly prefix: string
+  next(): Promise<IteratorResult<MembershipEvent, undefined>>
+  return(value?: unknown): Promise<IteratorResult<MembershipEvent, undefined>>
+  /** Ends the iteration (a pending `next()` resolves done). */
+  close(): void
+  [Symbol.asyncIterator](): this
+}
+
+interface MemberEvents {
+  /** The membership ended other than by `leave()`. */
+  lost: [reason: MemberLostReason]
+}
+
+/** This process's membership of a group (`group.join(id, value)`). */
+export declare class Member extends EventEmitter {
+  private constructor()
+  on<K extends keyof MemberEvents>(event: K, listener: (...args: MemberEvents[K]) => void): this
+  once<K extends keyof MemberEvents>(event: K, listener: (...args: MemberEvents[K]) => void): this
+  off<K extends keyof MemberEvents>(event: K, listener: (...args: MemberEvents[K]) => void): this
+  /** The member's id. */
+  readonly id: string
+  /** The member's key (`<prefix>/<id>`). */
+  readonly key: string
+  /** The ID of the session the key is acquired with. */
+  readonly sessionId: string
+  /** Whether still a member: not left, not lost, session valid (local check). */
+  isMember(): boolean
+  /** Why the membership ended, or null while it lasts. */
+  readonly lostReason: MemberLostReason | null
+  /** With `lostReason` 'session_lost': why the session was lost; else null. */
+  readonly lostSessionReason: SessionLostReason | null
+  /** Aborts (reason: a LostError) when the membership ends, for any reason. */
+  readonly lostSignal: AbortSignal
+  /** Resolves with why the membership ended; 'BATON_TIMEOUT' / AbortError. Holds no thread. */
+  waitLost(options?: WaitOptions): Promise<MemberLostReason>
+  /** Replaces the member's value; 'BATON_CONFLICT' when no longer a member. */
+  updateValue(value: Bytes): Promise<void>
+  /** Leaves (the key is deleted); resolves false if no longer a member. */
+  leave(): Promise<boolean>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** The group membership recipe on a prefix (`client.group(prefix)`). */
+export declare class Group {
+  private constructor()
+  /** The prefix (without a trailing '/'). */
+  readonly prefix: string
+  /**
+   * Joins as `id` with `value`, under the client's default session or `options.session`.
+   * 'BATON_CONFLICT' when the id is taken by a live session; 'BATON_INVALID_ARGUMENT' for an id
+   * that is not one key segment.
+   */
+  join(id: string, value?: Bytes, options?: { session?: Session }): Promise<Member>
+  /** The live members, sorted by id. */
+  members(): Promise<MemberInfo[]>
+  /** A watch of the members: see MembersWatch. */
+  watch(options?: WaitOptions): MembersWatch
+}
+
+/**
+ * A barrier on one key (`client.barrier(key)`): while the key is there `wait()` waits; once it
+ * is removed every waiter goes on. Any process may raise or lower it.
+ */
+export declare class Barrier {
+  private constructor()
+  /** The barrier's key. */
+  readonly key: string
+  /**
+   * Raises the barrier; resolves true when this call raised it, false when it was up already.
+   * With `session` the key falls when the session ends; without, it stays until released.
+   */
+  hold(options?: { session?: Session }): Promise<boolean>
+  /** Lowers the barrier; resolves whether it was up. */
+  release(): Promise<boolean>
+  /** Whether the barrier is up (one read). */
+  isHeld(): Promise<boolean>
+  /**
+   * Resolves true once the barrier is down, false when `timeoutMs` passes first; AbortError when
+   * `signal` aborts. Holds no thread while it waits.
+   */
+  wait(options?: WaitOptions): Promise<boolean>
+}
+
+/**
+ * A double barrier of `count` participants on a prefix (`client.doubleBarrier(prefix, count)`):
+ * all enter together once the last arrives, and all go on after leaving once every one has left.
+ */
+export declare class DoubleBarrier {
+  private constructor()
+  /** The prefix (without a trailing '/'). */
+  readonly prefix: string
+  /** The number of participants a round waits for. */
+  readonly count: number
+  /** Whether this handle has entered and not left yet. */
+  isEntered(): boolean
+  /**
+   * Resolves true once a round that counts this participant opens, false when `timeoutMs`
+   * passes first (nothing is left behind); AbortError when `signal` aborts. Holds no thread.
+   */
+  enter(options?: WaitOptions): Promise<boolean>
+  /**
+   * Leaves and resolves true once every participant of the round has left, false when
+   * `timeoutMs` passes first (this one has left either way); AbortError when `signal` aborts.
+   */
+  leave(options?: WaitOptions): Promise<boolean>
+}
+
+/** An int64 argument: a BigInt, or a number that is a safe integer (else a RangeError). */
+export type I64 = bigint | number
+
+/**
+ * The values of a counter (`counter.watch()`): the current one first, then each different one.
+ * `close()`, `break` or closing the client ends it; a pending `next()` holds no thread.
+ */
+export declare class CounterWatch implements AsyncIterableIterator<bigint> {
+  private constructor()
+  /** The counter's key. */
+  readonly key: string
+  next(): Promise<IteratorResult<bigint, undefined>>
+  return(value?: unknown): Promise<IteratorResult<bigint, undefined>>
+  /** Ends the iteration (a pending `next()` resolves done). */
+  close(): void
+  [Symbol.asyncIterator](): this
+}
+
+/**
+ * A 64-bit signed counter in one KV key (`client.counter(key)`; an absent key is 0). Values are
+ * BigInt, as every 64-bit number of this package; arguments are BigInt or safe integers.
+ * Concurrent adds from any number of clients all count, exactly once each.
+ */
+export declare class Counter {
+  private constructor()
+  /** The key. */
+  readonly key: string
+  /** The current value (a consistent read). */
+  get(): Promise<bigint>
+  /** Writes `value` whatever the key holds. */
+  set(value: I64): Promise<void>
+  /** Adds `delta` atomically; resolves with the new value ('BATON_INVALID_ARGUMENT' on overflow). */
+  add(delta: I64): Promise<bigint>
+  /** `add(1)`. */
+  increment(): Promise<bigint>
+  /** `add(-1)`. */
+  decrement(): Promise<bigint>
+  /** Writes `next` if the value is `expected`, atomically; resolves whether it did. */
+  compareAndSet(expected: I64, next: I64): Promise<boolean>
+  /** A watch of the value: see CounterWatch. */
+  watch(options?: WaitOptions): CounterWatch
+}
+
+/**
  * The local agent's check and service endpoints (`client.agent`), for binding sessions to a
  * process's health. Recipe: `checkRegister(id, { ttlMs, status: 'passing' })`, then
  * `createSession({ nodeChecks: ['serfHealth', id], lockDelayMs: 0 })`, then `checkPass(id)` more
@@ -467,6 +780,22 @@ export declare class Client {
   lock(key: string, options?: LockOptions): Lock
   semaphore(prefix: string, limit: number | bigint, options?: SemaphoreOptions): Semaphore
   election(key: string, options?: ElectionOptions): Election
+  /** The reader side of the read-write lock on `prefix` (see RwLock). */
+  readLock(prefix: string): RwLock
+  /** The writer side of the read-write lock on `prefix` (see RwLock). */
+  writeLock(prefix: string): RwLock
+  /** A lock on all of `keys` at once (see MultiLock). */
+  multiLock(keys: string[], options?: MultiLockOptions): MultiLock
+  /** A leader task on the election `key`, campaigning with `value` (see LeaderTask). */
+  leaderTask(key: string, value: Bytes, options?: LeaderTaskOptions): LeaderTask
+  /** The group membership recipe on `prefix` (see Group). */
+  group(prefix: string): Group
+  /** A barrier on `key` (see Barrier). */
+  barrier(key: string): Barrier
+  /** A double barrier of `count` participants on `prefix` (see DoubleBarrier). */
+  doubleBarrier(prefix: string, count: number, options?: { session?: Session }): DoubleBarrier
+  /** A counter kept in `key` (see Counter). */
+  counter(key: string): Counter
   /** The current leader of the election on `key` (one consistent read), or null. */
   leader(key: string): Promise<Leader | null>
   observeLeader(key: string, options?: WaitOptions): LeaderObserver

@@ -27,6 +27,11 @@ const { Lock } = require('./lib/lock.js')
 const { Semaphore } = require('./lib/semaphore.js')
 const { Election } = require('./lib/election.js')
 const { LeaderObserver } = require('./lib/observer.js')
+const { RwLock, MultiLock } = require('./lib/rwlock.js')
+const { LeaderTask } = require('./lib/leader_task.js')
+const { Group, Member, MembersWatch, MemberInfo } = require('./lib/group.js')
+const { Barrier, DoubleBarrier } = require('./lib/barrier.js')
+const { Counter, CounterWatch } = require('./lib/counter.js')
 const { Client } = require('./lib/client.js')
 const { setLogger } = require('./lib/logging.js')
 const { startDevServer, DevServer } = require('./devserver.js')
@@ -42,6 +47,17 @@ module.exports = {
   Semaphore,
   Election,
   LeaderObserver,
+  RwLock,
+  MultiLock,
+  LeaderTask,
+  Group,
+  Member,
+  MembersWatch,
+  MemberInfo,
+  Barrier,
+  DoubleBarrier,
+  Counter,
+  CounterWatch,
   Leader,
   Sequencer,
   KvEntry,

@@ -9,6 +9,23 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A barrier on one key (see `Barrier` in lib/barrier.js). */
+export declare class NativeBarrier {
+  /** The barrier's key. */
+  get key(): string
+  /** Raises the barrier (bound to `session` when given); resolves whether this call raised it. */
+  hold(session?: NativeSession | undefined | null): Promise<boolean>
+  /** Lowers the barrier; resolves whether it was up. */
+  release(): Promise<boolean>
+  /** Whether the barrier is up (one read). */
+  isHeld(): Promise<boolean>
+  /**
+   * Resolves true once the barrier is down, false when `timeoutMs` passes first; rejects
+   * with `BATON_CANCELLED` when `cancel` fires.
+   */
+  wait(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+}
+
 /** A cancel token that `lib/cancel.js` ties to an `AbortSignal`. */
 export declare class NativeCancel {
   /** A new, uncancelled token. */
@@ -33,6 +50,20 @@ export declare class NativeClient {
   serviceRegister(options: ServiceOptions): Promise<void>
   /** `PUT /v1/agent/service/deregister/<id>`. */
   serviceDeregister(id: string): Promise<void>
+  /** The reader (`write` false) or writer side of the read-write lock on `prefix`. */
+  rwLock(prefix: string, write: boolean, id: number): NativeRwLock
+  /** A lock on all of `keys` at once. */
+  multiLock(keys: Array<string>, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeMultiLock
+  /** A leader task on `key`, campaigning with `value`. */
+  leaderTask(key: string, value: Buffer, options?: NativeLeaderTaskOptions | undefined | null): NativeLeaderTask
+  /** The group on `prefix`. */
+  group(prefix: string): NativeGroup
+  /** A barrier on `key`. */
+  barrier(key: string): NativeBarrier
+  /** A double barrier of `count` participants on `prefix` (with `session` when given). */
+  doubleBarrier(prefix: string, count: number, session?: NativeSession | undefined | null): NativeDoubleBarrier
+  /** A counter in `key`. */
+  counter(key: string): NativeCounter
   /** A lock on `key`; loss notifications go to `onLost(id, ...)`. */
   lock(key: string, value: Buffer | undefined | null, session: NativeSession | undefined | null, id: number): NativeLock
   /** A semaphore with `limit` (decimal) slots on `prefix`. */
@@ -84,6 +115,51 @@ export declare class NativeClient {
   close(timeoutMs?: number | undefined | null): Promise<boolean>
 }
 
+/** A counter in one key (see `Counter` in lib/counter.js); values are decimal strings. */
+export declare class NativeCounter {
+  /** The key. */
+  get key(): string
+  /** The current value (0 for an absent key), decimal. */
+  get(): Promise<string>
+  /** Writes `value` (decimal) whatever the key holds. */
+  set(value: string): Promise<void>
+  /** Adds `delta` (decimal) atomically; resolves with the new value, decimal. */
+  add(delta: string): Promise<string>
+  /** Writes `next` if the value is `expected` (both decimal); resolves whether it did. */
+  compareAndSet(expected: string, next: string): Promise<boolean>
+  /** A watch of the value. */
+  watch(): NativeCounterWatch
+}
+
+/** A watch of a counter (see `CounterWatch` in lib/counter.js). */
+export declare class NativeCounterWatch {
+  /**
+   * Resolves with the next value that differs from the last one (the first call: the
+   * current value), decimal; null when `timeoutMs` passes without a change. Rejects with
+   * `BATON_CANCELLED` when `cancel` fires, `BATON_CLOSED` after `close()`.
+   */
+  next(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string | null>
+  /** Stops watching (the subscription is dropped off the JS thread). */
+  close(): void
+}
+
+/** A double barrier (see `DoubleBarrier` in lib/barrier.js). */
+export declare class NativeDoubleBarrier {
+  /** The prefix (without a trailing `/`). */
+  get prefix(): string
+  /** The number of participants a round waits for. */
+  get count(): number
+  /** Whether this handle has entered and not yet left. */
+  isEntered(): boolean
+  /** Resolves true once a round that counts this participant opens, false at the timeout. */
+  enter(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /**
+   * Leaves; resolves true once every participant of the round has left, false at the
+   * timeout (this one has left either way).
+   */
+  leave(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+}
+
 /** A participant in a leader election (see `Election` in lib/election.js); `release` resigns. */
 export declare class NativeElection {
   /** Gives the holding up (release, resign); resolves false if nothing was held. */
@@ -116,6 +192,61 @@ export declare class NativeElection {
   observe(): NativeObserver
   /** The sequencer while leading, or null. */
   sequencer(): NativeSequencer | null
+}
+
+/** A group of members under one prefix (see `Group` in lib/group.js). */
+export declare class NativeGroup {
+  /** The prefix (without a trailing `/`). */
+  get prefix(): string
+  /**
+   * Joins as `id` with `value` (under `session` when given); the member's loss is posted
+   * to the client's loss function as `(lostId, reason)`.
+   */
+  join(id: string, value: Buffer, session: NativeSession | undefined | null, lostId: number): Promise<NativeMember>
+  /** The live members, sorted by id. */
+  members(): Promise<NativeMemberInfo[]>
+  /** A watch of the members. */
+  watch(): NativeMembersWatch
+}
+
+/**
+ * A leader task (see `LeaderTask` in lib/leader_task.js): the campaign and the end of each
+ * term are the core's (`next_term_async`, `Term::finish_async`); the JavaScript task runs
+ * between them, and its callbacks are called by lib/leader_task.js on the JS thread.
+ */
+export declare class NativeLeaderTask {
+  /** The election's key. */
+  get key(): string
+  /** Whether this candidate leads now. */
+  isLeader(): boolean
+  /** Why the election's last holding ended (`key_changed`, `session_lost`, ...), or null. */
+  lostReason(): string | null
+  /** The sequencer while leading, or null. */
+  sequencer(): NativeSequencer | null
+  /** The current leader (one consistent read), or null. */
+  leader(): Promise<NativeLeader | null>
+  /**
+   * Why the last term ended (set by its `finish`), or null; taken: a second call returns
+   * null until another term ends.
+   */
+  takeStopped(): StoppedInfo | null
+  /**
+   * Starts a run, one term at a time, ended by `stop`; throws `BATON_CONFLICT` when a run
+   * of this task is under way.
+   */
+  terms(stop: NativeCancel): NativeLeaderTerms
+}
+
+/** A run of a leader task, one term at a time (`baton::aio::LeaderTerms`). */
+export declare class NativeLeaderTerms {
+  /**
+   * Waits for the next term (after a term the task ended: the hand-over wait; then the
+   * campaign): resolves with the term, or null once the run is over (`stop` fired, or the
+   * last term ended it). Holds no thread while it waits.
+   */
+  nextTerm(): Promise<NativeTerm | null>
+  /** Ends the run (a leadership still held is given back, off the JS thread). */
+  end(): void
 }
 
 /** A lock on one key (see `Lock` in lib/lock.js). */
@@ -152,6 +283,75 @@ export declare class NativeLock {
   destroy(): Promise<void>
 }
 
+/** A membership of a group (see `Member` in lib/group.js). */
+export declare class NativeMember {
+  /** The member's id. */
+  get id(): string
+  /** The member's key (`<prefix>/<id>`). */
+  get key(): string
+  /** The session its key is acquired with. */
+  get sessionId(): string
+  /** Whether still a member (local check). */
+  isMember(): boolean
+  /** Why the membership ended (`left`, `key_changed`, `session_lost`), or null. */
+  lostReason(): string | null
+  /** With `session_lost`: why the session was lost. */
+  lostSessionReason(): string | null
+  /**
+   * Resolves with why the membership ended; rejects with `BATON_TIMEOUT` while still a
+   * member at `timeoutMs`, `BATON_CANCELLED` when `cancel` fires.
+   */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /** Replaces the member's value. */
+  updateValue(value: Buffer): Promise<void>
+  /** Leaves the group; resolves false if no longer a member. */
+  leave(): Promise<boolean>
+}
+
+/** A watch of a group's members (see `MembersWatch` in lib/group.js). */
+export declare class NativeMembersWatch {
+  /**
+   * Resolves with the next event (the first: the snapshot); null when `timeoutMs` passes
+   * with nothing new. Rejects with `BATON_CANCELLED` when `cancel` fires, `BATON_CLOSED`
+   * after `close()`.
+   */
+  next(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<NativeMembershipEvent | null>
+  /** Stops watching (the subscription is dropped off the JS thread). */
+  close(): void
+}
+
+/** A lock on several keys at once (see `MultiLock` in lib/multilock.js). */
+export declare class NativeMultiLock {
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
+  release(): Promise<boolean>
+  /** Gives back an acquisition whose caller went away meanwhile (an aborted signal). */
+  abandon(): Promise<void>
+  /** Whether held (local check, no network). */
+  isHeld(): boolean
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as it reports it. */
+  lostSessionReason(): string | null
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /**
+   * Resolves true once held, false when `timeoutMs` passes first; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (nothing is held then).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** The keys, sorted, without duplicates. */
+  get keys(): Array<string>
+  /** The value written to every key on acquire. */
+  value(): Buffer
+  /** The sequencer of the first key's holding, or null. */
+  sequencer(): NativeSequencer | null
+  /** One sequencer per key (in `keys` order) while held, else empty. */
+  sequencers(): Array<NativeSequencer>
+}
+
 /**
  * Follows an election's leader (see `LeaderObserver` in lib/observer.js): a stream of the
  * core (`baton::aio::LeaderStream`), so a pending `next` holds no thread.
@@ -167,6 +367,38 @@ export declare class NativeObserver {
   next(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<NativeLeader | null>
   /** Stops following: the subscription is dropped (off the JS thread). */
   close(): void
+}
+
+/** One side (reader or writer) of a read-write lock (see `RwLock` in lib/rwlock.js). */
+export declare class NativeRwLock {
+  /** Gives the holding up (release, resign); resolves false if nothing was held. */
+  release(): Promise<boolean>
+  /** Gives back an acquisition whose caller went away meanwhile (an aborted signal). */
+  abandon(): Promise<void>
+  /** Whether held (local check, no network). */
+  isHeld(): boolean
+  /**
+   * Why the last holding ended (`released`, `key_changed`, `removed`, `session_lost`,
+   * `client_closed`), or null while held and before the first acquire.
+   */
+  lostReason(): string | null
+  /** With `lost_reason` `session_lost`: why the session was lost, as it reports it. */
+  lostSessionReason(): string | null
+  /** Resolves with why the current holding ended (at once if not held). */
+  waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
+  /**
+   * Resolves true once held, false when `timeoutMs` passes first; rejects with
+   * `BATON_CANCELLED` when `cancel` fires (nothing is held then).
+   */
+  acquire(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<boolean>
+  /** The prefix (without a trailing `/`). */
+  get prefix(): string
+  /** `read` or `write`. */
+  get mode(): string
+  /** The contender key of the current holding, or null. */
+  key(): string | null
+  /** The sequencer of the current holding, or null. */
+  sequencer(): NativeSequencer | null
 }
 
 /** A counting semaphore on a prefix (see `Semaphore` in lib/semaphore.js). */
@@ -222,6 +454,24 @@ export declare class NativeSession {
   waitLost(timeoutMs?: number | undefined | null, cancel?: NativeCancel | undefined | null): Promise<string>
   /** Destroys the session now. */
   destroy(): Promise<void>
+}
+
+/** One term of a leader task: the task runs while it lasts. */
+export declare class NativeTerm {
+  /** Whether the term's token has fired (leadership lost, or `stop`). */
+  isOver(): boolean
+  /**
+   * Resolves true the moment the term's token fires (leadership lost, or `stop`); rejects
+   * with `BATON_CANCELLED` when `cancel` fires first (the task returned). Holds no thread.
+   */
+  ended(cancel: NativeCancel): Promise<boolean>
+  /**
+   * Ends the term with the task's outcome (`failed`: its error's message; null when it
+   * returned): resigns if still leading, runs `on_stopped_leading`; resolves true when
+   * `nextTerm` should be called again, false when the run is over; rejects when the task
+   * failed and requeue is off (lib/leader_task.js rethrows the task's own error then).
+   */
+  finish(failed?: string | undefined | null): Promise<boolean>
 }
 
 /** Options for a client; unset fields come from the `CONSUL_*` environment variables. */
@@ -283,6 +533,43 @@ export interface NativeLeader {
   lockIndex: string
   /** The key's ModifyIndex, decimal. */
   token: string
+}
+
+/** Options of a leader task the core keeps (the JS callbacks stay in lib/leader_task.js). */
+export interface NativeLeaderTaskOptions {
+  /** Campaign again after a term (default true). */
+  requeue?: boolean
+  /** The hand-over wait after a term the task ended, in milliseconds. */
+  requeueDelayMs?: number
+}
+
+/** One member of a group as read from Consul. */
+export interface NativeMemberInfo {
+  /** The member's id. */
+  id: string
+  /** Its value. */
+  value: Buffer
+  /** The session its key is acquired with. */
+  session: string
+  /** CreateIndex of its key, decimal. */
+  createIndex: string
+  /** ModifyIndex of its key, decimal. */
+  modifyIndex: string
+}
+
+/**
+ * One event of a membership watch: `type` is `snapshot` (with `members`), `joined` or
+ * `updated` (with `member`), `left` (with `id`).
+ */
+export interface NativeMembershipEvent {
+  /** `snapshot`, `joined`, `left` or `updated`. */
+  type: string
+  /** The members (snapshot). */
+  members?: Array<NativeMemberInfo>
+  /** The member (joined, updated). */
+  member?: NativeMemberInfo
+  /** The id that left (left). */
+  id?: string
 }
 
 /** A fencing sequencer, with its 64-bit numbers as decimal strings. */
@@ -376,6 +663,14 @@ export interface SessionOptions {
  * standard error. One sink per process: the last call wins.
  */
 export declare function setLogger(sink?: ((level: string, target: string, message: string) => void) | null, level?: string | undefined | null): void
+
+/** Why a term ended: `returned`, `failed`, `lost` (with the loss's reason), `stopped`. */
+export interface StoppedInfo {
+  /** `returned`, `failed`, `lost` or `stopped`. */
+  reason: string
+  /** With `lost`: why leadership ended (`key_changed`, `session_lost`, ...). */
+  lostReason?: string
+}
 
 /** A TTL check to register. */
 export interface TtlCheckOptions {

@@ -835,13 +835,25 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.NativeBarrier = nativeBinding.NativeBarrier
 module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeClient = nativeBinding.NativeClient
+module.exports.NativeCounter = nativeBinding.NativeCounter
+module.exports.NativeCounterWatch = nativeBinding.NativeCounterWatch
+module.exports.NativeDoubleBarrier = nativeBinding.NativeDoubleBarrier
 module.exports.NativeElection = nativeBinding.NativeElection
+module.exports.NativeGroup = nativeBinding.NativeGroup
+module.exports.NativeLeaderTask = nativeBinding.NativeLeaderTask
+module.exports.NativeLeaderTerms = nativeBinding.NativeLeaderTerms
 module.exports.NativeLock = nativeBinding.NativeLock
+module.exports.NativeMember = nativeBinding.NativeMember
+module.exports.NativeMembersWatch = nativeBinding.NativeMembersWatch
+module.exports.NativeMultiLock = nativeBinding.NativeMultiLock
 module.exports.NativeObserver = nativeBinding.NativeObserver
+module.exports.NativeRwLock = nativeBinding.NativeRwLock
 module.exports.NativeSemaphore = nativeBinding.NativeSemaphore
 module.exports.NativeSession = nativeBinding.NativeSession
+module.exports.NativeTerm = nativeBinding.NativeTerm
 module.exports.endIdleThreads = nativeBinding.endIdleThreads
 module.exports.inTurn = nativeBinding.inTurn
 module.exports.parseSequencer = nativeBinding.parseSequencer

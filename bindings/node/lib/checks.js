@@ -102,6 +102,27 @@ function u64(name, v) {
   throw new TypeError(`${name} must be a BigInt or a number, got ${typeof v}`)
 }
 
+const MIN_I64 = -(1n << 63n)
+const MAX_I64 = (1n << 63n) - 1n
+
+/**
+ * An int64 given as bigint or safe integer (a counter's value), as the decimal string the addon
+ * takes. A number that is not a safe integer is a RangeError: it may already have lost digits.
+ */
+function i64(name, v) {
+  if (typeof v === 'bigint') {
+    if (v < MIN_I64 || v > MAX_I64) throw new RangeError(`${name} must be between -2^63 and 2^63-1, got ${v}`)
+    return v.toString()
+  }
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) {
+      throw new RangeError(`${name} must be a safe integer (or a BigInt for larger values), got ${v}`)
+    }
+    return v.toString()
+  }
+  throw new TypeError(`${name} must be a BigInt or a number, got ${typeof v}`)
+}
+
 function checkNote(name, v) {
   if (v !== undefined && v !== null && typeof v !== 'string') throw new TypeError(`${name} must be a string, got ${typeof v}`)
 }
@@ -116,4 +137,5 @@ module.exports = {
   waitOptions,
   toBuffer,
   u64,
+  i64,
 }

@@ -14,6 +14,11 @@ const { Lock } = require('./lock.js')
 const { Semaphore } = require('./semaphore.js')
 const { Election } = require('./election.js')
 const { LeaderObserver } = require('./observer.js')
+const { RwLock, MultiLock } = require('./rwlock.js')
+const { LeaderTask } = require('./leader_task.js')
+const { Group } = require('./group.js')
+const { Barrier, DoubleBarrier } = require('./barrier.js')
+const { Counter } = require('./counter.js')
 
 const TXN_VERBS = new Set([
   'set', 'cas', 'lock', 'unlock', 'get', 'get-or-empty', 'get-tree', 'check-session',
@@ -161,6 +166,89 @@ class Client {
     const session = sessionOf(o.session)
     const flags = o.flags === undefined || o.flags === null ? undefined : u64('flags', o.flags)
     return this.#make(Election, (id) => this.#native.election(key, session, id, flags))
+  }
+  /**
+   * The reader side of the read-write lock on `prefix`: readers share it, and wait only for a
+   * writer that arrived before them. Each call is an independent handle (its own contender key
+   * per acquire, under the client's default session).
+   */
+  readLock(prefix) {
+    checkKey(prefix, 'prefix')
+    return this.#make(RwLock, (id) => this.#native.rwLock(prefix, false, id))
+  }
+  /** The writer side of the read-write lock on `prefix`: held alone, in arrival order. */
+  writeLock(prefix) {
+    checkKey(prefix, 'prefix')
+    return this.#make(RwLock, (id) => this.#native.rwLock(prefix, true, id))
+  }
+  /**
+   * A lock on all of `keys` at once (duplicates dropped, sorted): all or none, each key
+   * excluding a Lock (or Go's `api.Lock`) on it. `value` is written to every key; `session`
+   * defaults to the client's.
+   */
+  multiLock(keys, options) {
+    if (!Array.isArray(keys)) throw new TypeError(`keys must be an array of strings, got ${typeof keys}`)
+    keys.forEach((k, i) => checkKey(k, `keys[${i}]`))
+    const o = optionsOf('multiLock', options, ['value', 'session'])
+    const value = o.value === undefined ? undefined : toBuffer('value', o.value)
+    const session = sessionOf(o.session)
+    return this.#make(MultiLock, (id) => this.#native.multiLock(keys, value, session, id))
+  }
+  /**
+   * A leader task on the election `key`, campaigning with `value`: see LeaderTask.run.
+   * `requeue` (default true): campaign again after a term; `requeueDelayMs` (default 500): how
+   * long, after its task returned, this candidate lets another take over first;
+   * `onStartedLeading()`, `onStoppedLeading({ reason, lostReason, error })` and
+   * `onNewLeader(leader | null)` are called on the JS thread.
+   */
+  leaderTask(key, value, options) {
+    checkKey(key)
+    const v = toBuffer('value', value)
+    const o = optionsOf('leaderTask', options, ['requeue', 'requeueDelayMs', 'onStartedLeading', 'onStoppedLeading', 'onNewLeader'])
+    if (o.requeue !== undefined && typeof o.requeue !== 'boolean') throw new TypeError(`requeue must be a boolean, got ${typeof o.requeue}`)
+    checkMillis('requeueDelayMs', o.requeueDelayMs)
+    if (o.requeueDelayMs === Infinity) throw new RangeError('requeueDelayMs must be finite')
+    for (const k of ['onStartedLeading', 'onStoppedLeading', 'onNewLeader']) {
+      if (o[k] !== undefined && o[k] !== null && typeof o[k] !== 'function') throw new TypeError(`${k} must be a function, got ${typeof o[k]}`)
+    }
+    const n = callSync(() => this.#native.leaderTask(key, v, { requeue: o.requeue, requeueDelayMs: o.requeueDelayMs ?? undefined }))
+    const observe = () => new LeaderObserver(kToken, callSync(() => this.#native.observeLeader(key)))
+    const callbacks = { onStartedLeading: o.onStartedLeading ?? undefined, onStoppedLeading: o.onStoppedLeading ?? undefined, onNewLeader: o.onNewLeader ?? undefined }
+    return new LeaderTask(kToken, n, callbacks, observe)
+  }
+  /** The group membership recipe on `prefix` (members are `<prefix>/<id>`). */
+  group(prefix) {
+    checkKey(prefix, 'prefix')
+    const n = callSync(() => this.#native.group(prefix))
+    const track = async (start, make) => {
+      const id = freeId()
+      const obj = make(await start(id))
+      register(obj, id, this.#owned)
+      return obj
+    }
+    return new Group(kToken, n, track)
+  }
+  /** A barrier on `key` (nothing is written until `hold()`). */
+  barrier(key) {
+    checkKey(key)
+    return new Barrier(kToken, callSync(() => this.#native.barrier(key)))
+  }
+  /**
+   * A double barrier of `count` participants on `prefix`; each participant's key is bound to the
+   * client's default session, or to `options.session`.
+   */
+  doubleBarrier(prefix, count, options) {
+    checkKey(prefix, 'prefix')
+    if (typeof count !== 'number') throw new TypeError(`count must be a positive integer, got ${typeof count}`)
+    if (!Number.isInteger(count) || count < 1 || count > 0xffffffff) throw new RangeError(`count must be a positive integer, got ${count}`)
+    const o = optionsOf('doubleBarrier', options, ['session'])
+    const session = sessionOf(o.session)
+    return new DoubleBarrier(kToken, callSync(() => this.#native.doubleBarrier(prefix, count, session)))
+  }
+  /** A counter kept in `key` (an absent key is 0; nothing is sent until a call). */
+  counter(key) {
+    checkKey(key)
+    return new Counter(kToken, callSync(() => this.#native.counter(key)))
   }
   #make(Class, create) {
     const id = freeId()

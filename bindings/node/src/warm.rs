@@ -53,8 +53,8 @@ extern "C" {
     fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
 }
 
-/// Which holders have warm calls: locks (a semaphore's and an election's calls are more than
-/// one request).
+/// Which holders have warm calls: locks (a semaphore's, an election's, a read-write lock's and a
+/// multi-key lock's calls go through the core's futures or a call thread).
 pub(crate) trait Warm: Hold {
     /// A warm acquire, or `None` (then a thread call).
     fn warm_acquire(&self) -> Option<WarmAcquire> {
@@ -85,6 +85,8 @@ impl Warm for baton::Lock {
 }
 impl Warm for baton::Semaphore {}
 impl Warm for baton::Election {}
+impl Warm for baton::RwLock {}
+impl Warm for baton::MultiLock {}
 
 thread_local! {
     /// Warm calls in flight on this thread's loop.

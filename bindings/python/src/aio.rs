@@ -25,7 +25,9 @@ use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
 use crate::args::value_bytes;
-use crate::recipes::{txn_op, Election, KvEntry, Leader, Lock, Semaphore, Sequencer};
+use crate::recipes::{
+    txn_op, Election, KvEntry, Leader, Lock, MultiLock, RwLock, Semaphore, Sequencer,
+};
 use crate::{seconds, to_py, Client, Session};
 
 /// A core call running on a baton thread (see `baton.aio`). Thread-safe.
@@ -563,8 +565,9 @@ macro_rules! starts {
 }
 
 starts! {
-    impl Lock, Semaphore {
-        /// Native half of `baton.aio.Lock.release` (and `Semaphore.release`).
+    impl Lock, Semaphore, RwLock, MultiLock {
+        /// Native half of `baton.aio.Lock.release` (and `Semaphore`'s, `RwLock`'s,
+        /// `MultiLock`'s).
         fn _start_release(&self) -> released [h = self.inner.hold()] |_| release(&*h);
     }
 

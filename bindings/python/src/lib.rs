@@ -6,6 +6,7 @@
 
 mod agent;
 mod aio;
+mod aio_recipes;
 mod args;
 mod cancel;
 mod detached;
@@ -548,6 +549,20 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<recipes::Leader>()?;
     m.add_class::<recipes::Sequencer>()?;
     m.add_class::<recipes::KvEntry>()?;
+    m.add_class::<recipes::RwLock>()?;
+    m.add_class::<recipes::MultiLock>()?;
+    m.add_class::<recipes::LeaderTask>()?;
+    m.add_class::<recipes::Group>()?;
+    m.add_class::<recipes::Member>()?;
+    m.add_class::<recipes::MemberInfo>()?;
+    m.add_class::<recipes::MembersWatch>()?;
+    m.add_class::<recipes::MembershipEvent>()?;
+    m.add_class::<recipes::Barrier>()?;
+    m.add_class::<recipes::DoubleBarrier>()?;
+    m.add_class::<recipes::Counter>()?;
+    m.add_class::<recipes::CounterWatch>()?;
+    m.add_class::<aio_recipes::LeaderTerms>()?;
+    m.add_class::<aio_recipes::Term>()?;
     m.add_class::<aio::Pending>()?;
     m.add_class::<aio::Hub>()?;
     m.add_class::<warm::WarmCall>()?;

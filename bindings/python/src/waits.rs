@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use crate::aio::{any, drive, leader_event, timeout, Pending};
 use crate::args::value_bytes;
 use crate::detached::Detached;
-use crate::recipes::{Election, Lock, Semaphore};
+use crate::recipes::{Election, Lock, MultiLock, RwLock, Semaphore};
 use crate::to_py;
 use crate::Session;
 
@@ -90,7 +90,22 @@ macro_rules! waiting_methods {
     )+};
 }
 
-waiting_methods!(Lock, Semaphore, Election);
+waiting_methods!(Lock, Semaphore, Election, RwLock, MultiLock);
+
+macro_rules! acquire_methods {
+    ($($class:ident),+) => {$(
+        #[pymethods]
+        impl $class {
+            /// Native half of `baton.aio`'s acquire of a read-write or multi-key lock.
+            #[pyo3(signature = (done, timeout=None))]
+            fn _start_acquire(&self, done: Py<PyAny>, timeout: Option<f64>) -> PyResult<Pending> {
+                acquire(done, self.inner.hold(), self::timeout(timeout)?)
+            }
+        }
+    )+};
+}
+
+acquire_methods!(RwLock, MultiLock);
 
 #[pymethods]
 impl Lock {

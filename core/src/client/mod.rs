@@ -522,6 +522,13 @@ impl Client {
         ))
     }
 
+    /// The latest state this client's watch of `prefix` has seen, when it is
+    /// watched (no request: a recipe judging a queue it already watches).
+    pub(crate) fn watched_prefix(&self, prefix: &str) -> Option<crate::runtime::watch::WatchEvent> {
+        let target = WatchTarget::Prefix(prefix.to_string());
+        crate::runtime::watch::watched(&self.core().watches, &target)
+    }
+
     /// Watches a target; subscribers of the same target share one long poll.
     pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
         crate::runtime::watch::subscribe(&self.core().conn, &self.core().watches, target)

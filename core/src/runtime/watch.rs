@@ -202,6 +202,14 @@ impl fmt::Debug for Watch {
     }
 }
 
+/// The latest state the client's watch of `target` has seen, if it is watched
+/// (no subscription is made and no request sent).
+pub(crate) fn watched(registry: &Watches, target: &WatchTarget) -> Option<WatchEvent> {
+    let shared = lock(registry).get(target).map(|slot| slot.shared.clone())?;
+    let current = lock(&shared.data).current.clone();
+    current
+}
+
 /// Subscribes to `target`: subscribers of one target share one long poll
 /// (`Client::watch`, its public face).
 pub(crate) fn subscribe(

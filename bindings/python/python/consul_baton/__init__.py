@@ -1,4 +1,5 @@
-"""baton: Consul sessions, locks, leader election and semaphores, from one Rust core.
+"""baton: Consul sessions, locks, leader election, semaphores and more recipes (read-write
+and multi-key locks, leader tasks, group membership, barriers, counters), from one Rust core.
 
 >>> import consul_baton as baton
 >>> client = baton.Client()                 # CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...
@@ -30,13 +31,25 @@ from ._errors import (
 )
 from ._native import (
     Agent,
+    Barrier,
     CancelToken,
     Client,
+    Counter,
+    CounterWatch,
+    DoubleBarrier,
     Election,
+    Group,
     KvEntry,
     Leader,
+    LeaderTask,
     Lock,
+    Member,
+    MemberInfo,
+    MembersWatch,
+    MembershipEvent,
+    MultiLock,
     Observer,
+    RwLock,
     Semaphore,
     Sequencer,
     Session,
@@ -68,5 +81,17 @@ __all__ = [
     "Leader",
     "Sequencer",
     "KvEntry",
+    "RwLock",
+    "MultiLock",
+    "LeaderTask",
+    "Group",
+    "Member",
+    "MemberInfo",
+    "MembersWatch",
+    "MembershipEvent",
+    "Barrier",
+    "DoubleBarrier",
+    "Counter",
+    "CounterWatch",
     "__version__",
 ]

@@ -1,4 +1,5 @@
-"""asyncio faces of baton's locks, semaphores and elections.
+"""asyncio faces of baton's locks, semaphores, elections and the other recipes (read-write
+and multi-key locks, leader tasks, group membership, barriers, counters).
 
 >>> import consul_baton as baton, consul_baton.aio
 >>> async def main():
@@ -38,13 +39,16 @@ import asyncio
 import os
 import time
 import weakref
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 import consul_baton as baton
 from . import _native
-from ._native import KvEntry, Leader, Sequencer
+from ._native import KvEntry, Leader, MemberInfo, MembershipEvent, Sequencer
 
-__all__ = ["Agent", "Client", "Lock", "Semaphore", "Election"]
+__all__ = [
+    "Agent", "Client", "Lock", "Semaphore", "Election", "RwLock", "MultiLock", "LeaderTask",
+    "Group", "Member", "MembersWatch", "Barrier", "DoubleBarrier", "Counter", "CounterWatch",
+]
 
 
 def _settle(fut: "asyncio.Future[Any]", unwound: "asyncio.Future[None]", ok: bool, value: Any,
@@ -500,6 +504,387 @@ class Election(_LossReasons):
             yield await _run(events._start_next, None)
 
 
+class RwLock(_Holding):
+    """An asyncio face of :class:`baton.RwLock` (one side of a read-write lock):
+    ``await acquire()``, ``await release()``, ``async with``. The synchronous one is ``.sync``."""
+
+    sync: baton.RwLock
+
+    @property
+    def prefix(self) -> str:
+        """The prefix."""
+        return self.sync.prefix
+
+    @property
+    def mode(self) -> str:
+        """``"read"`` or ``"write"``."""
+        return self.sync.mode
+
+    @property
+    def key(self) -> Optional[str]:
+        """The contender key of the current holding, or None."""
+        return self.sync.key
+
+    @property
+    def sequencer(self) -> Optional[Sequencer]:
+        """The fencing sequencer of the current holding, or None."""
+        return self.sync.sequencer
+
+    def __repr__(self) -> str:
+        return f"baton.aio.RwLock(prefix={self.prefix!r}, mode={self.mode!r}, held={self.locked()})"
+
+
+class MultiLock(_Holding):
+    """An asyncio face of :class:`baton.MultiLock` (every key or none): ``await acquire()``,
+    ``await release()``, ``async with``."""
+
+    sync: baton.MultiLock
+
+    @property
+    def keys(self) -> "list[str]":
+        """The keys, de-duplicated and sorted."""
+        return self.sync.keys
+
+    @property
+    def sequencer(self) -> Optional[Sequencer]:
+        """The sequencer of the first key while held, or None."""
+        return self.sync.sequencer
+
+    @property
+    def sequencers(self) -> "list[Sequencer]":
+        """One sequencer per key while held; empty otherwise."""
+        return self.sync.sequencers
+
+    def __repr__(self) -> str:
+        return f"baton.aio.MultiLock(keys={self.keys!r}, held={self.locked()})"
+
+
+class LeaderTask:
+    """An asyncio face of :class:`baton.LeaderTask`: ``await run(task)`` campaigns and, while
+    leading, runs ``task(token)`` — an async function — as an asyncio Task, cancelled
+    (``Task.cancel()``) the moment leadership is lost or ``stop`` fires; ``token`` (a
+    :class:`baton.CancelToken`) is cancelled at the same moment. When the task ends the
+    candidate resigns and, with ``requeue``, campaigns again. The campaign and the wait for
+    loss hold no thread."""
+
+    def __init__(self, sync: baton.LeaderTask) -> None:
+        self.sync = sync
+
+    @property
+    def key(self) -> str:
+        """The election's key."""
+        return self.sync.key
+
+    @property
+    def sequencer(self) -> Optional[Sequencer]:
+        """The fencing sequencer of the current term, or None."""
+        return self.sync.sequencer
+
+    def is_leader(self) -> bool:
+        """Whether this candidate leads now."""
+        return self.sync.is_leader()
+
+    async def run(self, task: Callable[["baton.CancelToken"], Awaitable[object]],
+                  stop: "Optional[baton.CancelToken]" = None) -> None:
+        """Campaigns and runs ``await task(token)`` while leading, until ``stop`` (a
+        :class:`baton.CancelToken`) is cancelled — or, with ``requeue=False``, for one term.
+        The task is cancelled the moment leadership is lost (or ``stop`` fires); a task that
+        raises an ``Exception`` ends its term as ``"failed"`` (re-raised by ``run`` without
+        requeue). Cancelling the task awaiting ``run`` cancels the campaign, or the term's
+        task, resigns, and re-raises ``CancelledError``."""
+        terms = self.sync._terms(stop)
+        while True:
+            term = await _run(terms._start_next_term)
+            if term is None:
+                return
+            failure = await self._term(term, task)
+            try:
+                again = await _run(term._start_finish, None if failure is None else repr(failure))
+            except baton.BatonError:
+                if failure is not None:
+                    raise failure  # requeue off: the task's own exception
+                raise
+            if not again:
+                return
+
+    async def _term(self, term: Any, task: Callable[..., Awaitable[object]]) -> Optional[Exception]:
+        """Runs one term's task as an asyncio Task, cancelled when the term's token fires;
+        returns what it raised (None when it returned or was cancelled by the term's end).
+        A cancel of the caller cancels the task, ends the term, and is re-raised."""
+        job = asyncio.ensure_future(task(term.token))
+        ended = asyncio.ensure_future(_run(term._start_wait_end))
+        try:
+            try:
+                await asyncio.wait({job, ended}, return_when=asyncio.FIRST_COMPLETED)
+                if not job.done():
+                    job.cancel()  # leadership lost, or stop fired
+            except asyncio.CancelledError:
+                job.cancel()
+                await asyncio.gather(job, return_exceptions=True)
+                await asyncio.shield(_run(term._start_finish, None))
+                raise
+            try:
+                await job
+            except asyncio.CancelledError:
+                if not term.token.cancelled():
+                    # Cancelled by someone else than the term's end: a failure.
+                    return baton.CancelledError("the leader task was cancelled")
+            except Exception as e:  # the task failed
+                return e
+            return None
+        finally:
+            if not ended.done():
+                ended.cancel()
+            await asyncio.gather(ended, return_exceptions=True)
+
+    def __repr__(self) -> str:
+        return f"baton.aio.LeaderTask(key={self.key!r}, leader={self.is_leader()})"
+
+
+class Member:
+    """An asyncio face of :class:`baton.Member`: ``await leave()``, ``await wait_lost()``,
+    ``await update_value(v)``; ``async with`` leaves on exit."""
+
+    def __init__(self, sync: baton.Member) -> None:
+        self.sync = sync
+
+    @property
+    def id(self) -> str:
+        """The member's id."""
+        return self.sync.id
+
+    @property
+    def key(self) -> str:
+        """The member's key."""
+        return self.sync.key
+
+    @property
+    def session(self) -> baton.Session:
+        """The session the member's key is acquired with."""
+        return self.sync.session
+
+    def is_member(self) -> bool:
+        """True while a member."""
+        return self.sync.is_member()
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the membership ended (``"left"``, ``"key_changed"``, ``"session_lost"``), or None."""
+        return self.sync.lost_reason
+
+    @property
+    def cancel_token(self) -> "baton.CancelToken":
+        """A token cancelled when the membership ends."""
+        return self.sync.cancel_token
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> str:
+        """Waits until the membership ends and returns why (``timeout`` in seconds, ``None``:
+        no limit, raises ``baton.TimeoutError``); holds no thread."""
+        return await _run(self.sync._start_wait_lost, timeout)
+
+    async def update_value(self, value: "bytes | str") -> None:
+        """Replaces the member's value."""
+        await _run(self.sync._start_update_value, value)
+
+    async def leave(self) -> bool:
+        """Leaves the group: True when it left now, False when it was no longer a member."""
+        return await _run(self.sync._start_leave)
+
+    async def __aenter__(self) -> "Member":
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        await self.leave()
+        return False
+
+
+class MembersWatch:
+    """An async iterator of a group's :class:`baton.MembershipEvent`s (the snapshot first),
+    with ``await next(timeout=)``; each pending next holds no thread."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    async def next(self, timeout: Optional[float] = None) -> Optional[MembershipEvent]:
+        """The next event; None when ``timeout`` seconds pass with nothing new."""
+        return await _run(self._native._start_next, timeout)
+
+    def close(self) -> None:
+        """Stops the watch."""
+        self._native.close()
+
+    def __aiter__(self) -> "MembersWatch":
+        return self
+
+    async def __anext__(self) -> MembershipEvent:
+        ev = await self.next(None)
+        assert ev is not None
+        return ev
+
+
+class Group:
+    """An asyncio face of :class:`baton.Group`."""
+
+    def __init__(self, sync: baton.Group) -> None:
+        self.sync = sync
+
+    @property
+    def prefix(self) -> str:
+        """The prefix."""
+        return self.sync.prefix
+
+    async def join(self, id: str, value: "bytes | str | None" = None, *,
+                   session: Optional[baton.Session] = None) -> Member:
+        """Joins as member ``id`` with ``value`` (as :meth:`baton.Group.join`)."""
+        return Member(await _run(self.sync._start_join, id, value, session))
+
+    async def members(self) -> "list[MemberInfo]":
+        """The live members, sorted by id."""
+        return await _run(self.sync._start_members)
+
+    def watch(self) -> MembersWatch:
+        """A watch of joins, leaves and updates (``async for``)."""
+        return MembersWatch(self.sync.watch())
+
+
+class Barrier:
+    """An asyncio face of :class:`baton.Barrier`; ``await wait()`` holds no thread."""
+
+    def __init__(self, sync: baton.Barrier) -> None:
+        self.sync = sync
+
+    @property
+    def key(self) -> str:
+        """The barrier's key."""
+        return self.sync.key
+
+    async def hold(self, *, session: Optional[baton.Session] = None) -> bool:
+        """Raises the barrier: True when this call raised it, False when it was already up."""
+        return await _run(self.sync._start_hold, session)
+
+    async def release(self) -> bool:
+        """Lowers the barrier: True when this call lowered it."""
+        return await _run(self.sync._start_release)
+
+    async def is_held(self) -> bool:
+        """Whether the barrier is up now (one read)."""
+        return await _run(self.sync._start_is_held)
+
+    async def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the barrier is down: True, or False when ``timeout`` seconds pass
+        (``None``: no limit; 0 looks once)."""
+        return await _run(self.sync._start_wait, timeout)
+
+
+class DoubleBarrier:
+    """An asyncio face of :class:`baton.DoubleBarrier`: ``await enter()``, ``await leave()``,
+    ``async with`` (enter on entry, leave on exit); the waits hold no thread."""
+
+    def __init__(self, sync: baton.DoubleBarrier) -> None:
+        self.sync = sync
+
+    @property
+    def prefix(self) -> str:
+        """The prefix."""
+        return self.sync.prefix
+
+    @property
+    def count(self) -> int:
+        """The number of participants a round waits for."""
+        return self.sync.count
+
+    def is_entered(self) -> bool:
+        """Whether this participant has entered and not yet left."""
+        return self.sync.is_entered()
+
+    async def enter(self, timeout: Optional[float] = None) -> bool:
+        """Waits until a round of ``count`` opens: True once entered, False at ``timeout``
+        (nothing left behind). A cancelled await leaves nothing entered."""
+        return await _run(self.sync._start_enter, timeout)
+
+    async def leave(self, timeout: Optional[float] = None) -> bool:
+        """Leaves, then waits until every participant of the round has: True, or False at
+        ``timeout`` (it has left either way)."""
+        return await _run(self.sync._start_leave, timeout)
+
+    async def __aenter__(self) -> "DoubleBarrier":
+        await self.enter()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        if self.sync.is_entered():
+            await self.leave()
+        return False
+
+
+class CounterWatch:
+    """An async iterator of a counter's values (the current one first), with
+    ``await next(timeout=)``; each pending next holds no thread."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    async def next(self, timeout: Optional[float] = None) -> Optional[int]:
+        """The next value; None when ``timeout`` seconds pass with no change."""
+        return await _run(self._native._start_next, timeout)
+
+    def close(self) -> None:
+        """Stops the watch."""
+        self._native.close()
+
+    def __aiter__(self) -> "CounterWatch":
+        return self
+
+    async def __anext__(self) -> int:
+        v = await self.next(None)
+        assert v is not None
+        return v
+
+
+class Counter:
+    """An asyncio face of :class:`baton.Counter`."""
+
+    def __init__(self, sync: baton.Counter) -> None:
+        self.sync = sync
+
+    @property
+    def key(self) -> str:
+        """The key."""
+        return self.sync.key
+
+    async def get(self) -> int:
+        """The current value (0 when the key is absent)."""
+        return await _run(self.sync._start_get)
+
+    async def get_with_index(self) -> "tuple[int, int]":
+        """``(value, modify_index)``."""
+        return await _run(self.sync._start_get_with_index)
+
+    async def set(self, value: int) -> None:
+        """Writes ``value`` whatever the key holds."""
+        await _run(self.sync._start_set, value)
+
+    async def add(self, delta: int) -> int:
+        """Adds ``delta`` atomically; returns the new value."""
+        return await _run(self.sync._start_add, delta)
+
+    async def increment(self) -> int:
+        """``add(1)``."""
+        return await self.add(1)
+
+    async def decrement(self) -> int:
+        """``add(-1)``."""
+        return await self.add(-1)
+
+    async def compare_and_set(self, expected: int, new: int) -> bool:
+        """Writes ``new`` if the value is ``expected``, atomically; whether it did."""
+        return await _run(self.sync._start_compare_and_set, expected, new)
+
+    def watch(self) -> CounterWatch:
+        """A watch of the value (``async for``)."""
+        return CounterWatch(self.sync.watch())
+
+
 class Agent:
     """An asyncio face of :class:`baton.Agent`: the same methods, each one short request run
     off the event loop on a pooled baton thread (not the loop's default executor)."""
@@ -554,6 +939,40 @@ class Client:
     def election(self, key: str, **kwargs: Any) -> Election:
         """A participant in the election on ``key``."""
         return Election(self.sync.election(key, **kwargs))
+
+    def read_lock(self, prefix: str) -> RwLock:
+        """The reader side of the read-write lock on ``prefix``."""
+        return RwLock(self.sync.read_lock(prefix))
+
+    def write_lock(self, prefix: str) -> RwLock:
+        """The writer side of the read-write lock on ``prefix``."""
+        return RwLock(self.sync.write_lock(prefix))
+
+    def multi_lock(self, keys: "list[str]", **kwargs: Any) -> MultiLock:
+        """A lock on all of ``keys`` at once (keywords as :meth:`baton.Client.multi_lock`)."""
+        return MultiLock(self.sync.multi_lock(keys, **kwargs))
+
+    def leader_task(self, key: str, value: "bytes | str", **kwargs: Any) -> LeaderTask:
+        """A leader task on the election ``key`` (keywords as
+        :meth:`baton.Client.leader_task`; the callbacks run on baton's threads, not the event
+        loop: hand work to the loop with ``loop.call_soon_threadsafe``)."""
+        return LeaderTask(self.sync.leader_task(key, value, **kwargs))
+
+    def group(self, prefix: str) -> Group:
+        """The group of members under ``prefix``."""
+        return Group(self.sync.group(prefix))
+
+    def barrier(self, key: str) -> Barrier:
+        """A barrier on ``key``."""
+        return Barrier(self.sync.barrier(key))
+
+    def double_barrier(self, prefix: str, count: int, **kwargs: Any) -> DoubleBarrier:
+        """A double barrier of ``count`` participants on ``prefix``."""
+        return DoubleBarrier(self.sync.double_barrier(prefix, count, **kwargs))
+
+    def counter(self, key: str) -> Counter:
+        """A counter kept in ``key``."""
+        return Counter(self.sync.counter(key))
 
     async def create_session(self, **kwargs: Any) -> baton.Session:
         """A session of its own (keywords as :meth:`baton.Client.create_session`: ``ttl``

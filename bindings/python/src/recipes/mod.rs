@@ -8,10 +8,15 @@
 //! event loop owning the wakeup fd) the core call runs on a pooled thread while the caller
 //! waits detached in 100 ms slices and checks for signals in between.
 
+mod barrier;
+mod counter;
 mod election;
 mod holding;
 mod kv;
+mod leader_task;
 mod lock;
+mod membership;
+mod rwlock;
 mod semaphore;
 
 use std::sync::Arc;
@@ -23,9 +28,14 @@ use pyo3::prelude::*;
 use crate::interrupt::{is_main_thread, Interruptible};
 use crate::{float_repr, seconds, to_py, SLICE};
 
+pub(crate) use barrier::{Barrier, DoubleBarrier};
+pub(crate) use counter::{Counter, CounterWatch};
 pub(crate) use election::{Election, Leader, Observer};
 pub(crate) use kv::{txn_op, KvEntry};
+pub(crate) use leader_task::LeaderTask;
 pub(crate) use lock::Lock;
+pub(crate) use membership::{Group, Member, MemberInfo, MembersWatch, MembershipEvent};
+pub(crate) use rwlock::{MultiLock, RwLock};
 pub(crate) use semaphore::Semaphore;
 
 /// The threads of the fallback path of [`interruptible`].

@@ -128,7 +128,18 @@ impl RwShared {
         };
         let closing = core.closing.clone();
         let list = || self.client.kv().list(&list_prefix);
-        let mut fresh: Option<Vec<KvPair>> = Some(ride.run(list)?);
+        // The queue as the client's watch of the prefix last saw it, when that is
+        // after our key was placed (an async wait's later tries, woken by that
+        // watch: no request, however many wait); else a read of our own.
+        let watched = created.and_then(|c| {
+            self.client
+                .watched_prefix(&list_prefix)
+                .filter(|ev| ev.index >= c)
+        });
+        let mut fresh: Option<Vec<KvPair>> = Some(match watched {
+            Some(ev) => ev.entries,
+            None => ride.run(list)?,
+        });
         // Watched from the first wait on: its first answer is no older than
         // the read above, and answers from before our key are only wake-ups.
         let mut watch: Option<Watch> = None;
