@@ -69,6 +69,9 @@ pub struct Acquire<'a, H: Contend> {
     /// tries once, as in the blocking API).
     tried: bool,
     done: bool,
+    /// The call's outcome, held until what refused tries kept is removed (a timed-out
+    /// wait resolves with nothing of it left in the queue, as the blocking acquire).
+    finishing: Option<(Call<()>, Result<bool>)>,
 }
 
 impl<H: Contend> std::fmt::Debug for Acquire<'_, H> {
@@ -117,6 +120,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             tried_waiting: 0,
             tried: false,
             done: false,
+            finishing: None,
         }
     }
 
@@ -226,10 +230,44 @@ impl<'a, H: Contend> Acquire<'a, H> {
         if matches!(out, Ok(true)) {
             // The slot was taken with the kept entry: nothing to remove.
             self.tried_waiting = 0;
-        } else {
-            self.end_wait();
         }
         Some(out)
+    }
+
+    /// Ends the call with `out` once what refused tries kept is removed (on a step
+    /// thread; at once when nothing was kept).
+    fn finish(&mut self, out: Result<bool>, cx: &mut Context<'_>) -> Poll<Result<bool>> {
+        self.done = true;
+        if !H::KEEPS || self.tried_waiting == 0 {
+            return Poll::Ready(out);
+        }
+        self.tried_waiting = 0;
+        let hold = self.hold.view();
+        let call = Call::start(
+            self.hold.client(),
+            CancelToken::new(),
+            move |_| {
+                hold.end_wait();
+                Ok(())
+            },
+            None,
+        );
+        self.finishing = Some((call, out));
+        self.poll_finishing(cx)
+    }
+
+    fn poll_finishing(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool>> {
+        let Some((call, _)) = self.finishing.as_mut() else {
+            return Poll::Ready(Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{} polled after it completed", H::WHAT),
+            )));
+        };
+        if Pin::new(call).poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let (_, out) = self.finishing.take().expect("checked above");
+        Poll::Ready(out)
     }
 
     /// Removes what refused tries kept for the next (a semaphore's contender
@@ -321,6 +359,9 @@ impl<H: Contend> Future for Acquire<'_, H> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<bool>> {
         let this = self.get_mut();
+        if this.finishing.is_some() {
+            return this.poll_finishing(cx);
+        }
         if this.done {
             return Poll::Ready(Err(Error::new(
                 ErrorKind::Conflict,
@@ -332,7 +373,7 @@ impl<H: Contend> Future for Acquire<'_, H> {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(result)) => {
                     if let Some(out) = this.finish_try(result) {
-                        return Poll::Ready(out);
+                        return this.finish(out, cx);
                     }
                 }
                 Poll::Ready(None) => {}
@@ -344,13 +385,11 @@ impl<H: Contend> Future for Acquire<'_, H> {
                 };
                 this.step = None;
                 if let Some(out) = this.finish_try(result) {
-                    return Poll::Ready(out);
+                    return this.finish(out, cx);
                 }
             }
             if let Some(out) = this.ended() {
-                this.done = true;
-                this.end_wait();
-                return Poll::Ready(out);
+                return this.finish(out, cx);
             }
             let retry_due = this.retry_at.is_some_and(|t| t <= Instant::now());
             if this.slot.take_fired() || retry_due {
@@ -360,9 +399,7 @@ impl<H: Contend> Future for Acquire<'_, H> {
             }
             this.slot.register(cx.waker());
             if let Err(e) = this.arm() {
-                this.done = true;
-                this.end_wait();
-                return Poll::Ready(Err(e));
+                return this.finish(Err(e), cx);
             }
             // A signal that fired before the waker was in place is seen here.
             if this.slot.fired() {
