@@ -688,3 +688,34 @@ fn a_try_after_a_failed_try_reads_the_key_again() {
     );
     assert!(b.release().unwrap());
 }
+
+/// A loss signal waits on Consul at most `GONE_PROBE_TIMEOUT` (500 ms) to name its reason:
+/// with every chunk to and from Consul delayed by 2 s, a key deleted under the holder is
+/// signalled within the hub's answer (2 s, or 4 s when its poll is sent after the delay
+/// began) plus 0.5 s, not after a session lookup of two more delayed chunks (6 s or more).
+/// The session is valid: a key change.
+#[test]
+fn a_slow_consul_delays_a_key_change_signal_by_at_most_the_probe_bound() {
+    let f = Fixture::start();
+    let Some((builder, proxy)) = f.proxied() else {
+        return;
+    };
+    let holder = builder.build().unwrap();
+    let key = unique("slow-probe");
+    let lock = holder.lock(&key).unwrap();
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    let delay = Duration::from_secs(2);
+    proxy.delay(delay);
+    let deleted = Instant::now();
+    assert!(f.client().kv().delete(&key).unwrap());
+    let why = lock.wait_lost(Some(PATIENCE), None).unwrap();
+    let after = deleted.elapsed();
+    proxy.heal();
+    assert_eq!(why, LockLost::KeyChanged);
+    assert!(
+        after < delay * 2 + Duration::from_millis(1500),
+        "signalled {after:?} after the delete (chunks delayed {delay:?} each way)"
+    );
+    eprintln!("signalled {after:?} after the delete");
+    holder.close(PATIENCE);
+}

@@ -14,7 +14,47 @@ pub(crate) fn info_on(
     conn: &crate::transport::conn::Conn,
     id: &str,
 ) -> Result<Option<SessionEntry>> {
-    let req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
+    info_within(conn, id, None)
+}
+
+/// The longest a loss signal waits to learn whether its session still exists (to name the
+/// loss): a key hub hook asks, on the hub's thread, before it ends a holding whose key no
+/// longer carries the session. A Consul that does not answer in time is taken as "exists",
+/// and the holding ends as a key change.
+pub(crate) const GONE_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// After a probe went unanswered, how long the next ones are skipped (taken as "exists"):
+/// a session invalidated with a thousand keys must not hold the hub thread a thousand times
+/// [`GONE_PROBE_TIMEOUT`] when Consul is slow.
+const GONE_PROBE_QUIET: Duration = Duration::from_secs(2);
+
+/// Whether Consul answers, within [`GONE_PROBE_TIMEOUT`], that session `id` no longer
+/// exists (`false` when it exists, or when Consul does not answer in time, or when a probe
+/// went unanswered within [`GONE_PROBE_QUIET`]).
+pub(crate) fn gone(conn: &crate::transport::conn::Conn, id: &str) -> bool {
+    let now = std::time::Instant::now();
+    let quiet = &conn.probes_quiet_until;
+    if crate::foundations::sync::lock(quiet).is_some_and(|until| now < until) {
+        return false;
+    }
+    match info_within(conn, id, Some(GONE_PROBE_TIMEOUT)) {
+        Ok(entry) => entry.is_none(),
+        Err(e) => {
+            if e.kind() == ErrorKind::Timeout {
+                *crate::foundations::sync::lock(quiet) = Some(now + GONE_PROBE_QUIET);
+            }
+            false
+        }
+    }
+}
+
+fn info_within(
+    conn: &crate::transport::conn::Conn,
+    id: &str,
+    timeout: Option<Duration>,
+) -> Result<Option<SessionEntry>> {
+    let mut req = Request::new("GET", format!("/v1/session/info/{}", encode_component(id)));
+    req.timeout = timeout;
     let resp = conn.transport.send_on(&req, Some(&conn.closing))?;
     let resp = crate::transport::http::check(&req, resp)?;
     let list: Vec<SessionEntry> = resp.json(&req)?;

@@ -444,10 +444,16 @@ where
         if sh.held_generation() != Some(generation) {
             return;
         }
-        // Tell keys released by an invalidation from a key taken from us.
+        // A session already known lost names the loss without asking.
+        if let Some(s) = hook_session.upgrade().filter(|s| s.is_lost()) {
+            sh.lose(generation, H::Lost::of_session(s.state()));
+            return;
+        }
+        // Tell keys released by an invalidation from a key taken from us: one
+        // request, bounded by GONE_PROBE_TIMEOUT (an unanswered one is a key change).
         let gone = conn
             .upgrade()
-            .is_some_and(|c| matches!(crate::api::session_api::info_on(&c, &sid), Ok(None)));
+            .is_some_and(|c| crate::api::session_api::gone(&c, &sid));
         match (gone, hook_session.upgrade()) {
             (true, Some(s)) => s.lose(LostReason::Invalidated),
             _ => sh.lose(generation, key_changed),

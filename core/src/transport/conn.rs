@@ -32,6 +32,9 @@ pub(crate) struct Conn {
     pub(crate) transient_retries: AtomicU64,
     /// Lock acquires and releases settled on the direct path (`lock::direct`).
     pub(crate) direct_calls: AtomicU64,
+    /// Until when a loss signal does not ask Consul whether its session still exists,
+    /// because such a question just went unanswered (`session_api::gone`).
+    pub(crate) probes_quiet_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// The address only: no token, no state.
@@ -54,6 +57,7 @@ impl Conn {
             learned: Learned::default(),
             transient_retries: AtomicU64::new(0),
             direct_calls: AtomicU64::new(0),
+            probes_quiet_until: std::sync::Mutex::new(None),
         }
     }
 

@@ -344,7 +344,8 @@ fn key_hook(weak: Weak<Shared>) -> Hook {
         }
         // Tell a key released or deleted because the session ended (the
         // session monitor may not know yet) from one changed by someone else.
-        if matches!(sh.client.sessions().info(sid), Ok(None)) {
+        // One request, bounded by GONE_PROBE_TIMEOUT (an unanswered one is a key change).
+        if crate::api::session_api::gone(sh.client.conn(), sid) {
             sh.session.shared.lose(LostReason::Invalidated);
             sh.end(MemberLost::SessionLost(LostReason::Invalidated));
         } else {
