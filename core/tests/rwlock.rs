@@ -7,13 +7,26 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use baton::{CancelToken, Client, ErrorKind, LockLost, LostReason, RwMode, RW_LOCK_FLAG_VALUE};
+use baton::{
+    CancelToken, Client, ErrorKind, LockLost, LostReason, RwMode, SessionOptions,
+    RW_LOCK_FLAG_VALUE,
+};
 use common::{unique, wait_for_entries, Fixture};
 
 /// Generous bound for "eventually"; a failure bound, not a speed assertion.
 const PATIENCE: Duration = Duration::from_secs(20);
 /// How long a contender that must not get the lock is given to try.
 const SHORT: Duration = Duration::from_millis(500);
+/// The lock-delay of the sessions whose loss a test provokes.
+const LOCK_DELAY: Duration = Duration::from_secs(1);
+
+/// A client whose default session has `lock_delay`.
+fn with_lock_delay(f: &Fixture, lock_delay: Duration) -> Client {
+    f.builder()
+        .default_session(SessionOptions::default_for_client().lock_delay(lock_delay))
+        .build()
+        .unwrap()
+}
 
 /// The contender keys under `prefix` with their values.
 fn contenders(c: &Client, prefix: &str) -> Vec<(String, String)> {
@@ -187,7 +200,7 @@ fn a_foreign_key_under_the_prefix_is_a_conflict() {
 #[test]
 fn losing_the_session_ends_the_holding() {
     let f = Fixture::start();
-    let (c1, c2) = (f.client(), f.client());
+    let (c1, c2) = (with_lock_delay(&f, LOCK_DELAY), f.client());
     let prefix = unique("rw-loss");
     let r = c1.read_lock(&prefix).unwrap();
     assert!(r.acquire(Some(PATIENCE), None).unwrap());
@@ -212,7 +225,7 @@ fn losing_the_session_ends_the_holding() {
             rx.recv_timeout(PATIENCE).unwrap(),
             LockLost::SessionLost(LostReason::Invalidated)
         );
-        // The dead reader's key no longer blocks the writer.
+        // The dead reader's key blocks the writer until its lock-delay is over.
         assert!(waiting.join().unwrap().unwrap());
     });
     assert!(w.is_held());
@@ -234,4 +247,67 @@ fn a_prefix_consul_refuses_fails_the_acquire_and_leaves_close_nothing_to_do() {
     drop(rw);
     let report = c.close_report(PATIENCE);
     assert!(report.is_complete(), "{report}");
+}
+
+/// A holder whose session Consul ends keeps its place for the session's lock-delay, as a
+/// lock's key is held back: the writer behind a reader whose session is destroyed goes
+/// ahead only after the lock-delay, and after the reader's loss signal (one monotonic
+/// clock), never on the same change that tells the reader. Also through the async wait.
+#[test]
+fn a_dead_holder_keeps_its_place_for_its_lock_delay() {
+    use baton::aio::AsyncHold;
+    use std::time::Instant;
+    let f = Fixture::start();
+    for asynchronous in [false, true] {
+        let (c1, c2) = (with_lock_delay(&f, LOCK_DELAY), f.client());
+        let prefix = unique("rw-lock-delay");
+        let r = c1.read_lock(&prefix).unwrap();
+        assert!(r.acquire(Some(PATIENCE), None).unwrap());
+        let sid = r.sequencer().unwrap().session;
+        let (tx, rx) = mpsc::channel::<(&str, Instant)>();
+        let lost_tx = tx.clone();
+        r.on_lost(move |_| lost_tx.send(("reader lost", Instant::now())).unwrap());
+        let w = c2.write_lock(&prefix).unwrap();
+        let destroyed = std::thread::scope(|s| {
+            let waiting = s.spawn(|| {
+                let held = if asynchronous {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap()
+                        .block_on(w.acquire_async(Some(PATIENCE)))
+                } else {
+                    w.acquire(Some(PATIENCE), None)
+                };
+                tx.send(("writer holds", Instant::now())).unwrap();
+                held
+            });
+            wait_for_entries(&c1, &prefix, PATIENCE, "the writer queued", |e| {
+                e.len() == 2
+            });
+            let destroyed = Instant::now();
+            f.client().sessions().destroy(&sid).unwrap();
+            assert!(waiting.join().unwrap().unwrap());
+            destroyed
+        });
+        let (mut lost, mut holds) = (None, None);
+        while lost.is_none() || holds.is_none() {
+            let (what, at) = rx.recv_timeout(PATIENCE).unwrap();
+            match what {
+                "reader lost" => lost = Some(at),
+                _ => holds = Some(at),
+            }
+        }
+        let (lost, holds) = (lost.unwrap(), holds.unwrap());
+        assert!(
+            lost < holds,
+            "async {asynchronous}: the writer held before the reader's loss"
+        );
+        assert!(
+            holds - destroyed >= LOCK_DELAY / 2,
+            "async {asynchronous}: the writer held {:?} after the destroy, within the lock-delay",
+            holds - destroyed
+        );
+        assert!(w.release().unwrap());
+    }
 }

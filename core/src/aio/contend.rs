@@ -207,7 +207,7 @@ impl Contend for RwLock {
         Ok(Box::new(RwLock::watch_changes(self, fire)?))
     }
     fn retry_hint(&self) -> Option<Instant> {
-        None
+        RwLock::retry_hint(self)
     }
     fn session_now(&self) -> Option<Session> {
         RwLock::session_now(self)

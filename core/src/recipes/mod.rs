@@ -10,6 +10,7 @@ pub(crate) mod fence;
 pub(crate) mod holding;
 pub(crate) mod leader_task;
 pub(crate) mod lock;
+pub(crate) mod lock_delay;
 pub(crate) mod membership;
 pub(crate) mod multilock;
 pub(crate) mod rwlock;

@@ -17,11 +17,15 @@ use crate::recipes::fence::Sequencer;
 use crate::recipes::holding::key_loss_hook;
 use crate::recipes::holding::{Holder, Lifecycle, Loss};
 use crate::recipes::lock::LockLost;
+use crate::recipes::lock_delay::{under_lock_delay, LOCK_DELAY_RECHECK};
 use crate::runtime::keyhub::KeySub;
-use crate::runtime::lease::Session;
+use crate::runtime::lease::{LostReason, Session};
 use crate::runtime::ride_out::RideOut;
 use crate::runtime::watch::Watch;
 use crate::transport::conn::Conn;
+
+/// A contender's place in the queue: its mode, CreateIndex and key.
+type Place<'a> = (RwMode, (u64, &'a str));
 
 /// The text of the error for a key under the prefix that is not a contender.
 const RW_CONFLICT: &str = "Existing key does not match lock use";
@@ -143,6 +147,10 @@ impl RwShared {
         // Watched from the first wait on: its first answer is no older than
         // the read above, and answers from before our key are only wake-ups.
         let mut watch: Option<Watch> = None;
+        // When a dead holder's key is kept back for its lock-delay: when to look
+        // again (the delay ending changes nothing the watch would see).
+        let mut look_again: Option<Instant> = None;
+        *lock(&self.retry_at) = None;
         loop {
             let entries = match fresh.take() {
                 Some(e) => e,
@@ -151,11 +159,17 @@ impl RwShared {
                         Some(w) => w,
                         None => watch.insert(self.client.watch_prefix(&list_prefix)?),
                     };
-                    match watch_next(watch, deadline, cancel, session, &closing)? {
+                    let wake = match (deadline, look_again.take()) {
+                        (Some(d), Some(l)) => Some(d.min(l)),
+                        (d, l) => d.or(l),
+                    };
+                    match watch_next(watch, wake, cancel, session, &closing)? {
                         Some((index, entries)) if created.is_some_and(|c| index >= c) => entries,
                         // An answer from before our key existed: only a wake-up.
                         Some(_) => ride.run(list)?,
-                        None => return Ok(false),
+                        None if deadline.is_some_and(|d| d <= Instant::now()) => return Ok(false),
+                        // Time to look at a lock-delay again.
+                        None => ride.run(list)?,
                     }
                 }
             };
@@ -177,7 +191,8 @@ impl RwShared {
             if mine.session.as_deref() != Some(session.id()) {
                 return Err(lost_while_acquiring(session));
             }
-            let queue = self.queue(&entries)?;
+            let (queue, kept) = self.queue(&entries, session)?;
+            look_again = kept.then(|| Instant::now() + LOCK_DELAY_RECHECK);
             let me = (self.mode, (mine.create_index, mine.key.as_str()));
             if may_hold(me, &queue) {
                 let mine = mine.clone();
@@ -194,17 +209,26 @@ impl RwShared {
                 ));
             }
             if deadline.is_some_and(|d| d <= Instant::now()) {
+                *lock(&self.retry_at) = look_again;
                 return Ok(false);
             }
         }
     }
 
-    /// The live contenders in `entries` (mode and queue position each).
-    /// Contenders whose session is gone (Consul cleared it) are skipped and
-    /// deleted, if unchanged, in the background; any other key is a
-    /// `Conflict`.
-    fn queue<'a>(&self, entries: &'a [KvPair]) -> Result<Vec<(RwMode, (u64, &'a str))>> {
+    /// The contenders in `entries` that hold a place (mode and queue position each),
+    /// and whether one of them is a dead holder's kept back for its lock-delay.
+    /// A contender whose session is gone (Consul cleared it) keeps its place while
+    /// Consul holds its key back for the session's lock-delay — its holder may not
+    /// have learnt of the loss yet, and a writer behind it must not go ahead of
+    /// that — and is skipped and deleted (if unchanged, in the background) after.
+    /// Any other key is a `Conflict`.
+    fn queue<'a>(
+        &self,
+        entries: &'a [KvPair],
+        session: &Session,
+    ) -> Result<(Vec<Place<'a>>, bool)> {
         let mut queue = Vec::with_capacity(entries.len());
+        let mut kept = false;
         for p in entries {
             let mode = RwMode::parse(p.value.as_deref().unwrap_or_default());
             let Some(mode) = mode.filter(|_| p.flags == RW_LOCK_FLAG_VALUE) else {
@@ -219,6 +243,11 @@ impl RwShared {
                 ));
             };
             if p.session.is_none() {
+                if p.lock_index > 0 && under_lock_delay(&self.client, &p.key, session.id())? {
+                    kept = true;
+                    queue.push((mode, (p.create_index, p.key.as_str())));
+                    continue;
+                }
                 let ops = [KvOp::delete_cas(&p.key, p.modify_index)];
                 if let Err(e) = self.client.conn().txn(&ops) {
                     log::debug!(
@@ -231,7 +260,7 @@ impl RwShared {
             }
             queue.push((mode, (p.create_index, p.key.as_str())));
         }
-        Ok(queue)
+        Ok((queue, kept))
     }
 
     /// Records a holding of contender `entry` and starts watching it.
@@ -351,16 +380,23 @@ impl Holder for RwShared {
         f(&mut lock(&self.life))
     }
 
-    /// Ends holding `generation` (idempotent), signalling loss; the
-    /// contender key is deleted in the background (a dead key would
-    /// otherwise stay in the queue until someone prunes it).
+    /// Ends holding `generation` (idempotent), signalling loss. A key whose
+    /// session Consul ended (it released the key) stays: it keeps its place in
+    /// the queue for the session's lock-delay, as a lock's key is held back, and
+    /// the next contender prunes it after. Any other key is deleted in the
+    /// background (a key still carrying a session we gave up on would block the
+    /// queue until that session expires).
     fn lose(&self, generation: u64, reason: LockLost) {
         let Some(ended) = lock(&self.life).end(generation, reason) else {
             return;
         };
         let h = &ended.held;
         ended.signal(self.client.core(), &self.what());
-        if reason != LockLost::ClientClosed {
+        let released_by_consul = matches!(
+            reason,
+            LockLost::SessionLost(LostReason::Invalidated | LostReason::Destroyed)
+        );
+        if reason != LockLost::ClientClosed && !released_by_consul {
             self.remove_later(&h.extra.key, &h.session);
         }
     }

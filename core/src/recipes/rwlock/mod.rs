@@ -88,6 +88,9 @@ pub(crate) struct RwShared {
     /// The contender key an async wait keeps between its tries (`aio`), until
     /// a try holds with it or the wait ends ([`RwLock::end_wait`]).
     kept: Mutex<Option<Contender>>,
+    /// When the last acquire, which found a dead holder's key kept back for its
+    /// lock-delay, should look again (the async wait's retry time).
+    retry_at: Mutex<Option<std::time::Instant>>,
 }
 
 /// A contender key of ours that may exist: deleted unless a holding takes it.
@@ -181,6 +184,7 @@ impl Client {
                 life: Mutex::new(Lifecycle::new()),
                 acquiring: Turnstile::default(),
                 kept: Mutex::new(None),
+                retry_at: Mutex::new(None),
             }),
             view: false,
         })
@@ -315,6 +319,12 @@ impl RwLock {
     /// the next try, until [`RwLock::end_wait`].
     pub(crate) fn try_keeping(&self, cancel: &CancelToken) -> Result<bool> {
         self.acquire_keeping(Some(Duration::ZERO), Some(cancel), true)
+    }
+
+    /// When a try that found a dead holder's key kept back for its lock-delay
+    /// should look again, if the last try was such.
+    pub(crate) fn retry_hint(&self) -> Option<std::time::Instant> {
+        *lock(&self.shared.retry_at)
     }
 
     /// The session of the holding, else that of the contender key an async

@@ -2,6 +2,7 @@
 //! CAS on `.lock`, waiting on the prefix's listing, and recording the holding.
 
 use super::*;
+use crate::recipes::lock_delay::LOCK_DELAY_RECHECK;
 
 impl Semaphore {
     pub(super) fn acquire_claimed(

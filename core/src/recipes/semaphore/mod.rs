@@ -37,10 +37,6 @@ pub const SEMAPHORE_FLAG_VALUE: u64 = 0xe0f6_9a2b_aa41_4de0;
 
 const SEMAPHORE_CONFLICT: &str = "Existing key does not match semaphore use";
 
-/// How often a waiter looks again at a slot kept back for a dead holder's
-/// lock-delay (Consul does not tell how long the delay still runs).
-const LOCK_DELAY_RECHECK: Duration = Duration::from_millis(250);
-
 /// Options of a [`Semaphore`].
 #[derive(Debug, Clone, Default)]
 pub struct SemaphoreOptions {

@@ -10,9 +10,8 @@
 //!
 //! Consul does set that lock-delay on the dead holder's contender key (it held
 //! it with the session), and it only shows it by refusing a lock on that key.
-//! So before pruning, baton asks: a transaction that would lock the contender
-//! key with our session and then fails on purpose (a session check nobody can
-//! pass), so that nothing is ever written. Refused for lock-delay: the holder
+//! So before pruning, baton asks (`recipes::lock_delay`, nothing written).
+//! Refused for lock-delay: the holder
 //! died less than its lock-delay ago, and its slot stays taken. Any other
 //! answer: it is pruned, as Go would. A clean release takes the holder out of
 //! `.lock` itself, so only crashed and invalidated holders are ever probed.
@@ -20,15 +19,11 @@
 use std::collections::HashSet;
 
 use crate::api::kv::KvPair;
-use crate::api::txn::KvOp;
 use crate::client::Client;
-use crate::foundations::error::{ErrorKind, Result};
+use crate::foundations::error::Result;
+use crate::recipes::lock_delay::under_lock_delay;
 
 use super::format::{path_join, LockDoc};
-
-/// A session ID no session has (Consul's IDs are random UUIDs): the check that
-/// makes a probe fail whatever else happens.
-const NO_SESSION: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Makes room for `session` in `doc` if it needs a slot: drops holders no key
 /// under the prefix carries, one at a time until a slot is free, except those
@@ -72,22 +67,4 @@ pub(super) fn make_room(
         }
     }
     Ok(kept)
-}
-
-/// Whether Consul refuses to lock `key` for lock-delay (nothing is written
-/// either way).
-fn under_lock_delay(client: &Client, key: &str, session: &str) -> Result<bool> {
-    let probe = [
-        KvOp::lock(key, b"", 0, session),
-        KvOp::check_session(key, NO_SESSION),
-    ];
-    match client.txn(&probe) {
-        // Cannot happen (the check fails); nothing to hold back.
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == ErrorKind::Conflict && !e.txn_errors().is_empty() => Ok(e
-            .txn_errors()
-            .iter()
-            .any(|t| t.op_index == 0 && t.what.contains("lock delay"))),
-        Err(e) => Err(e),
-    }
 }
