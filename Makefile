@@ -137,10 +137,11 @@ test-versions: python-install node-build
 	done
 
 ## The fault harness (tests/faults/README.md): Rust, C, Python and Node workers contend for a lock
-## and a 2-slot semaphore, each through its own fault proxy, under partitions, SIGSTOP, SIGKILL, dev server
+## and a 2-slot semaphore, Rust ones for a read-write lock (readers and writers) and a multi-key lock
+## sharing a key with the lock, each through its own fault proxy, under partitions, SIGSTOP, SIGKILL, dev server
 ## restarts, no-leader windows, latency spikes, destroyed sessions and node failures; an external
-## checker proves from their logs that no two believed they held at once (frozen holders aside),
-## no fenced update was lost, loss was signalled before the next holder, the lock came back
+## checker proves from their logs that no two believed they held at once (frozen holders aside;
+## readers of the read-write lock may), no fenced update was lost, loss was signalled before the next holder, the lock came back
 ## within its budget, and no session was left. FAULT_EPISODES episodes (default 16: about 35 s on the 2-core VM).
 ## `make bench-faults EPISODES=N` is the long soak (logs in target/faults/soak).
 .PHONY: test-faults bench-faults faults-workers

@@ -3,9 +3,15 @@
 //! fenced counter while it believes it holds the lock, and prints every event
 //! with CLOCK_MONOTONIC nanoseconds for the checker.
 //!
-//!     faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]
+//!     faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [MODE]
 //!
-//! With `LIMIT` it holds a slot of the semaphore on `KEY` instead of the lock.
+//! `MODE` picks what it contends for instead of the lock on `KEY`:
+//! * a number `LIMIT`: a slot of the semaphore on the prefix `KEY`;
+//! * `read` / `write`: the reader / writer side of the read-write lock on the
+//!   prefix `KEY` (a writer increments `COUNTER`, fenced by its sequencer);
+//! * `multi=K2,K3,...`: the multi-key lock over `KEY`, `K2`, `K3`, ...,
+//!   incrementing `COUNTER` fenced by `KEY`'s sequencer (so it shares `KEY` and
+//!   `COUNTER` with the plain lock's workers).
 
 #![allow(unsafe_code)] // clock_gettime, to share CLOCK_MONOTONIC with the other processes
 
@@ -16,8 +22,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use baton::{
-    Client, ErrorKind, KvOp, Lock, LockOptions, Semaphore, SemaphoreOptions, Session,
-    SessionOptions,
+    Client, ErrorKind, KvOp, Lock, LockOptions, MultiLock, MultiLockOptions, RwLock, RwMode,
+    Semaphore, SemaphoreOptions, Sequencer, Session, SessionOptions,
 };
 
 const HOLD: Duration = Duration::from_millis(200);
@@ -57,20 +63,53 @@ struct LostAt {
     at: AtomicI64,
 }
 
+/// What a worker contends for.
+enum Mode {
+    /// The lock on `KEY`.
+    Lock,
+    /// A slot of the semaphore on `KEY` with this limit.
+    Slot(u64),
+    /// One side of the read-write lock on `KEY`.
+    Rw(RwMode),
+    /// The multi-key lock over `KEY` and these keys.
+    Multi(Vec<String>),
+}
+
 struct Args {
     name: String,
     key: String,
     counter: String,
     ttl: Duration,
     lock_delay: Duration,
-    /// A semaphore's limit: semaphore mode.
-    limit: Option<u64>,
+    mode: Mode,
+}
+
+fn parse_mode(m: &str) -> Result<Mode, String> {
+    match m {
+        "read" => Ok(Mode::Rw(RwMode::Read)),
+        "write" => Ok(Mode::Rw(RwMode::Write)),
+        _ => {
+            if let Some(keys) = m.strip_prefix("multi=") {
+                let keys: Vec<String> = keys.split(',').map(str::to_string).collect();
+                if keys.iter().any(String::is_empty) {
+                    return Err(format!("MODE {m:?}: an empty key"));
+                }
+                return Ok(Mode::Multi(keys));
+            }
+            m.parse().map(Mode::Slot).map_err(|e| {
+                format!("MODE {m:?}: neither read, write, multi=K2,... nor a limit ({e})")
+            })
+        }
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() != 5 && a.len() != 6 {
-        return Err("usage: faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT]".into());
+        return Err(
+            "usage: faults-worker NAME KEY COUNTER TTL_MS LOCK_DELAY_MS [LIMIT|read|write|multi=K2,...]"
+                .into(),
+        );
     }
     let ms = |s: &str, what: &str| {
         s.parse::<u64>()
@@ -83,9 +122,9 @@ fn parse_args() -> Result<Args, String> {
         counter: a[2].clone(),
         ttl: ms(&a[3], "TTL_MS")?,
         lock_delay: ms(&a[4], "LOCK_DELAY_MS")?,
-        limit: match a.get(5) {
-            Some(l) => Some(l.parse().map_err(|e| format!("LIMIT {l:?}: {e}"))?),
-            None => None,
+        mode: match a.get(5) {
+            Some(m) => parse_mode(m)?,
+            None => Mode::Lock,
         },
     })
 }
@@ -116,8 +155,11 @@ fn main() {
             })
             .expect("stdin thread");
     }
+    // A read-write lock holds with the client's default session: give it the
+    // worker's session options (the other modes pass a session of their own).
     let client = match baton::ClientBuilder::from_env()
         .request_timeout(REQUEST_TIMEOUT)
+        .default_session(session_options(&args))
         .build()
     {
         Ok(c) => c,
@@ -131,10 +173,20 @@ fn main() {
     emit("bye", "");
 }
 
-/// What a worker holds: the lock with its sequencer, or a semaphore slot.
+fn session_options(args: &Args) -> SessionOptions {
+    SessionOptions::new()
+        .name(format!("faults-{}", args.name))
+        .ttl(args.ttl)
+        .lock_delay(args.lock_delay)
+}
+
+/// What a worker holds, with the sequencer its increments are fenced by.
 enum Held {
-    Lock(Lock, baton::Sequencer),
+    Lock(Lock, Sequencer),
     Slot(Semaphore),
+    Rw(RwLock, Sequencer),
+    /// The sequencer of `KEY`, from `sequencers()`.
+    Multi(MultiLock, Sequencer),
 }
 
 impl Held {
@@ -142,6 +194,8 @@ impl Held {
         match self {
             Held::Lock(l, _) => l.is_held(),
             Held::Slot(s) => s.is_held(),
+            Held::Rw(l, _) => l.is_held(),
+            Held::Multi(l, _) => l.is_held(),
         }
     }
 
@@ -149,6 +203,18 @@ impl Held {
         match self {
             Held::Lock(l, _) => l.release(),
             Held::Slot(s) => s.release(),
+            Held::Rw(l, _) => l.release(),
+            Held::Multi(l, _) => l.release(),
+        }
+    }
+
+    /// The sequencer that fences this holding's increments: `None` for those
+    /// that do not increment (a semaphore slot, a reader).
+    fn fence(&self) -> Option<&Sequencer> {
+        match self {
+            Held::Lock(_, seq) | Held::Multi(_, seq) => Some(seq),
+            Held::Rw(l, seq) if l.mode() == RwMode::Write => Some(seq),
+            Held::Rw(..) | Held::Slot(_) => None,
         }
     }
 }
@@ -161,14 +227,15 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
     let mut session: Option<Session> = None;
     let mut generation = 0u64;
     while !stop.load(Ordering::SeqCst) {
-        // 1. A valid session.
+        // 1. A valid session (a read-write lock's is the client's default
+        // session, replaced by the client once lost).
         if !session.as_ref().is_some_and(Session::is_valid) {
             session = None;
-            let options = SessionOptions::new()
-                .name(format!("faults-{}", args.name))
-                .ttl(args.ttl)
-                .lock_delay(args.lock_delay);
-            match client.create_session(&options) {
+            let made = match args.mode {
+                Mode::Rw(_) => client.default_session(),
+                _ => client.create_session(&session_options(args)),
+            };
+            match made {
                 Ok(s) => {
                     emit("session", &format!(" id={}", s.id()));
                     session = Some(s);
@@ -209,14 +276,16 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
         };
         generation = mine;
         let token = match &held {
-            Held::Lock(_, seq) => {
+            Held::Lock(_, seq) | Held::Rw(_, seq) | Held::Multi(_, seq) => {
+                if seq.session != s.id() {
+                    // A read-write lock's default session was replaced meanwhile.
+                    emit("session", &format!(" id={}", seq.session));
+                }
                 emit(
                     "start",
                     &format!(
                         " token={} lock_index={} session={}",
-                        seq.token,
-                        seq.lock_index,
-                        s.id()
+                        seq.token, seq.lock_index, seq.session
                     ),
                 );
                 seq.token
@@ -226,6 +295,11 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
                 mine
             }
         };
+        // The session whose deadline the holding watches: the holding's own.
+        let s = match &held {
+            Held::Rw(l, _) => l.session().unwrap_or(s),
+            _ => s,
+        };
         hold(client, args, &held, token, &s, &lost_at, stop);
         lost_at.generation.store(0, Ordering::SeqCst);
         let pause = (mono_ns() as u64 / 7) % 30;
@@ -233,8 +307,9 @@ fn run(client: &Client, args: &Args, stop: &AtomicBool) {
     }
 }
 
-/// Acquires the lock (or a slot) with a 1 s timeout: `None` when it timed out,
-/// or when the holding was lost before it could be looked at.
+/// Acquires the lock (or a slot, a side of the read-write lock, the keys of the
+/// multi-key lock) with a 1 s timeout: `None` when it timed out, or when the
+/// holding was lost before it could be looked at.
 fn acquire(
     client: &Client,
     args: &Args,
@@ -242,8 +317,8 @@ fn acquire(
     on_lost: impl Fn() + Send + Sync + 'static,
 ) -> baton::Result<Option<Held>> {
     let value = args.name.as_bytes().to_vec();
-    let held = match args.limit {
-        None => {
+    let held = match &args.mode {
+        Mode::Lock => {
             let lock = client.lock_with(
                 &args.key,
                 LockOptions::new().value(value).session(session.clone()),
@@ -258,10 +333,10 @@ fn acquire(
             };
             Held::Lock(lock, seq)
         }
-        Some(limit) => {
+        Mode::Slot(limit) => {
             let sem = client.semaphore_with(
                 &args.key,
-                limit,
+                *limit,
                 SemaphoreOptions::new()
                     .value(value)
                     .session(session.clone()),
@@ -272,12 +347,46 @@ fn acquire(
             }
             Held::Slot(sem)
         }
+        Mode::Rw(mode) => {
+            // Contender keys are the lock's own: its value is the mode.
+            let rw = client.rw_lock(&args.key, *mode)?;
+            rw.on_lost(move |_| on_lost());
+            if !rw.acquire(Some(ACQUIRE_TIMEOUT), None)? {
+                return Ok(None);
+            }
+            let Some(seq) = rw.sequencer() else {
+                emit("error", " what=acquired but no sequencer (lost at once)");
+                return Ok(None);
+            };
+            Held::Rw(rw, seq)
+        }
+        Mode::Multi(more) => {
+            let mut keys: Vec<&str> = vec![args.key.as_str()];
+            keys.extend(more.iter().map(String::as_str));
+            let multi = client.multi_lock_with(
+                &keys,
+                MultiLockOptions::new()
+                    .value(value)
+                    .session(session.clone()),
+            )?;
+            multi.on_lost(move |_| on_lost());
+            if !multi.acquire(Some(ACQUIRE_TIMEOUT), None)? {
+                return Ok(None);
+            }
+            // One sequencer per key: the counter is fenced by KEY's, the key
+            // the plain lock's workers contend for.
+            let Some(seq) = multi.sequencers().into_iter().find(|q| q.key == args.key) else {
+                emit("error", " what=acquired but no sequencer (lost at once)");
+                return Ok(None);
+            };
+            Held::Multi(multi, seq)
+        }
     };
     Ok(Some(held))
 }
 
-/// Steps 3 and 4: increments while the lock is held (a slot is only watched), then
-/// ends the holding with exactly one `@end`.
+/// Steps 3 and 4: increments while the lock is held (a slot or a reader's
+/// holding is only watched), then ends the holding with exactly one `@end`.
 fn hold(
     client: &Client,
     args: &Args,
@@ -308,15 +417,15 @@ fn hold(
             let left = until.saturating_duration_since(Instant::now());
             deadline = deadline.max(mono_ns() + left.as_nanos() as i64);
         }
-        match held {
-            Held::Slot(_) => thread::sleep(SLOT_CHECK),
-            Held::Lock(_, seq) => increment(client, args, seq),
+        match held.fence() {
+            None => thread::sleep(SLOT_CHECK),
+            Some(seq) => increment(client, args, seq),
         }
     }
 }
 
 /// Read, "work", then a fenced write of the next value, not checking again.
-fn increment(client: &Client, args: &Args, seq: &baton::Sequencer) {
+fn increment(client: &Client, args: &Args, seq: &Sequencer) {
     let current = match client.kv().get(&args.counter) {
         Ok(Some(p)) => {
             let text = String::from_utf8_lossy(p.value.as_deref().unwrap_or_default());

@@ -6,14 +6,21 @@
 //! * acquire+release cycles per second on one key, one thread;
 //! * the same for a semaphore (limit 2) beside a lock, in alternating rounds: requests per
 //!   warm cycle and `ratio semaphore/lock` of cycles/s (the median over the rounds); and for
-//!   a multi-key lock over 4 keys (`ratio multi-key lock (4 keys)/lock`);
+//!   a multi-key lock over 4 keys (`ratio multi-key lock (4 keys)/lock`) and a read-write
+//!   lock's reader side alone (`ratio read-write lock (reader)/lock`);
+//! * a read-write lock under contention: 8 reader threads and 1 writer thread, each with a
+//!   client of its own, acquiring and releasing for a while: operations (acquire+release) per
+//!   second, each side's, and requests per operation counted by the server;
 //! * graceful handoff latency (holder releases → waiter holds), p50/p99;
 //! * crash failover (holder's session destroyed → waiter holds) minus the lock-delay;
 //! * OS threads and RSS growth of this process with 1,000 and 10,000 held locks.
 //!
 //! Usage: `make bench-locks`, or build `baton-devserver` and run
-//! `bench-locks [--devserver PATH] [--held 1000,10000] [--cycles N] [--handoffs N] [--failovers N]`.
+//! `bench-locks [--devserver PATH] [--held 1000,10000] [--cycles N] [--handoffs N] [--failovers N]
+//! [--rw-secs S]`.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton::{Client, LockOptions, SessionOptions};
@@ -164,6 +171,102 @@ fn multi_lock_vs_lock(addr: &str, cycles: usize, rounds: usize) {
         rounds,
     );
     c.close(Duration::from_secs(10));
+}
+
+/// A read-write lock's reader side alone beside a lock (a contender key created and deleted
+/// per cycle).
+fn rw_reader_vs_lock(addr: &str, cycles: usize, rounds: usize) {
+    let c = client(addr, Duration::from_secs(15));
+    let reader = c.read_lock("bench/rw-cycles").unwrap();
+    let t = Some(Duration::from_secs(10));
+    let reader_cycle = || {
+        assert!(reader.acquire(t, None).unwrap());
+        assert!(reader.release().unwrap());
+    };
+    beside_lock(
+        &c,
+        addr,
+        "read-write lock (reader)",
+        "",
+        reader_cycle,
+        cycles,
+        rounds,
+    );
+    c.close(Duration::from_secs(10));
+}
+
+/// A read-write lock under contention: `readers` reader threads and one writer thread, each
+/// with its own client (and session), acquiring and releasing as fast as they can for `secs`:
+/// operations per second, each side's, and the requests per operation the server counted.
+fn rw_contention(addr: &str, readers: usize, secs: f64) {
+    let prefix = "bench/rw-contended";
+    let t = Some(Duration::from_secs(30));
+    let clients: Vec<Client> = (0..=readers)
+        .map(|_| client(addr, Duration::from_secs(15)))
+        .collect();
+    // Warm: every client has its session before the count starts.
+    for (i, c) in clients.iter().enumerate() {
+        let side = if i == 0 {
+            c.write_lock(prefix)
+        } else {
+            c.read_lock(prefix)
+        }
+        .unwrap();
+        assert!(side.acquire(t, None).unwrap());
+        assert!(side.release().unwrap());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops: Vec<Arc<AtomicU64>> = (0..=readers).map(|_| Arc::default()).collect();
+    let barrier = Arc::new(std::sync::Barrier::new(readers + 2));
+    let threads: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let side = if i == 0 {
+                c.write_lock(prefix)
+            } else {
+                c.read_lock(prefix)
+            }
+            .unwrap();
+            let (stop, ops, barrier) = (stop.clone(), ops[i].clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    assert!(side.acquire(t, None).unwrap());
+                    assert!(side.release().unwrap());
+                    ops.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    reset_counts(addr);
+    barrier.wait();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    for th in threads {
+        th.join().unwrap();
+    }
+    let took = start.elapsed().as_secs_f64();
+    let v = counts(addr);
+    let total = v["total"].as_u64().unwrap_or(0);
+    let writes = ops[0].load(Ordering::Relaxed);
+    let reads: u64 = ops[1..].iter().map(|o| o.load(Ordering::Relaxed)).sum();
+    let all = reads + writes;
+    println!(
+        "read-write lock ({readers} readers, 1 writer, a client each) operations/s: {:.0} (readers {:.0}, writer {:.0}; {all} acquire+release in {took:.2} s)",
+        all as f64 / took,
+        reads as f64 / took,
+        writes as f64 / took,
+    );
+    println!(
+        "read-write lock ({readers} readers, 1 writer) requests per acquire+release: {:.2} (all routes over {all} operations: {})",
+        total as f64 / all.max(1) as f64,
+        v["by_route"]
+    );
+    for c in clients {
+        c.close(Duration::from_secs(10));
+    }
 }
 
 /// `what`'s warm `cycle` beside a lock's on client `c`: requests per cycle (the server's
@@ -344,6 +447,8 @@ fn main() {
     cycles_per_sec(&addr, num("--cycles", 2000));
     semaphore_vs_lock(&addr, num("--cycles", 2000) / 4, 5);
     multi_lock_vs_lock(&addr, num("--cycles", 2000) / 4, 5);
+    rw_reader_vs_lock(&addr, num("--cycles", 2000) / 4, 5);
+    rw_contention(&addr, 8, num("--rw-secs", 3.0));
     handoff(&addr, num("--handoffs", 200));
     failover(&addr, num("--failovers", 5));
     for n in arg("--held")
