@@ -69,7 +69,7 @@ pub use api::txn::{KvOp, KvVerb, MAX_TXN_OPS};
 #[doc(hidden)]
 pub use client::WeakClient;
 pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
-pub use foundations::cancel::{CancelToken, Cancelled};
+pub use foundations::cancel::{CancelToken, Cancelled, Linked};
 pub use foundations::config::{
     parse_address, parse_go_bool, ClientBuilder, Endpoint, Scheme, TlsSettings, DEFAULT_ADDRESS,
     ENV_CACERT, ENV_CAPATH, ENV_CLIENT_CERT, ENV_CLIENT_KEY, ENV_HTTP_ADDR, ENV_HTTP_AUTH,

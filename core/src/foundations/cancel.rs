@@ -187,17 +187,33 @@ impl std::future::Future for Cancelled {
 }
 
 /// A token cancelled when any of its sources is (see [`CancelToken::any_of`]); the links
-/// to the sources go when it drops.
-pub(crate) struct Linked {
+/// to the sources go when it drops (cancelling a source later no longer cancels it).
+pub struct Linked {
     pub(crate) token: CancelToken,
     _links: Vec<HookGuard>,
 }
 
+impl fmt::Debug for Linked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Linked")
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Linked {
+    /// The linked token: pass it to the call that must end when any source is cancelled.
+    pub fn token(&self) -> &CancelToken {
+        &self.token
+    }
+}
+
 impl CancelToken {
-    /// A token cancelled as soon as any of `sources` is (at once if one already is): the
-    /// one token a wait listens to when a caller's cancel, a session's loss and the
-    /// client's close must all end it.
-    pub(crate) fn any_of(sources: impl IntoIterator<Item = CancelToken>) -> Linked {
+    /// A token cancelled as soon as any of `sources` is (at once if one already is),
+    /// for as long as the returned [`Linked`] lives: the one token a wait listens to when
+    /// a caller's cancel, a session's loss and the client's close must all end it. No
+    /// thread: each source cancels it from its own `cancel`.
+    pub fn any_of(sources: impl IntoIterator<Item = CancelToken>) -> Linked {
         let token = CancelToken::new();
         let _links = sources
             .into_iter()

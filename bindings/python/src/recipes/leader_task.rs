@@ -56,66 +56,6 @@ struct Raised {
     fatal: Option<PyErr>,
 }
 
-/// One token cancelled when any of `sources` is: a relay thread watches them until dropped.
-/// (The sync `run` may wait long; one thread for it is the price of a `stop=` token and
-/// Ctrl-C together.)
-struct Linked {
-    token: baton::CancelToken,
-    done: Option<crossbeam_channel::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Linked {
-    fn new(sources: Vec<baton::CancelToken>) -> Linked {
-        let token = baton::CancelToken::new();
-        let already = sources.iter().any(baton::CancelToken::is_cancelled);
-        let (done, done_rx) = crossbeam_channel::bounded::<()>(0);
-        let relay = token.clone();
-        let thread = std::thread::Builder::new()
-            .name("baton-py-leader".into())
-            .spawn(move || {
-                let receivers: Vec<_> = sources.iter().map(|s| s.receiver()).collect();
-                let mut sel = crossbeam_channel::Select::new();
-                let done_index = sel.recv(&done_rx);
-                for r in &receivers {
-                    sel.recv(r);
-                }
-                let op = sel.select();
-                if op.index() != done_index {
-                    relay.cancel();
-                }
-                // Completes the selected operation (a disconnect or a unit).
-                let i = op.index();
-                if i == done_index {
-                    let _ = op.recv(&done_rx);
-                } else {
-                    let _ = op.recv(&receivers[i - 1]);
-                }
-            })
-            .ok();
-        if thread.is_none() {
-            // No relay: only a cancelled source is seen (at once).
-            if already {
-                token.cancel();
-            }
-        }
-        Linked {
-            token,
-            done: Some(done),
-            thread,
-        }
-    }
-}
-
-impl Drop for Linked {
-    fn drop(&mut self) {
-        drop(self.done.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 #[pymethods]
 impl LeaderTask {
     /// Campaigns and runs `task(token)` while leading, until `stop` (a `baton.CancelToken`)
@@ -175,8 +115,9 @@ impl LeaderTask {
         if let Some(w) = &wired {
             sources.push(w.token().clone());
         }
-        let linked = Linked::new(sources);
-        let token = linked.token.clone();
+        // One token for `stop=`, Ctrl-C and a fatal exception: no thread of its own.
+        let linked = baton::CancelToken::any_of(sources);
+        let token = linked.token().clone();
         let r = py.detach(move || {
             let r = call(&token);
             drop(linked);
