@@ -113,15 +113,13 @@ fn a_barrier_wait_ends_when_released_times_out_while_held_and_is_cancelled() {
             .wait_async(Some(Duration::from_millis(300)), &never)
             .await
             .unwrap());
+        // Cancelled while it waits (its first look done, the future pending).
         let cancel = CancelToken::new();
-        let c2 = cancel.clone();
-        let stopper = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            c2.cancel();
-        });
-        let err = waiter.wait_async(None, &cancel).await.unwrap_err();
+        let mut wait = waiter.wait_async(None, &cancel);
+        assert!(poll_once(&mut wait).await.is_none());
+        cancel.cancel();
+        let err = wait.await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
-        stopper.join().unwrap();
         let mut wait = waiter.wait_async(Some(PATIENCE), &never);
         assert!(poll_once(&mut wait).await.is_none());
         assert!(gate.release_async().await.unwrap());

@@ -169,6 +169,16 @@ impl<T: Send + 'static> Call<T> {
         }
     }
 
+    /// Runs `work` on `handle` (a recipe's handle, a client) on a step thread: the one
+    /// shape of every call that is a single blocking piece of work.
+    pub(crate) fn with<H: Send + 'static>(
+        client: &Client,
+        handle: H,
+        work: impl FnOnce(&H) -> Result<T> + Send + 'static,
+    ) -> Call<T> {
+        Call::start(client, CancelToken::new(), move |_| work(&handle), None)
+    }
+
     /// A call that has already ended with `result`.
     pub(crate) fn ready(client: &Client, result: Result<T>) -> Call<T> {
         let slot = Arc::new(Mutex::new(State {

@@ -265,8 +265,7 @@ fn call<T: Send + 'static>(
     client: &Client,
     work: impl FnOnce(&Client) -> Result<T> + Send + 'static,
 ) -> Call<T> {
-    let c = client.clone();
-    Call::start(client, CancelToken::new(), move |_| work(&c), None)
+    Call::with(client, client.clone(), work)
 }
 
 impl AsyncClient for Client {

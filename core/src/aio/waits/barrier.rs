@@ -27,31 +27,13 @@ pub trait AsyncBarrier {
 
 impl AsyncBarrier for Barrier {
     fn hold_async(&self) -> Call<bool> {
-        let b = self.clone();
-        Call::start(
-            self.shared_client(),
-            CancelToken::new(),
-            move |_| b.hold(),
-            None,
-        )
+        Call::with(self.shared_client(), self.clone(), Barrier::hold)
     }
     fn release_async(&self) -> Call<bool> {
-        let b = self.clone();
-        Call::start(
-            self.shared_client(),
-            CancelToken::new(),
-            move |_| b.release(),
-            None,
-        )
+        Call::with(self.shared_client(), self.clone(), Barrier::release)
     }
     fn is_held_async(&self) -> Call<bool> {
-        let b = self.clone();
-        Call::start(
-            self.shared_client(),
-            CancelToken::new(),
-            move |_| b.is_held(),
-            None,
-        )
+        Call::with(self.shared_client(), self.clone(), Barrier::is_held)
     }
     fn wait_async(&self, timeout: Option<Duration>, cancel: &CancelToken) -> Waiting<bool> {
         let client = self.shared_client();

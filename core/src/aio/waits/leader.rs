@@ -152,7 +152,7 @@ impl LeaderTerms {
             }
             let elected = elect(&task, &stop).await;
             if !matches!(elected, Ok(true)) {
-                end_run(&state);
+                end_run(&task, &state);
                 return elected.map(|_| None);
             }
             // On a step thread: the callback is the user's, and a stop that came
@@ -175,7 +175,7 @@ impl LeaderTerms {
                     start: Some(start),
                 })),
                 Begin::Stopped(resigned) => {
-                    end_run(&state);
+                    end_run(&task, &state);
                     resigned.map(|_| None)
                 }
             }
@@ -214,7 +214,7 @@ impl Term {
             move |_| {
                 Ok(match task.end_term(start, result, &stop) {
                     Flow::Done(outcome) => {
-                        end_run(&state);
+                        end_run(&task, &state);
                         outcome.map(|_| false)
                     }
                     Flow::Again { hand_over } => {
@@ -233,19 +233,38 @@ impl Drop for Term {
     /// A term dropped unfinished ends the run: leadership is given back.
     fn drop(&mut self) {
         if self.start.take().is_some() {
-            end_run(&self.state);
+            end_run(&self.task, &self.state);
         }
     }
 }
 
-/// Marks the run over and ends it (the guard resigns and stops the feed).
-fn end_run(state: &Arc<Mutex<RunState>>) {
+/// Marks the run over and ends it: the guard resigns (a request) and stops the feed, on a
+/// step thread of `task`'s client, not on the executor's thread that may call this.
+fn end_run(task: &LeaderTask, state: &Arc<Mutex<RunState>>) {
     let run = {
         let mut st = lock(state);
         st.over = true;
         st._run.take()
     };
-    drop(run);
+    let Some(run) = run else { return };
+    let client = task.election().lock().shared_client();
+    let job = Box::new(move || {
+        drop(run);
+        false
+    });
+    if let Err(e) = client.core().step(job) {
+        // The job, and the guard in it, were dropped unrun: the client is closed.
+        log::debug!("baton leader task {:?}: ending the run: {e}", task.key());
+    }
+}
+
+impl Drop for LeaderTerms {
+    /// The last handle on a run ends it (a term still held keeps it going).
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.state) == 1 {
+            end_run(&self.task, &self.state);
+        }
+    }
 }
 
 /// Campaigns until elected (`Ok(true)`) or `stop` fires (`Ok(false)`).

@@ -32,26 +32,18 @@ pub trait AsyncCounter {
     fn watch_shared(&self) -> Result<SharedCounterWatch>;
 }
 
-fn on_step<T: Send + 'static, H: Send + 'static>(
-    client: &Client,
-    handle: H,
-    work: impl FnOnce(&H) -> Result<T> + Send + 'static,
-) -> Call<T> {
-    Call::start(client, CancelToken::new(), move |_| work(&handle), None)
-}
-
 impl AsyncCounter for Counter {
     fn get_async(&self) -> Call<i64> {
-        on_step(self.shared_client(), self.clone(), Counter::get)
+        Call::with(self.shared_client(), self.clone(), Counter::get)
     }
     fn set_async(&self, value: i64) -> Call<()> {
-        on_step(self.shared_client(), self.clone(), move |c| c.set(value))
+        Call::with(self.shared_client(), self.clone(), move |c| c.set(value))
     }
     fn add_async(&self, delta: i64) -> Call<i64> {
-        on_step(self.shared_client(), self.clone(), move |c| c.add(delta))
+        Call::with(self.shared_client(), self.clone(), move |c| c.add(delta))
     }
     fn compare_and_set_async(&self, expected: i64, new: i64) -> Call<bool> {
-        on_step(self.shared_client(), self.clone(), move |c| {
+        Call::with(self.shared_client(), self.clone(), move |c| {
             c.compare_and_set(expected, new)
         })
     }
@@ -83,7 +75,7 @@ impl AsyncGroup for Group {
         )
     }
     fn members_async(&self) -> Call<Vec<MemberInfo>> {
-        on_step(self.shared_client(), self.clone(), Group::members)
+        Call::with(self.shared_client(), self.clone(), Group::members)
     }
     fn watch_shared(&self) -> Result<SharedMembersWatch> {
         Ok(Arc::new(Mutex::new(Some(self.watch()?))))
@@ -104,11 +96,11 @@ pub trait AsyncMember {
 
 impl AsyncMember for Member {
     fn leave_async(&self) -> Call<bool> {
-        on_step(self.shared_client(), self.view(), Member::leave)
+        Call::with(self.shared_client(), self.view(), Member::leave)
     }
     fn update_value_async(&self, value: &[u8]) -> Call<()> {
         let value = value.to_vec();
-        on_step(self.shared_client(), self.view(), move |m| {
+        Call::with(self.shared_client(), self.view(), move |m| {
             m.update_value(&value)
         })
     }

@@ -191,7 +191,7 @@ impl RwShared {
             if mine.session.as_deref() != Some(session.id()) {
                 return Err(lost_while_acquiring(session));
             }
-            let (queue, kept) = self.queue(&entries, session)?;
+            let (queue, kept) = self.queue(&entries, session, mine.create_index)?;
             look_again = kept.then(|| Instant::now() + LOCK_DELAY_RECHECK);
             let me = (self.mode, (mine.create_index, mine.key.as_str()));
             if may_hold(me, &queue) {
@@ -220,12 +220,17 @@ impl RwShared {
     /// A contender whose session is gone (Consul cleared it) keeps its place while
     /// Consul holds its key back for the session's lock-delay — its holder may not
     /// have learnt of the loss yet, and a writer behind it must not go ahead of
-    /// that — and is skipped and deleted (if unchanged, in the background) after.
+    /// that — and is skipped and deleted (check-and-set, best effort) after.
     /// Any other key is a `Conflict`.
+    ///
+    /// Only contenders ahead of ours (CreateIndex below `mine`) can keep it waiting: a
+    /// dead one behind it is neither asked about nor pruned here (the contenders that
+    /// come after it do that).
     fn queue<'a>(
         &self,
         entries: &'a [KvPair],
         session: &Session,
+        mine: u64,
     ) -> Result<(Vec<Place<'a>>, bool)> {
         let mut queue = Vec::with_capacity(entries.len());
         let mut kept = false;
@@ -243,6 +248,9 @@ impl RwShared {
                 ));
             };
             if p.session.is_none() {
+                if p.create_index > mine {
+                    continue;
+                }
                 if p.lock_index > 0 && under_lock_delay(&self.client, &p.key, session.id())? {
                     kept = true;
                     queue.push((mode, (p.create_index, p.key.as_str())));
