@@ -398,3 +398,34 @@ fn an_async_leader_task_s_loss_fires_its_token_before_the_next_leader_starts() {
     assert!(!a.is_leader() && !b.is_leader());
     assert!(common::holder(&f.client(), &key).is_none());
 }
+
+/// Every request inside a wait with a deadline is bounded by it (DESIGN §2): with each
+/// chunk to and from Consul delayed 2 s, a barrier wait of 300 ms ends with `false` well
+/// before one delayed answer could arrive (8 s without the bound).
+#[test]
+fn a_wait_s_requests_are_bounded_by_its_deadline() {
+    let f = Fixture::start();
+    let Some((builder, proxy)) = f.proxied() else {
+        return;
+    };
+    let slow = builder.build().unwrap();
+    let key = unique("aio-bounded");
+    rt().block_on(async {
+        let never = CancelToken::new();
+        assert!(f.client().barrier(&key).unwrap().hold().unwrap());
+        proxy.delay(Duration::from_secs(2));
+        let short = Some(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let gate = slow.barrier(&key).unwrap();
+        assert!(!gate.wait_async(short, &never).await.unwrap());
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_millis(1500),
+            "barrier wait took {waited:?}"
+        );
+        proxy.heal();
+    });
+    assert!(slow.close(PATIENCE));
+    drop(proxy);
+    assert!(f.client().barrier(&key).unwrap().release().unwrap());
+}

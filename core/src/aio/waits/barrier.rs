@@ -41,7 +41,7 @@ impl AsyncBarrier for Barrier {
             client,
             "barrier wait",
             on_key(client, self.key()),
-            self.wait_steps(),
+            self.wait_steps(timeout),
             timeout,
             cancel,
         )

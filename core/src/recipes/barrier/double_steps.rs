@@ -43,6 +43,9 @@ pub(crate) struct EnterSteps {
     id: String,
     key: String,
     deadline: Option<Instant>,
+    /// What bounds each request of a step: the deadline, unless the call looks once
+    /// (a zero timeout), as in the blocking `enter`.
+    bound: Option<Instant>,
     /// The participant key exists and is ours to remove if the call fails.
     registered: bool,
     /// Registration is done (the key was written once).
@@ -60,6 +63,8 @@ pub(crate) struct LeaveSteps {
     /// The participant key is deleted (or owed to Consul).
     left: bool,
     deadline: Option<Instant>,
+    /// What bounds each request after the leave itself (see [`EnterSteps`]).
+    bound: Option<Instant>,
     _busy: Busy,
 }
 
@@ -86,12 +91,14 @@ impl DoubleBarrier {
         let key = sh.layout.participant(&id);
         let stop = CancelToken::any_of([cancel.clone(), session.cancel_token()]);
         let token = stop.token.clone();
+        let deadline = crate::foundations::scope::deadline_after(timeout);
         let steps = EnterSteps {
             shared: Arc::clone(sh),
             session,
             id,
             key,
-            deadline: crate::foundations::scope::deadline_after(timeout),
+            deadline,
+            bound: deadline.filter(|_| timeout != Some(Duration::ZERO)),
             registered: false,
             started: false,
             pruned: HashSet::new(),
@@ -113,11 +120,13 @@ impl DoubleBarrier {
                 "double barrier not entered (enter first)",
             ));
         };
+        let deadline = crate::foundations::scope::deadline_after(timeout);
         Ok(LeaveSteps {
             shared: Arc::clone(sh),
             entered,
             left: false,
-            deadline: crate::foundations::scope::deadline_after(timeout),
+            deadline,
+            bound: deadline.filter(|_| timeout != Some(Duration::ZERO)),
             _busy: busy,
         })
     }
@@ -151,6 +160,8 @@ impl StepWait for EnterSteps {
     fn step(&mut self, cancel: &CancelToken) -> Result<Option<bool>> {
         let sh = Arc::clone(&self.shared);
         let _turn = lock(&sh.turn);
+        // Every request of the step is bounded by the call's deadline (DESIGN §2).
+        let _scope = crate::foundations::scope::deadline(self.bound);
         let conn = sh.client.conn();
         let session = self.session.clone();
         let mut ride = RideOut::new(conn, "double barrier enter", self.deadline, Some(cancel))
@@ -229,6 +240,8 @@ impl StepWait for LeaveSteps {
                 return Err(err);
             }
         }
+        // After the leave itself, requests are bounded by the call's deadline.
+        let _scope = crate::foundations::scope::deadline(self.bound);
         let entries = ride.run(|| sh.kv().list(&sh.layout.listing()))?;
         Ok(sh
             .leave_look(&entries, &e.round, &mut ride)?

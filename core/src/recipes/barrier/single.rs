@@ -269,12 +269,20 @@ impl Barrier {
 
 /// A barrier's wait between its looks, for the async layer: each step reads the key
 /// once; a change of the key (the client's key hub) calls for the next.
-pub(crate) struct WaitSteps(Barrier);
+pub(crate) struct WaitSteps {
+    barrier: Barrier,
+    /// What bounds each look's request: the call's deadline, unless it looks once.
+    bound: Option<std::time::Instant>,
+}
 
 impl Barrier {
-    /// The steps of [`Barrier::wait`].
-    pub(crate) fn wait_steps(&self) -> WaitSteps {
-        WaitSteps(self.clone())
+    /// The steps of [`Barrier::wait`] bounded by `timeout`.
+    pub(crate) fn wait_steps(&self, timeout: Option<Duration>) -> WaitSteps {
+        let deadline = crate::foundations::scope::deadline_after(timeout);
+        WaitSteps {
+            barrier: self.clone(),
+            bound: deadline.filter(|_| timeout != Some(Duration::ZERO)),
+        }
     }
 
     /// The client it talks through.
@@ -287,7 +295,8 @@ impl crate::runtime::step_wait::StepWait for WaitSteps {
     type Out = bool;
 
     fn step(&mut self, _cancel: &CancelToken) -> Result<Option<bool>> {
-        Ok((!self.0.is_held()?).then_some(true))
+        let _scope = crate::foundations::scope::deadline(self.bound);
+        Ok((!self.barrier.is_held()?).then_some(true))
     }
 
     fn timed_out(&mut self) -> Result<bool> {
