@@ -97,7 +97,8 @@ pub use recipes::multilock::{MultiLock, MultiLockOptions, MULTI_LOCK_MAX_KEYS};
 pub use recipes::rwlock::{RwLock, RwMode, RW_LOCK_FLAG_VALUE};
 pub use recipes::semaphore::{Semaphore, SemaphoreLost, SemaphoreOptions, SEMAPHORE_FLAG_VALUE};
 pub use runtime::lease::{CallbackId, LostReason, Session, SessionEvent, SessionState};
-pub use runtime::watch::{next_index, Watch, WatchEvent, WatchTarget};
+pub use runtime::pacing::next_index;
+pub use runtime::watch::{Watch, WatchEvent, WatchTarget};
 pub use transport::http::{encode_key, Consistency, QueryMeta, QueryOptions};
 
 /// The README's Rust snippets, compiled as doctests so they cannot rot.

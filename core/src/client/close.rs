@@ -45,11 +45,9 @@ impl Core {
                 report.threads_not_joined += 1;
             }
         };
+        // The watches' subscriptions to the key hub, whose thread stops next.
         let watches: Vec<WatchSlot> = lock(&self.watches).drain().map(|(_, w)| w).collect();
-        for mut w in watches {
-            w.stop();
-            joined(w.worker.join_until(deadline));
-        }
+        drop(watches);
         joined(self.keyhub.stop(deadline));
         if let Some(mut r) = rt.renewer {
             joined(r.worker.join_until(deadline));

@@ -529,9 +529,12 @@ impl Client {
         crate::runtime::watch::watched(&self.core().watches, &target)
     }
 
-    /// Watches a target; subscribers of the same target share one long poll.
+    /// Watches a target; subscribers of the same target share one subscription, and every
+    /// watch of the client is read by the key hub's few long polls (no thread or
+    /// connection of its own).
     pub fn watch(&self, target: WatchTarget) -> Result<Watch> {
-        crate::runtime::watch::subscribe(&self.core().conn, &self.core().watches, target)
+        let core = self.core();
+        crate::runtime::watch::subscribe(&core.conn, &core.keyhub, &core.watches, target)
     }
 
     /// The agent's check and service endpoints (see [`Agent`] for the recipe

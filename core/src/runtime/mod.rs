@@ -8,6 +8,7 @@ pub(crate) mod dispatcher;
 pub(crate) mod keyhub;
 pub(crate) mod lease;
 pub(crate) mod monitor;
+pub(crate) mod pacing;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub(crate) mod reactor;
 #[cfg(not(any(target_os = "linux", target_os = "android")))]

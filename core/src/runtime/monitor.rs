@@ -10,7 +10,7 @@ use crate::foundations::error::ErrorKind;
 use crate::foundations::threads::Worker;
 use crate::runtime::lease::LostReason;
 use crate::runtime::lease::SessionShared;
-use crate::runtime::watch::{next_index, Backoff, Pacer};
+use crate::runtime::pacing::{next_index, Backoff, Pacer};
 use crate::transport::conn::Conn;
 use crate::transport::http::QueryOptions;
 

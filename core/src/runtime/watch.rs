@@ -1,5 +1,8 @@
-//! Blocking-query watches on a KV key or prefix. Every subscriber of the same
-//! target shares one watcher thread and one long poll.
+//! Watches of a KV key or prefix. Every subscriber of the same target shares one
+//! subscription to the client's key hub, whose poller reads it with the other keys of its
+//! group: a watch costs no thread and no connection of its own, so a client watching
+//! thousands of prefixes (semaphores, queues, listings) still holds at most
+//! `keyhub::MAX_GROUPS` long polls, well under Consul's 200 connections per client.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -13,95 +16,8 @@ use crate::api::kv::KvPair;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::lock;
-use crate::foundations::threads::Worker;
+use crate::runtime::keyhub::{KeyHub, RangeHook, RangeNews, RangeSub, Target};
 use crate::transport::conn::Conn;
-use crate::transport::http::QueryOptions;
-
-/// How long one poll of a watch may block at the server.
-const WATCH_WAIT: Duration = Duration::from_secs(300);
-
-/// The index to send with the next blocking query, after a query sent with
-/// `prev` returned `got` (consul-semantics §6.5): if the index went backwards,
-/// start over with 0 (a non-blocking read); otherwise use it, but never below 1.
-pub fn next_index(prev: u64, got: u64) -> u64 {
-    if got < prev {
-        0
-    } else {
-        got.max(1)
-    }
-}
-
-/// Backoff for retrying failed polls: the first retry after a success goes at
-/// once, then 100 ms doubling to 5 s.
-///
-/// A long poll is most often cut by the server closing its connections (an
-/// agent restart, a leader change): the state may have changed under the
-/// poll, and a holder must learn that before anyone else acts on it, so the
-/// first retry does not wait. A server that is down costs one refused connect
-/// more.
-#[derive(Debug)]
-pub(crate) struct Backoff(Option<Duration>);
-
-impl Backoff {
-    pub(crate) fn new() -> Backoff {
-        Backoff(None)
-    }
-    pub(crate) fn reset(&mut self) {
-        self.0 = None;
-    }
-    pub(crate) fn next(&mut self) -> Duration {
-        let next = match self.0 {
-            None => Duration::ZERO,
-            Some(d) if d.is_zero() => Duration::from_millis(100),
-            Some(d) => (d * 2).min(Duration::from_secs(5)),
-        };
-        self.0 = Some(next);
-        next
-    }
-}
-
-/// Paces a blocking-query loop against answers that make no progress early.
-///
-/// Consul holds a blocking query until the index passes the one sent or the
-/// wait ends, and never answers index 0 (consul-semantics §6.5). A server or
-/// proxy that answers at once without progress (the same or a lower index, or
-/// none at all, read as 0) would have a client poll it in a tight loop;
-/// Consul's guidance is for clients to rate-limit. The first such answer in a
-/// row costs nothing (an index that went backwards is read afresh at once),
-/// later ones pause with [`Backoff`] (100 ms doubling to 5 s). An answer with
-/// progress, or one that came only after half the wait (a plain timeout),
-/// resets it; so against a real Consul it never pauses.
-#[derive(Debug)]
-pub(crate) struct Pacer {
-    started: Instant,
-    backoff: Backoff,
-}
-
-impl Pacer {
-    pub(crate) fn new() -> Pacer {
-        Pacer {
-            started: Instant::now(),
-            backoff: Backoff::new(),
-        }
-    }
-
-    /// Notes that a poll is being sent now.
-    pub(crate) fn sending(&mut self) {
-        self.started = Instant::now();
-    }
-
-    /// The pause before the next poll, after an answer with index `got` to a
-    /// poll sent with index `sent` (0: not blocking) that could block `wait`.
-    pub(crate) fn after(&mut self, sent: u64, got: u64, wait: Duration) -> Duration {
-        let early = self.started.elapsed() < wait / 2;
-        if got == 0 || (got <= sent && early) {
-            self.backoff.next()
-        } else {
-            self.backoff.reset();
-            Duration::ZERO
-        }
-    }
-}
 
 /// What a watch looks at.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -134,7 +50,7 @@ struct Data {
     next_sub: u64,
 }
 
-/// Called on the watch thread, outside its locks, when the watched state
+/// Called on the key hub's poller thread, outside the watch's locks, when the watched state
 /// changes: must be quick (wake a task).
 pub(crate) type ChangeHook = Arc<dyn Fn() + Send + Sync + 'static>;
 
@@ -158,28 +74,61 @@ fn call_hooks(hooks: Vec<ChangeHook>) {
 struct WatchShared {
     target: WatchTarget,
     data: Mutex<Data>,
-    stop: CancelToken,
 }
 
-/// The registry's entry for one target: the shared state, the subscriber
-/// count and the watcher thread.
-pub(crate) struct WatchSlot {
-    shared: Arc<WatchShared>,
-    subscribers: usize,
-    pub(crate) worker: Worker,
-}
-
-impl WatchSlot {
-    pub(crate) fn stop(&self) {
-        self.shared.stop.cancel();
+impl WatchShared {
+    /// What the key hub tells the target's subscription: a new answer (a change when its
+    /// entries differ from the last ones), or a failed poll.
+    fn told(&self, news: RangeNews<'_>) {
+        let mut d = lock(&self.data);
+        let hooks = match news {
+            RangeNews::Answer(entries, index) => {
+                d.last_error = None;
+                d.bad_answer = None;
+                let changed = d.current.as_ref().is_none_or(|c| c.entries != entries);
+                if changed {
+                    d.version += 1;
+                    d.current = Some(WatchEvent {
+                        index,
+                        entries: entries.to_vec(),
+                    });
+                    d.notify()
+                } else {
+                    if let Some(c) = &mut d.current {
+                        c.index = index;
+                    }
+                    Vec::new()
+                }
+            }
+            RangeNews::Failed(e) => {
+                d.last_error = Some(e.to_string());
+                if e.kind() == ErrorKind::BadResponse {
+                    let n = d.bad_answer.as_ref().map_or(0, |b| b.0) + 1;
+                    d.bad_answer = Some((n, e.to_string()));
+                    d.notify()
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        drop(d);
+        call_hooks(hooks);
     }
 }
 
-/// The client's watched targets, each with its one long poll.
+/// The registry's entry for one target: the shared state, the subscriber
+/// count and the target's subscription to the key hub (dropped with the entry).
+pub(crate) struct WatchSlot {
+    shared: Arc<WatchShared>,
+    subscribers: usize,
+    _range: RangeSub,
+}
+
+/// The client's watched targets, each with its one subscription to the key hub.
 pub(crate) type Watches = Mutex<HashMap<WatchTarget, WatchSlot>>;
 
 /// A subscription to a watched key or prefix. Dropping the last subscription
-/// of a target stops its watcher thread.
+/// of a target ends its subscription to the key hub.
 pub struct Watch {
     core: Arc<Conn>,
     watches: Arc<Watches>,
@@ -210,10 +159,11 @@ pub(crate) fn watched(registry: &Watches, target: &WatchTarget) -> Option<WatchE
     current
 }
 
-/// Subscribes to `target`: subscribers of one target share one long poll
+/// Subscribes to `target`: subscribers of one target share one subscription
 /// (`Client::watch`, its public face).
 pub(crate) fn subscribe(
     core: &Arc<Conn>,
+    hub: &KeyHub,
     registry: &Arc<Watches>,
     target: WatchTarget,
 ) -> Result<Watch> {
@@ -238,18 +188,20 @@ pub(crate) fn subscribe(
                     hooks: Vec::new(),
                     next_sub: 0,
                 }),
-                stop: CancelToken::new(),
             });
-            let (c, s) = (core.clone(), shared.clone());
-            let worker = Worker::spawn("baton-watch", move || run(c, s)).map_err(|e| {
-                Error::new(ErrorKind::Connection, format!("cannot start a thread: {e}"))
-            })?;
+            let range = match &target {
+                WatchTarget::Key(k) => Target::Key(k.clone()),
+                WatchTarget::Prefix(p) => Target::Prefix(p.clone()),
+            };
+            let told = shared.clone();
+            let hook: RangeHook = Arc::new(move |news| told.told(news));
+            let range = RangeSub::new(&core, hub, range, hook)?;
             watches.insert(
                 target,
                 WatchSlot {
                     shared: shared.clone(),
                     subscribers: 1,
-                    worker,
+                    _range: range,
                 },
             );
             shared
@@ -277,7 +229,7 @@ pub(crate) fn subscribe(
 }
 
 impl Watch {
-    /// Also calls `hook` (on the watch thread) whenever this subscriber's
+    /// Also calls `hook` (on the key hub's poller thread) whenever this subscriber's
     /// channel is told of a change, until the watch drops; at once if the
     /// watch already has a state this subscriber has not taken.
     pub(crate) fn on_change(&self, hook: ChangeHook) {
@@ -456,155 +408,7 @@ impl Drop for Watch {
                 _ => None,
             }
         };
-        if let Some(mut slot) = slot {
-            slot.stop();
-            slot.worker
-                .join_until(Instant::now() + Duration::from_secs(5));
-        }
-    }
-}
-
-fn run(core: Arc<Conn>, shared: Arc<WatchShared>) {
-    let mut index = 0u64;
-    let mut backoff = Backoff::new();
-    let mut pacer = Pacer::new();
-    loop {
-        if shared.stop.is_cancelled() || core.closing.is_cancelled() {
-            return;
-        }
-        let (key, recurse) = match &shared.target {
-            WatchTarget::Key(k) => (k, false),
-            WatchTarget::Prefix(p) => (p, true),
-        };
-        let opts = if index == 0 {
-            QueryOptions::default()
-        } else {
-            QueryOptions::blocking(index, WATCH_WAIT)
-        };
-        pacer.sending();
-        let result = crate::api::kv::read(key, recurse, &opts, |req| {
-            // Stopping the watch interrupts its poll.
-            let mut req = req.clone();
-            req.cancel = Some(shared.stop.clone());
-            core.transport.send_on(&req, Some(&core.closing))
-        });
-        if shared.stop.is_cancelled() || core.closing.is_cancelled() {
-            return;
-        }
-        match result {
-            Ok((entries, meta)) => {
-                backoff.reset();
-                let pause = pacer.after(index, meta.index, WATCH_WAIT);
-                index = next_index(index, meta.index);
-                let mut d = lock(&shared.data);
-                d.last_error = None;
-                d.bad_answer = None;
-                let changed = d.current.as_ref().is_none_or(|c| c.entries != entries);
-                let mut hooks = Vec::new();
-                if changed {
-                    d.version += 1;
-                    d.current = Some(WatchEvent {
-                        index: meta.index,
-                        entries,
-                    });
-                    hooks = d.notify();
-                } else if let Some(c) = &mut d.current {
-                    c.index = meta.index;
-                }
-                drop(d);
-                call_hooks(hooks);
-                if !pause.is_zero() {
-                    let (stop, closing) = (shared.stop.receiver(), core.closing.receiver());
-                    select! {
-                        recv(stop) -> _ => return,
-                        recv(closing) -> _ => return,
-                        default(pause) => {}
-                    }
-                }
-            }
-            Err(e) => {
-                let mut d = lock(&shared.data);
-                d.last_error = Some(e.to_string());
-                if e.kind() == ErrorKind::BadResponse {
-                    if d.bad_answer.is_none() {
-                        log::warn!("baton watch {:?}: {e}", shared.target);
-                    }
-                    let n = d.bad_answer.as_ref().map_or(0, |b| b.0) + 1;
-                    d.bad_answer = Some((n, e.to_string()));
-                    let hooks = d.notify();
-                    drop(d);
-                    call_hooks(hooks);
-                } else {
-                    log::debug!("baton watch {:?}: {e}", shared.target);
-                    drop(d);
-                }
-                index = 0;
-                let wait = backoff.next();
-                let stop = shared.stop.receiver();
-                let closing = core.closing.receiver();
-                // Consul answering any thread again ends the pause.
-                let back = core.transport.availability.next_answer().receiver();
-                select! {
-                    recv(stop) -> _ => return,
-                    recv(closing) -> _ => return,
-                    recv(back) -> _ => {}
-                    default(wait) => {}
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn index_rules() {
-        assert_eq!(next_index(0, 0), 1);
-        assert_eq!(next_index(0, 5), 5);
-        assert_eq!(next_index(5, 5), 5);
-        assert_eq!(next_index(5, 9), 9);
-        assert_eq!(next_index(9, 3), 0);
-        assert_eq!(next_index(1, 0), 0);
-    }
-
-    #[test]
-    fn the_pacer_pauses_only_on_early_answers_without_progress() {
-        let wait = Duration::from_secs(300);
-        let mut p = Pacer::new();
-        // Progress, and a plain timeout (no progress after the whole wait): no pause.
-        p.sending();
-        assert_eq!(p.after(0, 5, wait), Duration::ZERO);
-        p.sending();
-        assert_eq!(p.after(5, 9, wait), Duration::ZERO);
-        p.started = Instant::now() - wait;
-        assert_eq!(p.after(9, 9, wait), Duration::ZERO);
-        // Early answers without progress: the first is free, then 100 ms doubling.
-        for (sent, got) in [(9, 9), (9, 0), (0, 0), (9, 3)] {
-            let mut p = Pacer::new();
-            p.sending();
-            assert_eq!(p.after(sent, got, wait), Duration::ZERO);
-            assert_eq!(p.after(sent, got, wait), Duration::from_millis(100));
-            assert_eq!(p.after(sent, got, wait), Duration::from_millis(200));
-            // Progress resets it.
-            assert_eq!(p.after(sent, sent + 1, wait), Duration::ZERO);
-            assert_eq!(p.after(sent, got, wait), Duration::ZERO);
-        }
-    }
-
-    #[test]
-    fn backoff_retries_at_once_then_doubles_to_a_cap() {
-        let mut b = Backoff::new();
-        assert_eq!(b.next(), Duration::ZERO);
-        assert_eq!(b.next(), Duration::from_millis(100));
-        assert_eq!(b.next(), Duration::from_millis(200));
-        for _ in 0..10 {
-            b.next();
-        }
-        assert_eq!(b.next(), Duration::from_secs(5));
-        b.reset();
-        assert_eq!(b.next(), Duration::ZERO);
-        assert_eq!(b.next(), Duration::from_millis(100));
+        // Unsubscribes from the hub, outside the registry's lock.
+        drop(slot);
     }
 }

@@ -19,8 +19,8 @@ use crate::client::Client;
 use crate::foundations::cancel::{CancelToken, Linked};
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::runtime::lease::Session;
+use crate::runtime::pacing::{next_index, Pacer};
 use crate::runtime::ride_out::RideOut;
-use crate::runtime::watch::{next_index, Pacer};
 use crate::transport::http::QueryOptions;
 
 /// The longest one blocking query of a wait may be held by the server

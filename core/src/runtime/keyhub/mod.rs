@@ -51,8 +51,10 @@ use crate::transport::conn::Conn;
 
 mod poll;
 mod poller;
+mod range;
 
 use poller::{Poke, Poller};
+pub(crate) use range::{RangeHook, RangeNews, RangeSub};
 
 /// The most groups (each a thread and a long-poll connection) a client's hub has.
 pub(crate) const MAX_GROUPS: usize = 8;
@@ -125,6 +127,9 @@ struct KeyState {
 #[derive(Default)]
 struct GroupState {
     keys: BTreeMap<String, KeyState>,
+    /// Whole-range subscriptions (a key or a prefix, every entry of it: the client's
+    /// watches), polled with the keys.
+    ranges: BTreeMap<Target, range::RangeState>,
     /// The target the in-flight poll covers (`None` when idle).
     polling: Option<Target>,
     /// Set while the thread waits for its holdings' watches to come due
@@ -134,8 +139,9 @@ struct GroupState {
     last_error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Target {
+/// What a poll reads, or a range subscription wants: one key, or every key under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Target {
     Key(String),
     Prefix(String),
 }
@@ -146,6 +152,43 @@ impl Target {
             Target::Key(k) => k == key,
             Target::Prefix(p) => key.starts_with(p.as_str()),
         }
+    }
+
+    /// Whether an answer to this poll holds every entry of `range`.
+    fn covers_range(&self, range: &Target) -> bool {
+        match (self, range) {
+            (_, Target::Key(k)) => self.covers(k),
+            (Target::Prefix(t), Target::Prefix(p)) => p.starts_with(t.as_str()),
+            (Target::Key(_), Target::Prefix(_)) => false,
+        }
+    }
+
+    /// The key or prefix named.
+    fn name(&self) -> &str {
+        match self {
+            Target::Key(k) | Target::Prefix(k) => k,
+        }
+    }
+}
+
+impl GroupState {
+    /// What the group must poll to see every key and range it has: a key alone (subscribed
+    /// as a key, a range or both) is read as itself, anything more as the common prefix.
+    fn target(&self) -> Option<Target> {
+        let names = || {
+            self.keys
+                .keys()
+                .map(String::as_str)
+                .chain(self.ranges.keys().map(Target::name))
+        };
+        let first = names().next()?;
+        let one_key =
+            self.ranges.keys().all(|r| matches!(r, Target::Key(_))) && names().all(|n| n == first);
+        Some(if one_key {
+            Target::Key(first.to_string())
+        } else {
+            Target::Prefix(common_prefix(names()))
+        })
     }
 }
 
@@ -172,6 +215,15 @@ impl Group {
             poke,
             round: Mutex::new(CancelToken::new()),
         })
+    }
+
+    /// Makes the group poll again for a new subscriber: cuts the poll in flight short (it
+    /// may not cover the new one), or wakes an idle one.
+    fn kick(&self, in_flight: bool) {
+        if in_flight {
+            lock(&self.round).cancel();
+        }
+        self.notify();
     }
 
     /// Wakes whatever drives the group.
@@ -213,6 +265,22 @@ impl KeyHub {
     /// benches).
     pub(crate) fn polls(&self) -> usize {
         lock(&self.groups).len()
+    }
+
+    /// The group a subscription to `name` (a key, or a range's key or prefix) joins,
+    /// started if it is new.
+    fn group_for_name(&self, core: &Arc<Conn>, name: &str) -> Result<Arc<Group>> {
+        let mut groups = lock(&self.groups);
+        core.check_usable()?;
+        let name = group_for(groups.keys(), name);
+        match groups.get(&name) {
+            Some(g) => Ok(g.clone()),
+            None => {
+                let g = self.start_group(core, &name)?;
+                groups.insert(name, g.clone());
+                Ok(g)
+            }
+        }
     }
 
     /// A new group named `name`, polled by the client's poller thread; called with the
@@ -260,7 +328,7 @@ fn group_for<'a>(existing: impl Iterator<Item = &'a String> + Clone, key: &str) 
         .map_or_else(|| own.to_string(), Clone::clone)
 }
 
-fn common_prefix<'a>(mut keys: impl Iterator<Item = &'a String>) -> String {
+fn common_prefix<'a>(mut keys: impl Iterator<Item = &'a str>) -> String {
     let Some(first) = keys.next() else {
         return String::new();
     };
@@ -333,19 +401,7 @@ impl KeySub {
         channel: bool,
     ) -> Result<KeySub> {
         core.check_usable()?;
-        let group = {
-            let mut groups = lock(&hub.groups);
-            core.check_usable()?;
-            let name = group_for(groups.keys(), key);
-            match groups.get(&name) {
-                Some(g) => g.clone(),
-                None => {
-                    let g = hub.start_group(core, &name)?;
-                    groups.insert(name, g.clone());
-                    g
-                }
-            }
-        };
+        let group = hub.group_for_name(core, key)?;
         let (tx, rx) = if channel {
             let (tx, rx) = crossbeam_channel::bounded(1);
             (Some(tx), rx)
@@ -397,10 +453,7 @@ impl KeySub {
         };
         wake(seeded);
         if interrupt {
-            if in_flight {
-                lock(&group.round).cancel();
-            }
-            group.notify();
+            group.kick(in_flight);
         }
         Ok(KeySub {
             group,
@@ -628,10 +681,8 @@ mod tests {
     #[test]
     fn common_prefix_of_keys() {
         let keys = ["svc/a/1".to_string(), "svc/a/2".into(), "svc/ab".into()];
-        assert_eq!(common_prefix(keys.iter()), "svc/a");
-        let one = ["k".to_string()];
-        assert_eq!(common_prefix(one.iter()), "k");
-        let utf = ["a/é1".to_string(), "a/é2".into(), "a/è".into()];
-        assert_eq!(common_prefix(utf.iter()), "a/");
+        assert_eq!(common_prefix(keys.iter().map(String::as_str)), "svc/a");
+        assert_eq!(common_prefix(["k"].into_iter()), "k");
+        assert_eq!(common_prefix(["a/é1", "a/é2", "a/è"].into_iter()), "a/");
     }
 }

@@ -1,6 +1,5 @@
-//! What one group polls next and what an answer does to it: the logic both drivers of a
-//! group share (the one poller thread of a plain-HTTP client, `poller`; a thread per group
-//! otherwise, `threaded`). Nothing here blocks or touches a connection.
+//! What one group polls next and what an answer does to it, as the poller thread
+//! (`poller`) drives it. Nothing here blocks or touches a connection.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +8,7 @@ use crate::api::kv::KvPair;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind};
 use crate::foundations::sync::lock;
-use crate::runtime::watch::{next_index, Backoff, Pacer};
+use crate::runtime::pacing::{next_index, Backoff, Pacer};
 use crate::transport::http::{QueryMeta, QueryOptions, Request};
 
 /// What a group does next, as [`PollState::plan`] decides it.
@@ -58,12 +57,9 @@ impl PollState {
     pub(super) fn plan(&mut self, group: &Group) -> Plan {
         let want = {
             let mut st = lock(&group.state);
-            let t = match st.keys.len() {
-                0 => None,
-                1 => st.keys.keys().next().map(|k| Target::Key(k.clone())),
-                _ => Some(Target::Prefix(super::common_prefix(st.keys.keys()))),
-            };
-            // Only holdings just taken, none due yet: wait until the first is.
+            let t = st.target();
+            // Only holdings just taken, none due yet: wait until the first is (a range is
+            // never deferred).
             let due = st
                 .keys
                 .values()
@@ -73,7 +69,7 @@ impl PollState {
                     d.map(|d| Some(first.map_or(d, |f| f.min(d))))
                 })
                 .flatten()
-                .filter(|d| *d > Instant::now());
+                .filter(|d| *d > Instant::now() && st.ranges.is_empty());
             st.deferring = due;
             if let Some(until) = due {
                 st.polling = None;
@@ -184,7 +180,8 @@ impl PollState {
             self.high.max(meta.index)
         };
         deliver(group, &found, meta.index, reset);
-        let watched = found.iter().filter(|(_, e)| e.is_some()).count();
+        let in_ranges = super::range::answered(group, want, &entries, meta.index, reset);
+        let watched = found.iter().filter(|(_, e)| e.is_some()).count() + in_ranges;
         let wide = wide_pause(entries.len(), watched);
         if !wide.is_zero() {
             log::debug!(
@@ -210,6 +207,7 @@ impl PollState {
         }
         st.last_error = Some(e.to_string());
         drop(st);
+        super::range::failed(group, e);
         self.index = 0;
         self.reread = true;
         self.backoff.next()

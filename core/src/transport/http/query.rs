@@ -37,7 +37,7 @@ pub enum Consistency {
 #[derive(Debug, Clone, Default)]
 pub struct QueryOptions {
     /// Block until the result's index is greater than this (0 = answer at once).
-    /// Values are used as given; see [`next_index`](crate::runtime::watch::next_index) for
+    /// Values are used as given; see [`next_index`](crate::runtime::pacing::next_index) for
     /// the rules when feeding back indexes.
     pub index: u64,
     /// Longest time the server may hold a blocking query (server default 5 min,
