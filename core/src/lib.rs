@@ -66,6 +66,7 @@ pub use api::agent::{Agent, CheckStatus, ServiceRegistration, TtlCheck};
 pub use api::kv::{Kv, KvPair, WriteOptions};
 pub use api::session_api::{SessionApi, SessionEntry};
 pub use api::txn::{KvOp, KvVerb, MAX_TXN_OPS};
+pub use client::metrics::{HistogramSnapshot, LabeledCount, MetricsSnapshot};
 #[doc(hidden)]
 pub use client::WeakClient;
 pub use client::{Client, CloseReport, DROP_CLOSE_TIMEOUT};
@@ -100,6 +101,18 @@ pub use runtime::lease::{CallbackId, LostReason, Session, SessionEvent, SessionS
 pub use runtime::pacing::next_index;
 pub use runtime::watch::{Watch, WatchEvent, WatchTarget};
 pub use transport::http::{encode_key, Consistency, QueryMeta, QueryOptions};
+
+/// The metrics every language exposes: names, types, help texts, label values and
+/// buckets ([`Client::metrics`] takes a snapshot).
+pub mod metrics {
+    pub use crate::client::metrics::{HistogramSnapshot, LabeledCount, MetricsSnapshot};
+    pub use crate::foundations::metrics::{
+        MetricDef, MetricType, ACQUIRE_OUTCOMES, FAMILIES, HOLD_BUCKETS, LOSS_REASONS, METRICS,
+        OWED_KINDS, RECIPES, REQUEST_OUTCOMES, WAIT_BUCKETS,
+    };
+}
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 
 /// The README's Rust snippets, compiled as doctests so they cannot rot.
 #[cfg(doctest)]

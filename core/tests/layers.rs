@@ -20,6 +20,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("recipes", &["recipes"]),
     // Futures over the recipes and the client (`baton::aio`).
     ("async", &["aio"]),
+    // Exposition of the client's metrics (`baton::prometheus`, feature `prometheus`).
+    ("exposition", &["prometheus"]),
     ("crate", &["crate"]),
 ];
 

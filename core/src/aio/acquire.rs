@@ -69,6 +69,8 @@ pub struct Acquire<'a, H: Contend> {
     /// tries once, as in the blocking API).
     tried: bool,
     done: bool,
+    /// When the call started, for the acquire-wait metric.
+    started: Instant,
     /// The call's outcome, held until what refused tries kept is removed (a timed-out
     /// wait resolves with nothing of it left in the queue, as the blocking acquire).
     finishing: Option<(Call<()>, Result<bool>)>,
@@ -120,6 +122,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             tried_waiting: 0,
             tried: false,
             done: false,
+            started: Instant::now(),
             finishing: None,
         }
     }
@@ -149,6 +152,8 @@ impl<'a, H: Contend> Acquire<'a, H> {
                 // Every request of the try is bounded by what is left of the call's
                 // time (a try-once call's by the client's request timeout).
                 let _bound = crate::foundations::scope::deadline(deadline.filter(|_| !try_once));
+                // One try of this call, which counts itself.
+                let _inner = crate::foundations::metrics::inner_try();
                 if try_once {
                     hold.acquire(Some(Duration::ZERO), Some(cancel))
                 } else {
@@ -205,7 +210,10 @@ impl<'a, H: Contend> Acquire<'a, H> {
                 self.step = Some(Call::start(
                     self.hold.client(),
                     self.cancel.clone(),
-                    move |cancel| rest.run(left, Some(cancel)),
+                    move |cancel| {
+                        let _inner = crate::foundations::metrics::inner_try();
+                        rest.run(left, Some(cancel))
+                    },
                     Some(Box::new(move |held| {
                         if held {
                             undo.abandon();
@@ -238,6 +246,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
     /// thread; at once when nothing was kept).
     fn finish(&mut self, out: Result<bool>, cx: &mut Context<'_>) -> Poll<Result<bool>> {
         self.done = true;
+        self.count(&out);
         if !H::KEEPS || self.tried_waiting == 0 {
             return Poll::Ready(out);
         }
@@ -268,6 +277,16 @@ impl<'a, H: Contend> Acquire<'a, H> {
         }
         let (_, out) = self.finishing.take().expect("checked above");
         Poll::Ready(out)
+    }
+
+    /// Counts the call's outcome in the client's metrics (once: at its end, or its drop).
+    fn count(&self, out: &Result<bool>) {
+        let timeout = self.try_once.then_some(Duration::ZERO);
+        self.hold.client().core().transport.metrics.acquire(
+            crate::foundations::metrics::Recipe::named(H::RECIPE),
+            crate::recipes::holding::acquire_outcome(timeout, out),
+            self.started.elapsed(),
+        );
     }
 
     /// Removes what refused tries kept for the next (a semaphore's contender
@@ -414,6 +433,10 @@ impl<H: Contend> Drop for Acquire<'_, H> {
     fn drop(&mut self) {
         // A try in flight is cancelled (its Call's drop fires `cancel`), and a
         // success it still delivers is given back (a warm one's too, by its drop).
+        if !self.done {
+            // Dropped before its end: a cancelled acquire.
+            self.count(&Err(Error::new(ErrorKind::Cancelled, "dropped")));
+        }
         self.warm = None;
         self.step = None;
         self.cancel.cancel();

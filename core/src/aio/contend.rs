@@ -35,6 +35,10 @@ pub trait Contend: Hold + Sized + Unpin + 'static + sealed::Sealed {
     /// What an acquire is called in messages ("lock acquire").
     #[doc(hidden)]
     const WHAT: &'static str;
+    /// The recipe its acquires count as in the client's metrics (a name of
+    /// [`metrics::RECIPES`](crate::metrics::RECIPES)).
+    #[doc(hidden)]
+    const RECIPE: &'static str;
     /// Another handle on the same recipe whose drop gives back nothing.
     #[doc(hidden)]
     fn view(&self) -> Self;
@@ -96,6 +100,7 @@ fn watch_key(client: &Client, key: &str, fire: Fire) -> Result<Box<dyn Send>> {
 
 impl Contend for Lock {
     const WHAT: &'static str = "lock acquire";
+    const RECIPE: &'static str = "lock";
     fn view(&self) -> Lock {
         Lock::view(self)
     }
@@ -112,7 +117,7 @@ impl Contend for Lock {
         self.session()
     }
     fn warm_try(&self) -> Option<WarmAcquire> {
-        Lock::warm_acquire(self)
+        Lock::warm_try(self)
     }
     fn warm_unlock(&self) -> Option<WarmRelease> {
         Lock::warm_release(self)
@@ -123,6 +128,7 @@ impl Contend for Lock {
 /// let a refused try succeed.
 impl Contend for MultiLock {
     const WHAT: &'static str = "multi-key lock acquire";
+    const RECIPE: &'static str = "multilock";
     fn view(&self) -> MultiLock {
         MultiLock::view(self)
     }
@@ -148,6 +154,7 @@ impl Contend for MultiLock {
 /// An election contends as its lock does.
 impl Contend for Election {
     const WHAT: &'static str = "campaign";
+    const RECIPE: &'static str = "election";
     fn view(&self) -> Election {
         Election::view(self)
     }
@@ -167,6 +174,7 @@ impl Contend for Election {
 
 impl Contend for Semaphore {
     const WHAT: &'static str = "semaphore acquire";
+    const RECIPE: &'static str = "semaphore";
     fn view(&self) -> Semaphore {
         Semaphore::view(self)
     }
@@ -197,6 +205,7 @@ impl Contend for Semaphore {
 /// queue between tries, and any change under the prefix may be its turn.
 impl Contend for RwLock {
     const WHAT: &'static str = "read-write lock acquire";
+    const RECIPE: &'static str = "rwlock";
     fn view(&self) -> RwLock {
         RwLock::view(self)
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 mod close;
+pub(crate) mod metrics;
 
 pub use close::CloseReport;
 

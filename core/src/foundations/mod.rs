@@ -10,6 +10,7 @@ pub(crate) mod error;
 pub(crate) mod godur;
 pub(crate) mod keys;
 pub mod log_sink;
+pub(crate) mod metrics;
 pub mod pool;
 pub(crate) mod random;
 pub(crate) mod scope;

@@ -125,9 +125,10 @@ impl Client {
         if let Some(f) = options.flags {
             lo = lo.flags(f);
         }
-        Ok(Election {
-            lock: self.lock_with(key, lo)?,
-        })
+        let lock = self.lock_with(key, lo)?;
+        // Its holdings and campaigns count as the election's.
+        lock.count_as(crate::foundations::metrics::Recipe::Election);
+        Ok(Election { lock })
     }
 
     /// Reads the current leader of the election on `key` (one consistent read):
@@ -188,7 +189,8 @@ impl Election {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<bool> {
-        let settling = crate::recipes::holding::Settling::start();
+        let settling =
+            crate::recipes::holding::Settling::start(crate::foundations::metrics::Recipe::Election);
         let result = self.lock.acquire_unjudged(timeout, cancel);
         let core = self.lock.shared_client().core();
         settling.settle(core, "campaign", (timeout, cancel), result, || {

@@ -21,6 +21,7 @@ use crossbeam_channel::select;
 use crate::client::Core;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
+use crate::foundations::metrics::{AcquireOutcome, Metrics, Recipe};
 use crate::recipes::fence::Sequencer;
 use crate::runtime::lease::{CallbackId, LostReason, Session, SessionState};
 use crate::runtime::ride_out::Judging;
@@ -162,6 +163,8 @@ type Callback<R> = Arc<dyn Fn(R) + Send + Sync + 'static>;
 /// what the recipe keeps with it.
 pub(crate) struct Held<H> {
     pub(crate) generation: u64,
+    /// When it started, for the hold-time metric.
+    since: Instant,
     pub(crate) session: Session,
     pub(crate) token: CancelToken,
     pub(crate) extra: H,
@@ -174,17 +177,31 @@ pub(crate) struct Lifecycle<R, H> {
     callbacks: Vec<(u64, Callback<R>)>,
     next_callback: u64,
     last_lost: Option<R>,
+    /// The client's metrics and the recipe its holdings count as.
+    meter: (Arc<Metrics>, Recipe),
 }
 
 impl<R: Loss, H> Lifecycle<R, H> {
-    pub(crate) fn new() -> Self {
+    /// A lifecycle whose holdings count in `metrics` as `recipe`'s.
+    pub(crate) fn new(metrics: &Arc<Metrics>, recipe: Recipe) -> Self {
         Lifecycle {
             generation: 0,
             held: None,
             callbacks: Vec::new(),
             next_callback: 0,
             last_lost: None,
+            meter: (metrics.clone(), recipe),
         }
+    }
+
+    /// The recipe the holdings count as (an election's lock counts as an election).
+    pub(crate) fn count_as(&mut self, recipe: Recipe) {
+        self.meter.1 = recipe;
+    }
+
+    /// The recipe the holdings count as.
+    pub(crate) fn recipe(&self) -> Recipe {
+        self.meter.1
     }
 
     /// The generation the next holding will carry.
@@ -195,8 +212,14 @@ impl<R: Loss, H> Lifecycle<R, H> {
 
     /// Records holding `generation` as the current one.
     pub(crate) fn start(&mut self, generation: u64, session: &Session, extra: H) {
+        if self.held.is_some() {
+            // Replaced without ending (not expected): it stops counting as held.
+            self.meter.0.hold_ended(self.meter.1, Duration::ZERO, None);
+        }
+        self.meter.0.hold_started(self.meter.1);
         self.held = Some(Held {
             generation,
+            since: Instant::now(),
             session: session.clone(),
             token: CancelToken::new(),
             extra,
@@ -214,6 +237,9 @@ impl<R: Loss, H> Lifecycle<R, H> {
     pub(crate) fn release(&mut self) -> Option<Held<H>> {
         let h = self.held.take()?;
         self.last_lost = Some(R::RELEASED);
+        self.meter
+            .0
+            .hold_ended(self.meter.1, h.since.elapsed(), None);
         Some(h)
     }
 
@@ -224,6 +250,14 @@ impl<R: Loss, H> Lifecycle<R, H> {
         }
         let held = self.held.take()?;
         self.last_lost = Some(reason);
+        // A lost session's holding counts under the session's reason.
+        let label = reason
+            .session_reason()
+            .map_or(reason.name(), LostReason::name);
+        let label = (reason != R::RELEASED).then_some(label);
+        self.meter
+            .0
+            .hold_ended(self.meter.1, held.since.elapsed(), label);
         Some(Ended {
             held,
             reason,
@@ -508,19 +542,60 @@ pub(crate) use holder_methods;
 /// background (a release that fails does), and `close` knows it is owed.
 pub(crate) struct Settling {
     judging: Judging,
+    /// What the call counts as in the client's metrics.
+    recipe: Recipe,
+}
+
+/// The metrics outcome of an acquire call that waited up to `timeout` and ended with
+/// `result`: a try-once call's `false` is `not_acquired`, a waiting call's (its deadline
+/// passed) `timed_out`, as is an error of kind `Timeout`.
+pub(crate) fn acquire_outcome(timeout: Option<Duration>, result: &Result<bool>) -> AcquireOutcome {
+    match result {
+        Ok(true) => AcquireOutcome::Acquired,
+        Ok(false) if timeout == Some(Duration::ZERO) => AcquireOutcome::NotAcquired,
+        Ok(false) => AcquireOutcome::TimedOut,
+        Err(e) => match e.kind() {
+            ErrorKind::Timeout => AcquireOutcome::TimedOut,
+            ErrorKind::Cancelled => AcquireOutcome::Cancelled,
+            _ => AcquireOutcome::Failed,
+        },
+    }
 }
 
 impl Settling {
-    /// Starts the judgement of an acquire about to run.
-    pub(crate) fn start() -> Settling {
+    /// Starts the judgement of an acquire of `recipe` about to run.
+    pub(crate) fn start(recipe: Recipe) -> Settling {
         Settling {
             judging: Judging::start(),
+            recipe,
         }
     }
 
     /// The acquire's outcome (`timeout`: what it waited up to), judged and settled against
     /// `cancel`.
     pub(crate) fn settle(
+        self,
+        conn: &Conn,
+        what: &str,
+        (timeout, cancel): (Option<Duration>, Option<&CancelToken>),
+        result: Result<bool>,
+        release: impl FnOnce(),
+    ) -> Result<bool> {
+        let started = self.judging.started();
+        let recipe = self.recipe;
+        let out = self.settled(conn, what, (timeout, cancel), result, release);
+        // Once per call: the tries of a call that counts itself (an async acquire) do not.
+        if !crate::foundations::metrics::in_inner_try() {
+            conn.transport.metrics.acquire(
+                recipe,
+                acquire_outcome(timeout, &out),
+                started.elapsed(),
+            );
+        }
+        out
+    }
+
+    fn settled(
         self,
         conn: &Conn,
         what: &str,

@@ -218,6 +218,15 @@ fn run(core: Arc<Conn>, rx: Receiver<Command>) {
                 .transport
                 .send_on(&req, Some(&core.closing))
                 .and_then(|resp| crate::api::session_api::renew_answer(&req, resp));
+            // A renew the client's close interrupted is no renewal.
+            if !result
+                .as_ref()
+                .is_err_and(|e| e.kind() == ErrorKind::Closed)
+            {
+                core.transport
+                    .metrics
+                    .renewal(result.is_ok(), sent.elapsed());
+            }
             match result {
                 Ok(entry) => {
                     s.renewed(sent, entry.ttl());

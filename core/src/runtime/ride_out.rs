@@ -141,6 +141,33 @@ impl Unavailable {
     }
 }
 
+/// Whether `e` is Consul's answer that its cluster has no usable leader: a transient 500
+/// (no leader, a leadership change, an agent that cannot reach a server), not a rate limit.
+fn no_leader(e: &Error) -> bool {
+    e.status() == Some(500)
+        && e.is_transient()
+        && !e
+            .server_text()
+            .is_some_and(|t| t.to_ascii_lowercase().contains("rate limit"))
+}
+
+/// One pause of a call riding out a transient failure: when it ends, however it ends, its
+/// time is counted in the client's metrics as time spent waiting out a Consul without a
+/// leader, when that was the failure.
+struct Paused<'a> {
+    core: &'a Conn,
+    since: Instant,
+    leaderless: bool,
+}
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        if self.leaderless {
+            self.core.transport.metrics.leaderless(self.since.elapsed());
+        }
+    }
+}
+
 /// Retries of transient failures for one call (see the module docs).
 pub(crate) struct RideOut<'a> {
     core: &'a Conn,
@@ -234,6 +261,12 @@ impl<'a> RideOut<'a> {
         }
         self.retries += 1;
         self.core.transient_retries.fetch_add(1, Ordering::Relaxed);
+        // Counted when the pause ends, however it ends.
+        let _paused = Paused {
+            core: self.core,
+            since: now,
+            leaderless: no_leader(&e),
+        };
         self.failing
             .note(self.core, self.what, &e, self.deadline.is_some());
         log::debug!(
@@ -254,7 +287,10 @@ impl<'a> RideOut<'a> {
         loop {
             select! {
                 // Consul answered another thread of this client: try again now.
-                recv(back) -> _ => return Ok(()),
+                recv(back) -> _ => {
+                    self.core.transport.metrics.retry();
+                    return Ok(());
+                }
                 recv(cancel) -> _ => return Err(Error::new(
                     ErrorKind::Cancelled,
                     format!("{} cancelled", self.what),
@@ -279,6 +315,7 @@ impl<'a> RideOut<'a> {
             // answer (which wakes them through `back`) or their next turn.
             if let Some(slot) = availability.try_probe() {
                 self.probe = Some(slot);
+                self.core.transport.metrics.retry();
                 return Ok(());
             }
             wake = Instant::now() + self.pause;

@@ -231,7 +231,10 @@ impl Client {
                 id: NEXT_LOCK_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
-                    life: Lifecycle::new(),
+                    life: Lifecycle::new(
+                        &self.core().transport.metrics,
+                        crate::foundations::metrics::Recipe::Lock,
+                    ),
                     known: None,
                     last_holder: None,
                     retry_at: None,
@@ -309,12 +312,18 @@ impl Lock {
     /// returns, the answer is `Cancelled`, and a holding the acquire won
     /// meanwhile has been released.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        let settling = Settling::start();
+        let settling = Settling::start(lock(&self.shared.inner).life.recipe());
         let result = self.acquire_unjudged(timeout, cancel);
         let core = self.shared.client.core();
         settling.settle(core, "lock acquire", (timeout, cancel), result, || {
             self.abandon()
         })
+    }
+
+    /// Makes this lock's acquires and holdings count as `recipe`'s in the client's
+    /// metrics (an election's lock counts as the election).
+    pub(crate) fn count_as(&self, recipe: crate::foundations::metrics::Recipe) {
+        lock(&self.shared.inner).life.count_as(recipe);
     }
 
     /// [`Lock::acquire`] without telling an unreachable Consul from
@@ -357,7 +366,7 @@ impl Lock {
         );
         // The scope's own deadline (an enclosing call's may be sooner) bounds the request.
         let bound = crate::foundations::scope::plain_deadline()?;
-        let w = self.warm_acquire()?;
+        let w = self.warm_try()?;
         Some(direct::acquire(w, bound, deadline, cancel))
     }
 

@@ -53,6 +53,10 @@ pub struct WarmAcquire {
     ops: [KvOp; 2],
     req: Request,
     ex: Exchange,
+    /// When the call started, if it is a call of its own that counts itself in the client's
+    /// metrics when its one request settles it (a binding's; not a try inside an acquire
+    /// or an async acquire, which count themselves).
+    counted_from: Option<std::time::Instant>,
 }
 
 /// The rest of an acquire whose warm attempt did not settle it, for a baton thread.
@@ -206,7 +210,15 @@ impl Lock {
             ops,
             req,
             ex: Exchange::new(conn, bytes),
+            counted_from: Some(std::time::Instant::now()),
         })
+    }
+
+    /// [`Lock::warm_acquire`] as a try inside a call that counts itself.
+    pub(crate) fn warm_try(&self) -> Option<WarmAcquire> {
+        let mut w = self.warm_acquire()?;
+        w.counted_from = None;
+        Some(w)
     }
 
     /// Whether this lock's client could make warm calls but has no loop connection open
@@ -290,6 +302,21 @@ fn answered(
 impl WarmAcquire {
     /// Writes, reads and judges what it can without blocking.
     pub fn advance(&mut self) -> WarmStep<ResumeAcquire> {
+        let step = self.advance_uncounted();
+        if let (WarmStep::Done(result), Some(from)) = (&step, self.counted_from) {
+            // Settled by its one request: the call ends here (else `ResumeAcquire::run`
+            // counts it).
+            let recipe = lock(&self.sh.inner).life.recipe();
+            self.sh.client.conn().transport.metrics.acquire(
+                recipe,
+                crate::recipes::holding::acquire_outcome(None, result),
+                from.elapsed(),
+            );
+        }
+        step
+    }
+
+    fn advance_uncounted(&mut self) -> WarmStep<ResumeAcquire> {
         match self.ex.advance() {
             Progress::Pending(i) => WarmStep::Pending(i),
             Progress::Failed(e, unsent) => {
@@ -407,7 +434,7 @@ impl ResumeAcquire {
             shared: sh.clone(),
             view: true,
         };
-        let settling = Settling::start();
+        let settling = Settling::start(crate::foundations::sync::lock(&sh.inner).life.recipe());
         let result = {
             let deadline = crate::foundations::scope::deadline_after(timeout);
             let _scope = crate::foundations::scope::deadline(

@@ -228,7 +228,10 @@ impl Client {
                 id: NEXT_MULTI_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
-                    life: Lifecycle::new(),
+                    life: Lifecycle::new(
+                        &self.core().transport.metrics,
+                        crate::foundations::metrics::Recipe::MultiLock,
+                    ),
                     last_holders: vec![None; n],
                     warm: None,
                     retry_at: None,
@@ -299,7 +302,7 @@ impl MultiLock {
     /// returns, the answer is `Cancelled`, and a transaction that may have
     /// been applied meanwhile is undone.
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        let settling = Settling::start();
+        let settling = Settling::start(crate::foundations::metrics::Recipe::MultiLock);
         let result = self.acquire_unjudged(timeout, cancel);
         let core = self.shared.client.core();
         settling.settle(

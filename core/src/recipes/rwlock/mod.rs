@@ -181,7 +181,10 @@ impl Client {
                 client: self.clone(),
                 dir: dir.to_string(),
                 mode,
-                life: Mutex::new(Lifecycle::new()),
+                life: Mutex::new(Lifecycle::new(
+                    &self.core().transport.metrics,
+                    crate::foundations::metrics::Recipe::RwLock,
+                )),
                 acquiring: Turnstile::default(),
                 kept: Mutex::new(None),
                 retry_at: Mutex::new(None),
@@ -241,7 +244,7 @@ impl RwLock {
         cancel: Option<&CancelToken>,
         keep: bool,
     ) -> Result<bool> {
-        let settling = Settling::start();
+        let settling = Settling::start(crate::foundations::metrics::Recipe::RwLock);
         let mut left: Option<Contender> = None;
         let result = self.acquire_unjudged(timeout, cancel, &mut left, keep);
         if !matches!(result, Ok(true)) {

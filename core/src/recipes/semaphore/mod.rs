@@ -225,7 +225,10 @@ impl Client {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 inner: Mutex::new(Inner {
                     value: options.value,
-                    life: Lifecycle::new(),
+                    life: Lifecycle::new(
+                        &self.core().transport.metrics,
+                        crate::foundations::metrics::Recipe::Semaphore,
+                    ),
                     unreleased: None,
                     retry_at: None,
                     kept: None,
@@ -310,7 +313,7 @@ impl Semaphore {
     /// with kind `Connection` instead of `Ok(false)` (see [`Lock::acquire`](crate::Lock::acquire)).
     /// Cancelled means nothing is held (see [`Lock::acquire`](crate::Lock::acquire)).
     pub fn acquire(&self, timeout: Option<Duration>, cancel: Option<&CancelToken>) -> Result<bool> {
-        let settling = Settling::start();
+        let settling = Settling::start(crate::foundations::metrics::Recipe::Semaphore);
         let result = self.acquire_unjudged(timeout, cancel, false);
         let core = self.shared.client.core();
         settling.settle(core, "semaphore acquire", (timeout, cancel), result, || {
@@ -322,7 +325,7 @@ impl Semaphore {
     /// except that when no slot is free the contender entry stays for the
     /// next try, until [`Semaphore::end_wait`].
     pub(crate) fn try_keeping(&self, cancel: &CancelToken) -> Result<bool> {
-        let settling = Settling::start();
+        let settling = Settling::start(crate::foundations::metrics::Recipe::Semaphore);
         let once = (Some(Duration::ZERO), Some(cancel));
         let result = self.acquire_unjudged(once.0, once.1, true);
         let core = self.shared.client.core();

@@ -55,6 +55,8 @@ pub(crate) struct Transport {
     request_timeout: Duration,
     /// Whether Consul is answering, as the requests of all threads see it.
     pub(crate) availability: Availability,
+    /// The client's metrics, which every layer records into.
+    pub(crate) metrics: std::sync::Arc<crate::foundations::metrics::Metrics>,
     /// Where the address came from, for connection errors.
     address_origin: crate::foundations::config::AddressOrigin,
     /// The TLS settings, for explaining TLS failures.
@@ -220,6 +222,7 @@ impl Transport {
             common_query,
             request_timeout: b.request_timeout,
             availability: Availability::default(),
+            metrics: Default::default(),
             address_origin: b.address_origin,
             tls: crate::foundations::tls_hint::TlsContext::new(&b.tls),
             loop_tls,
@@ -267,6 +270,24 @@ impl Transport {
         result: Result<Response>,
         users: bool,
     ) -> Result<Response> {
+        self.conclude_at(endpoint, result, users, None)
+    }
+
+    /// [`Transport::conclude`] of a request sent at `started` (`None`: not known, or a
+    /// blocking query, whose latency is its wait): its outcome and latency are recorded in
+    /// the client's metrics, once per request.
+    pub(crate) fn conclude_at(
+        &self,
+        endpoint: String,
+        result: Result<Response>,
+        users: bool,
+        started: Option<std::time::Instant>,
+    ) -> Result<Response> {
+        self.metrics.request(
+            &endpoint,
+            result.as_ref().ok().map(|r| r.status),
+            started.map(|s| s.elapsed()),
+        );
         // A malformed index or contact header on an answer that carries query meta.
         let full_url = || {
             let path = endpoint.split_once(' ').map_or("", |(_, p)| p);

@@ -116,7 +116,10 @@ impl Transport {
         let endpoint = req.endpoint();
         let limit = self.time_limit(req);
         let users = req.timeout.is_some_and(|t| t <= limit);
-        let stop_at = Instant::now() + limit;
+        let started = Instant::now();
+        let stop_at = started + limit;
+        // A blocking query's latency is its wait: not a request latency.
+        let timed = req.wait.is_none().then_some(started);
         let tokens: Vec<&CancelToken> = closing.into_iter().chain(req.cancel.as_ref()).collect();
         let mut retried = false;
         loop {
@@ -137,14 +140,18 @@ impl Transport {
                             } else {
                                 self.failure(io, endpoint.clone(), retried)
                             };
-                            return self.conclude(endpoint, Err(e), users);
+                            return self.conclude_at(endpoint, Err(e), users, timed);
                         }
                     }
                 }
             };
             match self.exchange_on(conn, req, stop_at, &tokens)? {
-                Outcome::Answered(resp) => return self.conclude(endpoint, Ok(resp), users),
-                Outcome::Stopped => return self.stopped(req, closing, endpoint, limit, users),
+                Outcome::Answered(resp) => {
+                    return self.conclude_at(endpoint, Ok(resp), users, timed)
+                }
+                Outcome::Stopped => {
+                    return self.stopped(req, closing, endpoint, limit, (users, timed))
+                }
                 Outcome::Failed(io, unsent) => {
                     // A pooled connection the agent had closed (idle timeout, restart, leader
                     // change): the request never reached a live server, so it goes once more
@@ -160,13 +167,14 @@ impl Transport {
                     if again && self.interrupted(req, closing).is_none() {
                         log::debug!("baton: {endpoint} on a stale connection, retrying once");
                         retried = true;
+                        self.metrics.retry();
                         continue;
                     }
                     if let Some(e) = self.interrupted(req, closing) {
                         return Err(e);
                     }
                     let e = self.failure(io, endpoint.clone(), retried);
-                    return self.conclude(endpoint, Err(e), false);
+                    return self.conclude_at(endpoint, Err(e), false, timed);
                 }
             }
         }
@@ -217,17 +225,19 @@ impl Transport {
         let tokens: Vec<_> = closing.into_iter().chain(req.cancel.as_ref()).collect();
         let limit = self.time_limit(req);
         let users = req.timeout.is_some_and(|t| t <= limit);
-        let outcome = match self.exchange_on(conn, req, Instant::now() + limit, &tokens) {
+        let started = Instant::now();
+        let timed = Some(started);
+        let outcome = match self.exchange_on(conn, req, started + limit, &tokens) {
             Ok(o) => o,
             Err(e) => return Some(Err(e)),
         };
         Some(match outcome {
-            Outcome::Answered(resp) => self.conclude(endpoint, Ok(resp), users),
-            Outcome::Stopped => self.stopped(req, closing, endpoint, limit, users),
+            Outcome::Answered(resp) => self.conclude_at(endpoint, Ok(resp), users, timed),
+            Outcome::Stopped => self.stopped(req, closing, endpoint, limit, (users, timed)),
             Outcome::Failed(_, true) => return None,
             Outcome::Failed(io, false) => {
                 let e = self.failure(io, endpoint.clone(), false);
-                self.conclude(endpoint, Err(e), false)
+                self.conclude_at(endpoint, Err(e), false, timed)
             }
         })
     }
@@ -253,13 +263,13 @@ impl Transport {
         closing: Option<&CancelToken>,
         endpoint: String,
         limit: Duration,
-        users: bool,
+        (users, timed): (bool, Option<Instant>),
     ) -> Result<Response> {
         if let Some(e) = self.interrupted(req, closing) {
             return Err(e);
         }
         let e = self.out_of_time(&endpoint, limit, users, "answer");
-        self.conclude(endpoint, Err(e), users)
+        self.conclude_at(endpoint, Err(e), users, timed)
     }
 
     /// No answer within `limit` (`stage`: what was still awaited).
