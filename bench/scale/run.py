@@ -11,10 +11,13 @@ side by side in one run against one dev server (its default 200-connection limit
     (a UUID each): threads and sockets of the process, every acquire and release, holdings
     lost meanwhile, and the bytes it read per minute while holding — with --writes W, while
     another process writes W other keys (bench-other/...): what a wider key-hub poll costs.
+  * watched: N prefix watches held by one Rust client, named as above: threads and sockets of
+    the process, and how soon a write under every 100th prefix is seen by its watch.
 
 After each worker the dev server is asked for the sessions left: only the holder's may remain.
 
-Options: --pending 1000,10000  --held 1000,10000  --names prefixed,flat,segments,random
+Options: --pending 1000,10000  --held 1000,10000  --watched 1000,10000
+         --names prefixed,flat,segments,random
          --langs rust,c,python,node  --timeout 8  --hold 60  --writes 0  --python PATH
 (C has no waiting call that leaves its caller's thread free: it runs the held lines only.)
 """
@@ -132,6 +135,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pending", default="1000,10000")
     ap.add_argument("--held", default="1000,10000")
+    ap.add_argument("--watched", default="1000,10000",
+                    help="prefix watches one Rust client holds, named as --names says")
     ap.add_argument("--names", default="prefixed,flat,segments,random")
     ap.add_argument("--langs", default="rust,c,python,node")
     ap.add_argument("--timeout", type=float, default=8.0)
@@ -179,6 +184,16 @@ def main():
                         failures.append(f"held {n} {names} {r['lang']}: {r}")
                     for s in left:
                         http(addr, "PUT", f"/v1/session/destroy/{s}")
+        for n in [int(x) for x in args.watched.split(",") if x]:
+            for names in [x for x in args.names.split(",") if x]:
+                r = run_worker(worker_cmd("rust", args.python) + [addr, "watched", str(n), names, "0"],
+                               timeout=600)
+                print(f"watched {n:>5} {names:<9} rust   threads {r['threads_before']:>3} -> {r['threads_peak']:>3}"
+                      f" (after close {r['threads_after']:>3}, two clients); sockets {r['sockets_peak']:>3};"
+                      f" first states in {r['watch_secs']:.1f} s; a write seen in {r['seen_p50_ms']:.1f}/{r['seen_max_ms']:.1f} ms"
+                      f" (p50/max of {r['changes']}), missed {r['missed']}")
+                if r["missed"]:
+                    failures.append(f"watched {n} {names}: {r}")
     finally:
         dev.stdin.close()
         dev.wait(timeout=30)

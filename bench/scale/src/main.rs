@@ -7,6 +7,9 @@
 //!                                          on one current-thread tokio runtime
 //! bench-scale ADDR held N NAMES HOLD       N locks held for HOLD seconds (blocking API), named
 //!                                          prefixed, flat or segments (see run.py)
+//! bench-scale ADDR watched N NAMES 0       N prefix watches (`Client::watch_prefix`) so
+//!                                          named, then a write under every 100th: how long
+//!                                          until each of those watches sees it
 //! ```
 //!
 //! Prints one line, `RESULT {json}`.
@@ -198,10 +201,64 @@ fn held(addr: &str, n: usize, names: &str, hold: f64) -> serde_json::Value {
     })
 }
 
+fn watched(addr: &str, n: usize, names: &str) -> serde_json::Value {
+    let run = format!("rsw{}", std::process::id());
+    let (c, writer) = (client(addr), client(addr));
+    let threads_before = threads();
+    let started = Instant::now();
+    let prefixes: Vec<String> = (0..n)
+        .map(|i| format!("{}/", name(names, &run, i)))
+        .collect();
+    let mut watches: Vec<_> = prefixes
+        .iter()
+        .map(|p| c.watch_prefix(p).expect("watch"))
+        .collect();
+    for w in &mut watches {
+        w.next(Some(Duration::from_secs(60)), None)
+            .expect("first state");
+    }
+    let watch_secs = started.elapsed().as_secs_f64();
+    let (mut pt, mut ps) = (threads(), sockets());
+    let changed: Vec<usize> = (0..n).step_by(100).collect();
+    let mut seen_ms = Vec::new();
+    let mut missed = 0;
+    for &i in &changed {
+        let t0 = Instant::now();
+        writer
+            .kv()
+            .put(&format!("{}w", prefixes[i]), b"v")
+            .expect("write");
+        match watches[i].next(Some(Duration::from_secs(30)), None) {
+            Ok(ev) if ev.entries.len() == 1 => seen_ms.push(t0.elapsed().as_secs_f64() * 1e3),
+            _ => missed += 1,
+        }
+        pt = pt.max(threads());
+        ps = ps.max(sockets());
+    }
+    for &i in &changed {
+        let _ = writer.kv().delete(&format!("{}w", prefixes[i]));
+    }
+    seen_ms.sort_by(f64::total_cmp);
+    drop(watches);
+    assert!(c.close_report(Duration::from_secs(30)).is_complete());
+    assert!(writer.close_report(Duration::from_secs(30)).is_complete());
+    json!({
+        "lang": "rust", "mode": "watched", "n": n, "names": names,
+        // Two clients: the watcher and the writer.
+        "threads_before": threads_before, "threads_peak": pt, "threads_after": threads(),
+        "sockets_peak": ps, "watch_secs": watch_secs,
+        "changes": changed.len(), "missed": missed,
+        "seen_p50_ms": pct(&seen_ms, 0.5), "seen_max_ms": seen_ms.last().copied().unwrap_or(0.0),
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() != 5 {
-        eprintln!("usage: bench-scale ADDR pending N KEY TIMEOUT | ADDR held N NAMES HOLD");
+        eprintln!(
+            "usage: bench-scale ADDR pending N KEY TIMEOUT | ADDR held N NAMES HOLD \
+             | ADDR watched N NAMES 0"
+        );
         std::process::exit(2);
     }
     let n: usize = args[2].parse().expect("N");
@@ -209,6 +266,7 @@ fn main() {
     let result = match args[1].as_str() {
         "pending" => pending(&args[0], n, &args[3], num),
         "held" => held(&args[0], n, &args[3], num),
+        "watched" => watched(&args[0], n, &args[3]),
         other => {
             eprintln!("unknown mode {other:?}");
             std::process::exit(2);

@@ -13,6 +13,9 @@
 //!
 //! When the wakeup fd is already taken (an event loop runs in the main thread) the caller
 //! falls back to the pooled thread and the 100 ms slices of checking for signals.
+//!
+//! The signal thread runs while a client is open or a call uses it: closing the last client
+//! joins it, and the next such call starts it again.
 
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -57,74 +60,159 @@ mod watcher {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::Mutex;
     use std::thread::JoinHandle;
 
     /// The wakeup end and the signal thread.
-    pub(super) struct Watcher {
-        pub(super) wakeup: UnixStream,
-        thread: Mutex<Option<JoinHandle<()>>>,
+    struct Watcher {
+        wakeup: UnixStream,
+        thread: JoinHandle<()>,
     }
 
-    static WATCHER: OnceLock<Option<Watcher>> = OnceLock::new();
-    /// Set by [`stop`]: calls no longer use the wakeup fd.
-    static STOPPED: AtomicBool = AtomicBool::new(false);
+    /// Who needs the signal thread: it runs while a client is open or a call uses its wakeup
+    /// fd, and is joined when neither is left (so no baton thread outlives the last
+    /// `close()`), to be started again by the next call.
+    #[derive(Default)]
+    struct Users {
+        watcher: Option<Watcher>,
+        clients: usize,
+        calls: usize,
+        /// Set at exit: no more signal thread.
+        exiting: bool,
+    }
 
-    /// The signal thread, started on first use; `None` if it could not be, or was stopped.
-    pub(super) fn get() -> Option<&'static Watcher> {
-        if STOPPED.load(Ordering::SeqCst) {
+    static USERS: Mutex<Users> = Mutex::new(Users {
+        watcher: None,
+        clients: 0,
+        calls: 0,
+        exiting: false,
+    });
+
+    fn users() -> std::sync::MutexGuard<'static, Users> {
+        USERS.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start() -> Option<Watcher> {
+        let (wakeup, mut read) = UnixStream::pair().ok()?;
+        // CPython requires a non-blocking wakeup fd (its signal handler must not block).
+        wakeup.set_nonblocking(true).ok()?;
+        let thread = std::thread::Builder::new()
+            .name("baton-py-signals".into())
+            .spawn(move || {
+                let mut buf = [0u8; 64];
+                // Ends when the other end is shut down.
+                while matches!(read.read(&mut buf), Ok(n) if n > 0) {
+                    if let Some(t) = super::current().as_ref() {
+                        t.cancel();
+                    }
+                }
+            })
+            .ok()?;
+        Some(Watcher { wakeup, thread })
+    }
+
+    /// Ends and joins a signal thread no one needs any more (with no lock held).
+    fn end(w: Option<Watcher>) {
+        if let Some(w) = w {
+            let _ = w.wakeup.shutdown(std::net::Shutdown::Both);
+            let _ = w.thread.join();
+        }
+    }
+
+    /// The thread, if nothing needs it any more: taken out to be ended.
+    fn idle(u: &mut Users) -> Option<Watcher> {
+        if u.calls == 0 && (u.clients == 0 || u.exiting) {
+            u.watcher.take()
+        } else {
+            None
+        }
+    }
+
+    /// A call begins: the wakeup fd to set, the signal thread started if it is not running
+    /// (`None`: at exit, or it could not be). The fd stays open until [`call_ended`].
+    pub(super) fn call_began() -> Option<i32> {
+        let mut u = users();
+        if u.exiting {
             return None;
         }
-        WATCHER
-            .get_or_init(|| {
-                let (wakeup, mut read) = UnixStream::pair().ok()?;
-                // CPython requires a non-blocking wakeup fd (its signal handler must not block).
-                wakeup.set_nonblocking(true).ok()?;
-                let thread = std::thread::Builder::new()
-                    .name("baton-py-signals".into())
-                    .spawn(move || {
-                        let mut buf = [0u8; 64];
-                        // Ends when `stop` shuts the pair down.
-                        while matches!(read.read(&mut buf), Ok(n) if n > 0) {
-                            if let Some(t) = super::current().as_ref() {
-                                t.cancel();
-                            }
-                        }
-                    })
-                    .ok()?;
-                Some(Watcher {
-                    wakeup,
-                    thread: Mutex::new(Some(thread)),
-                })
-            })
-            .as_ref()
-    }
-
-    impl Watcher {
-        pub(super) fn fd(&self) -> i32 {
-            self.wakeup.as_raw_fd()
+        if u.watcher.is_none() {
+            u.watcher = start();
         }
+        let fd = u.watcher.as_ref()?.wakeup.as_raw_fd();
+        u.calls += 1;
+        Some(fd)
     }
 
-    /// Ends and joins the signal thread (the `atexit` hook).
+    /// A call that [`call_began`] no longer uses the wakeup fd.
+    pub(super) fn call_ended() {
+        let w = {
+            let mut u = users();
+            u.calls = u.calls.saturating_sub(1);
+            idle(&mut u)
+        };
+        end(w);
+    }
+
+    /// A client was made.
+    pub(crate) fn client_opened() {
+        users().clients += 1;
+    }
+
+    /// A client was closed (or dropped unclosed): the signal thread ends with the last one.
+    pub(crate) fn client_closed() {
+        let w = {
+            let mut u = users();
+            u.clients = u.clients.saturating_sub(1);
+            idle(&mut u)
+        };
+        end(w);
+    }
+
+    /// Ends and joins the signal thread for good (the `atexit` hook).
     pub(crate) fn stop() {
-        STOPPED.store(true, Ordering::SeqCst);
-        if let Some(Some(w)) = WATCHER.get() {
-            let _ = w.wakeup.shutdown(std::net::Shutdown::Both);
-            if let Some(t) = w.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = t.join();
-            }
-        }
+        let w = {
+            let mut u = users();
+            u.exiting = true;
+            idle(&mut u)
+        };
+        end(w);
     }
 }
 
 #[cfg(unix)]
-pub(crate) use watcher::stop;
+pub(crate) use watcher::{client_closed, client_opened, stop};
 
 /// No signal thread off Unix.
 #[cfg(not(unix))]
 pub(crate) fn stop() {}
+#[cfg(not(unix))]
+pub(crate) fn client_opened() {}
+#[cfg(not(unix))]
+pub(crate) fn client_closed() {}
+
+/// Counts a client for the signal thread's life ([`client_opened`]) until it is closed or
+/// dropped, once.
+pub(crate) struct OpenClient(std::sync::atomic::AtomicBool);
+
+impl OpenClient {
+    pub(crate) fn new() -> OpenClient {
+        client_opened();
+        OpenClient(std::sync::atomic::AtomicBool::new(true))
+    }
+
+    /// The client is closed (a second call does nothing).
+    pub(crate) fn closed(&self) {
+        if self.0.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            client_closed();
+        }
+    }
+}
+
+impl Drop for OpenClient {
+    fn drop(&mut self) {
+        self.closed();
+    }
+}
 
 /// `signal.set_wakeup_fd(fd, warn_on_full_buffer=False)`: the previous wakeup fd.
 ///
@@ -156,21 +244,23 @@ impl<'py> Interruptible<'py> {
     pub(crate) fn begin(py: Python<'py>) -> PyResult<Option<Interruptible<'py>>> {
         #[cfg(unix)]
         {
-            let Some(w) = watcher::get() else {
+            let Some(fd) = watcher::call_began() else {
                 return Ok(None);
             };
             let token = baton::CancelToken::new();
             *current() = Some(token.clone());
-            match set_wakeup_fd(py, w.fd()) {
+            match set_wakeup_fd(py, fd) {
                 Ok(-1) => {}
                 Ok(other) => {
                     // Someone else's (an event loop's): leave it in place.
                     let _ = set_wakeup_fd(py, other);
                     *current() = None;
+                    watcher::call_ended();
                     return Ok(None);
                 }
                 Err(_) => {
                     *current() = None;
+                    watcher::call_ended();
                     return Ok(None);
                 }
             }
@@ -194,7 +284,10 @@ impl<'py> Interruptible<'py> {
 
 impl Drop for Interruptible<'_> {
     fn drop(&mut self) {
+        // The wakeup fd is put back before the signal thread may end and close it.
         let _ = set_wakeup_fd(self.py, -1);
         *current() = None;
+        #[cfg(unix)]
+        watcher::call_ended();
     }
 }

@@ -154,6 +154,8 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct Client {
     pub(crate) inner: Detached<baton::Client>,
+    /// Keeps the signal thread for main-thread calls while the client is open.
+    open: interrupt::OpenClient,
 }
 
 #[pymethods]
@@ -208,6 +210,7 @@ impl Client {
         let inner = b.build().map_err(|e| to_py(py, e))?;
         Ok(Client {
             inner: Detached::new(inner),
+            open: interrupt::OpenClient::new(),
         })
     }
 
@@ -323,7 +326,10 @@ impl Client {
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let t = seconds("timeout", Some(timeout.unwrap_or(MAX_SECONDS)))?.unwrap_or_default();
         let c = self.inner.clone();
-        Ok(py.detach(move || c.close(t)))
+        let done = py.detach(move || c.close(t));
+        // Its last client closed, the signal thread ends (detached: its join needs no GIL).
+        py.detach(|| self.open.closed());
+        Ok(done)
     }
 
     /// Whether `close()` has run.
