@@ -25,6 +25,7 @@ lint: check-version check-msrv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST) -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p consul-baton --all-targets --features prometheus -- -D warnings
 	$(CARGO) clippy --manifest-path $(PY_MANIFEST) -- -D warnings
 	$(CARGO) fmt --manifest-path $(NODE_DIR)/Cargo.toml -- --check
 	$(CARGO) clippy --manifest-path $(NODE_DIR)/Cargo.toml -- -D warnings
@@ -35,6 +36,7 @@ lint: check-version check-msrv
 ## rest of the workspace but the command line (test-cli).
 test-rust:
 	$(CARGO) test -p consul-baton
+	$(CARGO) test -p consul-baton --features prometheus --test metrics
 	$(CARGO) test --workspace --exclude consul-baton-cli --exclude consul-baton
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary

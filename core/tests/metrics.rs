@@ -153,6 +153,37 @@ fn an_election_s_campaigns_count_as_the_election_s() {
 }
 
 #[test]
+fn the_json_form_holds_every_metric_under_its_name() {
+    let f = Fixture::start();
+    let c = f.client();
+    let l = c.lock(&unique("metrics/json")).unwrap();
+    assert!(l.acquire(Some(PATIENCE), None).unwrap());
+    let j = c.metrics().to_json();
+    assert_eq!(j["held"]["lock"], 1);
+    assert_eq!(j["acquires"]["lock"]["acquired"], 1);
+    assert_eq!(j["acquires"]["semaphore"]["timed_out"], 0);
+    assert_eq!(j["acquire_wait_seconds"]["lock"]["count"], 1);
+    let h = &j["acquire_wait_seconds"]["lock"];
+    assert_eq!(
+        h["buckets"].as_array().unwrap().len(),
+        h["bounds"].as_array().unwrap().len() + 1
+    );
+    assert!(j["lease_left_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(j["owed"]["unlocks"], 0);
+    // Every metric of the table, under its name less `baton_` and `_total`.
+    for m in baton::metrics::METRICS {
+        let key = m
+            .name
+            .trim_start_matches("baton_")
+            .trim_end_matches("_total");
+        assert!(j.get(key).is_some(), "{} has no {key:?}", m.name);
+    }
+    assert!(l.release().unwrap());
+    assert_eq!(c.metrics().to_json()["held"]["lock"], 0);
+    c.close(PATIENCE);
+}
+
+#[test]
 fn an_async_acquire_counts_once_however_many_tries() {
     let f = Fixture::start();
     let c = f.client();

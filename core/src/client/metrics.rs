@@ -155,6 +155,60 @@ impl MetricsSnapshot {
     }
 }
 
+impl MetricsSnapshot {
+    /// The snapshot as one JSON object, the shape the Python and Node bindings return
+    /// from their `metrics()`: each metric of [`METRICS`](crate::metrics::METRICS) under
+    /// its name less `baton_` and `_total` (`baton_acquires_total` → `acquires`), labels
+    /// as nested objects in label order (`acquires.lock.timed_out`), durations in seconds,
+    /// and each histogram as `{bounds, buckets, count, sum}` (`buckets` per bucket, not
+    /// cumulative, one more than `bounds`: the last is `+Inf`).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        fn hist(h: &HistogramSnapshot) -> Value {
+            json!({
+                "bounds": h.bounds,
+                "buckets": h.buckets,
+                "count": h.count,
+                "sum": h.sum.as_secs_f64(),
+            })
+        }
+        fn by<T>(rows: &[(&'static str, T)], f: impl Fn(&T) -> Value) -> Value {
+            Value::Object(rows.iter().map(|(k, v)| (k.to_string(), f(v))).collect())
+        }
+        fn nested(rows: &[LabeledCount]) -> Value {
+            let mut out = Map::new();
+            for r in rows {
+                let inner = out
+                    .entry(r.first.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(m) = inner {
+                    m.insert(r.second.to_string(), json!(r.count));
+                }
+            }
+            Value::Object(out)
+        }
+        json!({
+            "held": by(&self.held, |n| json!(n)),
+            "acquires": nested(&self.acquires),
+            "acquire_wait_seconds": by(&self.acquire_wait, hist),
+            "hold_seconds": by(&self.hold_time, hist),
+            "losses": nested(&self.losses),
+            "renewals": {"ok": self.renewals_ok, "failed": self.renewals_failed},
+            "renewal_seconds": hist(&self.renewal_latency),
+            "lease_left_seconds": self.lease_left.map(|d| d.as_secs_f64()),
+            "requests": nested(&self.requests),
+            "request_seconds": by(&self.request_latency, hist),
+            "retries": self.retries,
+            "leaderless_seconds": self.leaderless.as_secs_f64(),
+            "owed": {
+                "unlocks": self.owed_unlocks,
+                "slots": self.owed_slots,
+                "sessions": self.owed_sessions,
+            },
+        })
+    }
+}
+
 fn find(rows: &[LabeledCount], first: &str, second: &str) -> u64 {
     rows.iter()
         .find(|r| r.first == first && r.second == second)
