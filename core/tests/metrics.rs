@@ -494,3 +494,30 @@ fn the_prometheus_registry_encodes_the_snapshot() {
     }
     c.close(PATIENCE);
 }
+
+#[test]
+fn the_book_lists_every_metric_with_its_type_and_labels() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/guide/observing.md"),
+    )
+    .expect("the book's metrics page");
+    let table = page
+        .split("<!-- metrics:begin -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- metrics:end -->").next())
+        .expect("the page's metrics table");
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| `baton_"))
+        .collect();
+    assert_eq!(rows.len(), baton::metrics::METRICS.len(), "{rows:#?}");
+    for (m, row) in baton::metrics::METRICS.iter().zip(&rows) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[1], format!("`{}`", m.name), "{row}");
+        let kind = format!("{:?}", m.kind).to_lowercase();
+        assert_eq!(cells[2], kind, "{row}");
+        for label in m.labels {
+            assert!(cells[3].contains(&format!("`{label}`")), "{label} in {row}");
+        }
+    }
+}

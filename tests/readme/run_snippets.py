@@ -165,8 +165,10 @@ edition = "2024"
 publish = false
 
 [dependencies]
-consul-baton = {{ path = "{ROOT}/core" }}
+# The `prometheus` feature for the book's metrics page.
+consul-baton = {{ path = "{ROOT}/core", features = ["prometheus"] }}
 consul-baton-devserver = {{ path = "{ROOT}/devserver" }}
+prometheus-client = "0.26"
 # For the async snippets (baton::aio on tokio): the features the core's tests use.
 tokio = {{ version = "1", features = ["rt", "rt-multi-thread", "macros", "time", "sync"] }}
 
