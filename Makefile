@@ -128,7 +128,7 @@ test-cross: python-install node-build demo-workers
 ## each version boundary on its own.
 .PHONY: test-versions
 CONSUL_VERSIONS ?= 1.0.8 1.6.1 current
-RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test checks --test failover --test keys --test lowlevel --test parity_gaps --test cancel_settles --test close_owed --test aio --test aio_parity --test warm --test direct --test multilock --test rwlock --test membership --test barrier --test counter --test leader_task --test aio_warm --test aio_recipes
+RUST_VERSION_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test checks --test failover --test keys --test lowlevel --test parity_gaps --test cancel_settles --test close_owed --test aio --test aio_parity --test warm --test direct --test multilock --test rwlock --test membership --test barrier --test counter --test leader_task --test aio_warm --test aio_recipes --test watch_scale --test metrics
 test-versions: python-install node-build
 	$(CARGO) build -p consul-baton-devserver
 	set -e; for v in $(CONSUL_VERSIONS); do \

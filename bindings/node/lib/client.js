@@ -294,6 +294,15 @@ class Client {
     await this.guardedTxn(sequencer, [op])
   }
   /**
+   * A snapshot of this client's metrics, counted since it was made (see `ClientMetrics` in
+   * index.d.ts for every field): a plain object, each metric of `METRICS` under its name less
+   * `baton_` and `_total` (`acquires.lock.timed_out`, `held.lock`), durations in seconds.
+   * Synchronous and cheap: it reads counters, no request is made.
+   */
+  metrics() {
+    return JSON.parse(this.#native.metricsJson())
+  }
+  /**
    * Releases held locks, destroys the sessions this client created and joins its threads.
    * The `lostSignal`s of its locks, semaphores and elections abort with reason 'client_closed'
    * (no 'lost' event: like the core, callbacks stop at close).

@@ -19,6 +19,7 @@ use napi_derive::napi;
 mod agent;
 mod holding;
 mod logging;
+mod metrics;
 mod more;
 mod recipes;
 mod settle;

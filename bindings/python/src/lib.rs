@@ -12,6 +12,7 @@ mod cancel;
 mod detached;
 mod devserver;
 mod interrupt;
+mod metrics;
 mod recipes;
 mod waits;
 mod warm;
@@ -575,6 +576,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
     m.add_function(wrap_pyfunction!(aio::_end_idle_threads, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::_metric_defs, m)?)?;
     let hook = wrap_pyfunction!(at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (hook,))?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
