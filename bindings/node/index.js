@@ -34,10 +34,13 @@ const { Barrier, DoubleBarrier } = require('./lib/barrier.js')
 const { Counter, CounterWatch } = require('./lib/counter.js')
 const { Client } = require('./lib/client.js')
 const { setLogger } = require('./lib/logging.js')
+const { METRICS, registerMetrics } = require('./lib/metrics.js')
 const { startDevServer, DevServer } = require('./devserver.js')
 
 module.exports = {
   setLogger,
+  METRICS,
+  registerMetrics,
   startDevServer,
   DevServer,
   Agent,

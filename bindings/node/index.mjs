@@ -7,6 +7,8 @@ const baton = require('./index.js')
 
 export const {
   setLogger,
+  METRICS,
+  registerMetrics,
   startDevServer,
   DevServer,
   Agent,

@@ -151,8 +151,9 @@ pub(crate) fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<Duration>> 
 }
 
 /// A connection to Consul (or the dev server), configured from the `CONSUL_*` environment
-/// variables, with keyword arguments taking precedence.
-#[pyclass(frozen, module = "consul_baton._native")]
+/// variables, with keyword arguments taking precedence. Weakly referenceable (the
+/// `consul_baton.prometheus` collector holds its client weakly).
+#[pyclass(frozen, weakref, module = "consul_baton._native")]
 pub(crate) struct Client {
     pub(crate) inner: Detached<baton::Client>,
     /// Keeps the signal thread for main-thread calls while the client is open.
