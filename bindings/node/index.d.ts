@@ -71,6 +71,163 @@ export declare function setLogger(
   options?: { level?: LogLevel | 'off' },
 ): void
 
+// ---- metrics (issue 47) ----------------------------------------------------------------------
+
+/** The recipes holdings are counted by (label `recipe`). */
+export type MetricsRecipe = 'lock' | 'semaphore' | 'rwlock' | 'multilock' | 'election'
+/**
+ * How an acquire call ended (label `outcome` of `baton_acquires_total`): `not_acquired`, a
+ * try-once call (`tryAcquire()`, timeout 0) that found it taken; `timed_out`, a call whose
+ * timeout passed first (resolved false or rejected 'BATON_TIMEOUT'); `cancelled`, ended by its
+ * signal; `error`, any other error.
+ */
+export type MetricsAcquireOutcome = 'acquired' | 'not_acquired' | 'timed_out' | 'cancelled' | 'error'
+/**
+ * Why a holding was lost (label `reason`): the loss's own name (`key_changed`, a semaphore's
+ * `removed`, `client_closed`), or for a lost session the session's reason.
+ */
+export type MetricsLossReason =
+  | 'key_changed'
+  | 'removed'
+  | 'invalidated'
+  | 'deadline_exceeded'
+  | 'destroyed'
+  | 'client_closed'
+  | 'other'
+/** The endpoint families of requests to Consul (label `family`). */
+export type MetricsRequestFamily = 'kv' | 'session' | 'txn' | 'agent' | 'status' | 'other'
+/** How a request ended (label `outcome` of `baton_requests_total`): `4xx` is every 4xx but 429. */
+export type MetricsRequestOutcome = '2xx' | '4xx' | '429' | '5xx' | 'no_answer'
+
+/** A histogram of a metrics snapshot: observations, in seconds, counted into fixed buckets. */
+export interface MetricsHistogram {
+  /** The buckets' upper bounds in seconds, ascending (the last bucket, +Inf, has none). */
+  bounds: number[]
+  /**
+   * The observations per bucket, NOT cumulative: one more entry than `bounds`, the last counting
+   * those above every bound.
+   */
+  buckets: number[]
+  /** The number of observations (the sum of `buckets`). */
+  count: number
+  /** The sum of the observations, in seconds. */
+  sum: number
+}
+
+/**
+ * A snapshot of one client's metrics (`client.metrics()`), counted in the core since the client
+ * was made: each metric of `METRICS` under its name less `baton_` and `_total`, its labels as
+ * nested objects in label order (`acquires.lock.timed_out`), every label value listed, durations
+ * in seconds. The same shape as Python's `client.metrics()`.
+ */
+export interface ClientMetrics {
+  /**
+   * Holdings held now, by recipe: acquired and not yet released or lost (one whose session's
+   * deadline passed counts until the client notices).
+   */
+  held: Record<MetricsRecipe, number>
+  /**
+   * Acquire calls by recipe and outcome: one call of `acquire`, `tryAcquire` or `campaign` is one,
+   * however many requests it made. A read-write lock's both sides count as `rwlock`, an
+   * election's campaigns (and a leader task's) as `election`.
+   */
+  acquires: Record<MetricsRecipe, Record<MetricsAcquireOutcome, number>>
+  /** How long acquire calls took, whatever their outcome, by recipe. */
+  acquire_wait_seconds: Record<MetricsRecipe, MetricsHistogram>
+  /** How long holdings lasted, from acquired to released or lost, by recipe. */
+  hold_seconds: Record<MetricsRecipe, MetricsHistogram>
+  /** Holdings lost (ended other than by their release), by recipe and reason. */
+  losses: Record<MetricsRecipe, Record<MetricsLossReason, number>>
+  /** Session renewals by the client's renewer: confirmed by Consul (`ok`) or not (`failed`). */
+  renewals: { ok: number; failed: number }
+  /** The latency of renewals, ok and failed. */
+  renewal_seconds: MetricsHistogram
+  /**
+   * The smallest lease time left (local, conservative deadline minus now) of the client's live
+   * sessions with a TTL; null when there is none.
+   */
+  lease_left_seconds: number | null
+  /**
+   * HTTP requests to Consul by endpoint family and outcome (a request cancelled by its caller or
+   * interrupted by close is not counted).
+   */
+  requests: Record<MetricsRequestFamily, Record<MetricsRequestOutcome, number>>
+  /**
+   * The latency of requests by family (not blocking queries, whose latency is their wait), so its
+   * counts may be below `requests`'.
+   */
+  request_seconds: Record<MetricsRequestFamily, MetricsHistogram>
+  /** Requests sent again: a retry after a transient failure (no leader, 429, 503, refused) or a stale connection. */
+  retries: number
+  /** Seconds calls spent waiting out a Consul without a leader, summed over calls. */
+  leaderless_seconds: number
+  /**
+   * Work owed to Consul and waiting now: `unlocks` of locks and elections, `slots` (every other
+   * release: semaphore slots, multi-key and read-write lock releases, barrier and group leaves),
+   * `sessions` declared lost and waiting to be destroyed.
+   */
+  owed: { unlocks: number; slots: number; sessions: number }
+}
+
+/** One metric every language exposes (an entry of `METRICS`). */
+export interface MetricDef {
+  /** The Prometheus name (`baton_acquires_total`). */
+  readonly name: string
+  /** Its type. */
+  readonly type: 'gauge' | 'counter' | 'histogram'
+  /** Its label names, in order (the nesting order of its entry in `ClientMetrics`). */
+  readonly labels: readonly string[]
+  /** The help text. */
+  readonly help: string
+}
+
+/**
+ * Every metric a client exposes, in exposition order: the core's table (names, types, label
+ * names, help texts), the same in every language.
+ */
+export declare const METRICS: readonly MetricDef[]
+
+/** What `registerMetrics` needs of a registry: prom-client's `Registry` (or its global `register`). */
+export interface PromRegistryLike {
+  registerMetric(metric: any): void
+  getSingleMetric?(name: string): unknown
+}
+
+/**
+ * One metric `registerMetrics` registered: prom-client's metric interface, its `get()` reading the
+ * client's snapshot.
+ */
+export interface SnapshotMetric {
+  readonly name: string
+  readonly help: string
+  readonly type: 'gauge' | 'counter' | 'histogram'
+  readonly labelNames: string[]
+  /** How prom-client's cluster mode merges workers' values: 'min' for the lease left, else 'sum'. */
+  readonly aggregator: 'sum' | 'min'
+  /** The metric's samples in the client's current snapshot (as prom-client's metrics give them). */
+  get(): Promise<{
+    name: string
+    help: string
+    type: string
+    aggregator: string
+    values: { value: number; labels: Record<string, string | number>; metricName?: string }[]
+  }>
+  /** Does nothing: the counts are the core's (`registry.resetMetrics()` calls it). */
+  reset(): void
+}
+
+/**
+ * Registers `client`'s metrics in a prom-client registry (`register`; default: prom-client's
+ * global `register`, which needs the optional peer dependency `prom-client` installed): one
+ * metric per entry of `METRICS`, with its name, help text and labels (counters end in `_total`),
+ * its values read from one `client.metrics()` snapshot per scrape, exact as the core counted
+ * them. `baton_lease_left_seconds` has no sample while the client has no session with a TTL.
+ * Throws, registering none, when a metric of that name is in the registry already: one client
+ * per registry (a registry per client and `Registry.merge` expose several). Returns the
+ * registered metrics (`register.removeSingleMetric(m.name)` for each unregisters them).
+ */
+export declare function registerMetrics(client: Client, register?: PromRegistryLike): SnapshotMetric[]
+
 /**
  * Base of every error baton raises. `code` is stable across languages ('BATON_TIMEOUT',
  * 'BATON_CONFLICT', 'BATON_CANCELLED', 'BATON_CLOSED', 'BATON_SESSION_INVALIDATED',
@@ -808,6 +965,11 @@ export declare class Client {
   guardedTxn(sequencer: Sequencer, ops: TxnOp[]): Promise<KvEntry[]>
   /** Writes `value` at `key` only while `sequencer` is current. */
   guardedPut(sequencer: Sequencer, key: string, value: Bytes, options?: { flags?: U64 }): Promise<void>
+  /**
+   * A snapshot of this client's metrics, counted since it was made (see ClientMetrics): the
+   * core's shape, the same as Python's. Synchronous and cheap: it reads counters, no request.
+   */
+  metrics(): ClientMetrics
   /**
    * Releases held locks, destroys the client's sessions, joins its threads, waiting up to
    * `timeoutMs` milliseconds (default 5000) for Consul to confirm. Resolves `true` when

@@ -50,6 +50,12 @@ export declare class NativeClient {
   serviceRegister(options: ServiceOptions): Promise<void>
   /** `PUT /v1/agent/service/deregister/<id>`. */
   serviceDeregister(id: string): Promise<void>
+  /**
+   * A snapshot of the client's metrics as JSON text, the shape of the core's
+   * `MetricsSnapshot::to_json` (`lib/client.js` parses it). Synchronous: it reads atomics and
+   * looks at the client's sessions and owed work, no request.
+   */
+  metricsJson(): string
   /** The reader (`write` false) or writer side of the read-write lock on `prefix`. */
   rwLock(prefix: string, write: boolean, id: number): NativeRwLock
   /** A lock on all of `keys` at once. */
@@ -504,6 +510,24 @@ export declare function endIdleThreads(): void
  * `settle.rs`). `spin.js` polls the loop only for such calls.
  */
 export declare function inTurn(): boolean
+
+/** One metric of `baton::metrics::METRICS`: what every language exposes under that name. */
+export interface MetricDef {
+  /** The Prometheus name (`baton_acquires_total`). */
+  name: string
+  /** Its type: 'gauge', 'counter' or 'histogram'. */
+  type: 'gauge' | 'counter' | 'histogram'
+  /** Its label names, in order (the nesting order of the snapshot's objects). */
+  labels: Array<string>
+  /** The help text. */
+  help: string
+}
+
+/**
+ * The metrics a client exposes, in exposition order (`baton::metrics::METRICS`: names, types,
+ * label names and help texts are the core's, never retyped here).
+ */
+export declare function metricDefs(): Array<MetricDef>
 
 /** A KV entry with its 64-bit numbers as decimal strings. */
 export interface NativeKvEntry {

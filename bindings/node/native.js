@@ -856,6 +856,7 @@ module.exports.NativeSession = nativeBinding.NativeSession
 module.exports.NativeTerm = nativeBinding.NativeTerm
 module.exports.endIdleThreads = nativeBinding.endIdleThreads
 module.exports.inTurn = nativeBinding.inTurn
+module.exports.metricDefs = nativeBinding.metricDefs
 module.exports.parseSequencer = nativeBinding.parseSequencer
 module.exports.setLogger = nativeBinding.setLogger
 module.exports.warmInFlight = nativeBinding.warmInFlight

@@ -1,9 +1,60 @@
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 #: A value written to Consul: bytes, or a str (stored UTF-8 encoded).
 Value = Union[bytes, bytearray, memoryview, str]
 
 __version__: str
+
+# The shape of `Client.metrics()` (the core's `MetricsSnapshot::to_json()`). Stub-only types:
+# import them for annotations under `typing.TYPE_CHECKING`.
+
+class HistogramSnapshot(TypedDict):
+    """A histogram as read at snapshot time (seconds)."""
+
+    #: The buckets' upper bounds, ascending (the last bucket, ``+Inf``, has none).
+    bounds: List[float]
+    #: Observations per bucket, NOT cumulative: one more than ``bounds`` (the last: ``+Inf``).
+    buckets: List[int]
+    #: The number of observations (the sum of ``buckets``).
+    count: int
+    #: The sum of the observations, in seconds.
+    sum: float
+
+class MetricsSnapshot(TypedDict):
+    """``Client.metrics()``: each metric under its Prometheus name less ``baton_`` and
+    ``_total``, labels as nested dicts in label order. Recipes: ``lock``, ``semaphore``,
+    ``rwlock``, ``multilock``, ``election``; acquire outcomes: ``acquired``, ``not_acquired``,
+    ``timed_out``, ``cancelled``, ``error``; loss reasons: ``key_changed``, ``removed``,
+    ``invalidated``, ``deadline_exceeded``, ``destroyed``, ``client_closed``, ``other``;
+    request families: ``kv``, ``session``, ``txn``, ``agent``, ``status``, ``other``;
+    request outcomes: ``2xx``, ``4xx``, ``429``, ``5xx``, ``no_answer``."""
+
+    #: Holdings held now, by recipe.
+    held: Dict[str, int]
+    #: Acquire calls by recipe, then outcome (one call, however many tries).
+    acquires: Dict[str, Dict[str, int]]
+    #: How long acquire calls took, whatever their outcome, by recipe.
+    acquire_wait_seconds: Dict[str, HistogramSnapshot]
+    #: How long holdings lasted, from acquired to released or lost, by recipe.
+    hold_seconds: Dict[str, HistogramSnapshot]
+    #: Holdings lost (a release is not a loss), by recipe, then reason.
+    losses: Dict[str, Dict[str, int]]
+    #: Session renewals by the client's renewer: ``{"ok": n, "failed": n}``.
+    renewals: Dict[str, int]
+    #: The latency of renewals.
+    renewal_seconds: HistogramSnapshot
+    #: The smallest lease time left of the client's live sessions with a TTL; None: none.
+    lease_left_seconds: Optional[float]
+    #: HTTP requests to Consul by endpoint family, then outcome.
+    requests: Dict[str, Dict[str, int]]
+    #: The latency of (non-blocking) requests by family.
+    request_seconds: Dict[str, HistogramSnapshot]
+    #: Requests sent again after a transient failure or a stale connection.
+    retries: int
+    #: Seconds calls spent waiting out a Consul without a leader.
+    leaderless_seconds: float
+    #: Work owed to Consul and waiting now: ``{"unlocks", "slots", "sessions"}``.
+    owed: Dict[str, int]
 
 class Client:
     """A connection to Consul, configured from the CONSUL_* environment variables; keyword
@@ -95,6 +146,15 @@ class Client:
     def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Releases what the client holds, destroys its sessions, stops its threads; whether
         that finished within ``timeout`` seconds (``None``: no limit)."""
+        ...
+    def metrics(self) -> MetricsSnapshot:
+        """A snapshot of this client's metrics, counted in the core since the client was
+        made (the same names and meanings in every language): a ``dict`` with each metric
+        under its Prometheus name less ``baton_`` and ``_total`` (``m["acquires"]["lock"]
+        ["timed_out"]``, ``m["held"]["lock"]``), durations in seconds, histograms as
+        ``{"bounds", "buckets", "count", "sum"}`` with ``buckets`` per bucket (not
+        cumulative; the last is ``+Inf``). Cheap: reads atomic counters, makes no request.
+        ``consul_baton.prometheus.register`` exposes it to ``prometheus_client``."""
         ...
     def lock(self, key: str, *, value: Optional[Value] = None, session: Optional["Session"] = None) -> "Lock":
         """A lock on ``key``; ``value`` (bytes, or str stored UTF-8 encoded) is written on
@@ -828,6 +888,11 @@ def _end_idle_threads() -> None:
 def _start_call(done: Any, call: Callable[[], Any]) -> Pending:
     """Runs ``call()`` on a pooled baton thread and reports ``done(ok, value)`` (``baton.aio``'s
     short synchronous calls)."""
+    ...
+
+def _metric_defs() -> List[Tuple[str, str, List[str], str]]:
+    """The metrics every client exposes, in exposition order, as ``(name, type, labels,
+    help)``: the core's one table (``consul_baton.prometheus.metric_defs()``)."""
     ...
 
 def devserver_main(args: Sequence[str], argv0: Optional[str] = None) -> int:

@@ -39,11 +39,14 @@ import asyncio
 import os
 import time
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
 
 import consul_baton as baton
 from . import _native
 from ._native import KvEntry, Leader, MemberInfo, MembershipEvent, Sequencer
+
+if TYPE_CHECKING:
+    from ._native import MetricsSnapshot
 
 __all__ = [
     "Agent", "Client", "Lock", "Semaphore", "Election", "RwLock", "MultiLock", "LeaderTask",
@@ -1038,6 +1041,13 @@ class Client:
     def agent(self) -> "Agent":
         """The agent's check and service endpoints, awaitable."""
         return Agent(self.sync.agent)
+
+    def metrics(self) -> "MetricsSnapshot":
+        """A snapshot of the client's metrics, as :meth:`baton.Client.metrics` (the same
+        ``dict``). A plain method, not a coroutine: it makes no request and does not block
+        (it only reads the core's atomic counters), so it need not be awaited or run off the
+        event loop."""
+        return self.sync.metrics()
 
     async def close(self, timeout: Optional[float] = 5.0) -> bool:
         """Closes the client (one wait of at most ``timeout`` seconds, ``None``: no limit,
