@@ -371,7 +371,7 @@ FFI_LIB := $(FFI_TARGET)/baton-lib
 PREFIX ?= /usr/local
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 CWARN := -Wall -Wextra -Werror
-C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_recipes_more.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c
+C_TEST_SRC := ffi/tests/c/test_baton.c ffi/tests/c/test_recipes.c ffi/tests/c/test_recipes_more.c ffi/tests/c/test_checks.c ffi/tests/c/test_parity_gaps.c ffi/tests/c/test_capi_gaps.c ffi/tests/c/test_hostile.c ffi/tests/c/test_metrics.c
 C_TEST_OUT := target/ffi-c-tests
 STATIC_LIBS := -lpthread -ldl -lm -lrt
 

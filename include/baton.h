@@ -109,6 +109,165 @@
 // `/` is dropped, never added), always holds a sequencer of that lock.
 #define BATON_SEQUENCER_OVERHEAD 80
 
+// The number of recipes (`baton_metrics.held` and the other per-recipe arrays).
+#define BATON_RECIPE_COUNT 5
+
+// Recipe index: single-key locks (`baton_lock`). Label `recipe="lock"`.
+#define BATON_RECIPE_LOCK 0
+
+// Recipe index: semaphores (`baton_semaphore`). Label `recipe="semaphore"`.
+#define BATON_RECIPE_SEMAPHORE 1
+
+// Recipe index: read-write locks, both sides (`baton_rwlock`). Label `recipe="rwlock"`.
+#define BATON_RECIPE_RWLOCK 2
+
+// Recipe index: multi-key locks (`baton_multilock`). Label `recipe="multilock"`.
+#define BATON_RECIPE_MULTILOCK 3
+
+// Recipe index: elections' campaigns and terms (`baton_election`, and so
+// `baton_leader_task`). Label `recipe="election"`.
+#define BATON_RECIPE_ELECTION 4
+
+// The number of acquire outcomes (`baton_metrics.acquires`' inner index).
+#define BATON_ACQUIRE_OUTCOME_COUNT 5
+
+// Acquire outcome index: the call acquired. Label `outcome="acquired"`.
+#define BATON_ACQUIRE_ACQUIRED 0
+
+// Acquire outcome index: a try-once call (timeout 0) found it taken. Label
+// `outcome="not_acquired"`.
+#define BATON_ACQUIRE_NOT_ACQUIRED 1
+
+// Acquire outcome index: the call's timeout passed first (`BATON_TIMEOUT`). Label
+// `outcome="timed_out"`.
+#define BATON_ACQUIRE_TIMED_OUT 2
+
+// Acquire outcome index: ended by its `baton_cancel` (`BATON_CANCELLED`). Label
+// `outcome="cancelled"`.
+#define BATON_ACQUIRE_CANCELLED 3
+
+// Acquire outcome index: any other error. Label `outcome="error"`.
+#define BATON_ACQUIRE_ERROR 4
+
+// The number of loss reasons (`baton_metrics.losses`' inner index).
+#define BATON_LOSS_REASON_COUNT 7
+
+// Loss reason index: the key was changed or deleted by someone else. Label
+// `reason="key_changed"`.
+#define BATON_LOSS_KEY_CHANGED 0
+
+// Loss reason index: a semaphore's slot was removed. Label `reason="removed"`.
+#define BATON_LOSS_REMOVED 1
+
+// Loss reason index: the session was invalidated at Consul. Label `reason="invalidated"`.
+#define BATON_LOSS_INVALIDATED 2
+
+// Loss reason index: the session's local lease deadline passed before a renewal.
+// Label `reason="deadline_exceeded"`.
+#define BATON_LOSS_DEADLINE_EXCEEDED 3
+
+// Loss reason index: the session was destroyed by its owner. Label `reason="destroyed"`.
+#define BATON_LOSS_DESTROYED 4
+
+// Loss reason index: the client was closed while it held. Label `reason="client_closed"`.
+#define BATON_LOSS_CLIENT_CLOSED 5
+
+// Loss reason index: any other reason. Label `reason="other"`.
+#define BATON_LOSS_OTHER 6
+
+// The number of endpoint families (`baton_metrics.requests`' outer index).
+#define BATON_FAMILY_COUNT 6
+
+// Endpoint family index: `/v1/kv`. Label `family="kv"`.
+#define BATON_FAMILY_KV 0
+
+// Endpoint family index: `/v1/session`. Label `family="session"`.
+#define BATON_FAMILY_SESSION 1
+
+// Endpoint family index: `/v1/txn`. Label `family="txn"`.
+#define BATON_FAMILY_TXN 2
+
+// Endpoint family index: `/v1/agent`. Label `family="agent"`.
+#define BATON_FAMILY_AGENT 3
+
+// Endpoint family index: `/v1/status`. Label `family="status"`.
+#define BATON_FAMILY_STATUS 4
+
+// Endpoint family index: any other endpoint. Label `family="other"`.
+#define BATON_FAMILY_OTHER 5
+
+// The number of request outcomes (`baton_metrics.requests`' inner index).
+#define BATON_REQUEST_OUTCOME_COUNT 5
+
+// Request outcome index: answered 2xx. Label `outcome="2xx"`.
+#define BATON_REQUEST_2XX 0
+
+// Request outcome index: answered 4xx other than 429. Label `outcome="4xx"`.
+#define BATON_REQUEST_4XX 1
+
+// Request outcome index: answered 429 (Consul's rate or connection limit). Label
+// `outcome="429"`.
+#define BATON_REQUEST_429 2
+
+// Request outcome index: answered 5xx. Label `outcome="5xx"`.
+#define BATON_REQUEST_5XX 3
+
+// Request outcome index: no answer (refused, reset, no answer in time). Label
+// `outcome="no_answer"`.
+#define BATON_REQUEST_NO_ANSWER 4
+
+// The number of kinds of owed work (`baton_metrics.owed`).
+#define BATON_OWED_KIND_COUNT 3
+
+// Owed work index: unlocks of single-key locks and elections not yet confirmed.
+// Label `kind="unlocks"`.
+#define BATON_OWED_UNLOCKS 0
+
+// Owed work index: every other release not yet confirmed (semaphore slots,
+// multi-key and read-write lock releases, barrier and group leaves). Label `kind="slots"`.
+#define BATON_OWED_SLOTS 1
+
+// Owed work index: lost sessions still tracked, waiting to be destroyed. Label
+// `kind="sessions"`.
+#define BATON_OWED_SESSIONS 2
+
+// The buckets of a wait histogram (acquire wait, renewal and request latency):
+// one per bound of `baton_metrics_bounds(BATON_BUCKETS_WAIT, ...)`, then `+Inf`.
+#define BATON_WAIT_BUCKET_COUNT 13
+
+// The buckets of a hold histogram (hold time): one per bound of
+// `baton_metrics_bounds(BATON_BUCKETS_HOLD, ...)`, then `+Inf`.
+#define BATON_HOLD_BUCKET_COUNT 10
+
+// Label table for `baton_metrics_label`: recipes (`BATON_RECIPE_*`).
+#define BATON_LABELS_RECIPE 0
+
+// Label table for `baton_metrics_label`: acquire outcomes (`BATON_ACQUIRE_*`).
+#define BATON_LABELS_ACQUIRE_OUTCOME 1
+
+// Label table for `baton_metrics_label`: loss reasons (`BATON_LOSS_*`).
+#define BATON_LABELS_LOSS_REASON 2
+
+// Label table for `baton_metrics_label`: endpoint families (`BATON_FAMILY_*`).
+#define BATON_LABELS_FAMILY 3
+
+// Label table for `baton_metrics_label`: request outcomes (`BATON_REQUEST_*`).
+#define BATON_LABELS_REQUEST_OUTCOME 4
+
+// Label table for `baton_metrics_label`: kinds of owed work (`BATON_OWED_*`).
+#define BATON_LABELS_OWED_KIND 5
+
+// Bucket set for `baton_metrics_bounds`: the wait buckets (`baton_wait_histogram`).
+#define BATON_BUCKETS_WAIT 0
+
+// Bucket set for `baton_metrics_bounds`: the hold buckets (`baton_hold_histogram`).
+#define BATON_BUCKETS_HOLD 1
+
+// The smallest `size` `baton_client_metrics` accepts: `sizeof(baton_metrics)` of the
+// first version of the struct (every field is 8 bytes, so it is the same on every
+// platform). Later versions only add fields at the end.
+#define BATON_METRICS_SIZE_V1 2752
+
 // `baton_rwlock_new`'s mode: the reader side (shared with other readers).
 #define BATON_RW_READ 1
 
@@ -781,6 +940,81 @@ typedef struct baton_membership_event {
   // The number of `members`.
   size_t members_len;
 } baton_membership_event;
+
+// A histogram of durations in the wait buckets (bounds:
+// `baton_metrics_bounds(BATON_BUCKETS_WAIT, ...)`).
+typedef struct baton_wait_histogram {
+  // The number of observations (the sum of `buckets`).
+  uint64_t count;
+  // The sum of the observations in seconds.
+  double sum;
+  // Observations per bucket, NOT cumulative: `buckets[i]` counts those above bound
+  // `i - 1` and at or below bound `i`; the last (`+Inf`) those above every bound.
+  uint64_t buckets[BATON_WAIT_BUCKET_COUNT];
+} baton_wait_histogram;
+
+// A histogram of durations in the hold buckets (bounds:
+// `baton_metrics_bounds(BATON_BUCKETS_HOLD, ...)`).
+typedef struct baton_hold_histogram {
+  // The number of observations (the sum of `buckets`).
+  uint64_t count;
+  // The sum of the observations in seconds.
+  double sum;
+  // Observations per bucket, NOT cumulative: `buckets[i]` counts those above bound
+  // `i - 1` and at or below bound `i`; the last (`+Inf`) those above every bound.
+  uint64_t buckets[BATON_HOLD_BUCKET_COUNT];
+} baton_hold_histogram;
+
+// A snapshot of one client's metrics (`baton_client_metrics`), counted since the
+// client was made. Versioned by its size: pass `sizeof(baton_metrics)`; later
+// versions of the library only add fields at the end. Arrays are indexed by the
+// `BATON_RECIPE_*`, `BATON_ACQUIRE_*`, `BATON_LOSS_*`, `BATON_FAMILY_*`,
+// `BATON_REQUEST_*` and `BATON_OWED_*` indices; `baton_metrics_label` names them
+// as the Prometheus labels do. Each field is the metric of `baton_metric_name`
+// noted on it (the same meanings in Rust, Python and Node).
+typedef struct baton_metrics {
+  // The number of bytes of this struct the library filled: the smaller of the
+  // `size` passed and the library's own `sizeof(baton_metrics)`. A field that
+  // ends past it was not written (a library older than the header).
+  uint64_t size;
+  // `baton_held`: holdings held now, by recipe (acquired, not yet released or lost).
+  uint64_t held[BATON_RECIPE_COUNT];
+  // `baton_acquires_total`: acquire calls by recipe and outcome. One call of
+  // acquire, try or campaign is one acquire, however many requests it made.
+  uint64_t acquires[BATON_RECIPE_COUNT][BATON_ACQUIRE_OUTCOME_COUNT];
+  // `baton_acquire_wait_seconds`: how long acquire calls took, whatever their
+  // outcome, by recipe.
+  struct baton_wait_histogram acquire_wait[BATON_RECIPE_COUNT];
+  // `baton_hold_seconds`: how long holdings lasted, from acquired to released or
+  // lost, by recipe.
+  struct baton_hold_histogram hold[BATON_RECIPE_COUNT];
+  // `baton_losses_total`: holdings lost (not released), by recipe and reason.
+  uint64_t losses[BATON_RECIPE_COUNT][BATON_LOSS_REASON_COUNT];
+  // `baton_renewals_total{outcome="ok"}`: session renewals Consul confirmed.
+  uint64_t renewals_ok;
+  // `baton_renewals_total{outcome="failed"}`: session renewals that failed.
+  uint64_t renewals_failed;
+  // `baton_renewal_seconds`: the latency of renewals, ok and failed.
+  struct baton_wait_histogram renewal;
+  // `baton_lease_left_seconds`: the smallest lease time left (local, conservative
+  // deadline minus now) of the client's live managed sessions with a TTL, in
+  // seconds; -1 when there is none (the metric is then absent from an exposition).
+  double lease_left_seconds;
+  // `baton_requests_total`: HTTP requests to Consul by endpoint family and outcome.
+  // A request its caller cancelled or the client's close interrupted is not counted.
+  uint64_t requests[BATON_FAMILY_COUNT][BATON_REQUEST_OUTCOME_COUNT];
+  // `baton_request_seconds`: the latency of timed requests by family (not
+  // blocking queries), so its count may be below `requests`'.
+  struct baton_wait_histogram request[BATON_FAMILY_COUNT];
+  // `baton_retries_total`: requests sent again after a transient failure or on a
+  // fresh connection after a stale one.
+  uint64_t retries;
+  // `baton_leaderless_seconds_total`: seconds calls spent waiting out a Consul
+  // without a leader, summed over calls.
+  double leaderless_seconds;
+  // `baton_owed`: work owed to Consul and waiting now, by kind (`BATON_OWED_*`).
+  uint64_t owed[BATON_OWED_KIND_COUNT];
+} baton_metrics;
 
 // Options for `baton_multilock_new`. Start from `baton_multilock_options_default()`.
 typedef struct baton_multilock_options {
@@ -1722,6 +1956,71 @@ void baton_membership_event_free(struct baton_membership_event *event);
 
 // Frees a members watch (no call may still be using it). NULL is a no-op.
 void baton_members_watch_free(struct baton_members_watch *watch);
+
+// Takes a snapshot of the client's metrics into `*out`, of `size` bytes (pass
+// `sizeof(baton_metrics)`). Cheap: counters read without locking the paths that
+// record them, and a look at the client's sessions and owed work. A `size`
+// larger than the library's struct (a newer header) fills the library's fields
+// and leaves the rest untouched; `out->size` says how many bytes were filled.
+// `BATON_NULL_ARGUMENT` for a NULL `client` or `out`; `BATON_INVALID_ARGUMENT`
+// for a `size` below `BATON_METRICS_SIZE_V1` (nothing is written). Works on a
+// closed client (the counts as they ended).
+baton_result baton_client_metrics(const struct baton_client *client,
+                                  struct baton_metrics *out,
+                                  size_t size);
+
+// The label value of `index` in the label table `kind` (`BATON_LABELS_RECIPE`,
+// ...): e.g. `baton_metrics_label(BATON_LABELS_RECIPE, BATON_RECIPE_LOCK)` is
+// `"lock"`, `baton_metrics_label(BATON_LABELS_REQUEST_OUTCOME, BATON_REQUEST_429)`
+// is `"429"`. A static NUL-terminated string, never freed; NULL for an unknown
+// `kind` or an `index` past the table.
+const char *baton_metrics_label(uint32_t kind, size_t index);
+
+// The upper bounds in seconds, ascending, of the buckets of `kind`
+// (`BATON_BUCKETS_WAIT` or `BATON_BUCKETS_HOLD`): a static array, never freed,
+// of `*count_out` (if not NULL) numbers, one less than the histogram's buckets
+// (the last bucket, `+Inf`, has no bound). NULL and a count of 0 for an unknown `kind`.
+const double *baton_metrics_bounds(uint32_t kind, size_t *count_out);
+
+// The number of metrics a client exposes (indices for `baton_metric_name` and
+// the other `baton_metric_*` functions, in exposition order).
+size_t baton_metric_count(void);
+
+// The Prometheus name of metric `index` (`"baton_acquires_total"`; a counter's
+// ends in `_total`): a static NUL-terminated string, never freed; NULL for an
+// index past `baton_metric_count()`.
+const char *baton_metric_name(size_t index);
+
+// The help text of metric `index`: a static NUL-terminated string, never freed;
+// NULL for an index past `baton_metric_count()`.
+const char *baton_metric_help(size_t index);
+
+// The Prometheus type of metric `index`: `"counter"`, `"gauge"` or
+// `"histogram"` (as a `# TYPE` line writes it). A static NUL-terminated string,
+// never freed; NULL for an index past `baton_metric_count()`.
+const char *baton_metric_type(size_t index);
+
+// The number of labels of metric `index` (0 past `baton_metric_count()`).
+size_t baton_metric_label_count(size_t index);
+
+// The name of label `label` of metric `index`, in order (`"recipe"`, then
+// `"outcome"` for `baton_acquires_total`): a static NUL-terminated string, never
+// freed; NULL past either count.
+const char *baton_metric_label_name(size_t index, size_t label);
+
+// Writes the client's metrics as Prometheus text exposition (format 0.0.4,
+// content type `text/plain; version=0.0.4`), NUL-terminated, into `buf` of `len`
+// bytes, for a C program to serve on its own `/metrics` endpoint: each metric of
+// `baton_metric_name` with its `# HELP` and `# TYPE` lines, every label value
+// listed, histograms with cumulative `_bucket{le="..."}` series (`+Inf` last),
+// `_sum` and `_count`; `baton_lease_left_seconds` omitted while no session has a
+// lease. `*len_out` (if not NULL) gets the length without the NUL, also with
+// `BATON_BUFFER_TOO_SMALL`; `buf = NULL, len = 0` asks only for the length. The
+// counts move between two calls: allow some more (a few hundred bytes).
+baton_result baton_client_metrics_text(const struct baton_client *client,
+                                       char *buf,
+                                       size_t len,
+                                       size_t *len_out);
 
 // The default multi-key lock options: the client's default session, an empty
 // value, `BATON_LOCK_FLAGS`.

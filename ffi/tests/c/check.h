@@ -88,6 +88,10 @@ void test_parity_gaps(void);
  * (test_capi_gaps.c). */
 void test_capi_gaps(void);
 
+/* A client's metrics: the snapshot struct, its tables, the text exposition, exact counts
+ * (test_metrics.c). */
+void test_metrics(void);
+
 /* NULL, non-UTF-8, over-long and exact-size arguments at every entry point (test_hostile.c). */
 void test_hostile(void);
 

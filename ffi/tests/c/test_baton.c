@@ -817,6 +817,7 @@ int main(void) {
     test_parity_gaps();
     test_capi_gaps();
     test_hostile();
+    test_metrics();
     test_issue31();
     if (!getenv("BATON_TEST_NO_FORK")) RUN1(test_fork);
     fixture_close(checker);

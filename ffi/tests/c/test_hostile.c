@@ -1317,6 +1317,37 @@ static void hostile_outlived_recipes(void) {
     baton_counter_free(k);
 }
 
+/* ---- metrics (test_metrics.c has the counts) ------------------------------------------ */
+
+static void hostile_metrics(baton_client *c) {
+    baton_metrics m;
+    EXPECT(baton_client_metrics(NULL, &m, sizeof m), BATON_NULL_ARGUMENT, "client");
+    EXPECT(baton_client_metrics(c, NULL, sizeof m), BATON_NULL_ARGUMENT, "out");
+    EXPECT(baton_client_metrics(c, &m, 0), BATON_INVALID_ARGUMENT, "BATON_METRICS_SIZE_V1");
+    EXPECT(baton_client_metrics(c, &m, sizeof m), BATON_OK, NULL);
+    CHECK(m.size == sizeof m);
+    size_t n = 0;
+    EXPECT(baton_client_metrics_text(NULL, NULL, 0, &n), BATON_NULL_ARGUMENT, "client");
+    EXPECT(baton_client_metrics_text(c, NULL, 0, NULL), BATON_BUFFER_TOO_SMALL, NULL);
+    EXPECT(baton_client_metrics_text(c, NULL, 0, &n), BATON_BUFFER_TOO_SMALL, NULL);
+    EXPECT(baton_client_metrics_text(c, NULL, HUGE_LEN, &n), BATON_NULL_ARGUMENT, "buf");
+    char *one = malloc(1);
+    EXPECT(baton_client_metrics_text(c, one, 1, &n), BATON_BUFFER_TOO_SMALL, NULL);
+    free(one);
+    /* Out-of-range tables and indices give NULL (or 0), never a crash. */
+    CHECK(baton_metrics_label(UINT32_MAX, 0) == NULL);
+    CHECK(baton_metrics_label(BATON_LABELS_RECIPE, SIZE_MAX) == NULL);
+    CHECK(baton_metrics_bounds(UINT32_MAX, NULL) == NULL);
+    CHECK(baton_metrics_bounds(BATON_BUCKETS_WAIT, NULL) != NULL);
+    CHECK(baton_metric_count() > 0);
+    CHECK(baton_metric_name(SIZE_MAX) == NULL);
+    CHECK(baton_metric_help(SIZE_MAX) == NULL);
+    CHECK(baton_metric_type(SIZE_MAX) == NULL);
+    CHECK(baton_metric_label_count(SIZE_MAX) == 0);
+    CHECK(baton_metric_label_name(SIZE_MAX, 0) == NULL);
+    CHECK(baton_metric_label_name(0, SIZE_MAX) == NULL);
+}
+
 void test_hostile(void) {
     RUN0(hostile_results_and_errors);
     RUN0(hostile_client_options);
@@ -1337,4 +1368,5 @@ void test_hostile(void) {
     RUN1(hostile_barriers);
     RUN1(hostile_counters);
     RUN0(hostile_outlived_recipes);
+    RUN1(hostile_metrics);
 }
