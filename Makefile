@@ -229,7 +229,7 @@ test-node: node-build
 ## first: faults planted in a copy of the table must be reported, exactly those.
 .PHONY: test-parity
 test-parity: python-install node-build
-	$(CARGO) build -p consul-baton
+	$(CARGO) build -p consul-baton --features prometheus
 	$(PY) tests/parity/check.py --self-test
 	$(PY) tests/parity/check.py
 

@@ -396,6 +396,7 @@ def check_python(apis: list, module_name: str) -> dict:
     try:
         base = importlib.import_module(module_name)
         importlib.import_module("consul_baton.aio")
+        importlib.import_module("consul_baton.prometheus")  # imports prometheus_client only when used
     except Exception as e:  # noqa: BLE001 - reported per API
         return {a: f"cannot import {module_name}: {e} (make python-install; run with the venv's python)" for a in apis}
     root = sys.modules["consul_baton"]  # the README writes it `baton` (import consul_baton as baton)
