@@ -70,6 +70,7 @@ class Fleet:
         self.backlog = []
         self.procs = {}
         self.record = []  # every @event, for the timeline picture
+        self.readers = []  # the threads reading the workers' output
 
     def start(self, name, argv):
         p = subprocess.Popen(
@@ -81,8 +82,10 @@ class Fleet:
             text=True,
         )
         self.procs[name] = p
-        threading.Thread(target=self._read, args=(name, p.stdout, True), daemon=True).start()
-        threading.Thread(target=self._read, args=(name, p.stderr, False), daemon=True).start()
+        for stream, is_stdout in ((p.stdout, True), (p.stderr, False)):
+            t = threading.Thread(target=self._read, args=(name, stream, is_stdout), daemon=True)
+            t.start()
+            self.readers.append(t)
         return p
 
     def _read(self, name, stream, is_stdout):
@@ -267,6 +270,21 @@ def cleanup(addr, own_server):
     return len(sessions)
 
 
+def print_metrics(fleet):
+    """What each worker's client counted (its `@metrics` line at exit): the same numbers in
+    every language, from the core (client.metrics(), baton_client_metrics)."""
+    for t in fleet.readers:
+        t.join(timeout=5)
+    rows = [(name, ev) for name, kind, ev in fleet.record if kind == "metrics"]
+    if not rows:
+        return
+    cols = ["acquired", "timed_out", "losses", "renewals", "renewals_failed", "requests", "refused_429"]
+    log("== what each worker's client counted (client.metrics(); the killed leader never reported)")
+    log(f"  {'worker':<8} {'phase':<10} " + "  ".join(cols))
+    for name, ev in rows:
+        log(f"  {name:<8} {ev.get('mode', ''):<10} " + "  ".join(f"{ev.get(c, '?'):>{len(c)}}" for c in cols))
+
+
 def write_timeline(fleet):
     """target/demo/timeline.svg (and the events it was drawn from, timeline.json)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -309,6 +327,7 @@ def main():
         if server is not None:
             server.terminate()
             server.wait()
+        print_metrics(fleet)
         write_timeline(fleet)
     log(f"demo {'finished' if ok else 'FAILED'} in {time.time() - T0:.1f} s")
     return 0 if ok else 1

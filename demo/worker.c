@@ -200,6 +200,26 @@ static int contend(baton_client *c, const char *name, const char *key, const cha
     return status;
 }
 
+/* What the client counted (the demo's closing summary): one `@metrics` line. */
+static void report_metrics(const baton_client *c, const char *mode) {
+    baton_metrics m;
+    if (baton_client_metrics(c, &m, sizeof m) != BATON_OK) return;
+    unsigned long long acquired = 0, timed_out = 0, losses = 0, requests = 0, refused = 0;
+    for (int r = 0; r < BATON_RECIPE_COUNT; r++) {
+        acquired += m.acquires[r][BATON_ACQUIRE_ACQUIRED];
+        timed_out += m.acquires[r][BATON_ACQUIRE_TIMED_OUT];
+        for (int l = 0; l < BATON_LOSS_REASON_COUNT; l++) losses += m.losses[r][l];
+    }
+    for (int f = 0; f < BATON_FAMILY_COUNT; f++) {
+        for (int o = 0; o < BATON_REQUEST_OUTCOME_COUNT; o++) requests += m.requests[f][o];
+        refused += m.requests[f][BATON_REQUEST_429];
+    }
+    EVENT("metrics t=%llu mode=%s acquired=%llu timed_out=%llu losses=%llu renewals=%llu "
+          "renewals_failed=%llu requests=%llu refused_429=%llu",
+          now_ms(), mode, acquired, timed_out, losses, (unsigned long long)m.renewals_ok,
+          (unsigned long long)m.renewals_failed, requests, refused);
+}
+
 int main(int argc, char **argv) {
     sigset_t set;
     sigemptyset(&set);
@@ -232,6 +252,7 @@ int main(int argc, char **argv) {
         status = 2;
     }
     rc = baton_client_close(c, 5000);
+    if (argc > 1 && strcmp(argv[1], "contend") != 0) report_metrics(c, argv[1]); /* the demo's, not the cross test's */
     baton_client_free(c);
     return status != 0 ? status : (rc == BATON_OK ? 0 : 1);
 }

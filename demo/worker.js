@@ -93,6 +93,24 @@ async function contend(client, name, key, prefix, rounds) {
   event('done')
 }
 
+// What the client counted, for the demo's closing summary: one `@metrics` line.
+function reportMetrics(client, mode) {
+  const m = client.metrics()
+  const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0)
+  const total = (by) => sum(Object.values(by).map(sum))
+  const each = (by, k) => sum(Object.values(by).map((o) => o[k]))
+  event('metrics', {
+    mode,
+    acquired: each(m.acquires, 'acquired'),
+    timed_out: each(m.acquires, 'timed_out'),
+    losses: total(m.losses),
+    renewals: m.renewals.ok,
+    renewals_failed: m.renewals.failed,
+    requests: total(m.requests),
+    refused_429: each(m.requests, '429')
+  })
+}
+
 async function main(argv) {
   const [mode, name, ...rest] = argv
   const client = new Client()
@@ -110,6 +128,7 @@ async function main(argv) {
     }
   } finally {
     await client.close(5000)
+    if (mode === 'leader' || mode === 'semaphore') reportMetrics(client, mode)
   }
 }
 

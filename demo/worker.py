@@ -32,47 +32,78 @@ def event(name, **fields):
     print(f"@{name} t={now_ms()}{extra}", flush=True)
 
 
+def report_metrics(client, mode):
+    """What the client counted, for the demo's closing summary: one `@metrics` line."""
+    m = client.metrics()
+    total = lambda by: sum(sum(inner.values()) for inner in by.values())  # noqa: E731
+    event(
+        "metrics",
+        mode=mode,
+        acquired=sum(o["acquired"] for o in m["acquires"].values()),
+        timed_out=sum(o["timed_out"] for o in m["acquires"].values()),
+        losses=total(m["losses"]),
+        renewals=m["renewals"]["ok"],
+        renewals_failed=m["renewals"]["failed"],
+        requests=total(m["requests"]),
+        refused_429=sum(o["429"] for o in m["requests"].values()),
+    )
+
+
 def leader(name, key, ttl_ms, lock_delay_ms):
     with baton.Client() as client:
-        session = client.create_session(
-            name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=lock_delay_ms / 1000
-        )
-        election = client.election(key, session=session)
         try:
-            event("campaigning")
-            election.campaign(name.encode())
-            seq = election.sequencer
-            event("leading", token=seq.token, lock_index=seq.lock_index)
-            reason = election.wait_lost()
-            event("lost", reason=reason)
-            return 1
-        except Stop:
-            if election.is_leader():
-                election.resign()
-                event("resigned")
-            else:
-                event("stopped")
-            return 0
+            return lead(client, name, key, ttl_ms, lock_delay_ms)
+        finally:
+            report_metrics(client, "leader")
+
+
+def lead(client, name, key, ttl_ms, lock_delay_ms):
+    session = client.create_session(
+        name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=lock_delay_ms / 1000
+    )
+    election = client.election(key, session=session)
+    try:
+        event("campaigning")
+        election.campaign(name.encode())
+        seq = election.sequencer
+        event("leading", token=seq.token, lock_index=seq.lock_index)
+        reason = election.wait_lost()
+        event("lost", reason=reason)
+        return 1
+    except Stop:
+        if election.is_leader():
+            election.resign()
+            event("resigned")
+        else:
+            event("stopped")
+        return 0
 
 
 def semaphore(name, prefix, limit, rounds, hold_ms, ttl_ms):
     with baton.Client() as client:
-        session = client.create_session(
-            name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=0, behavior="delete"
-        )
-        sem = client.semaphore(prefix, limit, value=name.encode(), session=session)
         try:
-            for _ in range(rounds):
-                sem.acquire()
-                event("slot", state="acquired")
-                time.sleep(hold_ms / 1000)
-                event("slot", state="releasing")
-                sem.release()
-            event("done")
-            return 0
-        except Stop:
-            event("stopped")
-            return 0
+            return take_slots(client, name, prefix, limit, rounds, hold_ms, ttl_ms)
+        finally:
+            report_metrics(client, "semaphore")
+
+
+def take_slots(client, name, prefix, limit, rounds, hold_ms, ttl_ms):
+    session = client.create_session(
+        name=f"demo-{name}", ttl=ttl_ms / 1000, lock_delay=0, behavior="delete"
+    )
+    sem = client.semaphore(prefix, limit, value=name.encode(), session=session)
+    try:
+        for _ in range(rounds):
+            sem.acquire()
+            event("slot", state="acquired")
+            time.sleep(hold_ms / 1000)
+            event("slot", state="releasing")
+            sem.release()
+        event("done")
+        return 0
+    except Stop:
+        event("stopped")
+        return 0
 
 
 def now_us():
