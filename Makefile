@@ -62,10 +62,14 @@ fmt:
 	$(CARGO) fmt --manifest-path $(PY_MANIFEST)
 	$(CARGO) fmt --manifest-path $(NODE_DIR)/Cargo.toml
 
-$(PY):
+## The venv, made again when bindings/python/requirements-dev.txt changes (its stamp file).
+$(PY): $(VENV)/.requirements-dev
+
+$(VENV)/.requirements-dev: bindings/python/requirements-dev.txt
 	@echo "== $(VENV): a Python venv with maturin and pytest (bindings/python/requirements-dev.txt)"
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r bindings/python/requirements-dev.txt
+	touch $@
 
 ## Builds the abi3 wheel with `maturin build --release` (cargo's progress shows; tests/packages/run.py
 ## builds it the same way, so the two share one build) into a directory of its own (two makes at
