@@ -57,12 +57,14 @@ fn two_candidates_take_turns_one_task_at_a_time_and_requeue() {
     let (release_tx, release_rx) = unbounded::<()>();
     let mut handles = Vec::new();
     let mut stops = Vec::new();
-    for (name, client) in [("a", &ca), ("b", &cb)] {
+    // a's requeue is long enough for b to take over whatever the load; b's is longer still, so
+    // that the third term is a's whatever the load: b's term ends a few ms after a's, and with
+    // equal delays the two requeues would end a few ms apart (under load, b's first).
+    for (name, client, requeue) in [("a", &ca, 10), ("b", &cb, 60)] {
         let lt = client
             .leader_task(&key, name)
             .unwrap()
-            // Long enough for the other candidate to take over whatever the load.
-            .requeue_delay(Duration::from_secs(10));
+            .requeue_delay(Duration::from_secs(requeue));
         let (running, overlap) = (running.clone(), overlap.clone());
         let (started_tx, release_rx) = (started_tx.clone(), release_rx.clone());
         let stop = CancelToken::new();
