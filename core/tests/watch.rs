@@ -56,8 +56,11 @@ fn subscribers_of_one_key_share_one_watch() {
         }
         let counts = dev.request_counts();
         let gets = counts.by_route.get("GET /v1/kv").copied().unwrap_or(0);
-        // One shared poll per change (+1 in flight at the reset), not one per subscriber.
-        assert!(gets <= 6, "{counts:?}");
+        // One shared poll per change, not one per subscriber: 5, +1 in flight at the reset, +1
+        // read when the key hub's poll of the group narrows back from the dropped prefix
+        // watch's target to the key (a new target is read afresh before it blocks: indexes of
+        // different targets are not comparable).
+        assert!(gets <= 7, "{counts:?}");
     }
     drop(a);
     assert_eq!(b.subscribers(), 1);

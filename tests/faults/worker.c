@@ -246,6 +246,35 @@ static void increment(const baton_client *c, const char *seq, const char *counte
     fflush(stdout);
 }
 
+/* The deadline sampler of one holding: `deadline` is the latest of now + the session's time
+ * left, read every 5 ms until `done`; a lost session has no time left and is not sampled. */
+struct sampler {
+    const baton_session *session;
+    _Atomic int64_t deadline;
+    atomic_bool done;
+};
+
+static void sample_once(struct sampler *smp) {
+    uint64_t left = 0;
+    int64_t now = mono_ns();
+    if (baton_session_time_left_ms(smp->session, &left) == BATON_OK && left > 0 &&
+        left != BATON_WAIT_FOREVER) {
+        int64_t d = now + (int64_t)left * 1000000LL;
+        int64_t seen = atomic_load(&smp->deadline);
+        while (d > seen && !atomic_compare_exchange_weak(&smp->deadline, &seen, d)) {
+        }
+    }
+}
+
+static void *sample_deadline(void *arg) {
+    struct sampler *smp = arg;
+    while (!atomic_load(&smp->done)) {
+        sample_once(smp);
+        sleep_ms(5);
+    }
+    return NULL;
+}
+
 /* Holds what was acquired for 200 ms (or until lost or quit) and prints its @start ... @end:
  * the lock incrementing COUNTER, a semaphore slot only looking every 10 ms whether it is still
  * held. `holdings` numbers this worker's holdings from 1: a slot's token. */
@@ -266,7 +295,14 @@ static void hold(const baton_client *c, const struct attempt *a, struct holding 
     }
     fflush(stdout);
 
-    int64_t deadline = 0;
+    /* The session's deadline, sampled every 5 ms by a thread beside the work (not only between
+     * two increments: one blocked across a renew, a partition's timed-out request, would leave
+     * it a renew behind the real one). */
+    struct sampler smp = {.session = s};
+    atomic_init(&smp.deadline, 0);
+    atomic_init(&smp.done, false);
+    pthread_t smp_thread;
+    bool sampling = pthread_create(&smp_thread, NULL, sample_deadline, &smp) == 0;
     const char *why = "released";
     int64_t end = 0;
     bool do_release = false;
@@ -284,17 +320,15 @@ static void hold(const baton_client *c, const struct attempt *a, struct holding 
             do_release = true;
             break;
         }
-        uint64_t left = 0;
-        if (baton_session_time_left_ms(s, &left) == BATON_OK && left > 0 &&
-            left != BATON_WAIT_FOREVER) {
-            int64_t d = now + (int64_t)left * 1000000LL;
-            if (d > deadline) deadline = d;
-        }
+        sample_once(&smp);
         if (seq)
             increment(c, seq, counter, token);
         else
             sleep_ms(SLOT_CHECK_MS);
     }
+    atomic_store(&smp.done, true);
+    if (sampling) pthread_join(smp_thread, NULL);
+    int64_t deadline = atomic_load(&smp.deadline);
     baton_result rc = do_release ? attempt_release(a) : BATON_OK;
     printf("@end t=%lld token=%llu why=%s deadline=%lld\n", (long long)end,
            (unsigned long long)token, why, (long long)deadline);

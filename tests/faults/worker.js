@@ -63,24 +63,35 @@ async function endHolding(held, holding, why, t, deadline) {
 // 3.-4. Hold for 200 ms, doing the mode's `work` while still held, then end.
 async function hold(session, held, holding, work) {
   let deadline = 0n
-  for (;;) {
-    const isHeld = held.isHeld()
-    const seen = now()
-    if (!isHeld || holding.lostAt !== null) {
-      let t = holding.lostAt ?? seen
-      if (!isHeld && seen < t) t = seen
-      return endHolding(held, holding, 'lost', t, deadline)
-    }
-    if (stopping || seen - holding.start >= HOLD_NS) {
-      return endHolding(held, holding, 'released', now(), deadline)
-    }
+  // The session's deadline, sampled every 5 ms beside the work (not only between two pieces of
+  // it: one blocked across a renew, a partition's timed-out request, would leave `deadline` a
+  // renew behind the real one); a lost session has no time left and is not sampled.
+  const sample = () => {
     const t0 = now()
     const left = session.timeLeftMs()
-    if (left !== null) {
+    if (left !== null && left > 0) {
       const d = t0 + BigInt(Math.floor(left * 1e6))
       if (d > deadline) deadline = d
     }
-    await work(holding)
+  }
+  const sampler = setInterval(sample, 5)
+  try {
+    for (;;) {
+      const isHeld = held.isHeld()
+      const seen = now()
+      if (!isHeld || holding.lostAt !== null) {
+        let t = holding.lostAt ?? seen
+        if (!isHeld && seen < t) t = seen
+        return await endHolding(held, holding, 'lost', t, deadline)
+      }
+      if (stopping || seen - holding.start >= HOLD_NS) {
+        return await endHolding(held, holding, 'released', now(), deadline)
+      }
+      sample()
+      await work(holding)
+    }
+  } finally {
+    clearInterval(sampler)
   }
 }
 

@@ -103,6 +103,16 @@ def track_deadline(session, deadline):
     return deadline
 
 
+def lease_deadline(session, deadline):
+    """deadline = max(deadline, the session's local lease deadline): a loss leaves it at the
+    last renew's, so read at the end it is exact even when the hold loop, which samples only
+    between increments, was blocked across a renew (a partition's timed-out request)."""
+    until = session.valid_until()
+    if until is None:
+        return deadline
+    return max(deadline, int(until * 1e9))
+
+
 def end(primitive, holding, token, deadline, seen_lost):
     """Step 4: the holding's one @end. seen_lost is when the hold loop saw it lost (None when
     the 200 ms ran out or quit came): released if still held, else lost."""
@@ -132,7 +142,7 @@ def hold(session, held, holding, token, quit_event, work):
             break
         deadline = track_deadline(session, deadline)
         work()
-    end(held, holding, token, deadline, seen_lost)
+    end(held, holding, token, lease_deadline(session, deadline), seen_lost)
 
 
 def increment(client, seq, counter):

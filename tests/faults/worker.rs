@@ -403,7 +403,10 @@ fn hold(
             let seen = mono_ns();
             let cb = lost_at.at.load(Ordering::SeqCst);
             let t = if cb != 0 { cb.min(seen) } else { seen };
-            emit_end(t, token, "lost", deadline);
+            // The lease's last deadline, which a loss leaves as it was: the loop samples only
+            // between increments, and one blocked across a renew (a partition's timed-out
+            // request) would leave `deadline` a renew behind the real one.
+            emit_end(t, token, "lost", deadline.max(deadline_ns(session)));
             return;
         }
         if started.elapsed() >= HOLD || stop.load(Ordering::SeqCst) {
@@ -413,10 +416,7 @@ fn hold(
             }
             return;
         }
-        if let Some(until) = session.valid_until() {
-            let left = until.saturating_duration_since(Instant::now());
-            deadline = deadline.max(mono_ns() + left.as_nanos() as i64);
-        }
+        deadline = deadline.max(deadline_ns(session));
         match held.fence() {
             None => thread::sleep(SLOT_CHECK),
             Some(seq) => increment(client, args, seq),
@@ -462,6 +462,20 @@ fn increment(client: &Client, args: &Args, seq: &Sequencer) {
             "incunk",
             &format!(" value={next} token={} err={}", seq.token, e.kind().code()),
         ),
+    }
+}
+
+/// The session's local lease deadline on the `mono_ns` clock (0 without one); it stays at the
+/// last renew's once the session is lost.
+fn deadline_ns(session: &Session) -> i64 {
+    let Some(until) = session.valid_until() else {
+        return 0;
+    };
+    let (now, at) = (Instant::now(), mono_ns());
+    if until >= now {
+        at + (until - now).as_nanos() as i64
+    } else {
+        at - (now - until).as_nanos() as i64
     }
 }
 
