@@ -256,6 +256,10 @@ impl Client {
                 OwedItem::Work { .. } => owed_slots += 1,
             }
         }
+        // The losses before the gauge, then an Acquire fence pairing with the Release of
+        // their count: a snapshot showing a loss never still counts its holding as held.
+        let losses = labeled(RECIPES, LOSS_REASONS, &m.losses);
+        std::sync::atomic::fence(Ordering::Acquire);
         MetricsSnapshot {
             held: RECIPES
                 .iter()
@@ -273,7 +277,7 @@ impl Client {
                 .zip(&m.hold_time)
                 .map(|(r, h)| (*r, HistogramSnapshot::of(h)))
                 .collect(),
-            losses: labeled(RECIPES, LOSS_REASONS, &m.losses),
+            losses,
             renewals_ok: m.renewals_ok.load(Ordering::Relaxed),
             renewals_failed: m.renewals_failed.load(Ordering::Relaxed),
             renewal_latency: HistogramSnapshot::of(&m.renewal_latency),

@@ -351,7 +351,9 @@ impl Metrics {
                 .iter()
                 .position(|n| *n == reason)
                 .unwrap_or(NLR - 1);
-            self.losses[r][i].fetch_add(1, Ordering::Relaxed);
+            // Release, after the gauge: a snapshot that sees the loss (it reads the losses
+            // first, with Acquire) sees the holding gone from `held` too.
+            self.losses[r][i].fetch_add(1, Ordering::Release);
         }
     }
 
