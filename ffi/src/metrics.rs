@@ -228,28 +228,30 @@ pub struct baton_metrics {
     pub owed: [u64; BATON_OWED_KIND_COUNT],
 }
 
-fn wait_hist(h: &HistogramSnapshot) -> baton_wait_histogram {
-    let mut out = baton_wait_histogram {
-        count: h.count,
-        sum: h.sum.as_secs_f64(),
-        ..Default::default()
-    };
-    for (o, b) in out.buckets.iter_mut().zip(&h.buckets) {
+/// Per-bucket counts of `h` copied into `out` (the C struct's fixed array; the tables' lengths
+/// are checked at build time).
+fn buckets<const N: usize>(h: &HistogramSnapshot) -> [u64; N] {
+    let mut out = [0; N];
+    for (o, b) in out.iter_mut().zip(&h.buckets) {
         *o = *b;
     }
     out
 }
 
-fn hold_hist(h: &HistogramSnapshot) -> baton_hold_histogram {
-    let mut out = baton_hold_histogram {
+fn wait_hist(h: &HistogramSnapshot) -> baton_wait_histogram {
+    baton_wait_histogram {
         count: h.count,
         sum: h.sum.as_secs_f64(),
-        ..Default::default()
-    };
-    for (o, b) in out.buckets.iter_mut().zip(&h.buckets) {
-        *o = *b;
+        buckets: buckets(h),
     }
-    out
+}
+
+fn hold_hist(h: &HistogramSnapshot) -> baton_hold_histogram {
+    baton_hold_histogram {
+        count: h.count,
+        sum: h.sum.as_secs_f64(),
+        buckets: buckets(h),
+    }
 }
 
 /// The index of `name` in `table` (names come from the same tables, so always found).

@@ -583,7 +583,7 @@ impl Settling {
     ) -> Result<bool> {
         let started = self.judging.started();
         let recipe = self.recipe;
-        let out = self.settled(conn, what, (timeout, cancel), result, release);
+        let out = self.settled(conn, what, (timeout, cancel), result, release, started);
         // Once per call: the tries of a call that counts itself (an async acquire) do not.
         if !crate::foundations::metrics::in_inner_try() {
             conn.transport.metrics.acquire(
@@ -602,8 +602,8 @@ impl Settling {
         (timeout, cancel): (Option<Duration>, Option<&CancelToken>),
         result: Result<bool>,
         release: impl FnOnce(),
+        started: Instant,
     ) -> Result<bool> {
-        let started = self.judging.started();
         match self.judging.verdict(conn, what, result) {
             Ok(true) if cancel.is_some_and(CancelToken::is_cancelled) => {
                 // A try-once call's request has the client's request timeout (as in the
