@@ -37,6 +37,7 @@ lint: check-version check-msrv
 test-rust:
 	$(CARGO) test -p consul-baton
 	$(CARGO) test -p consul-baton --features prometheus --test metrics
+	$(CARGO) test -p consul-baton --features tokio --test aio_tokio --test aio_warm
 	$(CARGO) test --workspace --exclude consul-baton-cli --exclude consul-baton
 
 ## The `baton` command (cli/): its unit tests, and integration tests that run the built binary
@@ -247,8 +248,10 @@ test-parity: python-install node-build
 RUST_TRANSPORT_SUITES := --test locks --test election --test semaphore --test holding --test sessions --test watch --test keys --test acl --test aio --test aio_warm --test aio_parity --test warm --test direct --test cancel_settles --test close_owed --test hostile --test hostile_answers --test hostile_kv
 test-unix:
 	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton $(RUST_TRANSPORT_SUITES)
+	BATON_TEST_TRANSPORT=unix $(CARGO) test -q -p consul-baton --features tokio --test aio_tokio --test aio_warm
 test-tls:
 	BATON_TEST_TRANSPORT=https $(CARGO) test -q -p consul-baton $(RUST_TRANSPORT_SUITES)
+	BATON_TEST_TRANSPORT=https $(CARGO) test -q -p consul-baton --features tokio --test aio_tokio --test aio_warm
 
 .PHONY: test-pretty
 test-pretty: python-install node-build

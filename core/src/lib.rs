@@ -19,7 +19,7 @@
 //!   ([`Client::lock`]), [`Election`] ([`Client::election`], [`Client::observe_leader`]),
 //!   [`Semaphore`] ([`Client::semaphore`]), and fencing with [`Sequencer`],
 //!   [`Client::check_sequencer`] and [`Client::guarded_txn`].
-//! * Recipes beyond Consul's three (Rust for now): [`MultiLock`] ([`Client::multi_lock`]:
+//! * Recipes beyond Consul's three: [`MultiLock`] ([`Client::multi_lock`]:
 //!   several keys, all or none, in one transaction), [`RwLock`] ([`Client::read_lock`],
 //!   [`Client::write_lock`]: many readers or one writer, writers not starved), [`Group`]
 //!   ([`Client::group`]: members bound to their session, listed and watched),
@@ -45,6 +45,21 @@
 //!
 //! Logging goes through the `log` crate; nothing is printed unless the
 //! application installs a logger.
+//!
+//! ## Cargo features
+//!
+//! Both off by default.
+//!
+//! * `prometheus`: `baton::prometheus`, a collector of the client's metrics for the
+//!   official Prometheus client's registry.
+//! * `tokio`: a future of [`aio`] polled inside a tokio runtime waits for its socket on
+//!   that runtime's own reactor, so an answer wakes the task directly, where otherwise the
+//!   client's readiness thread takes it and wakes the task (one more wake-up per request).
+//!   Polled by another executor, or in a tokio runtime built without I/O, they wait as
+//!   without the feature. (Tokio panics when a runtime without I/O is asked to take a socket;
+//!   the client catches that panic the first time, so the panic hook prints its message
+//!   once, logs a warning, and does not ask again. With `panic = "abort"`, build the
+//!   runtime with I/O or leave the feature off.)
 #![forbid(unsafe_code)]
 
 mod api;

@@ -4,7 +4,10 @@
 //! Prints:
 //! * uncontended acquire+release cycles per second on one key: the blocking API
 //!   on one thread, and the async API on a current-thread and a multi-thread
-//!   tokio runtime, and, for comparison, with every try and release on a step
+//!   tokio runtime (there as a spawned task, on a worker; their sockets waited on by tokio's
+//!   own reactor: the core's `tokio` feature), on a current-thread runtime with the sockets waited on by the client's
+//!   readiness thread instead (`BATON_AIO_TOKIO=0`: any executor but tokio), and, for
+//!   comparison, with every try and release on a step
 //!   thread (`BATON_AIO_WARM=0`: before the futures drove a warm lock call
 //!   themselves), those step threads also parking at once (`BATON_STEP_BIND=0`);
 //!   each run in a fresh child process, ROUNDS rounds in
@@ -97,7 +100,7 @@ fn async_cycles(addr: &str, n: usize, multi: bool) -> Figure {
         "bench/async/current"
     };
     let lock = c.lock(key).unwrap();
-    let figure = rt.block_on(async {
+    let work = async move {
         for _ in 0..WARM {
             assert!(lock
                 .acquire_async(Some(Duration::from_secs(10)))
@@ -113,11 +116,19 @@ fn async_cycles(addr: &str, n: usize, multi: bool) -> Figure {
                 .unwrap());
             assert!(lock.release_async().await.unwrap());
         }
-        Figure {
+        let figure = Figure {
             per_sec: n as f64 / t0.elapsed().as_secs_f64(),
             cpu_per_cycle: (cpu() - cpu0) / n as u32,
-        }
-    });
+        };
+        (lock, figure)
+    };
+    // On the multi-thread runtime the cycles run as a spawned task, on a worker, as a
+    // service's tasks do (`block_on`'s own future runs on the calling thread, which is not one).
+    let (lock, figure) = if multi {
+        rt.block_on(async { tokio::spawn(work).await.expect("the cycles' task") })
+    } else {
+        rt.block_on(work)
+    };
     drop(lock);
     c.close(Duration::from_secs(5));
     figure
@@ -134,10 +145,16 @@ type Variant = (
     &'static str,
     &'static [(&'static str, &'static str)],
 );
-const VARIANTS: [Variant; 5] = [
+const VARIANTS: [Variant; 6] = [
     ("blocking", "blocking", &[]),
     ("async (tokio current-thread)", "current", &[]),
     ("async (tokio multi-thread)", "multi", &[]),
+    // What any other executor gets: the sockets waited on by the client's readiness thread.
+    (
+        "async, readiness thread",
+        "current",
+        &[("BATON_AIO_TOKIO", "0")],
+    ),
     // Before the futures drove a warm lock call themselves (`aio::warm`): every try and
     // release on a step thread.
     (
@@ -206,9 +223,10 @@ fn cycles(addr: &str, n: usize, rounds: usize) {
         );
     }
     println!(
-        "ratio async/blocking {:.2} (current-thread), {:.2} (multi-thread)  (cost per cycle; goal <= 1.1)",
+        "ratio async/blocking {:.2} (current-thread), {:.2} (multi-thread), {:.2} (readiness thread)  (cost per cycle; goal <= 1.1)",
         median(ratios[1].clone()),
-        median(ratios[2].clone())
+        median(ratios[2].clone()),
+        median(ratios[3].clone())
     );
 }
 

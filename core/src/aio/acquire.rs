@@ -130,10 +130,10 @@ impl<'a, H: Contend> Acquire<'a, H> {
     /// Starts one try: the first, when warm, here; any other on a step thread.
     fn start_try(&mut self) {
         if !self.tried {
-            if let Some(reactor) = super::warm::reactor(self.hold.client()) {
+            if let Some(readiness) = super::warm::readiness(self.hold.client()) {
                 if let Some(call) = self.hold.warm_try() {
                     self.tried = true;
-                    self.warm = Some(Box::new(Driving::start(reactor, call)));
+                    self.warm = Some(Box::new(Driving::start(readiness, call)));
                     return;
                 }
             }

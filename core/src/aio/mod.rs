@@ -48,6 +48,7 @@ mod call;
 mod contend;
 mod lost;
 mod observe;
+mod socket_wait;
 mod waits;
 mod wake;
 mod warm;
@@ -109,9 +110,9 @@ pub trait AsyncHold: Contend {
 
     /// [`Hold::release`](crate::Hold::release) as a future.
     fn release_async(&self) -> Call<bool> {
-        if let Some(reactor) = warm::reactor(self.client()) {
+        if let Some(readiness) = warm::readiness(self.client()) {
             if let Some(call) = self.warm_unlock() {
-                return warm::DrivenRelease::call(self.client(), reactor, call);
+                return warm::DrivenRelease::call(self.client(), readiness, call);
             }
         }
         let view = self.view();

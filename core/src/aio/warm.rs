@@ -8,6 +8,9 @@
 //!
 //! Anything the one request does not settle goes on as before: the warm call's resume, on a
 //! step thread when its request may have been applied, or the ordinary steps.
+//!
+//! With the `tokio` feature, a future polled inside a tokio runtime waits for its socket on
+//! that runtime's own reactor instead of the readiness thread (`aio::socket_wait`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,13 +19,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::call::{Call, Driven};
+use super::socket_wait::{Readiness, SocketWait};
 use super::wake::{SlotAlarm, WakeSlot};
 use crate::client::Client;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::recipes::lock::warm::WarmStep;
 use crate::recipes::lock::warm::{ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease};
-use crate::runtime::reactor::ReactorHandle;
 
 /// A warm call a future drives ([`WarmAcquire`], [`WarmRelease`]).
 pub(crate) trait WarmCall: Send + 'static {
@@ -91,22 +94,20 @@ pub(crate) struct Driving<W: WarmCall> {
     /// `None` once settled or given up. Dropped in flight, it gives back what it may have
     /// been granted (its own `Drop`).
     call: Option<W>,
-    reactor: ReactorHandle,
-    /// The registration the task waits on, if any.
-    token: Option<u64>,
+    /// How the task waits for the call's socket.
+    wait: SocketWait,
     /// When its request is given up: its time limit from its start.
     until: Instant,
 }
 
 impl<W: WarmCall> Driving<W> {
-    /// Drives `call` from a future's polls, its socket waited on by `reactor` (the client's
-    /// readiness thread: [`reactor`]).
-    pub(crate) fn start(reactor: ReactorHandle, call: W) -> Driving<W> {
+    /// Drives `call` from a future's polls, its socket waited on as `readiness` says
+    /// ([`readiness`]).
+    pub(crate) fn start(readiness: Readiness, call: W) -> Driving<W> {
         Driving {
             until: Instant::now() + call.time_limit(),
             call: Some(call),
-            reactor,
-            token: None,
+            wait: SocketWait::new(readiness),
         }
     }
 
@@ -115,70 +116,74 @@ impl<W: WarmCall> Driving<W> {
         self.until
     }
 
-    /// Advances the call; while its socket is not ready, the readiness thread wakes the
-    /// task (through `cx`) when it is.
+    /// Advances the call; while its socket is not ready, the task is woken (through `cx`)
+    /// when it is.
     pub(crate) fn poll_settle(&mut self, cx: &mut Context<'_>) -> Poll<Settled<W::Resume>> {
-        self.forget();
-        let Some(call) = self.call.as_mut() else {
-            return Poll::Ready(Settled::Done(Err(ended())));
-        };
-        match call.advance() {
-            WarmStep::Pending(interest) => {
-                let armed = call
-                    .socket()
-                    .map(|fd| self.reactor.arm(fd, interest, cx.waker()));
-                match armed {
-                    Some(Ok(token)) => {
-                        self.token = Some(token);
-                        Poll::Pending
+        // A socket found ready at once is advanced again; past a few such rounds the task
+        // yields to its executor rather than spin here.
+        for _ in 0..READY_ROUNDS {
+            self.wait.forget();
+            let Some(call) = self.call.as_mut() else {
+                return Poll::Ready(Settled::Done(Err(ended())));
+            };
+            match call.advance() {
+                WarmStep::Pending(interest) => {
+                    let armed = match call.socket() {
+                        Some(fd) => self.wait.arm(fd, interest, cx),
+                        None => Err(std::io::ErrorKind::NotConnected.into()),
+                    };
+                    match armed {
+                        Ok(Poll::Pending) => return Poll::Pending,
+                        Ok(Poll::Ready(())) => continue,
+                        // The client closed under it: the rest decides what that means.
+                        Err(_) => return Poll::Ready(self.give_up()),
                     }
-                    // The client closed under it: the rest decides what that means.
-                    _ => Poll::Ready(self.give_up()),
+                }
+                WarmStep::Done(result) => {
+                    call.count_settled();
+                    self.call = None;
+                    return Poll::Ready(Settled::Done(result));
+                }
+                WarmStep::Resume(rest) => {
+                    self.call = None;
+                    return Poll::Ready(Settled::Resume(rest));
                 }
             }
-            WarmStep::Done(result) => {
-                call.count_settled();
-                self.call = None;
-                Poll::Ready(Settled::Done(result))
-            }
-            WarmStep::Resume(rest) => {
-                self.call = None;
-                Poll::Ready(Settled::Resume(rest))
-            }
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     /// Gives the request up (its time, a cancel, the client's close): the rest of the call.
     pub(crate) fn give_up(&mut self) -> Settled<W::Resume> {
-        self.forget();
+        self.wait.forget();
         match self.call.take().and_then(W::abandon) {
             Some(rest) => Settled::Resume(rest),
             None => Settled::Done(Err(ended())),
-        }
-    }
-
-    fn forget(&mut self) {
-        if let Some(t) = self.token.take() {
-            self.reactor.cancel(t);
         }
     }
 }
 
 impl<W: WarmCall> Drop for Driving<W> {
     fn drop(&mut self) {
-        self.forget();
+        // Before the call (and its socket) goes.
+        self.wait.forget();
     }
 }
 
-/// The readiness thread of `client` (started on first use), or `None` when it has none
-/// (closed, a system without `epoll`, or `BATON_AIO_WARM=0`): then no warm call is started.
-pub(crate) fn reactor(client: &Client) -> Option<ReactorHandle> {
+/// How many times in one poll a warm call advances on a socket found ready at once.
+const READY_ROUNDS: usize = 4;
+
+/// How `client`'s warm calls wait for their sockets ([`Readiness::for_client`]), or `None`
+/// when they cannot (closed, a system without `epoll` outside tokio, or `BATON_AIO_WARM=0`):
+/// then no warm call is started.
+pub(crate) fn readiness(client: &Client) -> Option<Readiness> {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if !*ON.get_or_init(|| crate::foundations::sync::env_switch("BATON_AIO_WARM")) {
         // Every try and release on the step threads, as before this path (a bench compares).
         return None;
     }
-    client.core().reactor().ok()
+    Readiness::for_client(client)
 }
 
 /// A lock's release driven in the future's own poll (`release_async`), going on on a step
@@ -197,9 +202,9 @@ enum ReleaseState {
 
 impl DrivenRelease {
     /// `release_async` of a lock whose release `call` is warm.
-    pub(crate) fn call(client: &Client, reactor: ReactorHandle, call: WarmRelease) -> Call<bool> {
+    pub(crate) fn call(client: &Client, readiness: Readiness, call: WarmRelease) -> Call<bool> {
         let driven = DrivenRelease {
-            state: ReleaseState::Warm(Box::new(Driving::start(reactor, call))),
+            state: ReleaseState::Warm(Box::new(Driving::start(readiness, call))),
             client: client.clone(),
             slot: WakeSlot::new(false),
             alarm: SlotAlarm::default(),

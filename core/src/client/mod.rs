@@ -73,6 +73,10 @@ pub(crate) struct Core {
     owed: Mutex<HashMap<u64, OwedItem>>,
     /// The client handle, for clean-ups queued by the core itself.
     handle: OnceLock<Weak<Handle>>,
+    /// Set once a tokio runtime without I/O polled one of the client's futures: its warm
+    /// calls then wait on the readiness thread (`aio::socket_wait`).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) tokio_io_off: std::sync::atomic::AtomicBool,
 }
 
 impl SessionHost for Core {
@@ -401,6 +405,8 @@ impl Client {
             keyhub: KeyHub::default(),
             owed: Mutex::new(HashMap::new()),
             handle: OnceLock::new(),
+            #[cfg(all(feature = "tokio", unix))]
+            tokio_io_off: std::sync::atomic::AtomicBool::new(false),
         });
         let handle = Arc::new(Handle { core: core.clone() });
         let _ = core.handle.set(Arc::downgrade(&handle));

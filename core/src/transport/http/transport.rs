@@ -231,6 +231,13 @@ impl Transport {
     }
 
     /// The base URL (scheme, host, port, prefix).
+    /// Whether the client's connections are unix stream sockets (else TCP): what kind of
+    /// socket a future hands tokio (`aio::socket_wait`).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn over_unix(&self) -> bool {
+        matches!(self.dial, Dial::Unix(_))
+    }
+
     pub(crate) fn base(&self) -> &str {
         &self.base
     }

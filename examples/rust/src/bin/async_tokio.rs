@@ -10,6 +10,9 @@
 //! time, that every candidate led once, and that the first leadership ended by
 //! loss.
 //!
+//! The examples build baton with its `tokio` feature: a lock call's socket is waited on by
+//! this runtime's own reactor rather than by a readiness thread of the client's.
+//!
 //! `cargo run -p baton-examples --bin async_tokio`
 
 use std::future::poll_fn;
