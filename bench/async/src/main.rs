@@ -4,10 +4,10 @@
 //! Prints:
 //! * uncontended acquire+release cycles per second on one key: the blocking API
 //!   on one thread, and the async API on a current-thread and a multi-thread
-//!   tokio runtime (there as a spawned task, on a worker; their sockets waited on by tokio's
-//!   own reactor: the core's `tokio` feature), on a current-thread runtime with the sockets waited on by the client's
-//!   readiness thread instead (`BATON_AIO_TOKIO=0`: any executor but tokio), and, for
-//!   comparison, with every try and release on a step
+//!   tokio runtime (there as a spawned task, on a worker; their sockets waited on by
+//!   tokio's own reactor: the core's `tokio` feature), on a current-thread runtime with
+//!   the sockets waited on by the client's readiness thread instead (`BATON_AIO_TOKIO=0`:
+//!   any executor but tokio), and, for comparison, with every try and release on a step
 //!   thread (`BATON_AIO_WARM=0`: before the futures drove a warm lock call
 //!   themselves), those step threads also parking at once (`BATON_STEP_BIND=0`);
 //!   each run in a fresh child process, ROUNDS rounds in

@@ -230,7 +230,6 @@ impl Transport {
         })
     }
 
-    /// The base URL (scheme, host, port, prefix).
     /// Whether the client's connections are unix stream sockets (else TCP): what kind of
     /// socket a future hands tokio (`aio::socket_wait`).
     #[cfg(all(feature = "tokio", unix))]
@@ -238,6 +237,7 @@ impl Transport {
         matches!(self.dial, Dial::Unix(_))
     }
 
+    /// The base URL (scheme, host, port, prefix).
     pub(crate) fn base(&self) -> &str {
         &self.base
     }
