@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::endpoints::ctx::Ctx;
 use crate::query::{Query, Reply};
-use crate::shared::{ClientKey, Shared};
+use crate::shared::{ClientKey, ConnSlot, Shared};
 
 /// Largest body read for any request (a chunked KV PUT bypasses `kv_max_value_size` in Consul;
 /// this bound only keeps a runaway client from exhausting memory).
@@ -186,12 +186,12 @@ pub(crate) async fn accept_loop(
                 continue;
             }
         };
-        let peer = Peer::Tcp(addr);
         let _ = stream.set_nodelay(true);
+        let accepted = Accepted::new(&shared, Peer::Tcp(addr));
         let shared = shared.clone();
         match &tls {
             None => {
-                tokio::spawn(async move { serve_conn(stream, peer, shared).await });
+                tokio::spawn(async move { serve_conn(stream, accepted, shared).await });
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
@@ -203,13 +203,17 @@ pub(crate) async fn accept_loop(
                         acceptor.accept(stream),
                     );
                     match handshake.await {
-                        Ok(Ok(tls_stream)) => serve_conn(tls_stream, peer, shared).await,
+                        Ok(Ok(tls_stream)) => serve_conn(tls_stream, accepted, shared).await,
                         // What a Consul agent logs as `http: TLS handshake error from ...`.
                         Ok(Err(e)) => {
-                            log::info!("baton-devserver: TLS handshake error from {peer}: {e}")
+                            log::info!(
+                                "baton-devserver: TLS handshake error from {}: {e}",
+                                accepted.peer
+                            )
                         }
                         Err(_) => log::info!(
-                            "baton-devserver: TLS handshake error from {peer}: no handshake within 10s"
+                            "baton-devserver: TLS handshake error from {}: no handshake within 10s",
+                            accepted.peer
                         ),
                     }
                 });
@@ -231,7 +235,8 @@ pub(crate) async fn accept_unix_loop(listener: UnixListener, shared: Arc<Shared>
                 continue;
             }
         };
-        tokio::spawn(serve_conn(stream, Peer::Unix, shared.clone()));
+        let accepted = Accepted::new(&shared, Peer::Unix);
+        tokio::spawn(serve_conn(stream, accepted, shared.clone()));
     }
 }
 
@@ -249,14 +254,38 @@ fn too_many_connections() -> Response<Full<Bytes>> {
     resp
 }
 
-async fn serve_conn<S>(stream: S, peer: Peer, shared: Arc<Shared>)
+/// What the accept loop settles about a connection before its task starts, in the order
+/// connections come in: its place under the per-client cap (none: it gets the limiter's 429)
+/// and the restart it must not outlive.
+struct Accepted {
+    peer: Peer,
+    slot: Option<ConnSlot>,
+    generation: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Accepted {
+    fn new(shared: &Arc<Shared>, peer: Peer) -> Accepted {
+        // Before the connection counts as open: a restart after that point drops it.
+        let generation = shared.generation.subscribe();
+        let slot = shared.admit(peer.client());
+        Accepted {
+            peer,
+            slot,
+            generation,
+        }
+    }
+}
+
+async fn serve_conn<S>(stream: S, accepted: Accepted, shared: Arc<Shared>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let client = peer.client();
-    // Before the connection counts as open: a restart after that point drops it.
-    let mut generation = shared.generation.subscribe();
-    if !shared.conn_open(client) {
+    let Accepted {
+        peer,
+        slot,
+        mut generation,
+    } = accepted;
+    let Some(slot) = slot else {
         // Consul's connection limiter answers 429 and closes. hyper takes in the request
         // first, so that closing does not reset the connection before the client reads the
         // answer; bounded, so a client that says nothing holds nothing.
@@ -271,7 +300,7 @@ where
             log::debug!("baton-devserver: connection from {peer} over the cap: {e}");
         }
         return;
-    }
+    };
     // A restart drops every connection, as an agent process that restarts does, except one
     // that only ever carried control requests (such as the one asking for the restart, left
     // open to get its answer). A connection that has carried nothing yet is dropped too: a
@@ -304,7 +333,7 @@ where
             }
         }
     }
-    shared.conn_closed(client);
+    drop(slot);
     if carried.load(Ordering::SeqCst) == CONN_LEFT {
         // The leave's answer is written (the connection closed after it): stop now.
         shared.left.send_replace(true);

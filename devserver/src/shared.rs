@@ -58,6 +58,25 @@ pub(crate) enum ClientKey {
     Unix,
 }
 
+/// One open connection as the per-client cap counts it ([`Shared::admit`]), until it drops.
+///
+/// Taken in the accept loop, before the connection's task is spawned: Go's `http.Server` runs
+/// the `ConnState(StateNew)` hook, where go-connlimit counts, in its accept loop. Counting in
+/// the task instead let a later connection's task run first and take the last slot.
+pub(crate) struct ConnSlot(Arc<Shared>, ClientKey);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let mut m = self.0.conns.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
 /// A `/v1/` request in flight ([`Shared::in_flight`]).
 pub(crate) struct InFlight(Arc<Shared>, String);
 
@@ -224,15 +243,17 @@ impl Shared {
         *self.counts.lock().unwrap_or_else(|e| e.into_inner()) = RequestCounts::default();
     }
 
-    /// Registers a connection from `client`; false when the per-client cap is reached.
-    pub fn conn_open(&self, client: ClientKey) -> bool {
+    /// Counts a connection from `client` against its cap, until the returned slot drops;
+    /// `None` when the cap is reached. Called where the connection is accepted, in the order
+    /// connections come in, as Consul's limiter counts them (see [`ConnSlot`]).
+    pub fn admit(self: &Arc<Self>, client: ClientKey) -> Option<ConnSlot> {
         let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(client).or_default();
         if self.cfg.max_conns_per_client > 0 && *n >= self.cfg.max_conns_per_client {
-            return false;
+            return None;
         }
         *n += 1;
-        true
+        Some(ConnSlot(self.clone(), client))
     }
 
     /// Connections open now, from every client.
@@ -242,16 +263,6 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .sum()
-    }
-
-    pub fn conn_closed(&self, client: ClientKey) {
-        let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&client) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&client);
-            }
-        }
     }
 
     // ----- fault controls -----

@@ -476,6 +476,27 @@ fn connections_beyond_the_per_client_cap_get_429() {
     );
 }
 
+/// Consul counts a connection against its client's cap when it accepts it: Go's `http.Server`
+/// runs the `ConnState(StateNew)` hook, where go-connlimit counts, in its accept loop, before
+/// the connection's goroutine starts. So connections count in the order they were made, idle
+/// or not: with the cap filled by connections that have sent nothing, the next one is refused,
+/// every time, however the server schedules its connections' work.
+#[test]
+fn idle_connections_fill_the_cap_in_the_order_they_were_made() {
+    let s = start_with(|c| c.max_conns_per_client = 4);
+    for round in 0..100 {
+        let held: Vec<Conn> = (0..4).map(|_| Conn::open(s.addr()).unwrap()).collect();
+        let r = Req::get("/v1/status/leader").send(&s);
+        assert_eq!(r.status, 429, "round {round}: {}", r.text());
+        drop(held);
+        assert!(
+            poll_until(Duration::from_secs(5), || s.open_connections() == 0).is_some(),
+            "round {round}: the server never saw the idle connections close ({} open)",
+            s.open_connections()
+        );
+    }
+}
+
 /// A leaderless window with a hold (Consul's rpc_hold_timeout): a request that needs
 /// the leader waits up to the hold, is answered normally when a leader returns within
 /// it, else gets a client agent's 500 texts in turn; agent-local endpoints answer at once.
