@@ -35,6 +35,8 @@ pub(crate) struct WarmCall {
     state: Mutex<State>,
     lock: Arc<baton::Lock>,
     fd: i32,
+    /// Which connection `fd` belongs to (`baton::warm`'s `conn_id`).
+    conn: u64,
     /// Seconds its request may take (the client's request timeout).
     limit: f64,
 }
@@ -47,11 +49,17 @@ fn interest(i: Interest) -> u8 {
 }
 
 impl WarmCall {
-    fn new(lock: Arc<baton::Lock>, state: State, fd: i32, limit: std::time::Duration) -> Self {
+    fn new(lock: Arc<baton::Lock>, state: State) -> Self {
+        let (fd, conn, limit) = match &state {
+            State::Acquire(w) => (w.fd(), w.conn_id(), w.time_limit()),
+            State::Release(w) => (w.fd(), w.conn_id(), w.time_limit()),
+            _ => (-1, 0, std::time::Duration::ZERO),
+        };
         WarmCall {
             state: Mutex::new(state),
             lock,
             fd,
+            conn,
             limit: limit.as_secs_f64(),
         }
     }
@@ -66,6 +74,15 @@ impl WarmCall {
     /// The socket to poll.
     fn fileno(&self) -> i32 {
         self.fd
+    }
+
+    /// Which connection `fileno()` belongs to: unique in the process, so the loop can keep a
+    /// duplicate of a connection's socket registered between calls and tell it from a later
+    /// connection given the same descriptor number. A connection baton drops is shut down
+    /// (the duplicate turns readable).
+    #[getter]
+    fn conn_id(&self) -> u64 {
+        self.conn
     }
 
     /// Seconds its request may take before the loop gives it up (`abandon`).
@@ -178,8 +195,7 @@ impl Lock {
     fn _warm_release(&self) -> Option<WarmCall> {
         let lock = self.inner.hold();
         let w = lock.warm_release()?;
-        let (fd, limit) = (w.fd(), w.time_limit());
-        Some(WarmCall::new(lock, State::Release(Box::new(w)), fd, limit))
+        Some(WarmCall::new(lock, State::Release(Box::new(w))))
     }
 
     /// Whether the client could make warm calls but has no loop connection open (then
@@ -200,7 +216,6 @@ impl Lock {
     fn warm_acquire(&self) -> Option<WarmCall> {
         let lock = self.inner.hold();
         let w = lock.warm_acquire()?;
-        let (fd, limit) = (w.fd(), w.time_limit());
-        Some(WarmCall::new(lock, State::Acquire(Box::new(w)), fd, limit))
+        Some(WarmCall::new(lock, State::Acquire(Box::new(w))))
     }
 }

@@ -10,6 +10,7 @@ import pytest
 
 import consul_baton as baton
 import consul_baton.aio  # baton.aio
+import consul_baton._loop as baton_loop
 def key(name: str) -> str:
     return f"py-aio/{name}/{uuid.uuid4()}"
 
@@ -150,7 +151,7 @@ def test_a_success_nobody_takes_is_given_back_before_the_cancel_arrives(devserve
     CancelledError arrives: a rival takes it at once, without waiting."""
     make, take, give, held = HOLDINGS[kind]
     k = key(f"given-back-{kind}-{when}")
-    settle = baton.aio._settle
+    settle = baton_loop._settle
     racing = {}
 
     def racing_settle(fut, unwound, ok, value, give_back):
@@ -166,7 +167,7 @@ def test_a_success_nobody_takes_is_given_back_before_the_cancel_arrives(devserve
             assert fut.done() and not fut.cancelled()
             task.cancel()
 
-    monkeypatch.setattr(baton.aio, "_settle", racing_settle)
+    monkeypatch.setattr(baton_loop, "_settle", racing_settle)
 
     async def main():
         async with baton.aio.Client(devserver) as a, baton.aio.Client(devserver) as b:

@@ -4,6 +4,7 @@ its task is cancelled or its time runs out while the request is on its way."""
 
 import asyncio
 import json
+import os
 import time
 import urllib.request
 import uuid
@@ -12,6 +13,7 @@ import pytest
 
 import consul_baton as baton
 import consul_baton.aio  # baton.aio
+import consul_baton._loop as baton_loop
 
 
 def key(name: str) -> str:
@@ -79,7 +81,9 @@ def test_warm_calls_need_no_baton_thread(devserver, monkeypatch, consul_before):
                 threads.append(start)
                 return await real_run(start, *args)
 
+            # Both modules' names: the recipes' calls (`aio`) and the loop's own (`_loop`).
             monkeypatch.setattr(baton.aio, "_run", counting)
+            monkeypatch.setattr(baton_loop, "_run", counting)
             session = None
             for _ in range(5):
                 assert await lock.acquire(timeout=10)
@@ -133,6 +137,85 @@ def test_a_warm_acquire_whose_time_runs_out_in_flight_returns_false_holding_noth
             latency(devserver, "300ms")
             try:
                 assert await lock.acquire(timeout=0.05) is False
+            finally:
+                latency(devserver, "0s")
+            await nothing_left(devserver, k, lock)
+
+    asyncio.run(main())
+
+
+def test_warm_calls_register_their_connection_with_the_loop_once(devserver):
+    """The loop keeps a warm call's connection registered between calls (a duplicate of its
+    socket, `aio._Conn`): twenty cycles on one connection register nothing more."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with baton.aio.Client(devserver) as c:
+            _, lock = await after_a_cycle(c, "registered")
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+            registered = []
+            real = loop.add_reader
+
+            def counting(fd, callback, *args):
+                registered.append(fd)
+                return real(fd, callback, *args)
+
+            loop.add_reader = counting  # type: ignore[method-assign]
+            try:
+                for _ in range(20):
+                    assert await lock.acquire(timeout=10)
+                    await lock.release()
+            finally:
+                del loop.add_reader
+            assert registered == [], f"registered again: {registered}"
+
+    asyncio.run(main())
+
+
+def test_a_connection_baton_drops_is_let_go_by_the_loop(devserver):
+    """baton shuts down a connection it drops (here: all of them, as the client closes), so
+    the loop's duplicate of it turns readable and the loop lets it go, closing it."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        hub = baton.aio._hub(loop)
+        assert hub is not None
+        async with baton.aio.Client(devserver) as c:
+            await after_a_cycle(c, "dropped")
+            assert len(hub.conns) == 1
+            (conn,) = hub.conns.values()
+            dup = conn.fd
+            inode = os.fstat(dup).st_ino
+        end = time.monotonic() + 20
+        while hub.conns:
+            assert time.monotonic() < end, "the loop kept a connection the client closed"
+            await asyncio.sleep(0.01)
+        try:
+            still = os.fstat(dup).st_ino == inode
+        except OSError:
+            still = False
+        assert not still, "the duplicate of the dropped connection is still open"
+
+    asyncio.run(main())
+
+
+def test_a_warm_call_is_given_up_on_time_behind_an_earlier_timer(devserver, dev_only):
+    """One timer serves every warm call of a loop. A call whose time ends after the timer left
+    by an earlier call (which ended long before) is still given up when its own time is up."""
+    dev_only("latency fault")
+
+    async def main():
+        async with baton.aio.Client(devserver) as c:
+            k, lock = await after_a_cycle(c, "timer")
+            # Leaves a timer for 0.3 s from now (the call itself ends at once).
+            assert await lock.acquire(timeout=0.3)
+            await lock.release()
+            latency(devserver, "2s")
+            try:
+                # Its time (0.6 s) ends after that timer: the timer finds nothing due and is
+                # set again for this call, which is given up before its answer (2 s) comes.
+                assert await lock.acquire(timeout=0.6) is False
             finally:
                 latency(devserver, "0s")
             await nothing_left(devserver, k, lock)

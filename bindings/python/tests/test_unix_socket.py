@@ -15,6 +15,7 @@ import pytest
 
 import consul_baton as baton
 import consul_baton.aio  # baton.aio
+import consul_baton._loop as baton_loop
 
 from conftest import _devserver_binary
 
@@ -92,7 +93,9 @@ def test_aio_warm_calls_over_the_socket(server, monkeypatch):
                 threads.append(start)
                 return await real_run(start, *args)
 
+            # Both modules' names: the recipes' calls (`aio`) and the loop's own (`_loop`).
             monkeypatch.setattr(baton.aio, "_run", counting)
+            monkeypatch.setattr(baton_loop, "_run", counting)
             for _ in range(3):
                 assert await lock.acquire(timeout=10)
                 await lock.release()

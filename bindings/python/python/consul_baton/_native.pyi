@@ -859,6 +859,13 @@ class WarmCall:
 
     def fileno(self) -> int: ...
     @property
+    def conn_id(self) -> int:
+        """Which connection ``fileno()`` belongs to: unique in the process, so the loop can
+        keep a duplicate of the socket registered between calls and tell it from a later
+        connection given the same descriptor number. A connection baton drops is shut down,
+        so a duplicate still registered turns readable."""
+        ...
+    @property
     def time_limit(self) -> float:
         """Seconds its request may take before the loop gives it up (the client's request
         timeout)."""

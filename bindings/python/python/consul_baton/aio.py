@@ -36,9 +36,6 @@ limit.
 """
 
 import asyncio
-import os
-import time
-import weakref
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional
 
 import consul_baton as baton
@@ -54,258 +51,9 @@ __all__ = [
 ]
 
 
-def _settle(fut: "asyncio.Future[Any]", unwound: "asyncio.Future[None]", ok: bool, value: Any,
-            give_back: Callable[[Callable[[], None]], bool]) -> None:
-    def finished() -> None:
-        if not unwound.done():
-            unwound.set_result(None)
-
-    if fut.cancelled() and ok:
-        # A success that raced the cancel: if it holds something, `unwound` is set once that
-        # is given back.
-        loop = unwound.get_loop()
-        if give_back(lambda: _call_soon(loop, finished)):
-            return
-    finished()
-    if fut.cancelled():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
-    try:
-        loop.call_soon_threadsafe(fn)
-    except RuntimeError:  # the loop is closed: nobody awaits any more
-        pass
-
-
-class _LoopHub:
-    """One event loop's end of the native hub: baton threads queue outcomes there and write a
-    byte to a socket this loop reads, so no baton thread takes the GIL to report one.
-
-    The baton thread that delivered an outcome stays awake for the next call until the turn of
-    this loop that took the outcome is over (``_drain`` schedules ``turn_over`` behind the steps
-    of the tasks it woke; see ``core/src/foundations/pool.rs``): a task that calls again at once (a release
-    right after an acquire) hands its call to an awake thread.
-
-    While a call is young the loop also polls instead of sleeping, as the Node binding does
-    (``bindings/node/spin.js``, where the reasons and figures are): for at most ``WINDOW``
-    seconds after the latest call started, only for a call made in the turn that took an
-    outcome (its baton thread is still awake: a spinning loop would keep a thread it has to wake
-    off its CPU), and only while most recent calls settled within ``WINDOW``. Between polls it
-    yields the CPU. ``BATON_AIO_SPIN=0`` in the environment switches the polling off (a machine
-    whose cores are better spent elsewhere; ``make bench-bindings`` measures both)."""
-
-    SPIN = os.environ.get("BATON_AIO_SPIN") != "0"
-    WINDOW = 0.0003
-    WEIGHT = 1 / 8
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        # Weak: `_hubs` holds this object for as long as the loop lives, and a strong reference
-        # back would keep the loop (and the hub's socket) alive forever.
-        self.loop = weakref.ref(loop)
-        self.native = _native.Hub()
-        loop.add_reader(self.native.fileno(), self._drain)
-        self.pending = 0
-        self.latest = 0.0
-        self.quick = 1.0
-        self.spinning = False
-
-    def _drain(self) -> None:
-        """Reports the outcomes the baton threads queued. The thread that delivered one stays
-        awake for the next call until this turn is over: ``turn_over`` is scheduled behind the
-        steps of the tasks these outcomes woke, so it runs once they have made their calls."""
-        if self.native.drain():
-            loop = self.loop()
-            if loop is None:
-                self.native.turn_over()
-            else:
-                loop.call_soon(self.native.turn_over)
-
-    def _tick(self) -> None:
-        loop = self.loop()
-        if loop is not None and self.pending and time.perf_counter() - self.latest < self.WINDOW:
-            _yield_cpu()
-            loop.call_soon(self._tick)
-        else:
-            self.spinning = False
-
-    def started(self, warm: bool = False) -> float:
-        """A call is starting; returns the token for ``ended``. ``warm``: the loop itself
-        reads its answer (``_warm``), so polling keeps no baton thread off its CPU."""
-        now = time.perf_counter()
-        self.pending += 1
-        if self.SPIN and self.quick >= 0.5 and (warm or self.native.in_turn()):
-            self.latest = now
-            loop = self.loop()
-            if not self.spinning and loop is not None:
-                self.spinning = True
-                loop.call_soon(self._tick)
-        return now
-
-    def ended(self, start: float) -> None:
-        now = time.perf_counter()
-        self.pending -= 1
-        self.quick += ((1.0 if now - start < self.WINDOW else 0.0) - self.quick) * self.WEIGHT
-
-
-_yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
-
-# Each running loop's hub; None for a loop without add_reader (outcomes then come through
-# call_soon_threadsafe, from the baton thread).
-_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[_LoopHub]]" = \
-    weakref.WeakKeyDictionary()
-
-
-def _hub(loop: asyncio.AbstractEventLoop) -> Optional[_LoopHub]:
-    try:
-        return _hubs[loop]
-    except KeyError:
-        pass
-    try:
-        hub: Optional[_LoopHub] = _LoopHub(loop)
-    except NotImplementedError:  # e.g. the Windows proactor loop
-        hub = None
-    _hubs[loop] = hub
-    return hub
-
-
-async def _run(start: Callable[..., Any], *args: Any) -> Any:
-    """Starts a native call (`start(done, *args)`) and awaits its outcome. A cancelled await
-    cancels the call and waits (shielded) until it has returned and a success that raced the
-    cancel is given back: when the CancelledError arrives, nothing is left held."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    unwound = loop.create_future()
-    hub = _hub(loop)
-
-    def give_back(finished: Callable[[], None]) -> bool:
-        # What the call acquired, given back by the native side (a baton thread calls
-        # `finished` after); False when it holds nothing. Only called once `pending` is set.
-        return pending._give_back(finished)
-
-    if hub is None:
-        def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
-            try:
-                loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, give_back)
-            except RuntimeError:  # the loop is closed: nobody awaits any more
-                if ok:
-                    give_back(lambda: None)
-
-        pending = start(done, *args)
-    else:
-        def settled(ok: bool, value: Any) -> None:  # on the loop, from the hub
-            _settle(fut, unwound, ok, value, give_back)
-
-        # Weak: a pending call must not keep a closed, dropped loop alive (its outcome is then
-        # given back by the native side); this frame keeps `settled` alive while anyone awaits.
-        pending = start((hub.native, weakref.ref(settled)), *args)
-    began = hub.started() if hub is not None else 0.0
-    try:
-        return await fut
-    except asyncio.CancelledError:
-        pending.cancel()
-        await asyncio.shield(unwound)
-        if fut.done() and not fut.cancelled() and fut.exception() is None:
-            # The outcome was set, but the cancel reached this task before it took it.
-            gone = loop.create_future()
-
-            def given_back() -> None:
-                if not gone.done():
-                    gone.set_result(None)
-
-            if give_back(lambda: _call_soon(loop, given_back)):
-                await asyncio.shield(gone)
-        raise
-    finally:
-        if hub is not None:
-            hub.ended(began)
-
-
-# What a warm call's `advance()` says (bindings/python/src/warm.rs).
-_READ, _WRITE, _DONE, _RESUME = 0, 1, 2, 3
-
-
-async def _warm(call: Any, timeout: Optional[float]) -> Any:
-    """Drives a warm lock call (``Lock._warm_acquire`` / ``_warm_release``): the loop writes
-    its one request and reads the answer itself, polling the call's socket, instead of a baton
-    thread blocking on it and handing the outcome over (that hop is what a loop loses at a
-    real agent's latency: docs/src/performance.md, "The loops' own floors"). Its request is
-    given up (``abandon``) when ``timeout`` or the client's request timeout passes. A call
-    the warm path did not settle goes on on a baton thread, with what is left of
-    ``timeout``. A cancelled await drops the call: what it may have been granted is given
-    back in the background, as a blocking acquire cancelled mid-request does."""
-    loop = asyncio.get_running_loop()
-    fd = call.fileno()
-    fut: "asyncio.Future[Any]" = loop.create_future()
-    watching = [-1]
-
-    def unwatch() -> None:
-        if watching[0] == _READ:
-            loop.remove_reader(fd)
-        elif watching[0] == _WRITE:
-            loop.remove_writer(fd)
-        watching[0] = -1
-
-    def step() -> None:
-        if fut.done():
-            unwatch()
-            return
-        try:
-            state, value = call.advance()
-        except BaseException as e:  # what the call raises
-            unwatch()
-            fut.set_exception(e)
-            return
-        if state in (_READ, _WRITE):
-            if watching[0] != state:
-                unwatch()
-                (loop.add_reader if state == _READ else loop.add_writer)(fd, step)
-                watching[0] = state
-            return
-        unwatch()
-        fut.set_result((state, value))
-
-    def expire() -> None:
-        if not fut.done():
-            unwatch()
-            call.abandon()
-            fut.set_result((_RESUME, None))
-
-    begun = loop.time()
-    limit = call.time_limit if timeout is None or timeout <= 0 else min(timeout, call.time_limit)
-    timer = loop.call_later(limit, expire)
-    step()
-    hub = _hub(loop)
-    began = hub.started(warm=True) if hub is not None else 0.0
-    try:
-        state, value = await fut
-    except asyncio.CancelledError:
-        unwatch()
-        call.drop_call()
-        raise
-    finally:
-        timer.cancel()
-        if hub is not None:
-            hub.ended(began)
-    if state == _DONE:
-        return value
-    # What is left of the call's time; a deadline already passed stays passed (a zero would
-    # mean "try once" and give the rest a whole request timeout).
-    left = None if timeout is None else timeout - (loop.time() - begun)
-    if left is not None:
-        left = max(left, 0.0 if timeout == 0 else 1e-6)
-    return await _run(call._start_resume, left)
-
-
-async def _off_loop(call: Callable[[], Any]) -> Any:
-    """Runs a synchronous baton call (one that releases the GIL while it waits) on a pooled
-    baton thread and awaits its outcome: never on the event loop, never in the loop's default
-    executor. These calls hold nothing to undo."""
-    return await _run(_native._start_call, call)
+from ._loop import (  # noqa: F401 (tests and docs reach them as baton.aio._*)
+    _Conn, _LoopHub, _hub, _hubs, _off_loop, _run, _settle, _warm,
+)
 
 
 class _LossReasons:
@@ -404,18 +152,22 @@ class Lock(_Holding):
         0 tries once)."""
         if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
             timeout = None
-        warm = self.sync._warm_acquire(timeout) if _hub(asyncio.get_running_loop()) else None
+        loop = asyncio.get_running_loop()
+        hub = _hub(loop)
+        warm = self.sync._warm_acquire(timeout) if hub is not None else None
         if warm is not None:
-            return await _warm(warm, timeout)
+            return await _warm(warm, timeout, loop, hub)
         held = await _run(self.sync._start_acquire, timeout)
         await self._open_loop_conn()
         return held
 
     async def release(self) -> None:
         """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
-        warm = self.sync._warm_release() if _hub(asyncio.get_running_loop()) else None
+        loop = asyncio.get_running_loop()
+        hub = _hub(loop)
+        warm = self.sync._warm_release() if hub is not None else None
         if warm is not None:
-            await _warm(warm, None)
+            await _warm(warm, None, loop, hub)
             return
         await _run(self.sync._start_release)
         await self._open_loop_conn()

@@ -109,6 +109,15 @@ macro_rules! loop_facing {
                 self.ex.fd().unwrap_or(-1)
             }
 
+            /// Which connection the call runs on: unique in the process (0 once the call has
+            /// no connection), so a loop that keeps the socket registered between calls (a
+            /// duplicate of it) can tell this connection from a later one given the same
+            /// descriptor number. A connection baton drops is shut down, so a duplicate the
+            /// loop still holds turns readable and can be let go.
+            pub fn conn_id(&self) -> u64 {
+                self.ex.conn_id().unwrap_or(0)
+            }
+
             /// Counts a call its one request settled (`Client::direct_calls`).
             pub(crate) fn count_settled(&self) {
                 self.sh

@@ -193,6 +193,11 @@ impl Exchange {
         self.conn.as_ref().map(LoopConn::fd)
     }
 
+    /// Which connection it runs on ([`LoopConn::id`]), while the exchange has not ended.
+    pub(crate) fn conn_id(&self) -> Option<u64> {
+        self.conn.as_ref().map(LoopConn::id)
+    }
+
     /// The socket, while the exchange has not ended (for a readiness thread to wait on).
     pub(crate) fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;

@@ -9,6 +9,7 @@
 //! when the connection is next checked for reuse, not mistaken for an unasked-for answer.
 
 use std::io::{ErrorKind as IoKind, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,11 +21,33 @@ const READ_STEP: usize = 4 * 1024;
 /// A keep-alive connection to the agent, non-blocking, for one exchange at a time.
 #[derive(Debug)]
 pub(crate) struct LoopConn {
+    /// Declared first, so it runs before `stream` is dropped (see [`EndOnDrop`]).
+    end: EndOnDrop,
+    /// Unique in the process, never reused ([`LoopConn::id`]).
+    id: u64,
     /// Shared only with an interrupter (`Exchange::interrupter`) while a thread waits on it.
     pub(crate) stream: Arc<Stream>,
     /// TLS over the socket, its handshake done (`None`: plain HTTP).
     tls: Option<Box<rustls::ClientConnection>>,
 }
+
+/// Ends the connection (`shutdown`) when its [`LoopConn`] is dropped, rather than leaving the
+/// end to the last descriptor's close: an event loop may hold a duplicate of the socket
+/// (`consul_baton.aio` keeps one registered between calls), and a connection baton drops must
+/// end for the agent all the same. The loop then sees its duplicate readable and lets it go.
+#[derive(Debug)]
+struct EndOnDrop(std::sync::Weak<Stream>);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        if let Some(stream) = self.0.upgrade() {
+            let _ = stream.shutdown();
+        }
+    }
+}
+
+/// The source of [`LoopConn::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Completes a TLS handshake on `stream` (blocking, each read and write within `budget`).
 pub(crate) fn handshake(
@@ -56,16 +79,31 @@ impl LoopConn {
     pub(crate) fn new(stream: Stream) -> std::io::Result<LoopConn> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay()?;
+        let stream = Arc::new(stream);
         Ok(LoopConn {
-            stream: Arc::new(stream),
+            end: EndOnDrop(Arc::downgrade(&stream)),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            stream,
             tls: None,
         })
+    }
+
+    /// Which connection this is: unique in the process, so a loop that keeps a duplicate of a
+    /// socket registered can tell the connection it belongs to from a later one that got the
+    /// same descriptor number.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The socket of a plain connection, blocking again: a proxy's tunnel, which TLS to the
     /// agent may then wrap.
     pub(crate) fn into_stream(self) -> std::io::Result<Stream> {
-        let stream = Arc::try_unwrap(self.stream)
+        let LoopConn {
+            mut end, stream, ..
+        } = self;
+        // The socket lives on as the tunnel: not ended here.
+        end.0 = std::sync::Weak::new();
+        let stream = Arc::try_unwrap(stream)
             .map_err(|_| std::io::Error::other("the connection is still shared"))?;
         stream.set_nonblocking(false)?;
         Ok(stream)
@@ -196,5 +234,55 @@ impl LoopConn {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// A connected pair: (ours, wrapped as a `LoopConn`, with a duplicate of its socket kept
+    /// aside as an event loop keeps one; the agent's end).
+    fn pair() -> (LoopConn, TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let ours = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (agent, _) = listener.accept().expect("accept");
+        let duplicate = ours.try_clone().expect("dup");
+        let conn = LoopConn::new(Stream::Tcp(ours)).expect("conn");
+        agent
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        (conn, duplicate, agent)
+    }
+
+    #[test]
+    fn a_dropped_connection_ends_though_a_duplicate_of_its_socket_is_open() {
+        let (conn, _duplicate, mut agent) = pair();
+        drop(conn);
+        assert_eq!(
+            agent.read(&mut [0u8; 8]).expect("read"),
+            0,
+            "the agent saw no end"
+        );
+    }
+
+    #[test]
+    fn a_connection_made_a_tunnel_is_not_ended() {
+        let (conn, _duplicate, mut agent) = pair();
+        let tunnel = conn.into_stream().expect("stream");
+        (&mut &tunnel).write_all(b"x").expect("write");
+        let mut got = [0u8; 1];
+        agent.read_exact(&mut got).expect("read");
+        assert_eq!(&got, b"x");
+    }
+
+    #[test]
+    fn connections_have_ids_of_their_own() {
+        let (a, _, _agent_a) = pair();
+        let (b, _, _agent_b) = pair();
+        assert_ne!(a.id(), b.id());
     }
 }

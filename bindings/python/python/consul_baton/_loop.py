@@ -1,0 +1,394 @@
+"""The event-loop half of :mod:`consul_baton.aio`: each loop's hub (the outcomes baton threads
+deliver, the agent connections warm calls poll, the timer that gives them up), and the two ways a
+call is awaited: on a baton thread (``_run``) or written and read by the loop itself (``_warm``).
+"""
+
+import asyncio
+import math
+import os
+import time
+import weakref
+from typing import Any, Callable, Optional
+
+from . import _native
+
+
+def _settle(fut: "asyncio.Future[Any]", unwound: "asyncio.Future[None]", ok: bool, value: Any,
+            give_back: Callable[[Callable[[], None]], bool]) -> None:
+    def finished() -> None:
+        if not unwound.done():
+            unwound.set_result(None)
+
+    if fut.cancelled() and ok:
+        # A success that raced the cancel: if it holds something, `unwound` is set once that
+        # is given back.
+        loop = unwound.get_loop()
+        if give_back(lambda: _call_soon(loop, finished)):
+            return
+    finished()
+    if fut.cancelled():
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:  # the loop is closed: nobody awaits any more
+        pass
+
+
+class _LoopHub:
+    """One event loop's end of the native hub: baton threads queue outcomes there and write a
+    byte to a socket this loop reads, so no baton thread takes the GIL to report one.
+
+    The baton thread that delivered an outcome stays awake for the next call until the turn of
+    this loop that took the outcome is over (``_drain`` schedules ``turn_over`` behind the steps
+    of the tasks it woke; see ``core/src/foundations/pool.rs``): a task that calls again at once (a release
+    right after an acquire) hands its call to an awake thread.
+
+    While a call is young the loop also polls instead of sleeping, as the Node binding does
+    (``bindings/node/spin.js``, where the reasons and figures are): for at most ``WINDOW``
+    seconds after the latest call started, only for a call made in the turn that took an
+    outcome (its baton thread is still awake: a spinning loop would keep a thread it has to wake
+    off its CPU), and only while most recent calls settled within ``WINDOW``. Between polls it
+    yields the CPU. ``BATON_AIO_SPIN=0`` in the environment switches the polling off (a machine
+    whose cores are better spent elsewhere; ``make bench-bindings`` measures both)."""
+
+    SPIN = os.environ.get("BATON_AIO_SPIN") != "0"
+    WINDOW = 0.0003
+    WEIGHT = 1 / 8
+    # Registered connections no call is using that are kept, at most (the oldest goes first).
+    IDLE_CONNS = 4
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Weak: `_hubs` holds this object for as long as the loop lives, and a strong reference
+        # back would keep the loop (and the hub's socket) alive forever.
+        self.loop = weakref.ref(loop)
+        self.native = _native.Hub()
+        loop.add_reader(self.native.fileno(), self._drain)
+        self.pending = 0
+        self.latest = 0.0
+        self.quick = 1.0
+        self.spinning = False
+        # The agent connections warm calls use, by connection id (see `_Conn`). Weak: the
+        # loop holds each one (its reader), and a call in flight on one holds the loop (its
+        # future), which this hub, kept by `_hubs` for as long as the loop lives, must not.
+        self.conns: "weakref.WeakValueDictionary[int, _Conn]" = weakref.WeakValueDictionary()
+        # The time of the earliest `_expire` timer pending (the timers are the loop's only).
+        self.timer_at = math.inf
+
+    def conn(self, call: Any) -> "_Conn":
+        """The registered duplicate of ``call``'s connection (made on its first call here)."""
+        conn = self.conns.get(call.conn_id)
+        if conn is None:
+            conn = self._watch(call.conn_id, call.fileno())
+        return conn
+
+    def _watch(self, conn_id: int, fd: int) -> "_Conn":
+        loop = self.loop()
+        assert loop is not None  # a call is running on it
+        idle = [c for c in self.conns.values() if c.call is None]
+        if len(idle) >= self.IDLE_CONNS:
+            self._unwatch(idle[0])
+        conn = _Conn(conn_id, os.dup(fd))
+        self.conns[conn_id] = conn
+        loop.add_reader(conn.fd, self._readable, conn)
+        return conn
+
+    def _unwatch(self, conn: "_Conn") -> None:
+        loop = self.loop()
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(conn.fd)
+            if conn.writing:
+                loop.remove_writer(conn.fd)
+        del self.conns[conn.id]
+        conn.close()
+
+    def _readable(self, conn: "_Conn") -> None:
+        if conn.call is not None:
+            self.advance(conn)
+        else:
+            # No call of this loop is using it: another thread's request is answered on it,
+            # the agent closed it, or baton dropped it (and shut it down). Let it go; a later
+            # call registers it again.
+            self._unwatch(conn)
+
+    def start(self, conn: "_Conn", call: Any, fut: "asyncio.Future[Any]", deadline: float) -> None:
+        """Starts warm ``call`` on ``conn``: ``fut`` gets ``(state, value)`` when it has
+        settled (``_DONE``) or needs a baton thread (``_RESUME``: its time, loop time
+        ``deadline``, ran out)."""
+        conn.call, conn.fut, conn.deadline = call, fut, deadline
+        if deadline < self.timer_at:
+            loop = self.loop()
+            assert loop is not None
+            loop.call_at(deadline, self._expire)
+            self.timer_at = deadline
+        self.advance(conn)
+
+    def advance(self, conn: "_Conn") -> None:
+        """Advances the call on ``conn`` as far as it goes without blocking."""
+        call, fut = conn.call, conn.fut
+        if fut is None:  # a readiness reported before the call ended
+            return
+        if fut.done():  # cancelled
+            self.finish(conn)
+            return
+        try:
+            state, value = call.advance()
+        except BaseException as e:  # what the call raises
+            self.finish(conn)
+            fut.set_exception(e)
+            return
+        if state == _READ:
+            if conn.writing:
+                self._stop_writing(conn)
+            return
+        if state == _WRITE:
+            if not conn.writing:
+                conn.writing = True
+                loop = self.loop()
+                assert loop is not None
+                loop.add_writer(conn.fd, self.advance, conn)
+            return
+        self.finish(conn)
+        fut.set_result((state, value))
+
+    def finish(self, conn: "_Conn") -> None:
+        """The call on ``conn`` no longer uses it (it stays registered for the next)."""
+        conn.call = conn.fut = None
+        if conn.writing:
+            self._stop_writing(conn)
+
+    def _stop_writing(self, conn: "_Conn") -> None:
+        conn.writing = False
+        loop = self.loop()
+        if loop is not None:
+            loop.remove_writer(conn.fd)
+
+    def _expire(self) -> None:
+        """Gives up the warm calls whose time is up, and sets the timer for the next."""
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time()
+        soonest = math.inf
+        for conn in list(self.conns.values()):
+            call, fut = conn.call, conn.fut
+            if call is None or fut is None:
+                continue
+            if conn.deadline <= now:
+                self.finish(conn)
+                if not fut.done():
+                    call.abandon()
+                    fut.set_result((_RESUME, None))
+            elif conn.deadline < soonest:
+                soonest = conn.deadline
+        # This was the earliest timer (a later one may still be pending), or the next call
+        # to give up comes before any timer pending.
+        if self.timer_at <= now or soonest < self.timer_at:
+            self.timer_at = soonest
+            if soonest < math.inf:
+                loop.call_at(soonest, self._expire)
+
+    def _drain(self) -> None:
+        """Reports the outcomes the baton threads queued. The thread that delivered one stays
+        awake for the next call until this turn is over: ``turn_over`` is scheduled behind the
+        steps of the tasks these outcomes woke, so it runs once they have made their calls."""
+        if self.native.drain():
+            loop = self.loop()
+            if loop is None:
+                self.native.turn_over()
+            else:
+                loop.call_soon(self.native.turn_over)
+
+    def _tick(self) -> None:
+        loop = self.loop()
+        if loop is not None and self.pending and time.perf_counter() - self.latest < self.WINDOW:
+            _yield_cpu()
+            loop.call_soon(self._tick)
+        else:
+            self.spinning = False
+
+    def started(self, warm: bool = False) -> float:
+        """A call is starting; returns the token for ``ended``. ``warm``: the loop itself
+        reads its answer (``_warm``), so polling keeps no baton thread off its CPU."""
+        now = time.perf_counter()
+        self.pending += 1
+        if self.SPIN and self.quick >= 0.5 and (warm or self.native.in_turn()):
+            self.latest = now
+            loop = self.loop()
+            if not self.spinning and loop is not None:
+                self.spinning = True
+                loop.call_soon(self._tick)
+        return now
+
+    def ended(self, start: float) -> None:
+        now = time.perf_counter()
+        self.pending -= 1
+        self.quick += ((1.0 if now - start < self.WINDOW else 0.0) - self.quick) * self.WEIGHT
+
+
+class _Conn:
+    """One agent connection as a loop's warm calls use it: a duplicate of its socket,
+    registered with the loop for reading from the first warm call on it until the hub lets it
+    go, so that a call costs no registration of its own (adding and removing a reader took a
+    third of a lock cycle's instructions). The duplicate is the loop's own: baton closing its
+    descriptor, and the number going to another socket, cannot touch the registration. baton
+    shuts down a connection it drops, so the duplicate then turns readable and is let go.
+
+    ``call`` is the warm call in flight on it and ``fut`` what gets its outcome (both None
+    between calls), ``deadline`` the loop time that call is given up at, ``writing`` whether
+    the call also waits to write. The loop holds it while it is registered; the duplicate is
+    closed when the hub lets it go, or with the loop."""
+
+    __slots__ = ("id", "fd", "call", "fut", "deadline", "writing", "__weakref__")
+
+    def __init__(self, conn_id: int, fd: int) -> None:
+        self.id = conn_id
+        self.fd = fd
+        self.call: Any = None
+        self.fut: "Optional[asyncio.Future[Any]]" = None
+        self.deadline = math.inf
+        self.writing = False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+_yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+
+# Each running loop's hub; None for a loop without add_reader (outcomes then come through
+# call_soon_threadsafe, from the baton thread).
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Optional[_LoopHub]]" = \
+    weakref.WeakKeyDictionary()
+
+
+# The loop `_hub` was last asked about, and its hub (None: it has none), both weakly: no loop
+# or hub is kept alive here. The loop holds its hub (the hub's reader is registered there).
+_last: "tuple[Optional[weakref.ref[asyncio.AbstractEventLoop]], Optional[weakref.ref[_LoopHub]]]" = \
+    (None, None)
+
+
+def _hub(loop: asyncio.AbstractEventLoop) -> Optional[_LoopHub]:
+    global _last
+    loop_ref, hub_ref = _last
+    if loop_ref is not None and loop_ref() is loop:
+        return hub_ref() if hub_ref is not None else None
+    try:
+        hub = _hubs[loop]
+    except KeyError:
+        try:
+            hub = _LoopHub(loop)
+        except NotImplementedError:  # e.g. the Windows proactor loop
+            hub = None
+        _hubs[loop] = hub
+    _last = (weakref.ref(loop), weakref.ref(hub) if hub is not None else None)
+    return hub
+
+
+async def _run(start: Callable[..., Any], *args: Any) -> Any:
+    """Starts a native call (`start(done, *args)`) and awaits its outcome. A cancelled await
+    cancels the call and waits (shielded) until it has returned and a success that raced the
+    cancel is given back: when the CancelledError arrives, nothing is left held."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    unwound = loop.create_future()
+    hub = _hub(loop)
+
+    def give_back(finished: Callable[[], None]) -> bool:
+        # What the call acquired, given back by the native side (a baton thread calls
+        # `finished` after); False when it holds nothing. Only called once `pending` is set.
+        return pending._give_back(finished)
+
+    if hub is None:
+        def done(ok: bool, value: Any) -> None:  # on a baton thread, holding the GIL
+            try:
+                loop.call_soon_threadsafe(_settle, fut, unwound, ok, value, give_back)
+            except RuntimeError:  # the loop is closed: nobody awaits any more
+                if ok:
+                    give_back(lambda: None)
+
+        pending = start(done, *args)
+    else:
+        def settled(ok: bool, value: Any) -> None:  # on the loop, from the hub
+            _settle(fut, unwound, ok, value, give_back)
+
+        # Weak: a pending call must not keep a closed, dropped loop alive (its outcome is then
+        # given back by the native side); this frame keeps `settled` alive while anyone awaits.
+        pending = start((hub.native, weakref.ref(settled)), *args)
+    began = hub.started() if hub is not None else 0.0
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        pending.cancel()
+        await asyncio.shield(unwound)
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            # The outcome was set, but the cancel reached this task before it took it.
+            gone = loop.create_future()
+
+            def given_back() -> None:
+                if not gone.done():
+                    gone.set_result(None)
+
+            if give_back(lambda: _call_soon(loop, given_back)):
+                await asyncio.shield(gone)
+        raise
+    finally:
+        if hub is not None:
+            hub.ended(began)
+
+
+# What a warm call's `advance()` says (bindings/python/src/warm.rs).
+_READ, _WRITE, _DONE, _RESUME = 0, 1, 2, 3
+
+
+async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEventLoop,
+                hub: _LoopHub) -> Any:
+    """Drives a warm lock call (``Lock._warm_acquire`` / ``_warm_release``): the loop writes
+    its one request and reads the answer itself, polling the call's connection (registered
+    once, see ``_Conn``), instead of a baton thread blocking on it and handing the outcome
+    over (that hop is what a loop loses at a real agent's latency: docs/src/performance.md,
+    "The loops' own floors"). Its request is given up (``abandon``) when ``timeout`` or the
+    client's request timeout passes. A call the warm path did not settle goes on on a baton
+    thread, with what is left of ``timeout``. A cancelled await drops the call: what it may
+    have been granted is given back in the background, as a blocking acquire cancelled
+    mid-request does."""
+    fut: "asyncio.Future[Any]" = loop.create_future()
+    conn = hub.conn(call)
+    begun = loop.time()
+    limit = call.time_limit if timeout is None or timeout <= 0 else min(timeout, call.time_limit)
+    hub.start(conn, call, fut, begun + limit)
+    began = hub.started(warm=True)
+    try:
+        state, value = await fut
+    except asyncio.CancelledError:
+        if conn.call is call:
+            hub.finish(conn)
+        call.drop_call()
+        raise
+    finally:
+        hub.ended(began)
+    if state == _DONE:
+        return value
+    # What is left of the call's time; a deadline already passed stays passed (a zero would
+    # mean "try once" and give the rest a whole request timeout).
+    left = None if timeout is None else timeout - (loop.time() - begun)
+    if left is not None:
+        left = max(left, 0.0 if timeout == 0 else 1e-6)
+    return await _run(call._start_resume, left)
+
+
+async def _off_loop(call: Callable[[], Any]) -> Any:
+    """Runs a synchronous baton call (one that releases the GIL while it waits) on a pooled
+    baton thread and awaits its outcome: never on the event loop, never in the loop's default
+    executor. These calls hold nothing to undo."""
+    return await _run(_native._start_call, call)
