@@ -56,7 +56,7 @@ fn two_candidates_take_turns_one_task_at_a_time_and_requeue() {
     let (started_tx, started_rx) = unbounded::<&'static str>();
     let (release_tx, release_rx) = unbounded::<()>();
     let mut handles = Vec::new();
-    let mut stops = Vec::new();
+    let mut stops: Vec<(&str, CancelToken)> = Vec::new();
     // a's requeue is long enough for b to take over whatever the load; b's is longer still, so
     // that the third term is a's whatever the load: b's term ends a few ms after a's, and with
     // equal delays the two requeues would end a few ms apart (under load, b's first).
@@ -68,7 +68,7 @@ fn two_candidates_take_turns_one_task_at_a_time_and_requeue() {
         let (running, overlap) = (running.clone(), overlap.clone());
         let (started_tx, release_rx) = (started_tx.clone(), release_rx.clone());
         let stop = CancelToken::new();
-        stops.push(stop.clone());
+        stops.push((name, stop.clone()));
         handles.push(spawn_run(name, lt, stop, move |token| {
             if running.fetch_add(1, Ordering::SeqCst) != 0 {
                 overlap.store(true, Ordering::SeqCst);
@@ -95,7 +95,10 @@ fn two_candidates_take_turns_one_task_at_a_time_and_requeue() {
         third, first,
         "with requeue the first candidate campaigned again"
     );
-    for s in &stops {
+    // The candidate waiting for its turn stops first: stopping the leader first would free
+    // the key for it, and it could begin a term before its own stop.
+    stops.sort_by_key(|(name, _)| *name == third);
+    for (_, s) in &stops {
         s.cancel();
     }
     for h in handles {

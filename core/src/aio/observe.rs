@@ -38,9 +38,17 @@ impl std::fmt::Debug for LeaderStream {
 
 impl LeaderStream {
     pub(crate) fn new(client: &Client, key: &str) -> Result<LeaderStream> {
+        Self::following(client, key, false)
+    }
+
+    /// A stream that also reports each newer term (see [`Observer::reporting_each_term`]).
+    pub(crate) fn following(client: &Client, key: &str, each_term: bool) -> Result<LeaderStream> {
         let slot = WakeSlot::new(false);
         let fire = slot.hook();
-        let observer = client.observe_leader_hooked(key, Some(Arc::new(move |_| fire())))?;
+        let mut observer = client.observe_leader_hooked(key, Some(Arc::new(move |_| fire())))?;
+        if each_term {
+            observer = observer.reporting_each_term();
+        }
         let fire = slot.hook();
         let closing = client.core().closing.on_cancel(move || fire());
         Ok(LeaderStream {
@@ -54,6 +62,11 @@ impl LeaderStream {
     /// The key observed.
     pub fn key(&self) -> &str {
         self.observer.key()
+    }
+
+    /// See [`Observer::taken_over_since`].
+    pub(crate) fn taken_over_since(&self, term: u64) -> bool {
+        self.observer.taken_over_since(term)
     }
 }
 

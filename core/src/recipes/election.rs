@@ -156,6 +156,8 @@ impl Client {
             key,
             sub,
             last: None,
+            newest_term: 0,
+            each_term: false,
         })
     }
 }
@@ -304,6 +306,11 @@ pub struct Observer {
     key: String,
     sub: KeySub,
     last: Option<LeaderEvent>,
+    /// The highest LockIndex of the key seen so far: the latest term anyone began.
+    newest_term: u64,
+    /// Report a state again when a newer term began and ended between two looks (a leader
+    /// task's hand-over wait, [`Observer::taken_over_since`]); users' observers do not.
+    each_term: bool,
 }
 
 impl fmt::Debug for Observer {
@@ -320,6 +327,9 @@ impl Observer {
     pub(crate) fn take_event(&mut self) -> Result<Option<LeaderEvent>> {
         self.client.core().check_usable()?;
         while let Some(v) = self.sub.take_new() {
+            let term = v.entry.as_ref().map_or(0, |p| p.lock_index);
+            let newer_term = term > self.newest_term;
+            self.newest_term = self.newest_term.max(term);
             if v.entry
                 .as_ref()
                 .is_some_and(|p| p.session.is_some() && p.flags == through_f64(LOCK_FLAG_VALUE))
@@ -333,7 +343,7 @@ impl Observer {
                 Some(l) => LeaderEvent::Leader(l),
                 None => LeaderEvent::NoLeader,
             };
-            if self.last.as_ref() != Some(&event) {
+            if self.last.as_ref() != Some(&event) || (self.each_term && newer_term) {
                 self.last = Some(event.clone());
                 return Ok(Some(event));
             }
@@ -344,6 +354,22 @@ impl Observer {
     /// The key observed.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Reports a state again when a newer term began since the last look, even if the key
+    /// looks the same (free, then free again after a term too short to be seen held).
+    pub(crate) fn reporting_each_term(mut self) -> Observer {
+        self.each_term = true;
+        self
+    }
+
+    /// Whether someone took the key after the term with LockIndex `term` (whether or not
+    /// they still hold it), by the newest state seen. A leader task's hand-over waits for
+    /// this, rather than for a leader of another session: right after a short term the
+    /// client's view may still show the leader from before it, and a later term may begin
+    /// and end between two looks.
+    pub(crate) fn taken_over_since(&self, term: u64) -> bool {
+        self.newest_term > term
     }
 
     /// The client it observes through.

@@ -18,7 +18,6 @@ use crate::client::Client;
 use crate::foundations::cancel::CancelToken;
 use crate::foundations::error::{Error, ErrorKind, Result};
 use crate::foundations::sync::lock;
-use crate::recipes::election::LeaderEvent;
 use crate::recipes::leader_task::{Begin, Flow, LeaderTask, RunGuard, TermStart};
 
 /// A [`LeaderTask`]'s run as futures.
@@ -83,9 +82,9 @@ impl AsyncLeaderTask for Arc<LeaderTask> {
 }
 
 struct RunState {
-    /// The session of the last term, when it ended itself: wait for another
-    /// candidate to take over from it before campaigning.
-    hand_over: Option<String>,
+    /// The LockIndex of the last term, when it ended itself: wait for another
+    /// candidate to take over after it before campaigning.
+    hand_over: Option<u64>,
     /// The run has ended (stopped, or a term ended it).
     over: bool,
     /// Dropped when the run ends: resigns, stops the `on_new_leader` feed.
@@ -147,8 +146,8 @@ impl LeaderTerms {
                 }
                 st.hand_over.take()
             };
-            if let Some(session) = hand_over {
-                wait_for_hand_over(&task, &session, &stop).await;
+            if let Some(term) = hand_over {
+                wait_for_hand_over(&task, term, &stop).await;
             }
             let elected = elect(&task, &stop).await;
             if !matches!(elected, Ok(true)) {
@@ -293,15 +292,16 @@ async fn pause(client: &Client, d: Duration, stop: &CancelToken) {
     let _ = Bounded::new(client, never, Some(d), Some(stop), "", "").await;
 }
 
-/// Waits up to the requeue delay for a leader other than `session`, or `stop`.
-async fn wait_for_hand_over(task: &LeaderTask, session: &str, stop: &CancelToken) {
+/// Waits up to the requeue delay for another candidate to take the key after the term with
+/// LockIndex `term` (see `Observer::taken_over_since`), or `stop`.
+async fn wait_for_hand_over(task: &LeaderTask, term: u64, stop: &CancelToken) {
     let delay = task.hand_over_wait();
     if delay.is_zero() || stop.is_cancelled() {
         return;
     }
     let client = task.election().lock().shared_client().clone();
     let end = Instant::now() + delay;
-    let mut stream = match LeaderStream::new(&client, task.key()) {
+    let mut stream = match LeaderStream::following(&client, task.key(), true) {
         Ok(s) => s,
         Err(e) => {
             log::debug!("baton leader task {:?}: {e}", task.key());
@@ -320,7 +320,7 @@ async fn wait_for_hand_over(task: &LeaderTask, session: &str, stop: &CancelToken
             Poll::Pending => Poll::Pending,
         });
         match Bounded::new(&client, next, Some(left), Some(stop), "", "").await {
-            Ok(LeaderEvent::Leader(l)) if l.session != session => return,
+            Ok(_) if stream.taken_over_since(term) => return,
             Ok(_) => {}
             Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Cancelled) => return,
             Err(e) => {

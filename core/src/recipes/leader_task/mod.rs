@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::foundations::cancel::{CancelToken, HookGuard};
 use crate::foundations::error::{Error, ErrorKind, Result};
-use crate::recipes::election::{Election, Leader, LeaderEvent};
+use crate::recipes::election::{Election, Leader};
 use crate::recipes::lock::LockLost;
 
 use observe::{NewLeaderCallback, NewLeaderFeed};
@@ -262,10 +262,10 @@ impl LeaderTask {
         F: FnMut(&CancelToken) -> Result<()>,
     {
         let _run = self.start_run()?;
-        let mut hand_over: Option<String> = None;
+        let mut hand_over: Option<u64> = None;
         loop {
-            if let Some(session) = hand_over.take() {
-                self.wait_for_hand_over(&session, stop);
+            if let Some(term) = hand_over.take() {
+                self.wait_for_hand_over(term, stop);
             }
             if !self.elect(stop)? {
                 return Ok(());
@@ -379,13 +379,13 @@ impl LeaderTask {
             let t = token.clone();
             stop.on_cancel(move || t.cancel())
         };
-        let session = self.election.sequencer().map(|s| s.session);
+        let lock_index = self.election.sequencer().map(|s| s.lock_index);
         if let Some(cb) = &self.started {
             cb();
         }
         Begin::Started(TermStart {
             token,
-            session,
+            lock_index,
             _links: (on_loss, on_stop),
         })
     }
@@ -393,7 +393,7 @@ impl LeaderTask {
     /// The task of `term` returned `result`: why the term ended, the resign
     /// (unless it was lost), `on_stopped_leading`, and what the run does next.
     pub(crate) fn end_term(&self, term: TermStart, result: Result<()>, stop: &CancelToken) -> Flow {
-        let TermStart { session, .. } = term;
+        let TermStart { lock_index, .. } = term;
         let why = if !self.election.is_leader() {
             if let Err(e) = &result {
                 log::debug!("baton leader task {:?}: after the loss: {e}", self.key());
@@ -428,9 +428,9 @@ impl LeaderTask {
                      campaigning again",
                     self.key()
                 );
-                session
+                lock_index
             }
-            StoppedLeading::Returned => session,
+            StoppedLeading::Returned => lock_index,
             StoppedLeading::Lost(why) => {
                 log::info!(
                     "baton leader task {:?}: leadership lost ({why}), task returned",
@@ -456,14 +456,15 @@ impl LeaderTask {
         })
     }
 
-    /// Waits up to the requeue delay for a leader other than `session`, or `stop`.
-    fn wait_for_hand_over(&self, session: &str, stop: &CancelToken) {
+    /// Waits up to the requeue delay for another candidate to take the key after the term
+    /// with LockIndex `term` (see `Observer::taken_over_since`), or `stop`.
+    fn wait_for_hand_over(&self, term: u64, stop: &CancelToken) {
         if self.requeue_delay.is_zero() || stop.is_cancelled() {
             return;
         }
         let end = Instant::now() + self.requeue_delay;
         let mut observer = match self.election.observe() {
-            Ok(o) => o,
+            Ok(o) => o.reporting_each_term(),
             Err(e) => {
                 log::debug!("baton leader task {:?}: {e}", self.key());
                 stop.wait_timeout(self.requeue_delay);
@@ -476,7 +477,7 @@ impl LeaderTask {
                 return;
             }
             match observer.next(Some(left), Some(stop)) {
-                Ok(LeaderEvent::Leader(l)) if l.session != session => return,
+                Ok(_) if observer.taken_over_since(term) => return,
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Cancelled) => return,
                 Err(e) => {
@@ -526,18 +527,18 @@ pub(crate) enum Begin {
 pub(crate) struct TermStart {
     /// Fired the moment leadership ends or `stop` fires.
     pub(crate) token: CancelToken,
-    /// The session it leads with, to let another candidate take over after it.
-    session: Option<String>,
+    /// The key's LockIndex for this term, to let another candidate take over after it.
+    lock_index: Option<u64>,
     _links: (HookGuard, HookGuard),
 }
 
 /// What a run does after a term (see [`LeaderTask::end_term`]).
 pub(crate) enum Flow {
-    /// Campaign again, first waiting for another candidate to take over from
-    /// `hand_over` (the session a term that ended itself led with).
+    /// Campaign again, first waiting for another candidate to take over after
+    /// `hand_over` (the LockIndex of a term that ended itself).
     Again {
-        /// The session of the term that ended, when it ended itself.
-        hand_over: Option<String>,
+        /// The LockIndex of the term that ended, when it ended itself.
+        hand_over: Option<u64>,
     },
     /// The run is over, with this outcome.
     Done(Result<()>),
