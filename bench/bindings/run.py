@@ -9,9 +9,10 @@ worker's `floor` mode: `PUT /v1/kv/KEY?acquire=S` then `PUT ...?release=S` on on
 connection, no JSON, no checks: what the wire allows) run
 
 * uncontended acquire+release cycles on a key of their own: cycles/s and p50/p99 of a cycle,
-  after 300 warm-up cycles (the session exists, the connection is open, and V8 has compiled
-  the Node path: its tiering compiles around the 100th and 500th call, on a thread that
-  competes for one of the two cores; a service pays that once, not per operation).
+  after warm-up cycles (the session exists, the connection is open, and V8 has compiled the
+  Node path): 300, and 2,500 for the Node workers, whose JIT goes on compiling the lock path
+  with TurboFan until about the 2,100th cycle, on a thread of the worker's process (in its CPU
+  time, and competing for one of the two cores; a service pays that once, not per operation).
   ROUNDS rounds, each language once per round in a rotating order (a slow moment of a shared
   machine then hits every language alike); the figures are the medians over the rounds.
   Beside each: the worker's user+sys CPU time per cycle (every thread of the process: no
@@ -138,8 +139,20 @@ VARIANTS = {"python-aio-nospin": ("python-aio", {"BATON_AIO_SPIN": "0"}),
             "python-aio-park": ("python-aio", {"BATON_AIO_SPIN": "0", "BATON_POOL_BIND": "0"}),
             "node-nospin": ("node", {"BATON_NODE_SPIN": "0"}),
             "node-park": ("node", {"BATON_NODE_SPIN": "0", "BATON_POOL_BIND": "0"})}
-# Warm-up cycles of every worker before it measures (see the module docs).
+# Warm-up cycles of every worker before it measures (see the module docs), given to the worker
+# as BENCH_WARM. Node's workers warm up longer: V8 goes on compiling the lock path with TurboFan
+# (on a thread of the worker's process, so in its CPU time) until about the 2,100th cycle
+# (`node --trace-opt`, 2026-11-30: `main` at ~900 took 18 ms, `cancellable` at ~800 6 ms,
+# `settle` at ~1,800); with 300 that compiling fell into the 500 measured cycles, some 20 us per
+# cycle of a cost a service pays once.
 WARM = 300
+WARM_BY_LANG = {"node": 2500, "floor-node": 2500}
+
+
+def warm_of(lang):
+    """The warm-up cycles of `lang`'s worker (a variant's, its base language's)."""
+    base = VARIANTS[lang][0] if lang in VARIANTS else lang
+    return WARM_BY_LANG.get(base, WARM)
 
 
 def row_name(lang, transport):
@@ -164,6 +177,7 @@ def worker(lang, transport, addr, mode, n, key, out_dir, python, ca):
     if lang in VARIANTS:
         base, extra = VARIANTS[lang]
         env.update(extra)
+    env["BENCH_WARM"] = str(warm_of(lang))
     return worker_as(base, row_name(lang, transport), env, addr, mode, n, key, out_dir, python)
 
 
@@ -592,11 +606,12 @@ def step(args, dev, transports, ms, langs, proxy_bin, tmp):
                 p50 = statistics.median(x["p50_us"] for x in rs)
                 p99 = statistics.median(x["p99_us"] for x in rs)
                 cpu = statistics.median(x["cpu_secs"] / x["cycles"] for x in rs) if "cpu_secs" in rs[0] else None
-                req = statistics.median(x["requests"] / (x["cycles"] + WARM) for x in rs)
+                req = statistics.median(x["requests"] / (x["cycles"] + warm_of(lang)) for x in rs)
                 each = " ".join(f"{x['cycles'] / x['secs']:.0f}" for x in rs)
                 cpu_text = f"cpu {cpu * 1e6:5.0f} us/cycle" if cpu is not None else "cpu     n/a      "
                 # The server's CPU over every cycle of the run, warm-up included (as req/cycle).
-                server = (statistics.median(x["server_cpu_secs"] / (x["cycles"] + WARM) for x in rs)
+                server = (statistics.median(x["server_cpu_secs"] / (x["cycles"] + warm_of(lang))
+                                            for x in rs)
                           if "server_cpu_secs" in rs[0] else None)
                 server_text = f"server {server * 1e6:4.0f} us/cycle" if server is not None else ""
                 print(f"  {row_name(*row):<{width}} {rate[row]:>7.0f} cycles/s   p50 {ms_(p50)}   "

@@ -714,6 +714,12 @@ export interface TtlCheckOptions {
 }
 
 /**
+ * `[watched, made]`: the agent connections this thread's loop watches for warm calls now
+ * (kept between calls, see `warm_conn.rs`), and how many it ever made. For the tests.
+ */
+export declare function warmConnStats(): Array<number>
+
+/**
  * How many warm calls (a lock's acquire or release whose one request this loop writes and
  * reads itself, see `warm.rs`) are in flight on this thread's loop: `spin.js` polls for them
  * as for a call whose baton thread is awake.

@@ -859,5 +859,6 @@ module.exports.inTurn = nativeBinding.inTurn
 module.exports.metricDefs = nativeBinding.metricDefs
 module.exports.parseSequencer = nativeBinding.parseSequencer
 module.exports.setLogger = nativeBinding.setLogger
+module.exports.warmConnStats = nativeBinding.warmConnStats
 module.exports.warmInFlight = nativeBinding.warmInFlight
 module.exports.yieldCpu = nativeBinding.yieldCpu

@@ -4,7 +4,7 @@
 // the request is on its way.
 const { test, beforeEach } = require('node:test')
 const assert = require('node:assert/strict')
-const { warmInFlight } = require('../native.js')
+const { warmInFlight, warmConnStats } = require('../native.js')
 const { useServer, request, rawEntry, freshKey, waitFor, consulBefore, realConsul } =
   require('./helpers')
 
@@ -113,4 +113,57 @@ test('a warm acquire whose time runs out in flight misses and leaves nothing hel
   await nothingLeft(key, lock)
   await lock.acquire({ timeoutMs: 10000 })
   assert.equal(await lock.release(), true)
+})
+
+test('warm calls on one connection share one watched connection, let go when the client closes', async () => {
+  const { lock } = await afterACycle('watched')
+  assert.ok(await lock.acquire({ timeoutMs: 10000 }))
+  assert.equal(await lock.release(), true)
+  const [watched, made] = warmConnStats()
+  assert.equal(watched, 1, 'one connection is watched')
+  for (let i = 0; i < 20; i++) {
+    assert.ok(await lock.acquire({ timeoutMs: 10000 }))
+    assert.equal(await lock.release(), true)
+  }
+  assert.deepEqual(warmConnStats(), [1, made], 'the twenty cycles made no watch of their own')
+  // The client closes its connections (the core shuts them down): the loop sees the end of the
+  // one it watches and lets it go.
+  await client.close()
+  await waitFor('the watched connection let go', async () => warmConnStats()[0] === 0)
+})
+
+test('a worker thread that made warm calls ends cleanly, its watched connection closed', async () => {
+  const { Worker } = require('node:worker_threads')
+  const path = require('node:path')
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { Client } = require(workerData.addon)
+    const { warmConnStats } = require(workerData.native)
+    ;(async () => {
+      const c = new Client({ address: workerData.addr })
+      const lock = c.lock(workerData.key)
+      for (let i = 0; i < 5; i++) {
+        await lock.acquire({ timeoutMs: 10000 })
+        await lock.release()
+      }
+      parentPort.postMessage(warmConnStats())
+      // Left open on purpose: the worker ends with its connection still watched.
+    })()
+  `
+  const worker = new Worker(code, {
+    eval: true,
+    workerData: {
+      addon: path.join(__dirname, '..'),
+      native: path.join(__dirname, '..', 'native.js'),
+      addr: server.addr,
+      key: freshKey('worker'),
+    },
+  })
+  const stats = await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  assert.equal(stats[0], 1, 'the worker watched its connection')
+  const code2 = await worker.terminate()
+  assert.equal(typeof code2, 'number')
 })

@@ -24,6 +24,7 @@ mod more;
 mod recipes;
 mod settle;
 mod warm;
+mod warm_conn;
 
 /// Separates the message of a native error from its JSON details (see [`js_err`]).
 const DETAILS_SEPARATOR: char = '\u{1f}';
@@ -563,6 +564,14 @@ impl Default for NativeCancel {
 #[napi]
 pub fn warm_in_flight() -> u32 {
     warm::in_flight()
+}
+
+/// `[watched, made]`: the agent connections this thread's loop watches for warm calls now
+/// (kept between calls, see `warm_conn.rs`), and how many it ever made. For the tests.
+#[napi]
+pub fn warm_conn_stats() -> Vec<u32> {
+    let (watched, made) = warm_conn::stats();
+    vec![watched, made]
 }
 
 /// Gives the CPU to another runnable thread, if any (`spin.js` calls it between polls, so a

@@ -3,9 +3,9 @@
 //! blocks on it and then hands the outcome over.
 //!
 //! N-API has no way to watch a descriptor, so this uses libuv, which Node exports to addons
-//! (`napi_get_uv_event_loop`): a `uv_poll_t` on the call's socket, for what the call waits for,
-//! and a `uv_timer_t` for its time (the call's timeout or the client's request timeout, the
-//! smaller). Both run on the loop's thread, and the promise settles through the environment's
+//! (`napi_get_uv_event_loop`): the `uv_poll_t` of the call's connection (`warm_conn.rs`: one
+//! per connection, kept between calls), for what the call waits for, and a `uv_timer_t` for its
+//! time (the call's timeout or the client's request timeout, the smaller). Both run on the loop's thread, and the promise settles through the environment's
 //! queue (`settle.rs`), as every other call's does. A call the warm path did not settle (a
 //! stale view, lock-delay, an error, a broken connection, its time) goes on on a baton thread
 //! from where it stopped (`on_thread`'s pool). A cancel token is looked at when the socket or
@@ -24,10 +24,10 @@ use napi::bindgen_prelude::Object;
 use napi::{sys, Env, Result};
 
 use crate::settle::{self, Deferred};
+use crate::warm_conn::{self, Conn};
 use crate::{js_err, run_settling};
 
-/// `UV_POLL` and `UV_TIMER` in libuv's `uv_handle_type`.
-const UV_POLL: c_int = 8;
+/// `UV_TIMER` in libuv's `uv_handle_type`.
 const UV_TIMER: c_int = 13;
 /// `UV_READABLE` and `UV_WRITABLE` in libuv's `uv_poll_event`.
 const UV_READABLE: c_int = 1;
@@ -35,13 +35,6 @@ const UV_WRITABLE: c_int = 2;
 
 extern "C" {
     fn uv_handle_size(kind: c_int) -> usize;
-    fn uv_poll_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void, fd: c_int) -> c_int;
-    fn uv_poll_start(
-        handle: *mut c_void,
-        events: c_int,
-        cb: unsafe extern "C" fn(*mut c_void, c_int, c_int),
-    ) -> c_int;
-    fn uv_poll_stop(handle: *mut c_void) -> c_int;
     fn uv_timer_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void) -> c_int;
     fn uv_timer_start(
         handle: *mut c_void,
@@ -104,17 +97,14 @@ enum Call {
     Release(Box<WarmRelease>),
 }
 
-/// One warm call on the loop: its handles point to it (their `data` field); it is freed when
-/// both are closed.
+/// One warm call on the loop: its connection's handle (while it waits on it) and its timer point
+/// to it; it is freed when the timer is closed (at once when it has none).
 struct Task {
     call: Option<Call>,
     deferred: Option<Deferred>,
-    poll: *mut c_void,
+    /// The watched connection it runs on (see `warm_conn.rs`).
+    conn: *mut Conn,
     timer: *mut c_void,
-    /// Handles not closed yet.
-    open: u8,
-    /// The events the poll handle watches (0: not started).
-    events: c_int,
     timeout: Option<Duration>,
     begun: Instant,
     token: baton::CancelToken,
@@ -123,9 +113,9 @@ struct Task {
     env: sys::napi_env,
 }
 
-fn layout(kind: c_int) -> Layout {
+fn timer_layout() -> Layout {
     // SAFETY: a plain query of libuv's handle sizes.
-    let size = unsafe { uv_handle_size(kind) };
+    let size = unsafe { uv_handle_size(UV_TIMER) };
     Layout::from_size_align(size.max(std::mem::size_of::<*mut c_void>()), 16)
         .expect("a libuv handle layout")
 }
@@ -146,63 +136,50 @@ fn start<'e>(
             "napi_get_uv_event_loop failed (napi status {status})"
         )));
     }
-    let (fd, limit) = match &call {
-        Call::Acquire(w) => (w.fd(), w.time_limit()),
-        Call::Release(w) => (w.fd(), w.time_limit()),
+    let (fd, conn_id, limit) = match &call {
+        Call::Acquire(w) => (w.fd(), w.conn_id(), w.time_limit()),
+        Call::Release(w) => (w.fd(), w.conn_id(), w.time_limit()),
     };
     let limit = match timeout {
         Some(t) if !t.is_zero() => t.min(limit),
         _ => limit,
     };
-    let (poll_layout, timer_layout) = (layout(UV_POLL), layout(UV_TIMER));
-    // SAFETY: non-zero sizes.
-    let (poll, timer) = unsafe { (alloc_zeroed(poll_layout), alloc_zeroed(timer_layout)) };
-    let (poll, timer) = (poll.cast::<c_void>(), timer.cast::<c_void>());
     let task = Box::into_raw(Box::new(Task {
         call: Some(call),
         deferred: Some(deferred),
-        poll,
-        timer,
-        open: 0,
-        events: 0,
+        conn: ptr::null_mut(),
+        timer: ptr::null_mut(),
         timeout,
         begun: Instant::now(),
         token,
         env: ptr::null_mut(),
     }));
-    // SAFETY: `poll` and `timer` are zeroed allocations of their handles' sizes (checked for
-    // null first), initialised here on the loop's own thread; their first field (`data`, as in
-    // every libuv handle) is set to the task, which lives until both are closed. If the poll
-    // handle cannot be made, nothing was registered with the loop (libuv checks before it
-    // registers): the handles are freed here and the call goes on on a thread.
+    // SAFETY: on the loop's own thread, with its live env. A connection that cannot be
+    // watched registered nothing with the loop: the call goes on on a thread. The timer is a
+    // zeroed allocation of its handle's size (checked for null first), initialised here; its
+    // first field (`data`, as in every libuv handle) is set to the task, which lives until the
+    // timer is closed.
     unsafe {
-        if poll.is_null() || timer.is_null() || uv_poll_init(event_loop, poll, fd) != 0 {
-            if !poll.is_null() {
-                dealloc(poll.cast(), poll_layout);
-            }
-            if !timer.is_null() {
-                dealloc(timer.cast(), timer_layout);
-            }
+        let Some(conn) = warm_conn::get(env.raw(), event_loop, conn_id, fd) else {
             let mut task = Box::from_raw(task);
             resume(&mut task);
             return Ok(promise);
-        }
-        *poll.cast::<*mut Task>() = task;
-        (*task).open += 1;
+        };
+        (*task).conn = conn;
         IN_FLIGHT.with(|n| n.set(n.get() + 1));
         if sys::napi_add_env_cleanup_hook(env.raw(), Some(on_env_gone), task.cast())
             == sys::Status::napi_ok
         {
             (*task).env = env.raw();
         }
-        if uv_timer_init(event_loop, timer) == 0 {
+        let timer = alloc_zeroed(timer_layout()).cast::<c_void>();
+        if !timer.is_null() && uv_timer_init(event_loop, timer) == 0 {
             *timer.cast::<*mut Task>() = task;
-            (*task).open += 1;
+            (*task).timer = timer;
             let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
             uv_timer_start(timer, on_time, ms, 0);
-        } else {
-            dealloc(timer.cast(), timer_layout);
-            (*task).timer = ptr::null_mut();
+        } else if !timer.is_null() {
+            dealloc(timer.cast(), timer_layout());
         }
         step(task);
     }
@@ -252,13 +229,11 @@ unsafe fn step(task: *mut Task) {
                 Interest::Read => UV_READABLE,
                 Interest::Write => UV_WRITABLE,
             };
-            if events != t.events {
-                t.events = events;
-                // SAFETY: the poll handle is live while the task is.
-                if unsafe { uv_poll_start(t.poll, events, on_ready) } != 0 {
-                    // SAFETY: the caller's.
-                    unsafe { give_up(task) };
-                }
+            // SAFETY: the task's connection is live while the task is; the task stays
+            // registered until `finish` releases it.
+            if !unsafe { warm_conn::wait(t.conn, task.cast(), on_ready, events) } {
+                // SAFETY: the caller's.
+                unsafe { give_up(task) };
             }
         }
         // SAFETY: the caller's; nothing touches the task after this.
@@ -343,7 +318,8 @@ fn resume(t: &mut Task) {
     }
 }
 
-/// Stops and closes the task's handles; the last close frees it.
+/// Lets the task's connection go back to waiting for the next call, and closes its timer
+/// (whose close frees the task; with no timer it is freed here).
 ///
 /// # Safety
 /// On the loop's thread, with `task` live; called once per task.
@@ -351,25 +327,29 @@ unsafe fn finish(task: *mut Task) {
     // SAFETY: the caller's.
     let t = unsafe { &mut *task };
     IN_FLIGHT.with(|n| n.set(n.get().saturating_sub(1)));
-    // SAFETY: both handles are live (initialised, not closed) until closed here; the hook was
-    // registered with this task as its argument.
+    // SAFETY: the connection and the timer are live (not closed) until released and closed
+    // here; the hook was registered with this task as its argument.
     unsafe {
         if !t.env.is_null() {
             sys::napi_remove_env_cleanup_hook(t.env, Some(on_env_gone), task.cast());
         }
-        uv_poll_stop(t.poll);
-        uv_close(t.poll, on_closed_poll);
-        if !t.timer.is_null() {
+        warm_conn::release(t.conn);
+        if t.timer.is_null() {
+            drop(Box::from_raw(task));
+        } else {
             uv_timer_stop(t.timer);
             uv_close(t.timer, on_closed_timer);
         }
     }
 }
 
-unsafe extern "C" fn on_ready(handle: *mut c_void, _status: c_int, _events: c_int) {
-    // SAFETY: `data` holds the live task (the handle is stopped before the task ends). An
-    // error status is seen by the call's own read or write.
-    unsafe { step(*handle.cast::<*mut Task>()) };
+/// The task's connection is ready.
+///
+/// # Safety
+/// `task` is a live task waiting on its connection, on the loop's thread.
+unsafe fn on_ready(task: *mut c_void) {
+    // SAFETY: the caller's. An error status is seen by the call's own read or write.
+    unsafe { step(task.cast()) };
 }
 
 /// The environment is torn down with the call in flight: the call is dropped (what it may
@@ -392,30 +372,14 @@ unsafe extern "C" fn on_time(handle: *mut c_void) {
     unsafe { give_up(*handle.cast::<*mut Task>()) };
 }
 
-/// A handle of `task` is closed: frees it, and the task after its last handle.
-///
-/// # Safety
-/// `handle` was allocated with `layout(kind)` and libuv is done with it.
-unsafe fn closed(handle: *mut c_void, kind: c_int) {
-    // SAFETY: the caller's; `data` holds the task.
+unsafe extern "C" fn on_closed_timer(handle: *mut c_void) {
+    // SAFETY: libuv calls this once, after the timer is closed; `data` holds the task, whose
+    // last handle it was.
     unsafe {
         let task = *handle.cast::<*mut Task>();
-        dealloc(handle.cast(), layout(kind));
-        (*task).open -= 1;
-        if (*task).open == 0 {
-            drop(Box::from_raw(task));
-        }
+        dealloc(handle.cast(), timer_layout());
+        drop(Box::from_raw(task));
     }
-}
-
-unsafe extern "C" fn on_closed_poll(handle: *mut c_void) {
-    // SAFETY: libuv calls this once, after the poll handle is closed.
-    unsafe { closed(handle, UV_POLL) };
-}
-
-unsafe extern "C" fn on_closed_timer(handle: *mut c_void) {
-    // SAFETY: libuv calls this once, after the timer handle is closed.
-    unsafe { closed(handle, UV_TIMER) };
 }
 
 /// `acquire(timeoutMs, cancel)` of a holder: warm when it can be, else on a thread (which
