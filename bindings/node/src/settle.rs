@@ -51,6 +51,10 @@ struct Local {
     turns: Arc<Turns>,
     set_immediate: sys::napi_ref,
     turn_over: sys::napi_ref,
+    /// The async context (and its resource object) that promises settled from the loop's own
+    /// callbacks are settled in (`Deferred::settle_from_loop`); null if it could not be made.
+    context: sys::napi_async_context,
+    resource: sys::napi_ref,
 }
 
 thread_local! {
@@ -236,6 +240,8 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
             tsfn: Mutex::new(Some(Raw(tsfn))),
         });
         let q = queue.clone();
+        let (context, resource) = async_context(env.raw(), name);
+        let scope = Raw((env.raw(), context, resource));
         env.add_env_cleanup_hook((), move |()| {
             // Settling threads find `None` from now on and free their outcome themselves.
             if let Some(t) = q.tsfn.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -247,6 +253,20 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
                     )
                 };
             }
+            let (env, context, resource) = scope.0;
+            LOCAL.with(|l| {
+                if let Some(local) = l.borrow_mut().as_mut().filter(|local| local.env == env) {
+                    local.context = ptr::null_mut();
+                }
+            });
+            if !context.is_null() {
+                // SAFETY: made in this environment, which exists while its hooks run; used
+                // no more (cleared above).
+                unsafe {
+                    sys::napi_async_destroy(env, context);
+                    sys::napi_delete_reference(env, resource);
+                }
+            }
         })?;
         *l = Some(Local {
             env: env.raw(),
@@ -255,9 +275,34 @@ fn queue(env: &Env) -> Result<Arc<Queue>> {
             turns: Turns::new(),
             set_immediate,
             turn_over,
+            context,
+            resource,
         });
         Ok(queue)
     })
+}
+
+/// An async context for `env`, with a resource object kept alive by a reference (nulls if
+/// napi refuses: promises are then settled through the queue only).
+fn async_context(
+    env: sys::napi_env,
+    name: sys::napi_value,
+) -> (sys::napi_async_context, sys::napi_ref) {
+    let (mut resource, mut reference, mut context) =
+        (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: on the JavaScript thread with its live env; `name` is a string of this env.
+    unsafe {
+        if sys::napi_create_object(env, &mut resource) != sys::Status::napi_ok
+            || sys::napi_create_reference(env, resource, 1, &mut reference) != sys::Status::napi_ok
+        {
+            return (ptr::null_mut(), ptr::null_mut());
+        }
+        if sys::napi_async_init(env, resource, name, &mut context) != sys::Status::napi_ok {
+            sys::napi_delete_reference(env, reference);
+            return (ptr::null_mut(), ptr::null_mut());
+        }
+    }
+    (context, reference)
 }
 
 /// One more (`true`) or one fewer pending promise on this thread; the queue keeps the process
@@ -379,6 +424,62 @@ impl Deferred {
             // The environment is gone: nobody awaits the promise; free the outcome here.
             // SAFETY: `data` was not handed to napi.
             drop(unsafe { Box::from_raw(data.cast::<Settle>()) });
+        }
+    }
+}
+
+impl Deferred {
+    /// Settles the promise now, on the JavaScript thread, from a libuv callback of its loop (a
+    /// warm call's socket or timer: no JavaScript is running). It is settled in a callback
+    /// scope of its own, as napi runs a thread-safe function's `call_js`, so its reactions run
+    /// (when the scope closes) before the loop goes on, without the queue's wake-up of the
+    /// loop: an `eventfd` write, a poll and a read per call. Through the queue when the
+    /// environment has no async context, or a scope cannot be opened.
+    ///
+    /// # Safety
+    /// On the JavaScript thread of `env`, the environment that made the promise, in a libuv
+    /// callback (not inside a JavaScript call).
+    pub(crate) unsafe fn settle_from_loop<T: ToNapiValue + Send + 'static>(
+        mut self,
+        env: sys::napi_env,
+        outcome: std::result::Result<T, Error>,
+    ) {
+        let scope = LOCAL.with(|l| {
+            l.borrow()
+                .as_ref()
+                .filter(|local| local.env == env && !local.context.is_null())
+                .map(|local| (local.context, local.resource))
+        });
+        let Some((context, resource)) = scope else {
+            return self.settle(None, outcome);
+        };
+        let (mut handles, mut object, mut callback) =
+            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        // SAFETY: the caller's: the JavaScript thread of the env that made the promise and
+        // the references, outside JavaScript. The scopes are closed in reverse order.
+        unsafe {
+            if sys::napi_open_handle_scope(env, &mut handles) != sys::Status::napi_ok {
+                return self.settle(None, outcome);
+            }
+            if sys::napi_get_reference_value(env, resource, &mut object) != sys::Status::napi_ok
+                || sys::napi_open_callback_scope(env, object, context, &mut callback)
+                    != sys::Status::napi_ok
+            {
+                sys::napi_close_handle_scope(env, handles);
+                return self.settle(None, outcome);
+            }
+            if let Some(raw) = self.raw.take() {
+                match outcome.and_then(|v| T::to_napi_value(env, v)) {
+                    Ok(value) => {
+                        sys::napi_resolve_deferred(env, raw.0, value);
+                    }
+                    Err(e) => reject(env, raw.0, e),
+                }
+                count(env, false);
+            }
+            // Runs the promise's reactions (the microtask queue) and `process.nextTick`s.
+            sys::napi_close_callback_scope(env, callback);
+            sys::napi_close_handle_scope(env, handles);
         }
     }
 }

@@ -111,6 +111,8 @@ struct Task {
     /// The environment whose clean-up hook ends the call if the environment goes first (a
     /// worker thread terminated with the call in flight); null when no hook is registered.
     env: sys::napi_env,
+    /// The environment that made the promise (its JavaScript thread is the loop's).
+    js_env: sys::napi_env,
 }
 
 fn timer_layout() -> Layout {
@@ -153,6 +155,7 @@ fn start<'e>(
         begun: Instant::now(),
         token,
         env: ptr::null_mut(),
+        js_env: env.raw(),
     }));
     // SAFETY: on the loop's own thread, with its live env. A connection that cannot be
     // watched registered nothing with the loop: the call goes on on a thread. The timer is a
@@ -181,16 +184,18 @@ fn start<'e>(
         } else if !timer.is_null() {
             dealloc(timer.cast(), timer_layout());
         }
-        step(task);
+        step(task, false);
     }
     Ok(promise)
 }
 
-/// Advances the task's call and acts on where it stands.
+/// Advances the task's call and acts on where it stands. `from_loop`: called from a libuv
+/// callback (the socket is ready), where a settled promise is settled at once; else from
+/// JavaScript (the call's start), where it goes through the environment's queue.
 ///
 /// # Safety
 /// On the loop's thread, with `task` live (not finished).
-unsafe fn step(task: *mut Task) {
+unsafe fn step(task: *mut Task, from_loop: bool) {
     // SAFETY: the caller's.
     let t = unsafe { &mut *task };
     if t.token.is_cancelled() {
@@ -198,11 +203,15 @@ unsafe fn step(task: *mut Task) {
         unsafe { give_up(task) };
         return;
     }
+    // What the call settled with: settled once the task is finished (its connection released
+    // and its timer closed), since settling may run JavaScript that makes the next call on
+    // the same connection at once.
+    let mut settled = None;
     let pending = match t.call.as_mut() {
         Some(Call::Acquire(w)) => match w.advance() {
             WarmStep::Pending(i) => Some(i),
             WarmStep::Done(r) => {
-                settle_now(t, r);
+                settled = Some(r);
                 None
             }
             WarmStep::Resume(r) => {
@@ -213,7 +222,7 @@ unsafe fn step(task: *mut Task) {
         Some(Call::Release(w)) => match w.advance() {
             WarmStep::Pending(i) => Some(i),
             WarmStep::Done(r) => {
-                settle_now(t, r);
+                settled = Some(r);
                 None
             }
             WarmStep::Resume(r) => {
@@ -223,21 +232,31 @@ unsafe fn step(task: *mut Task) {
         },
         None => None,
     };
-    match pending {
-        Some(i) => {
-            let events = match i {
-                Interest::Read => UV_READABLE,
-                Interest::Write => UV_WRITABLE,
-            };
-            // SAFETY: the task's connection is live while the task is; the task stays
-            // registered until `finish` releases it.
-            if !unsafe { warm_conn::wait(t.conn, task.cast(), on_ready, events) } {
-                // SAFETY: the caller's.
-                unsafe { give_up(task) };
-            }
+    if let Some(i) = pending {
+        let events = match i {
+            Interest::Read => UV_READABLE,
+            Interest::Write => UV_WRITABLE,
+        };
+        // SAFETY: the task's connection is live while the task is; the task stays registered
+        // until `finish` releases it.
+        if !unsafe { warm_conn::wait(t.conn, task.cast(), on_ready, events) } {
+            // SAFETY: the caller's.
+            unsafe { give_up(task) };
         }
-        // SAFETY: the caller's; nothing touches the task after this.
-        None => unsafe { finish(task) },
+        return;
+    }
+    t.call = None;
+    let (deferred, env) = (t.deferred.take(), t.js_env);
+    // SAFETY: the caller's; nothing touches the task after this.
+    unsafe { finish(task) };
+    if let (Some(d), Some(outcome)) = (deferred, settled) {
+        if from_loop {
+            // SAFETY: on the loop's thread in a libuv callback, with the env that made the
+            // promise (a task whose env is gone has no deferred any more).
+            unsafe { d.settle_from_loop(env, outcome.map_err(js_err)) };
+        } else {
+            d.settle(None, outcome.map_err(js_err));
+        }
     }
 }
 
@@ -247,7 +266,7 @@ enum Rest {
     Release(ResumeRelease),
 }
 
-/// Settles the task's promise with `outcome`.
+/// Settles the task's promise with `outcome` (through the environment's queue).
 fn settle_now(t: &mut Task, outcome: baton::Result<bool>) {
     t.call = None;
     if let Some(d) = t.deferred.take() {
@@ -349,7 +368,7 @@ unsafe fn finish(task: *mut Task) {
 /// `task` is a live task waiting on its connection, on the loop's thread.
 unsafe fn on_ready(task: *mut c_void) {
     // SAFETY: the caller's. An error status is seen by the call's own read or write.
-    unsafe { step(task.cast()) };
+    unsafe { step(task.cast(), true) };
 }
 
 /// The environment is torn down with the call in flight: the call is dropped (what it may
