@@ -125,7 +125,15 @@ test('warm calls on one connection share one watched connection, let go when the
     assert.ok(await lock.acquire({ timeoutMs: 10000 }))
     assert.equal(await lock.release(), true)
   }
-  assert.deepEqual(warmConnStats(), [1, made], 'the twenty cycles made no watch of their own')
+  if (await noWarmAcquire()) {
+    // Before Consul 1.6.2 an acquire runs on a thread, which may take the same connection from
+    // the pool: the loop lets it go and watches it again for the release, at most once a cycle.
+    const [watchedAfter, madeAfter] = warmConnStats()
+    assert.equal(watchedAfter, 1)
+    assert.ok(madeAfter - made <= 20, `watched again more than once a cycle: ${madeAfter - made}`)
+  } else {
+    assert.deepEqual(warmConnStats(), [1, made], 'the twenty cycles made no watch of their own')
+  }
   // The client closes its connections (the core shuts them down): the loop sees the end of the
   // one it watches and lets it go.
   await client.close()
@@ -147,7 +155,10 @@ test('a worker thread that made warm calls ends cleanly, its watched connection 
         await lock.release()
       }
       parentPort.postMessage(warmConnStats())
-      // Left open on purpose: the worker ends with its connection still watched.
+      // Closed: the core shuts its connections down, and the worker ends whether or not its
+      // loop has let the watched one go by then (its clean-up closes what is left).
+      await c.close()
+      parentPort.postMessage('closed')
     })()
   `
   const worker = new Worker(code, {
@@ -159,14 +170,16 @@ test('a worker thread that made warm calls ends cleanly, its watched connection 
       key: freshKey('worker'),
     },
   })
-  const stats = await new Promise((resolve, reject) => {
-    worker.once('message', resolve)
+  const messages = []
+  worker.on('message', (m) => messages.push(m))
+  // It ends by itself once its client is closed (nothing of baton's keeps its loop alive), and
+  // this process lives on: a worker's loop closing with a handle still open would abort it.
+  const exited = new Promise((resolve, reject) => {
+    worker.once('exit', resolve)
     worker.once('error', reject)
   })
-  assert.equal(stats[0], 1, 'the worker watched its connection')
-  // It ends (by itself: nothing it holds keeps its loop alive; or terminated), and this process
-  // lives on: a worker's loop closing with a handle still open would abort the process.
-  const exited = new Promise((resolve) => worker.once('exit', resolve))
-  await worker.terminate()
-  assert.ok([0, 1].includes(await exited), 'the worker ended cleanly')
+  assert.equal(await exited, 0, 'the worker ended by itself')
+  assert.equal(messages.length, 2, `the worker's messages: ${JSON.stringify(messages)}`)
+  assert.equal(messages[0][0], 1, 'the worker watched its connection')
+  assert.equal(messages[1], 'closed')
 })

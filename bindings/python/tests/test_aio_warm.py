@@ -144,9 +144,13 @@ def test_a_warm_acquire_whose_time_runs_out_in_flight_returns_false_holding_noth
     asyncio.run(main())
 
 
-def test_warm_calls_register_their_connection_with_the_loop_once(devserver):
+def test_warm_calls_register_their_connection_with_the_loop_once(devserver, consul_before):
     """The loop keeps a warm call's connection registered between calls (a duplicate of its
-    socket, `aio._Conn`): twenty cycles on one connection register nothing more."""
+    socket, `aio._Conn`): twenty cycles on one connection register nothing more. Before Consul
+    1.6.2 an acquire is not warm: it runs on a baton thread, which may take the same
+    connection from the pool, and the loop then lets it go and registers it again for the
+    release: at most once a cycle."""
+    warm_acquires = not consul_before("1.6.2")
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -168,7 +172,10 @@ def test_warm_calls_register_their_connection_with_the_loop_once(devserver):
                     await lock.release()
             finally:
                 del loop.add_reader
-            assert registered == [], f"registered again: {registered}"
+            if warm_acquires:
+                assert registered == [], f"registered again: {registered}"
+            else:
+                assert len(registered) <= 20, f"registered more than once a cycle: {registered}"
 
     asyncio.run(main())
 
