@@ -721,8 +721,7 @@ export declare function warmConnStats(): Array<number>
 
 /**
  * How many warm calls (a lock's acquire or release whose one request this loop writes and
- * reads itself, see `warm.rs`) are in flight on this thread's loop: `spin.js` polls for them
- * as for a call whose baton thread is awake.
+ * reads itself, see `warm.rs`) are in flight on this thread's loop. For the tests.
  */
 export declare function warmInFlight(): number
 

@@ -18,7 +18,9 @@
 //   thread that delivered it is still awake for the call (src/settle.rs, core/src/foundations/pool.rs). A
 //   call after a pause wakes a parked baton thread, and a spinning loop would keep that thread
 //   off its CPU: measured, isolated calls were slower with it. A warm call (src/warm.rs: the
-//   loop itself reads the answer; `warmInFlight`) spins too: no thread waits for the CPU;
+//   loop itself reads the answer) does not spin: the loop sleeps on its socket as a blocking
+//   Rust call sleeps on it, so there is no hand-over to save, and polling would spend a core
+//   on the wait (1.4-1.6x Rust's CPU per lock cycle at 0 ms, `make bench-bindings`);
 // * only while most recent calls settled within WINDOW_MS (an exponential moving average over
 //   every call): against a remote Consul, where a call takes milliseconds, it switches itself
 //   off, since the wake-up is then a small part of each call. Calls slowed by a missing spin
@@ -28,7 +30,7 @@
 //   spent elsewhere; `make bench-bindings` measures both: the `node-nospin` worker).
 
 const { performance } = require('node:perf_hooks')
-const { yieldCpu, inTurn, warmInFlight } = require('./native.js')
+const { yieldCpu, inTurn } = require('./native.js')
 
 /** Whether the loop may spin at all (BATON_NODE_SPIN=0: never). */
 const ENABLED = process.env.BATON_NODE_SPIN !== '0'
@@ -55,7 +57,7 @@ function tick() {
 function started() {
   const now = performance.now()
   pending++
-  if (ENABLED && quick >= 0.5 && (inTurn() || warmInFlight() > 0)) {
+  if (ENABLED && quick >= 0.5 && inTurn()) {
     latestStart = now
     if (!spinning) {
       spinning = true

@@ -8,8 +8,8 @@ const { performance } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { Client } = require('..')
 const spin = require('../spin.js')
-const { inTurn } = require('../native.js')
-const { useServer, request, realConsul } = require('./helpers')
+const { inTurn, warmInFlight } = require('../native.js')
+const { useServer, request, realConsul, consulBefore } = require('./helpers')
 
 // Each test gets a client of its own (closed after it, before the no-session-left check).
 const fx = useServer()
@@ -115,4 +115,25 @@ test('calls held up by the server count as slow', { skip: realConsul && 'needs t
   assert.equal((await request(server.addr, 'PUT', '/_devserver/resume')).status, 200)
   await Promise.all(gets)
   assert.ok(spin.state().quick < 0.5, JSON.stringify(spin.state()))
+})
+
+test('a warm call does not spin', async () => {
+  // Its answer comes on the socket the loop sleeps on, as a blocking call's does: polling
+  // would only spend a core.
+  const lock = client.lock(`spin/warm/${process.pid}`)
+  await lock.acquire({ timeoutMs: 10000 })
+  await lock.release() // the loop connection is open: the next calls are warm
+  for (let i = 0; i < 20; i++) spin.ended(spin.started())
+  assert.ok(spin.state().quick >= 0.5)
+  assert.ok(await eventually(() => !spin.state().spinning))
+  assert.equal(inTurn(), false)
+  const warmAcquire = !(await consulBefore(server.addr, '1.6.2'))
+  await laterTurn()
+  const acquiring = lock.acquire({ timeoutMs: 10000 })
+  assert.equal(warmInFlight(), warmAcquire ? 1 : 0)
+  assert.equal(spin.state().spinning, false)
+  await acquiring
+  const releasing = lock.release()
+  assert.equal(warmInFlight(), 1, 'the release is a warm call (on every Consul version)')
+  await releasing
 })

@@ -19,8 +19,6 @@ async function cancellable(signal, start, undo, { token = false } = {}) {
     let result
     let began
     try {
-      // Started before the spin is asked for: a warm call (the loop reads its answer) is in
-      // flight by then, and spins as a call whose baton thread is awake does.
       const pending = start(cancel)
       began = spin.started()
       result = await pending

@@ -559,8 +559,7 @@ impl Default for NativeCancel {
 }
 
 /// How many warm calls (a lock's acquire or release whose one request this loop writes and
-/// reads itself, see `warm.rs`) are in flight on this thread's loop: `spin.js` polls for them
-/// as for a call whose baton thread is awake.
+/// reads itself, see `warm.rs`) are in flight on this thread's loop. For the tests.
 #[napi]
 pub fn warm_in_flight() -> u32 {
     warm::in_flight()

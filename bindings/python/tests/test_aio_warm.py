@@ -3,6 +3,8 @@ writes and reads itself (bindings/python/src/warm.rs, `aio._warm`), and what it 
 its task is cancelled or its time runs out while the request is on its way."""
 
 import asyncio
+import contextvars
+import errno
 import json
 import os
 import time
@@ -226,5 +228,99 @@ def test_a_warm_call_is_given_up_on_time_behind_an_earlier_timer(devserver, dev_
             finally:
                 latency(devserver, "0s")
             await nothing_left(devserver, k, lock)
+
+    asyncio.run(main())
+
+
+def test_a_warm_answer_resumes_its_task_in_the_same_turn_of_the_loop(
+        devserver, consul_before, monkeypatch):
+    """The answer to a warm call resumes the awaiting task inside the loop callback that read
+    it (`_loop._wake_now`), not a turn later: with the loop's polling off, a warm cycle of
+    acquire and release takes one poll of the selector per request. The task resumes as
+    itself, in its own context."""
+    warm_acquires = not consul_before("1.6.2")
+    monkeypatch.setattr(baton_loop._LoopHub, "SPIN", False)
+    var = contextvars.ContextVar("var")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with baton.aio.Client(devserver) as c:
+            _, lock = await after_a_cycle(c, "same-turn")
+            me = asyncio.current_task()
+            var.set("mine")
+            selector = loop._selector  # type: ignore[attr-defined]
+            polls = []
+            real = selector.select
+
+            def counting(timeout=None):
+                polls.append(timeout)
+                return real(timeout)
+
+            selector.select = counting
+            try:
+                for _ in range(20):
+                    assert await lock.acquire(timeout=10)
+                    assert asyncio.current_task() is me and var.get() == "mine"
+                    await lock.release()
+                    assert asyncio.current_task() is me and var.get() == "mine"
+            finally:
+                del selector.select
+            if warm_acquires:
+                assert len(polls) == 40, f"{len(polls)} polls for 40 warm requests"
+
+    asyncio.run(main())
+
+
+def test_a_loop_out_of_descriptors_takes_the_cold_path(devserver, monkeypatch):
+    """When the duplicate of a connection cannot be made (the process has no descriptor
+    left), a warm call goes on on a baton thread: it still holds and releases, and the loop
+    registers nothing."""
+
+    def no_descriptor(fd):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        hub = baton.aio._hub(loop)
+        assert hub is not None
+        async with baton.aio.Client(devserver) as c:
+            k = key("emfile")
+            lock = c.lock(k)
+            monkeypatch.setattr(baton_loop.os, "dup", no_descriptor)
+            for _ in range(3):
+                assert await lock.acquire(timeout=10)
+                assert holder(devserver, k) == lock.sequencer.session
+                await lock.release()
+                assert holder(devserver, k) is None
+            assert len(hub.conns) == 0
+
+    asyncio.run(main())
+
+
+def test_a_warm_call_does_not_keep_the_loop_polling(devserver, dev_only, monkeypatch):
+    """The loop polls instead of sleeping only for a call on a baton thread: a warm call's
+    answer comes on the socket the loop sleeps on, as a blocking call's does, so polling
+    would only spend a core. A release is warm on every Consul version."""
+    dev_only("latency fault")
+    monkeypatch.setattr(baton_loop._LoopHub, "SPIN", True)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        hub = baton.aio._hub(loop)
+        assert hub is not None
+        async with baton.aio.Client(devserver) as c:
+            _, lock = await after_a_cycle(c, "no-poll")
+            assert await lock.acquire(timeout=10)
+            hub.quick = 1.0  # recent calls were quick: a call that may poll would
+            latency(devserver, "20ms")
+            try:
+                task = asyncio.ensure_future(lock.release())
+                await asyncio.sleep(0)  # the task writes its request
+                assert [conn for conn in hub.conns.values() if conn.call is not None], \
+                    "the release is not in flight as a warm call"
+                assert not hub.spinning
+                await task
+            finally:
+                latency(devserver, "0s")
 
     asyncio.run(main())

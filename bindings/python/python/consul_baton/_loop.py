@@ -4,6 +4,7 @@ call is awaited: on a baton thread (``_run``) or written and read by the loop it
 """
 
 import asyncio
+import contextvars
 import math
 import os
 import time
@@ -50,13 +51,16 @@ class _LoopHub:
     of the tasks it woke; see ``core/src/foundations/pool.rs``): a task that calls again at once (a release
     right after an acquire) hands its call to an awake thread.
 
-    While a call is young the loop also polls instead of sleeping, as the Node binding does
-    (``bindings/node/spin.js``, where the reasons and figures are): for at most ``WINDOW``
-    seconds after the latest call started, only for a call made in the turn that took an
-    outcome (its baton thread is still awake: a spinning loop would keep a thread it has to wake
-    off its CPU), and only while most recent calls settled within ``WINDOW``. Between polls it
-    yields the CPU. ``BATON_AIO_SPIN=0`` in the environment switches the polling off (a machine
-    whose cores are better spent elsewhere; ``make bench-bindings`` measures both)."""
+    While a call on a baton thread is young the loop also polls instead of sleeping, as the
+    Node binding does (``bindings/node/spin.js``, where the reasons and figures are): for at
+    most ``WINDOW`` seconds after the latest call started, only for a call made in the turn
+    that took an outcome (its baton thread is still awake: a spinning loop would keep a thread
+    it has to wake off its CPU), and only while most recent calls settled within ``WINDOW``.
+    Between polls it yields the CPU. A warm call (``_warm``) never polls: the loop sleeps on
+    its socket as a blocking Rust call sleeps on it, and polling would spend a core on the
+    wait (twice Rust's CPU per lock cycle at 0 ms). ``BATON_AIO_SPIN=0`` in the environment
+    switches the polling off (a machine whose cores are better spent elsewhere;
+    ``make bench-bindings`` measures both)."""
 
     SPIN = os.environ.get("BATON_AIO_SPIN") != "0"
     WINDOW = 0.0003
@@ -110,7 +114,7 @@ class _LoopHub:
 
     def _readable(self, conn: "_Conn") -> None:
         if conn.call is not None:
-            self.advance(conn)
+            self.advance(conn, wake_now=True)
         else:
             # No call of this loop is using it: another thread's request is answered on it,
             # the agent closed it, or baton dropped it (and shut it down). Let it go; a later
@@ -129,8 +133,10 @@ class _LoopHub:
             self.timer_at = deadline
         self.advance(conn)
 
-    def advance(self, conn: "_Conn") -> None:
-        """Advances the call on ``conn`` as far as it goes without blocking."""
+    def advance(self, conn: "_Conn", wake_now: bool = False) -> None:
+        """Advances the call on ``conn`` as far as it goes without blocking. ``wake_now``: this
+        is a callback of the loop (not a task's step), so a settled call's task may take its
+        step right here (``_wake_now``)."""
         call, fut = conn.call, conn.fut
         if fut is None:  # a readiness reported before the call ended
             return
@@ -155,7 +161,10 @@ class _LoopHub:
                 loop.add_writer(conn.fd, self.advance, conn)
             return
         self.finish(conn)
-        fut.set_result((state, value))
+        if wake_now:
+            _wake_now(fut, (state, value))
+        else:
+            fut.set_result((state, value))
 
     def finish(self, conn: "_Conn") -> None:
         """The call on ``conn`` no longer uses it (it stays registered for the next)."""
@@ -213,12 +222,11 @@ class _LoopHub:
         else:
             self.spinning = False
 
-    def started(self, warm: bool = False) -> float:
-        """A call is starting; returns the token for ``ended``. ``warm``: the loop itself
-        reads its answer (``_warm``), so polling keeps no baton thread off its CPU."""
+    def started(self) -> float:
+        """A call on a baton thread is starting; returns the token for ``ended``."""
         now = time.perf_counter()
         self.pending += 1
-        if self.SPIN and self.quick >= 0.5 and (warm or self.native.in_turn()):
+        if self.SPIN and self.quick >= 0.5 and self.native.in_turn():
             self.latest = now
             loop = self.loop()
             if not self.spinning and loop is not None:
@@ -262,6 +270,27 @@ class _Conn:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _wake_now(fut: "asyncio.Future[Any]", value: Any) -> None:
+    """Sets ``fut``'s result and runs the step of the task awaiting it at once, in the loop
+    callback that settled it, instead of in the loop's next turn. ``fut`` is a warm call's
+    own (``_warm`` awaits it and nobody else sees it), so its one done-callback is that task's
+    wake-up. Only from a loop callback: never from inside a task's step.
+
+    The next turn would be a whole pass of the loop (a poll of the selector and the
+    bookkeeping around it) between an answer and the code awaiting it: a sixth of the Python
+    instructions of a lock cycle (callgrind: 219k then 188k per acquire+release), on the path
+    every answer takes. Any other shape of done-callbacks (a loop whose futures keep them
+    elsewhere) is left to ``set_result``."""
+    callbacks = getattr(fut, "_callbacks", None)
+    if callbacks is not None and len(callbacks) == 1:
+        callback, context = callbacks[0]
+        if isinstance(context, contextvars.Context) and fut.remove_done_callback(callback) == 1:
+            fut.set_result(value)
+            context.run(callback, fut)
+            return
+    fut.set_result(value)
 
 
 _yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
@@ -362,12 +391,19 @@ async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEvent
     thread, with what is left of ``timeout``. A cancelled await drops the call: what it may
     have been granted is given back in the background, as a blocking acquire cancelled
     mid-request does."""
+    try:
+        conn = hub.conn(call)
+    except OSError:
+        # No descriptor left for the duplicate (EMFILE): the call goes on on a baton thread,
+        # as one given up before it wrote anything (nothing can have been granted).
+        call.abandon()
+        return await _run(call._start_resume, timeout)
     fut: "asyncio.Future[Any]" = loop.create_future()
-    conn = hub.conn(call)
+    limit = call.time_limit
+    if timeout is not None and 0 < timeout < limit:
+        limit = timeout
     begun = loop.time()
-    limit = call.time_limit if timeout is None or timeout <= 0 else min(timeout, call.time_limit)
     hub.start(conn, call, fut, begun + limit)
-    began = hub.started(warm=True)
     try:
         state, value = await fut
     except asyncio.CancelledError:
@@ -375,8 +411,6 @@ async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEvent
             hub.finish(conn)
         call.drop_call()
         raise
-    finally:
-        hub.ended(began)
     if state == _DONE:
         return value
     # What is left of the call's time; a deadline already passed stays passed (a zero would
