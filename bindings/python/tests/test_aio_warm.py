@@ -324,3 +324,44 @@ def test_a_warm_call_does_not_keep_the_loop_polling(devserver, dev_only, monkeyp
                 latency(devserver, "0s")
 
     asyncio.run(main())
+
+
+def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task():
+    """`_wake_now` runs the awaiting task's step at once when called from a loop callback (as
+    the warm path's reader is), and leaves it to the loop when a task is running (a loop
+    re-entered from inside a task): one task cannot step inside another's."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        order = []
+
+        async def waiter(fut):
+            order.append(("got", await fut))
+
+        # From a loop callback: the waiter has stepped when `_wake_now` returns.
+        fut = loop.create_future()
+        task = asyncio.ensure_future(waiter(fut))
+        await asyncio.sleep(0)  # the waiter awaits `fut`
+        called = loop.create_future()
+
+        def callback():
+            baton_loop._wake_now(fut, 1)
+            order.append("returned")
+            called.set_result(None)
+
+        loop.call_soon(callback)
+        await called
+        await task
+        assert order == [("got", 1), "returned"]
+
+        # From inside this task: the waiter steps later, in a turn of its own.
+        order.clear()
+        fut = loop.create_future()
+        task = asyncio.ensure_future(waiter(fut))
+        await asyncio.sleep(0)
+        baton_loop._wake_now(fut, 2)
+        order.append("returned")
+        await task
+        assert order == ["returned", ("got", 2)]
+
+    asyncio.run(main())

@@ -282,9 +282,12 @@ def _wake_now(fut: "asyncio.Future[Any]", value: Any) -> None:
     bookkeeping around it) between an answer and the code awaiting it: a sixth of the Python
     instructions of a lock cycle (callgrind: 219k then 188k per acquire+release), on the path
     every answer takes. Any other shape of done-callbacks (a loop whose futures keep them
-    elsewhere) is left to ``set_result``."""
+    elsewhere) is left to ``set_result``, and so is a callback run while a task is running
+    (a loop re-entered from inside a task, as ``nest_asyncio`` does): a task cannot step inside
+    another's step."""
     callbacks = getattr(fut, "_callbacks", None)
-    if callbacks is not None and len(callbacks) == 1:
+    if callbacks is not None and len(callbacks) == 1 and \
+            asyncio.current_task(fut.get_loop()) is None:
         callback, context = callbacks[0]
         if isinstance(context, contextvars.Context) and fut.remove_done_callback(callback) == 1:
             fut.set_result(value)
