@@ -352,6 +352,17 @@ bench-bindings: python-install node-build
 		-Wl,-rpath,$(CURDIR)/target/release/baton-lib -o $(BENCH_BINDINGS_OUT)/worker-c
 	$(PY) bench/bindings/run.py --out $(BENCH_BINDINGS_OUT) --latency-ms $(LATENCY_MS) $(BENCH_BINDINGS_ARGS)
 
+## User-space instructions per acquire+release cycle of each client (bench/bindings/instructions.py:
+## valgrind's callgrind, every thread of the worker, the difference of runs of 1,500 and 3,000
+## cycles against one dev server, after the workers' warm-up: Node's JIT is still compiling the
+## lock path before), where timing cannot tell a few percent of a binding's own work
+## from a shared machine's noise. Needs valgrind. Options: BENCH_INSTRUCTIONS_ARGS="--langs
+## rust,python-aio,node --cycles 2000,4000".
+.PHONY: bench-instructions
+bench-instructions: python-install node-build
+	$(CARGO) build --release -p consul-baton-devserver -p bench-bindings
+	$(PY) bench/bindings/instructions.py --out $(BENCH_BINDINGS_OUT) $(BENCH_INSTRUCTIONS_ARGS)
+
 ## What waiting and holding cost as the count grows (bench/scale/run.py), side by side in one
 ## run against one dev server with its default 200-connection limit per client: threads, RSS
 ## per pending acquire, loop lag and lateness for 1,000 and 10,000 pending acquires (Rust

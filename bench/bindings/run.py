@@ -181,7 +181,9 @@ def worker(lang, transport, addr, mode, n, key, out_dir, python, ca):
     return worker_as(base, row_name(lang, transport), env, addr, mode, n, key, out_dir, python)
 
 
-def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
+def worker_argv(lang, mode, out_dir, python):
+    """`lang`'s worker (a base language, not a variant) and the worker's own name for `mode`
+    (`aio-cycles`, a floor's mode): it runs as `argv + [ADDR, mode, N, KEY]`."""
     argv = {
         "floor": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
         "floor-txn": [os.path.join(ROOT, "target", "release", "bench-bindings-rust")],
@@ -197,6 +199,11 @@ def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
         mode = f"aio-{mode}"
     if lang in FLOORS:
         mode = {"floor-asyncio": "aio-floor", "floor-txn": "floor-txn"}.get(lang, "floor")
+    return argv, mode
+
+
+def worker_as(lang, name, env, addr, mode, n, key, out_dir, python):
+    argv, mode = worker_argv(lang, mode, out_dir, python)
     p = subprocess.run(argv + [addr, mode, str(n), key], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, env=env, preexec_fn=PIN.worker)
     lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
