@@ -234,3 +234,74 @@ fn a_warm_acquire_ends_early_with_nothing_held() {
     wait_given_back(&observer, &key);
     assert_eq!(count("baton-reactor"), 0, "{:?}", thread_names());
 }
+
+/// A warm release whose answer never comes (a silent network) ends when its client closes,
+/// not when its request's time is up: on tokio's reactor (`--features tokio`) the client's
+/// close wakes the task, which nothing on the socket would. The unlock it owed is made once
+/// the network heals.
+#[test]
+fn a_warm_release_whose_answer_never_comes_ends_when_its_client_closes() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let f = Fixture::start();
+    let Some((builder, proxy)) = f.proxied() else {
+        return;
+    };
+    // Far longer than the test waits: only the close can end the release in time.
+    let c = builder
+        .request_timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let observer = f.client();
+    let rt = runtime();
+    let key = unique("aio-warm-release-close");
+    let lock = warmed(&c, &key);
+    assert!(lock.acquire(Some(PATIENCE), None).unwrap());
+    let settled = c.direct_calls();
+    proxy.blackhole();
+    // Made inside the runtime, so that (with the feature) it waits on tokio's reactor.
+    let mut fut = {
+        let _inside = rt.enter();
+        Box::pin(lock.release_async())
+    };
+    // The client closes once the release waits for its answer: only the close's own wake-up
+    // can end it then (the future checks for a close each time it is polled).
+    let (waiting, waits) = std::sync::mpsc::channel();
+    let closer = {
+        let c = c.clone();
+        thread::spawn(move || {
+            waits.recv().unwrap();
+            // Longer than the test waits for the release: what the close does at its own
+            // deadline must not be what ends it.
+            c.close_report(3 * PATIENCE).is_complete()
+        })
+    };
+    let ended = rt.block_on(async {
+        let mut waiting = Some(waiting);
+        let release = std::future::poll_fn(|cx| {
+            let p = fut.as_mut().poll(cx);
+            if p.is_pending() {
+                if let Some(w) = waiting.take() {
+                    w.send(()).unwrap();
+                }
+            }
+            p
+        });
+        // The sleep first: when its time wakes the task, the release is not polled again
+        // (a poll would see the close whatever woke it).
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(PATIENCE) => None,
+            r = release => Some(r),
+        }
+    });
+    let err = ended
+        .expect("the release ends when its client closes")
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
+    assert_eq!(c.direct_calls(), settled, "no answer came");
+    drop(fut);
+    proxy.heal();
+    assert!(closer.join().unwrap(), "close made the unlock it owed");
+    wait_given_back(&observer, &key);
+    assert_eq!(count("baton-reactor"), 0, "{:?}", thread_names());
+}
