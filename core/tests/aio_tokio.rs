@@ -81,6 +81,20 @@ fn futures_on_a_multi_thread_runtime_wait_on_its_reactor() {
     assert_eq!(count("baton-step-"), 0, "no step thread");
     assert_eq!(count("baton-reactor"), 0, "no readiness thread");
 
+    // Futures made outside the runtime and polled inside it wait on its reactor too: the
+    // way a call waits is decided when it first waits.
+    let before = c.direct_calls();
+    let acquire = lock.acquire_async(Some(PATIENCE));
+    assert!(rt.block_on(acquire).unwrap());
+    let release = lock.release_async();
+    assert!(rt.block_on(release).unwrap());
+    assert_eq!(
+        c.direct_calls() - before,
+        2,
+        "both settled by their request"
+    );
+    assert_eq!(count("baton-reactor"), 0, "no readiness thread");
+
     // Many tasks at once on the runtime's two workers, each on its own key: each socket is
     // registered for one wait and gone before the connection is reused by another task.
     let locks: Vec<Lock> = (0..24)

@@ -258,11 +258,7 @@ fn a_warm_release_whose_answer_never_comes_ends_when_its_client_closes() {
     assert!(lock.acquire(Some(PATIENCE), None).unwrap());
     let settled = c.direct_calls();
     proxy.blackhole();
-    // Made inside the runtime, so that (with the feature) it waits on tokio's reactor.
-    let mut fut = {
-        let _inside = rt.enter();
-        Box::pin(lock.release_async())
-    };
+    let mut fut = Box::pin(lock.release_async());
     // The client closes once the release waits for its answer: only the close's own wake-up
     // can end it then (the future checks for a close each time it is polled).
     let (waiting, waits) = std::sync::mpsc::channel();

@@ -23,15 +23,17 @@ pub(crate) enum Readiness {
     /// The client's readiness thread.
     Thread(ReactorHandle),
     /// The tokio runtime that polls the future; the readiness thread when the future is polled
-    /// elsewhere or that runtime has no I/O.
+    /// elsewhere or that runtime has no I/O (decided when it first waits: a future made
+    /// outside the runtime that polls it still waits on that runtime's reactor).
     #[cfg(all(feature = "tokio", unix))]
     Tokio(Client),
 }
 
 impl Readiness {
-    /// The way `client`'s warm calls made now wait: tokio's reactor when the caller runs in a
-    /// tokio runtime (see the module docs), else the readiness thread, started on first use;
-    /// `None` when neither can be had (the client closed, no `epoll` on this system).
+    /// The way `client`'s warm calls wait: tokio's reactor when the future is polled inside a
+    /// tokio runtime with I/O (see the module docs), else the readiness thread, started on
+    /// first use; `None` when neither can be had (the client closed, no `epoll` on this
+    /// system).
     pub(crate) fn for_client(client: &Client) -> Option<Readiness> {
         #[cfg(all(feature = "tokio", unix))]
         if tokio_wait::wanted(client) {
@@ -161,14 +163,13 @@ mod tokio_wait {
         }
     }
 
-    /// Whether `client`'s warm calls made now should wait on tokio: the caller runs inside a
-    /// tokio runtime, the client has not found that runtime without I/O, and
+    /// Whether `client`'s warm calls should try tokio when they wait (`register` then looks
+    /// for the runtime polling them): the client has not found a runtime without I/O, and
     /// `BATON_AIO_TOKIO=0` does not turn it off (a bench compares).
     pub(super) fn wanted(client: &Client) -> bool {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *ON.get_or_init(|| crate::foundations::sync::env_switch("BATON_AIO_TOKIO"))
             && !client.core().tokio_io_off.load(Ordering::Relaxed)
-            && tokio::runtime::Handle::try_current().is_ok()
     }
 
     /// Registers a copy of `fd` with the runtime polling this task and asks it for
