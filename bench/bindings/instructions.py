@@ -9,19 +9,22 @@ worker's process, as callgrind reports them at exit) over N2 - N1 is what one mo
 start-up, imports and warm-up cancel out. The default counts (1,500 and 3,000) come after
 Node's JIT has finished compiling the lock path (it goes on until about the 2,100th cycle,
 warm-up included: at 500 and 1,500 Node counted 219k instructions a cycle, at 1,500 and 3,000
-137k). Instruction counts do not move with
-the load of a shared machine the way times do, so a change of a few percent in a binding's own
-work shows here when `make bench-bindings` cannot tell it from noise; they do not show a
-wake-up's cost, which is the kernel's and the hypervisor's.
+135k-142k in two runs). Instruction counts do not move with the load of a shared machine the
+way times do, so a change of a few percent in a binding's own work shows here when
+`make bench-bindings` cannot tell it from noise (Node's counts still move by some 7k between
+runs: its JIT and garbage collector); they do not show a wake-up's cost, which is the kernel's
+and the hypervisor's.
 
 One line per client: `rust`, `c`, `python`, `python-aio`, `node`, and the floors (`floor`: two
 raw PUTs from Rust; `floor-asyncio`, `floor-node`: the same from an event loop, no baton).
-Needs valgrind, and what `make bench-bindings` builds.
+Needs valgrind, and what `make bench-instructions` builds (the C worker, `c`, is built by
+`make bench-bindings`).
 """
 
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,7 +36,7 @@ LANGS = ("rust", "python-aio", "node", "floor", "floor-asyncio", "floor-node")
 
 
 def instructions(argv, env, tmp):
-    """Runs `argv` under callgrind; the instructions of every thread, summed, and its stdout."""
+    """Runs `argv` under callgrind: the instructions of every thread of the process, summed."""
     out = os.path.join(tmp, "callgrind.out.%p")
     p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
                        cwd=bench.ROOT, capture_output=True, text=True, timeout=1800, env=env)
@@ -69,7 +72,9 @@ def main():
         sys.exit(f"--cycles {args.cycles!r}: two counts, N1,N2")
     if not 0 <= n1 < n2:
         sys.exit(f"--cycles {args.cycles!r}: N2 must be greater than N1, both at least 0")
-    if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
+    if "c" in langs and not os.path.exists(os.path.join(args.out, "worker-c")):
+        sys.exit(f"bench-instructions: no C worker in {args.out} (`make bench-bindings` builds it)")
+    if shutil.which("valgrind") is None:
         sys.exit("bench-instructions: needs valgrind (apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
         dev = bench.DevServer(args, ("http",), tmp)

@@ -72,8 +72,9 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// `log`'s global level follows the level the bridge passes on (warnings by
 /// default): a record above it is dropped where it is made, before it is
 /// built or offered to the bridge. The HTTP stack makes several debug and
-/// trace records per request; offered to the bridge, each cost a lock, some
-/// 5k instructions per lock cycle in the Node addon (callgrind).
+/// trace records per request; offered to the bridge, each cost a lock: about
+/// 5k instructions per lock cycle in the Node addon (callgrind's per-function
+/// counts).
 pub fn install() {
     static BRIDGE: Bridge = Bridge;
     if log::set_logger(&BRIDGE).is_ok() {
