@@ -12,6 +12,7 @@ mod cancel;
 mod detached;
 mod devserver;
 mod interrupt;
+mod loop_conn;
 mod metrics;
 mod recipes;
 mod waits;
@@ -574,6 +575,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<aio::Pending>()?;
     m.add_class::<aio::Hub>()?;
     m.add_class::<warm::WarmCall>()?;
+    m.add_class::<loop_conn::LoopConn>()?;
+    m.add_function(wrap_pyfunction!(loop_conn::wake_now, m)?)?;
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
     m.add_function(wrap_pyfunction!(aio::_end_idle_threads, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;

@@ -1,7 +1,8 @@
 //! Native half of `baton.aio`'s warm path: a lock's acquire or release whose one request the
 //! event loop writes and reads itself (`baton::warm`, `docs/src/performance.md`). The loop
-//! polls `fileno()` for what `advance()` says and calls it again; a call the warm path did
-//! not settle goes on on a baton thread (`_start_resume`), as every cold call does.
+//! polls the call's connection (`LoopConn`, which steps the call) for what the step says; a
+//! call the warm path did not settle goes on on a baton thread (`_start_resume`), as every
+//! cold call does.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,12 +23,12 @@ enum State {
     Over,
 }
 
-/// `advance()`'s answers: poll for reading, poll for writing, settled (the value beside it),
-/// go on on a baton thread (`_start_resume`).
-const READ: u8 = 0;
-const WRITE: u8 = 1;
-const DONE: u8 = 2;
-const RESUME: u8 = 3;
+/// A step's answers: poll for reading, poll for writing, settled (the value beside it), go on
+/// on a baton thread (`_start_resume`).
+pub(crate) const READ: u8 = 0;
+pub(crate) const WRITE: u8 = 1;
+pub(crate) const DONE: u8 = 2;
+pub(crate) const RESUME: u8 = 3;
 
 /// One warm lock call of `baton.aio` (made by `Lock._warm_acquire` / `_warm_release`).
 #[pyclass(frozen, module = "consul_baton._native")]
@@ -67,34 +68,11 @@ impl WarmCall {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-#[pymethods]
-impl WarmCall {
-    /// The socket to poll.
-    fn fileno(&self) -> i32 {
-        self.fd
-    }
-
-    /// Which connection `fileno()` belongs to: unique in the process, so the loop can keep a
-    /// duplicate of a connection's socket registered between calls and tell it from a later
-    /// connection given the same descriptor number. A connection baton drops is shut down
-    /// (the duplicate turns readable).
-    #[getter]
-    fn conn_id(&self) -> u64 {
-        self.conn
-    }
-
-    /// Seconds its request may take before the loop gives it up (`abandon`).
-    #[getter]
-    fn time_limit(&self) -> f64 {
-        self.limit
-    }
-
-    /// Writes, reads and judges what it can without blocking: `(0, None)` poll for reading,
-    /// `(1, None)` for writing, `(2, value)` settled, `(3, None)` call `_start_resume`.
-    /// Raises what the call raises.
-    fn advance(&self, py: Python<'_>) -> PyResult<(u8, Py<PyAny>)> {
+    /// Writes, reads and judges what it can without blocking: `(READ, None)` poll for
+    /// reading, `(WRITE, None)` for writing, `(DONE, value)` settled, `(RESUME, None)` call
+    /// `_start_resume`. Errs with what the call raises. `LoopConn` drives it.
+    pub(crate) fn step(&self, py: Python<'_>) -> PyResult<(u8, Py<PyAny>)> {
         let mut state = self.state();
         let none = || py.None();
         match &mut *state {
@@ -125,6 +103,29 @@ impl WarmCall {
             State::ResumeAcquire(_) | State::ResumeRelease(_) => Ok((RESUME, none())),
             State::Over => Err(PyRuntimeError::new_err("this warm call has ended")),
         }
+    }
+}
+
+#[pymethods]
+impl WarmCall {
+    /// The socket to poll.
+    fn fileno(&self) -> i32 {
+        self.fd
+    }
+
+    /// Which connection `fileno()` belongs to: unique in the process, so the loop can keep a
+    /// duplicate of a connection's socket registered between calls and tell it from a later
+    /// connection given the same descriptor number. A connection baton drops is shut down
+    /// (the duplicate turns readable).
+    #[getter]
+    fn conn_id(&self) -> u64 {
+        self.conn
+    }
+
+    /// Seconds its request may take before the loop gives it up (`abandon`).
+    #[getter]
+    fn time_limit(&self) -> f64 {
+        self.limit
     }
 
     /// Gives the call up as a warm one (its time ran out): `_start_resume` finishes it.

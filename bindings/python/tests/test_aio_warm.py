@@ -192,12 +192,12 @@ def test_a_connection_baton_drops_is_let_go_by_the_loop(devserver):
         assert hub is not None
         async with baton.aio.Client(devserver) as c:
             await after_a_cycle(c, "dropped")
-            assert len(hub.conns) == 1
-            (conn,) = hub.conns.values()
+            assert len(hub.live_conns()) == 1
+            (conn,) = hub.live_conns()
             dup = conn.fd
             inode = os.fstat(dup).st_ino
         end = time.monotonic() + 20
-        while hub.conns:
+        while hub.live_conns():
             assert time.monotonic() < end, "the loop kept a connection the client closed"
             await asyncio.sleep(0.01)
         try:
@@ -235,7 +235,7 @@ def test_a_warm_call_is_given_up_on_time_behind_an_earlier_timer(devserver, dev_
 def test_a_warm_answer_resumes_its_task_in_the_same_turn_of_the_loop(
         devserver, consul_before, monkeypatch):
     """The answer to a warm call resumes the awaiting task inside the loop callback that read
-    it (`_loop._wake_now`), not a turn later: with the loop's polling off, a warm cycle of
+    it (`_native._wake_now`), not a turn later: with the loop's polling off, a warm cycle of
     acquire and release takes one poll of the selector per request. The task resumes as
     itself, in its own context."""
     warm_acquires = not consul_before("1.6.2")
@@ -292,7 +292,7 @@ def test_a_loop_out_of_descriptors_takes_the_cold_path(devserver, monkeypatch):
                 assert holder(devserver, k) == lock.sequencer.session
                 await lock.release()
                 assert holder(devserver, k) is None
-            assert len(hub.conns) == 0
+            assert hub.live_conns() == []
 
     asyncio.run(main())
 
@@ -316,7 +316,7 @@ def test_a_warm_call_does_not_keep_the_loop_polling(devserver, dev_only, monkeyp
             try:
                 task = asyncio.ensure_future(lock.release())
                 await asyncio.sleep(0)  # the task writes its request
-                assert [conn for conn in hub.conns.values() if conn.call is not None], \
+                assert [conn for conn in hub.live_conns() if conn.call is not None], \
                     "the release is not in flight as a warm call"
                 assert not hub.spinning
                 await task
@@ -330,6 +330,9 @@ def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task
     """`_wake_now` runs the awaiting task's step at once when called from a loop callback (as
     the warm path's reader is), and leaves it to the loop when a task is running (a loop
     re-entered from inside a task): one task cannot step inside another's."""
+
+    def wake_now(fut, value):
+        baton_loop._native._wake_now(fut, value, baton_loop._running_task)
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -345,7 +348,7 @@ def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task
         called = loop.create_future()
 
         def callback():
-            baton_loop._wake_now(fut, 1)
+            wake_now(fut, 1)
             order.append("returned")
             called.set_result(None)
 
@@ -359,7 +362,7 @@ def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task
         fut = loop.create_future()
         task = asyncio.ensure_future(waiter(fut))
         await asyncio.sleep(0)
-        baton_loop._wake_now(fut, 2)
+        wake_now(fut, 2)
         order.append("returned")
         await task
         assert order == ["returned", ("got", 2)]

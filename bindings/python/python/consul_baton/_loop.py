@@ -4,7 +4,6 @@ call is awaited: on a baton thread (``_run``) or written and read by the loop it
 """
 
 import asyncio
-import contextvars
 import math
 import os
 import time
@@ -81,103 +80,60 @@ class _LoopHub:
         self.spinning = False
         # The agent connections warm calls use, by connection id (see `_Conn`). Weak: the
         # loop holds each one (its reader), and a call in flight on one holds the loop (its
-        # future), which this hub, kept by `_hubs` for as long as the loop lives, must not.
-        self.conns: "weakref.WeakValueDictionary[int, _Conn]" = weakref.WeakValueDictionary()
+        # future), which this hub, kept by `_hubs` for as long as the loop lives, must not. A
+        # dict of references rather than a WeakValueDictionary: its lookup is on the path of
+        # every warm call, and `WeakValueDictionary.get` is a Python function.
+        self.conns: "dict[int, weakref.ref[_Conn]]" = {}
         # The time of the earliest `_expire` timer pending (the timers are the loop's only).
         self.timer_at = math.inf
 
-    def conn(self, call: Any) -> "_Conn":
-        """The registered duplicate of ``call``'s connection (made on its first call here)."""
-        conn = self.conns.get(call.conn_id)
-        if conn is None:
-            conn = self._watch(call.conn_id, call.fileno())
-        return conn
+    def live_conns(self) -> "list[_Conn]":
+        """The registered connections."""
+        return [c for c in (ref() for ref in list(self.conns.values())) if c is not None]
 
     def _watch(self, conn_id: int, fd: int) -> "_Conn":
+        """Registers a duplicate of connection ``conn_id``'s socket ``fd`` (see ``_Conn``)."""
         loop = self.loop()
         assert loop is not None  # a call is running on it
-        idle = [c for c in self.conns.values() if c.call is None]
+        idle = [c for c in self.live_conns() if c.call is None]
         if len(idle) >= self.IDLE_CONNS:
-            self._unwatch(idle[0])
-        conn = _Conn(conn_id, os.dup(fd))
-        self.conns[conn_id] = conn
-        loop.add_reader(conn.fd, self._readable, conn)
+            self._let_go(idle[0])
+        conn = _Conn(conn_id, os.dup(fd), self, _running_task)
+        self.conns[conn_id] = weakref.ref(conn)
+        loop.add_reader(conn.fd, conn.readable)
         return conn
 
-    def _unwatch(self, conn: "_Conn") -> None:
+    def _let_go(self, conn: "_Conn") -> None:
+        """Unregisters ``conn`` and closes its duplicate: no call of this loop is using it and
+        it turned readable (another thread's request is answered on it, the agent closed it,
+        or baton dropped it and shut it down; a later call registers it again), or it is the
+        oldest idle one."""
         loop = self.loop()
         if loop is not None and not loop.is_closed():
             loop.remove_reader(conn.fd)
             if conn.writing:
                 loop.remove_writer(conn.fd)
-        del self.conns[conn.id]
+        ref = self.conns.get(conn.id)
+        if ref is not None and ref() is conn:
+            del self.conns[conn.id]
         conn.close()
 
-    def _readable(self, conn: "_Conn") -> None:
-        if conn.call is not None:
-            self.advance(conn, wake_now=True)
-        else:
-            # No call of this loop is using it: another thread's request is answered on it,
-            # the agent closed it, or baton dropped it (and shut it down). Let it go; a later
-            # call registers it again.
-            self._unwatch(conn)
-
-    def start(self, conn: "_Conn", call: Any, fut: "asyncio.Future[Any]", deadline: float) -> None:
-        """Starts warm ``call`` on ``conn``: ``fut`` gets ``(state, value)`` when it has
-        settled (``_DONE``) or needs a baton thread (``_RESUME``: its time, loop time
-        ``deadline``, ran out)."""
-        conn.call, conn.fut, conn.deadline = call, fut, deadline
-        if deadline < self.timer_at:
-            loop = self.loop()
-            assert loop is not None
-            loop.call_at(deadline, self._expire)
-            self.timer_at = deadline
-        self.advance(conn)
-
-    def advance(self, conn: "_Conn", wake_now: bool = False) -> None:
-        """Advances the call on ``conn`` as far as it goes without blocking. ``wake_now``: this
-        is a callback of the loop (not a task's step), so a settled call's task may take its
-        step right here (``_wake_now``)."""
-        call, fut = conn.call, conn.fut
-        if fut is None:  # a readiness reported before the call ended
-            return
-        if fut.done():  # cancelled
-            self.finish(conn)
-            return
-        try:
-            state, value = call.advance()
-        except BaseException as e:  # what the call raises
-            self.finish(conn)
-            fut.set_exception(e)
-            return
-        if state == _READ:
-            if conn.writing:
-                self._stop_writing(conn)
-            return
-        if state == _WRITE:
-            if not conn.writing:
-                conn.writing = True
-                loop = self.loop()
-                assert loop is not None
-                loop.add_writer(conn.fd, self.advance, conn)
-            return
-        self.finish(conn)
-        if wake_now:
-            _wake_now(fut, (state, value))
-        else:
-            fut.set_result((state, value))
-
-    def finish(self, conn: "_Conn") -> None:
-        """The call on ``conn`` no longer uses it (it stays registered for the next)."""
-        conn.call = conn.fut = None
-        if conn.writing:
-            self._stop_writing(conn)
-
-    def _stop_writing(self, conn: "_Conn") -> None:
-        conn.writing = False
+    def _write_interest(self, conn: "_Conn", on: bool) -> None:
+        """The call on ``conn`` waits to write (``on``), or no longer does."""
         loop = self.loop()
-        if loop is not None:
+        if loop is None:
+            return
+        if on:
+            loop.add_writer(conn.fd, conn.writable)
+        else:
             loop.remove_writer(conn.fd)
+
+    def _arm(self, deadline: float) -> None:
+        """Sets the timer for a warm call given up at loop time ``deadline``, the earliest."""
+        loop = self.loop()
+        assert loop is not None
+        loop.call_at(deadline, self._expire)
+        self.timer_at = deadline
 
     def _expire(self) -> None:
         """Gives up the warm calls whose time is up, and sets the timer for the next."""
@@ -186,12 +142,12 @@ class _LoopHub:
             return
         now = loop.time()
         soonest = math.inf
-        for conn in list(self.conns.values()):
+        for conn in self.live_conns():
             call, fut = conn.call, conn.fut
             if call is None or fut is None:
                 continue
             if conn.deadline <= now:
-                self.finish(conn)
+                conn.finish()
                 if not fut.done():
                     call.abandon()
                     fut.set_result((_RESUME, None))
@@ -241,7 +197,7 @@ class _LoopHub:
         self.quick += ((1.0 if now - start < self.WINDOW else 0.0) - self.quick) * self.WEIGHT
 
 
-class _Conn:
+class _Conn(_native.LoopConn):
     """One agent connection as a loop's warm calls use it: a duplicate of its socket,
     registered with the loop for reading from the first warm call on it until the hub lets it
     go, so that a call costs no registration of its own (adding and removing a reader took a
@@ -249,51 +205,21 @@ class _Conn:
     descriptor, and the number going to another socket, cannot touch the registration. baton
     shuts down a connection it drops, so the duplicate then turns readable and is let go.
 
-    ``call`` is the warm call in flight on it and ``fut`` what gets its outcome (both None
-    between calls), ``deadline`` the loop time that call is given up at, ``writing`` whether
-    the call also waits to write. The loop holds it while it is registered; the duplicate is
-    closed when the hub lets it go, or with the loop."""
+    The native half (``bindings/python/src/loop_conn.rs``) holds the warm call in flight on it
+    (``call``), what gets its outcome (``fut``), the loop time it is given up at
+    (``deadline``) and whether it also waits to write (``writing``), and steps the call when
+    the socket is ready (``readable``, ``writable``). The loop holds it while it is
+    registered; the duplicate is closed when the hub lets it go, or with the loop."""
 
-    __slots__ = ("id", "fd", "call", "fut", "deadline", "writing", "__weakref__")
-
-    def __init__(self, conn_id: int, fd: int) -> None:
-        self.id = conn_id
-        self.fd = fd
-        self.call: Any = None
-        self.fut: "Optional[asyncio.Future[Any]]" = None
-        self.deadline = math.inf
-        self.writing = False
+    __slots__ = ()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        fd = self._take_fd()
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self) -> None:
         self.close()
-
-
-def _wake_now(fut: "asyncio.Future[Any]", value: Any) -> None:
-    """Sets ``fut``'s result and runs the step of the task awaiting it at once, in the loop
-    callback that settled it, instead of in the loop's next turn. ``fut`` is a warm call's
-    own (``_warm`` awaits it and nobody else sees it), so its one done-callback is that task's
-    wake-up. Only from a loop callback: never from inside a task's step.
-
-    The next turn would be a whole pass of the loop (a poll of the selector and the
-    bookkeeping around it) between an answer and the code awaiting it, on the path every
-    answer takes: a lock cycle went from 222.8k to 186.3k instructions without it
-    (``make bench-instructions``). Any other shape of done-callbacks (a loop whose futures keep
-    them elsewhere) is left to ``set_result``, and so is a callback run while a task is running
-    (a loop re-entered from inside a task, as ``nest_asyncio`` does): a task cannot step inside
-    another's step."""
-    callbacks = getattr(fut, "_callbacks", None)
-    if callbacks is not None and len(callbacks) == 1 and _running_task(fut.get_loop()) is None:
-        callback, context = callbacks[0]
-        if isinstance(context, contextvars.Context) and fut.remove_done_callback(callback) == 1:
-            fut.set_result(value)
-            context.run(callback, fut)
-            return
-    fut.set_result(value)
 
 
 # The task running on a loop (None: none), as `asyncio.current_task(loop)` says. Before Python
@@ -389,8 +315,8 @@ async def _run(start: Callable[..., Any], *args: Any) -> Any:
             hub.ended(began)
 
 
-# What a warm call's `advance()` says (bindings/python/src/warm.rs).
-_READ, _WRITE, _DONE, _RESUME = 0, 1, 2, 3
+# What a warm call's step says (`WarmCall::step`, bindings/python/src/warm.rs).
+_DONE, _RESUME = 2, 3
 
 
 async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEventLoop,
@@ -404,24 +330,29 @@ async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEvent
     thread, with what is left of ``timeout``. A cancelled await drops the call: what it may
     have been granted is given back in the background, as a blocking acquire cancelled
     mid-request does."""
-    try:
-        conn = hub.conn(call)
-    except OSError:
-        # No descriptor left for the duplicate (EMFILE): the call goes on on a baton thread,
-        # as one given up before it wrote anything (nothing can have been granted).
-        call.abandon()
-        return await _run(call._start_resume, timeout)
+    ref = hub.conns.get(call.conn_id)
+    conn = ref() if ref is not None else None
+    if conn is None:
+        try:
+            conn = hub._watch(call.conn_id, call.fileno())
+        except OSError:
+            # No descriptor left for the duplicate (EMFILE): the call goes on on a baton
+            # thread, as one given up before it wrote anything (nothing can have been granted).
+            call.abandon()
+            return await _run(call._start_resume, timeout)
     fut: "asyncio.Future[Any]" = loop.create_future()
     limit = call.time_limit
     if timeout is not None and 0 < timeout < limit:
         limit = timeout
     begun = loop.time()
-    hub.start(conn, call, fut, begun + limit)
+    deadline = begun + limit
+    if deadline < hub.timer_at:
+        hub._arm(deadline)
+    conn.start(call, fut, deadline)
     try:
         state, value = await fut
     except asyncio.CancelledError:
-        if conn.call is call:
-            hub.finish(conn)
+        conn.drop_call(call)
         call.drop_call()
         raise
     if state == _DONE:

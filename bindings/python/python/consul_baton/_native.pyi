@@ -870,11 +870,6 @@ class WarmCall:
         """Seconds its request may take before the loop gives it up (the client's request
         timeout)."""
         ...
-    def advance(self) -> Tuple[int, Any]:
-        """Writes, reads and judges without blocking: ``(0, None)`` poll for reading, ``(1,
-        None)`` for writing, ``(2, value)`` settled, ``(3, None)`` finish it with
-        ``_start_resume``. Raises what the call raises."""
-        ...
     def abandon(self) -> None:
         """Gives the call up as a warm one (its time ran out); ``_start_resume`` finishes it."""
         ...
@@ -886,6 +881,63 @@ class WarmCall:
         """Finishes on a baton thread what the warm path handed over; ``timeout`` in seconds
         (what is left of the call's; None: no limit)."""
         ...
+
+class LoopConn:
+    """The native half of ``baton.aio``'s ``_Conn`` (an agent connection as an event loop's
+    warm calls use it): the call in flight on it and the step a readiness of its socket takes.
+    ``hub`` is the loop's ``_LoopHub`` (``_let_go``, ``_write_interest``); ``running(loop)``
+    gives the task running on a loop, or None."""
+
+    def __init__(self, conn_id: int, fd: int, hub: Any,
+                 running: Callable[[Any], Any]) -> None: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def fd(self) -> int:
+        """The duplicate of the connection's socket; -1 once closed."""
+        ...
+    def _take_fd(self) -> int:
+        """Takes the duplicate to close it (``fd`` is -1 from now on); -1 if already taken."""
+        ...
+    @property
+    def call(self) -> Optional[WarmCall]:
+        """The warm call in flight on it, or None."""
+        ...
+    @property
+    def fut(self) -> Any:
+        """What gets the call's outcome, or None."""
+        ...
+    @property
+    def deadline(self) -> float:
+        """The loop time the call in flight is given up at."""
+        ...
+    @property
+    def writing(self) -> bool:
+        """Whether the loop also polls it for writing."""
+        ...
+    def start(self, call: WarmCall, fut: Any, deadline: float) -> None:
+        """Starts ``call`` on it: ``fut`` gets ``(2, value)`` once settled, or ``(3, None)``
+        when ``_start_resume`` must finish it (its time ran out)."""
+        ...
+    def readable(self) -> None:
+        """The loop's reader callback: steps the call in flight, and on its outcome runs the
+        awaiting task's step at once (``_wake_now``)."""
+        ...
+    def writable(self) -> None:
+        """The loop's writer callback."""
+        ...
+    def finish(self) -> None:
+        """The call in flight no longer uses it."""
+        ...
+    def drop_call(self, call: WarmCall) -> None:
+        """``finish`` if ``call`` is the call in flight (its await was cancelled)."""
+        ...
+
+def _wake_now(fut: Any, value: Any, running: Callable[[Any], Any]) -> None:
+    """Sets ``fut``'s result and runs the step of the task awaiting it at once, when its one
+    done-callback is that wake-up and no task is running on its loop (``running(loop)`` is
+    None); ``set_result`` alone otherwise. Only from a loop callback."""
+    ...
 
 def _end_idle_threads() -> None:
     """Ends ``baton.aio``'s idle threads (waiting 100 ms at most): called once a client has
