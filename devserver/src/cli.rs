@@ -47,7 +47,8 @@ const USAGE: &str = "usage: baton-devserver [options]
                              (Consul's policy language, e.g. 'key_prefix \"jobs/\" { policy =
                              \"write\" } session_prefix \"\" { policy = \"write\" }');
                              repeatable
-  --max-conns-per-client N   Consul's limits.http_max_conns_per_client (default 200, 0 = none)
+  --max-conns-per-client N   Consul's limits.http_max_conns_per_client (0 = none); default that
+                             of --consul-version: 200, 100 for 1.6.3 to 1.7.0, none before 1.6.3
   --kv-max-value-size N      Consul's kv_max_value_size in bytes (default 524288)
   --pretty                   indent JSON as `consul agent -dev` does
   --consul-version X.Y.Z     answer as that Consul release does where clients can tell
@@ -225,6 +226,9 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
     let mut tls = TlsConfig::default();
     // Whether --addr HOST:PORT or --port named the TCP address.
     let mut tcp_given = false;
+    // --max-conns-per-client, when given; else the emulated version's default (after the loop,
+    // so the flags may come in any order).
+    let mut max_conns = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -289,9 +293,10 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             "--max-conns-per-client" => {
                 let v = value()?;
-                cfg.max_conns_per_client = v
-                    .parse()
-                    .map_err(|_| format!("--max-conns-per-client {v:?}: not a number"))?;
+                max_conns = Some(
+                    v.parse()
+                        .map_err(|_| format!("--max-conns-per-client {v:?}: not a number"))?,
+                );
             }
             "--kv-max-value-size" => {
                 let v = value()?;
@@ -326,6 +331,10 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    // Consul's default limit depends on the release (none before 1.6.3, 100 until 1.7.1); an
+    // explicit --max-conns-per-client (0 included) wins.
+    cfg.max_conns_per_client =
+        max_conns.unwrap_or_else(|| cfg.consul_version.http_max_conns_per_client());
     if cfg.unix_socket.is_none() && cfg.unix_socket_mode.is_some() {
         return Err("--unix-socket-mode needs a unix socket: add --addr unix:///path".into());
     }
@@ -561,5 +570,73 @@ impl Signals {
             Ok(s) => s.as_str().to_string(),
             Err(e) => format!("error {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        parse_args(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    #[test]
+    fn max_conns_per_client_defaults_to_the_emulated_versions() {
+        assert_eq!(parse(&[]).max_conns_per_client, 200);
+        for (version, conns) in [
+            ("current", 200),
+            ("1.6.1", 0),
+            ("1.6.2", 0),
+            ("1.6.3", 100),
+            ("1.7.0", 100),
+            ("1.7.1", 200),
+        ] {
+            let c = parse(&["--consul-version", version]);
+            assert_eq!(c.max_conns_per_client, conns, "{version}");
+            let c = parse(&[&format!("--consul-version={version}")]);
+            assert_eq!(c.max_conns_per_client, conns, "{version}");
+        }
+        // The way the Python and Node test fixtures start it (make test-versions).
+        let fixture = [
+            "--port",
+            "0",
+            "--session-ttl-min",
+            "100ms",
+            "--consul-version",
+            "1.0.8",
+        ];
+        assert_eq!(parse(&fixture).max_conns_per_client, 0);
+    }
+
+    #[test]
+    fn an_explicit_max_conns_per_client_wins_in_either_order() {
+        for args in [
+            ["--max-conns-per-client", "5", "--consul-version", "1.6.1"],
+            ["--consul-version", "1.6.1", "--max-conns-per-client", "5"],
+            ["--max-conns-per-client", "5", "--consul-version", "1.7.0"],
+            ["--consul-version", "current", "--max-conns-per-client", "5"],
+        ] {
+            assert_eq!(parse(&args).max_conns_per_client, 5, "{args:?}");
+        }
+        for args in [
+            ["--max-conns-per-client", "0", "--consul-version", "current"],
+            ["--consul-version", "1.7.0", "--max-conns-per-client", "0"],
+        ] {
+            assert_eq!(parse(&args).max_conns_per_client, 0, "{args:?}");
+        }
+        let c = parse(&["--max-conns-per-client=250", "--consul-version=1.6.1"]);
+        assert_eq!(c.max_conns_per_client, 250);
+        let e = parse_args(&["--max-conns-per-client".into(), "x".into()]).unwrap_err();
+        assert!(e.contains("--max-conns-per-client \"x\""), "{e}");
+    }
+
+    #[test]
+    fn help_names_the_versions_connection_limits() {
+        let help = usage();
+        assert!(help.contains("--max-conns-per-client N"), "{help}");
+        assert!(help.contains("100 for 1.6.3 to 1.7.0"), "{help}");
+        assert!(help.contains("none before 1.6.3"), "{help}");
     }
 }

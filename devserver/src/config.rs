@@ -38,9 +38,16 @@ pub struct Config {
     pub kv_max_value_size: u64,
     /// Consul's `txn_max_req_len` (default 512 KiB).
     pub txn_max_req_len: u64,
-    /// Consul's `limits.http_max_conns_per_client` (default 200); 0 means no limit. Connections
-    /// beyond it from one IP are answered `429 Too Many Requests` and closed; the clients of
-    /// the unix socket ([`Config::unix_socket`]) count as one client, as in Consul.
+    /// Consul's `limits.http_max_conns_per_client`; 0 means no limit. Connections beyond it
+    /// from one IP are answered `429 Too Many Requests` and closed; the clients of the unix
+    /// socket ([`Config::unix_socket`]) count as one client, as in Consul.
+    ///
+    /// `Config::default()` has 200, the default of current Consul, and setting
+    /// [`Config::consul_version`] does not change it. Consul's default depends on the release
+    /// ([`ConsulVersion::http_max_conns_per_client`]: no limit before 1.6.3, 100 until 1.7.1):
+    /// an embedder emulating another version sets
+    /// `max_conns_per_client: v.http_max_conns_per_client()` beside `consul_version: v`. The
+    /// command line does that itself unless `--max-conns-per-client` is given.
     pub max_conns_per_client: usize,
     /// When set, ACLs are enabled (default policy `deny` unless [`Config::acl_default_allow`])
     /// and this is the initial management token, allowed anything. Requests without a token
@@ -87,6 +94,24 @@ pub struct Config {
     /// The Consul release whose client-visible behaviour to reproduce (default
     /// [`ConsulVersion::CURRENT`]); `baton-devserver --consul-version X.Y.Z`. The crate docs
     /// list what changes, under "Emulating Consul versions".
+    ///
+    /// Settings that are only Consul *defaults* stay as set: [`Config::max_conns_per_client`]
+    /// keeps `Config::default()`'s 200 (current Consul's) for any version. To emulate an older
+    /// release's default too, set both:
+    ///
+    /// ```
+    /// use baton_devserver::{Config, ConsulVersion};
+    /// let v = ConsulVersion::new(1, 6, 3);
+    /// let cfg = Config {
+    ///     consul_version: v,
+    ///     max_conns_per_client: v.http_max_conns_per_client(), // 100 in 1.6.3
+    ///     ..Config::default()
+    /// };
+    /// assert_eq!(cfg.max_conns_per_client, 100);
+    /// ```
+    ///
+    /// The command line does this itself: without `--max-conns-per-client`, the limit is the
+    /// emulated release's default.
     pub consul_version: ConsulVersion,
     /// Where the HTTPS listener listens, beside the HTTP one (Consul's `ports.https`, off by
     /// default as in Consul; port 0 picks a free port, see [`crate::DevServer::https_addr`]).

@@ -45,6 +45,7 @@
 //! | 1.8.0 (from 1.6.0) | A txn write that changed nothing reports the txn's new index as `ModifyIndex`; the stored entry keeps its old one. | CHANGELOG 1.8.0, GH-7832; issue #7826 |
 //! | 1.7.0 | Sessions have only `Checks`: default `["serfHealth"]`, replaced by a `Checks` key in the create body (`[]` = none); `NodeChecks`/`ServiceChecks` are ignored on create and absent from answers. | PR #10651; CHANGELOG 1.7.2, GH-7395 |
 //! | 1.7.0 | Unknown fields in a txn body are ignored instead of a 400 `json: unknown field`. | CHANGELOG 1.7.0, GH-6874 |
+//! | 1.7.1 | The default per-client HTTP connection limit (`limits.http_max_conns_per_client`) is 100 from 1.6.3 and none before it, not 200. A default only: the command line uses it unless `--max-conns-per-client` is given; [`Config::default`] keeps 200, so a library user emulating release `v` sets `max_conns_per_client: v.http_max_conns_per_client()` ([`ConsulVersion::http_max_conns_per_client`]). | CHANGELOG 1.6.3, CVE-2020-7219, GH-7159; CHANGELOG 1.7.1, GH-7289 |
 //! | 1.11.0 (from 1.7.0) | The txn KV field `Partition` is unknown, so a strict decoder refuses it (400). | research notes §8 |
 //! | 1.14.0 | The txn verb `get-or-empty` is unknown (409, `unknown KV verb "get-or-empty"`). | CHANGELOG 1.14.0, GH-14474 |
 //! | 1.14.0 | A txn holds at most 64 ops, not 128 (413 `Transaction contains too many operations (65 > 64)`). | CHANGELOG 1.14.0, GH-14599 |

@@ -1,7 +1,7 @@
 //! The state shared by the listener, the connections, the timers and the handle: the
 //! config, the store behind its lock, the blocking-query hub, and the fault switches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -50,7 +50,7 @@ impl RequestCounts {
 /// its IP; a unix-socket client has no IP, and go-connlimit keys it by its whole address
 /// (`unix/@`: the peer of a unix socket is unnamed), so every unix-socket connection counts
 /// against one shared cap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum ClientKey {
     /// A TCP (or TLS) client, by IP.
     Ip(IpAddr),
@@ -67,13 +67,7 @@ pub(crate) struct ConnSlot(Arc<Shared>, ClientKey);
 
 impl Drop for ConnSlot {
     fn drop(&mut self) {
-        let mut m = self.0.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.1) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&self.1);
-            }
-        }
+        release(&self.0.conns, &self.1);
     }
 }
 
@@ -82,12 +76,23 @@ pub(crate) struct InFlight(Arc<Shared>, String);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut m = self.0.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&self.1);
-            }
+        release(&self.0.in_flight, &self.1);
+    }
+}
+
+/// What a guard ([`ConnSlot`], [`InFlight`]) gives back when it drops: one off `key`'s count,
+/// and the entry gone once none are left, so the map holds only what is open. The guard's
+/// taking added one to the entry, so it is there and at least 1 (no underflow).
+fn release<K: Ord, N: Copy + PartialOrd + From<u8> + std::ops::SubAssign>(
+    counts: &Mutex<BTreeMap<K, N>>,
+    key: &K,
+) {
+    let mut m = counts.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = m.get_mut(key) {
+        if *n > N::from(1) {
+            *n -= N::from(1);
+        } else {
+            m.remove(key);
         }
     }
 }
@@ -114,7 +119,8 @@ pub(crate) struct Shared {
     counts: Mutex<RequestCounts>,
     /// See [`RequestCounts::in_flight`].
     in_flight: Mutex<BTreeMap<String, u64>>,
-    conns: Mutex<HashMap<ClientKey, usize>>,
+    /// Open connections per client ([`Shared::admit`]; [`ConnSlot`] gives one back).
+    conns: Mutex<BTreeMap<ClientKey, usize>>,
     /// The agent's NodeID (stable for the server's life).
     pub node_id: String,
     /// The `?cached` requests the agent cache has answered (keyed by path and query): the
@@ -154,7 +160,7 @@ impl Shared {
             check_kick: Notify::new(),
             counts: Mutex::new(RequestCounts::default()),
             in_flight: Mutex::new(BTreeMap::new()),
-            conns: Mutex::new(HashMap::new()),
+            conns: Mutex::new(BTreeMap::new()),
             node_id,
             agent_cache: Mutex::new(Default::default()),
             serf: Default::default(),

@@ -201,6 +201,24 @@ impl ConsulVersion {
     pub const fn dev_agent_always_pretty(self) -> bool {
         self.before(1, 17, 0)
     }
+
+    /// The default of Consul's `limits.http_max_conns_per_client`, the most HTTP connections
+    /// one client (IP) may hold open before further ones get a 429: none (0) before 1.6.3,
+    /// which brought the limit with a default of 100, kept through 1.7.0; 200 from 1.7.1.
+    /// The command line's `--max-conns-per-client` defaults to this for its `--consul-version`;
+    /// [`crate::Config::default`] has 200 whatever [`crate::Config::consul_version`] says.
+    ///
+    /// Source: CHANGELOG 1.6.3, `limits.http_max_conns_per_client` (CVE-2020-7219, GH-7159);
+    /// CHANGELOG 1.7.1, its default raised from 100 to 200 (GH-7289).
+    pub const fn http_max_conns_per_client(self) -> usize {
+        if self.before(1, 6, 3) {
+            0
+        } else if self.before(1, 7, 1) {
+            100
+        } else {
+            200
+        }
+    }
 }
 
 impl ConsulVersion {
@@ -357,6 +375,30 @@ mod tests {
                 && c.txn_rejects_unknown_fields()
                 && c.txn_kv_knows_partition()
                 && !c.dev_agent_always_pretty()
+                && c.http_max_conns_per_client() == 200
+        );
+    }
+
+    #[test]
+    fn http_max_conns_per_client_follows_the_release() {
+        let v = |s: &str| ConsulVersion::parse(s).unwrap();
+        for (s, conns) in [
+            ("1.0.8", 0),
+            ("1.6.2", 0),
+            ("1.6.3", 100),
+            ("1.6.10", 100),
+            ("1.7.0", 100),
+            ("1.7.1", 200),
+            ("1.21.4", 200),
+            ("2.0.0", 200),
+        ] {
+            assert_eq!(v(s).http_max_conns_per_client(), conns, "{s}");
+        }
+        assert_eq!(ConsulVersion::CURRENT.http_max_conns_per_client(), 200);
+        // Config::default() keeps the current release's default.
+        assert_eq!(
+            crate::Config::default().max_conns_per_client,
+            ConsulVersion::CURRENT.http_max_conns_per_client()
         );
     }
 

@@ -181,6 +181,11 @@ impl Fixture {
         if config.consul_version == ConsulVersion::CURRENT {
             if let Some(v) = test_consul_version() {
                 config.consul_version = v;
+                // And that release's connection limit (none before 1.6.3), unless the test
+                // set one.
+                if config.max_conns_per_client == Config::default().max_conns_per_client {
+                    config.max_conns_per_client = v.http_max_conns_per_client();
+                }
             }
         }
         let transport = test_transport();

@@ -21,7 +21,9 @@
 //!
 //! The Consul version both forms emulate is `-consul-version X.Y.Z` (for `agent`), else the
 //! environment variable [`CONSUL_VERSION_ENV`] (the only way to reach `consul version`, which
-//! the harness runs without flags), else [`ConsulVersion::CURRENT`].
+//! the harness runs without flags), else [`ConsulVersion::CURRENT`]. The agent's per-client
+//! connection limit is that release's default
+//! ([`ConsulVersion::http_max_conns_per_client`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -293,8 +295,28 @@ pub fn parse_agent_args(args: &[String]) -> Result<Config, String> {
     }
     listen.apply(&mut cfg);
     cfg.consul_version = emulated_version(version_flag.as_deref())?;
+    // As the agent of that release would: no per-client connection limit before 1.6.3, 100
+    // until 1.7.1, 200 from it (config files' `limits` are not read).
+    cfg.max_conns_per_client = cfg.consul_version.http_max_conns_per_client();
     // A `consul agent` listens on its serf ports: other agents of a test join it there.
     cfg.serf_listen = true;
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_connection_limit_is_the_emulated_releases_default() {
+        for (v, conns) in [("1.6.1", 0), ("1.7.0", 100), ("current", 200)] {
+            let args = ["-dev".to_string(), format!("-consul-version={v}")];
+            assert_eq!(
+                parse_agent_args(&args).unwrap().max_conns_per_client,
+                conns,
+                "{v}"
+            );
+        }
+    }
 }
