@@ -7,6 +7,7 @@ import contextvars
 import errno
 import json
 import os
+import socket
 import time
 import urllib.request
 import uuid
@@ -366,5 +367,60 @@ def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task
         order.append("returned")
         await task
         assert order == ["returned", ("got", 2)]
+
+    asyncio.run(main())
+
+
+def test_a_warm_acquire_too_big_for_one_write_waits_to_write(devserver, consul_before, monkeypatch):
+    """A warm acquire whose request does not fit the socket's send buffer in one write has the
+    loop poll for writing until it is out (`_LoopHub._write_interest`), then for the answer:
+    the call settles on the loop (no baton thread), the value arrives whole, and the loop
+    polls nothing for writing afterwards."""
+    if consul_before("1.6.2"):
+        pytest.skip("acquires are warm from Consul 1.6.2 (before it, they run on a baton thread)")
+    value = os.urandom(300 * 1024)  # within txn_max_req_len once base64-encoded
+    interest = []
+    real = baton_loop._LoopHub._write_interest
+
+    def spying(self, conn, on):
+        interest.append(on)
+        return real(self, conn, on)
+
+    monkeypatch.setattr(baton_loop._LoopHub, "_write_interest", spying)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        hub = baton.aio._hub(loop)
+        assert hub is not None
+        async with baton.aio.Client(devserver) as c:
+            k = key("big")
+            lock = c.lock(k, value=value)
+            assert await lock.acquire(timeout=10)  # cold: opens the loop connection
+            await lock.release()
+            assert await lock.acquire(timeout=10)  # warm: registers it with the loop
+            await lock.release()
+            # Loopback takes the whole request in one write; a small send buffer on the
+            # connection (through a duplicate of its socket) does not.
+            (conn,) = hub.live_conns()
+            with socket.fromfd(conn.fd, socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            threads = []
+            real_run = baton_loop._run
+
+            async def counting(start, *args):
+                threads.append(start)
+                return await real_run(start, *args)
+
+            monkeypatch.setattr(baton_loop, "_run", counting)
+            for _ in range(3):
+                interest.clear()
+                assert await lock.acquire(timeout=10)
+                assert threads == [], f"the acquire went on on a baton thread: {threads}"
+                with urllib.request.urlopen(f"http://{devserver}/v1/kv/{k}?raw", timeout=10) as r:
+                    assert r.read() == value
+                assert interest[:1] == [True] and interest[-1:] == [False], interest
+                assert not any(conn.writing for conn in hub.live_conns())
+                await lock.release()
+            await nothing_left(devserver, k, lock)
 
     asyncio.run(main())
