@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::exceptions::PyAttributeError;
+use pyo3::gc::PyVisit;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple, PyType};
+use pyo3::PyTraverseError;
 
 use crate::warm::{WarmCall, READ, WRITE};
 
@@ -203,6 +205,29 @@ impl LoopConn {
     /// The loop's writer callback (while `writing`).
     fn writable(slf: &Bound<'_, Self>) -> PyResult<()> {
         Self::advance(slf, false)
+    }
+
+    /// The references the garbage collector follows: a call's future holds its loop, whose
+    /// registration of this connection holds it, so a loop dropped unclosed with a call in
+    /// flight is a cycle through here.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.hub)?;
+        visit.call(&self.running)?;
+        // Never taken while the collector can run (no Python is called holding it); if it
+        // were, what it guards is left unvisited: kept, not freed.
+        if let Ok(s) = self.slot.try_lock() {
+            visit.call(&s.call)?;
+            visit.call(&s.fut)?;
+        }
+        Ok(())
+    }
+
+    /// Breaks such a cycle: the call in flight and its future are let go.
+    fn __clear__(&self) {
+        if let Ok(mut s) = self.slot.try_lock() {
+            s.call = None;
+            s.fut = None;
+        }
     }
 
     /// The call in flight no longer uses it (it stays registered for the next).

@@ -5,12 +5,14 @@ its task is cancelled or its time runs out while the request is on its way."""
 import asyncio
 import contextvars
 import errno
+import gc
 import json
 import os
 import socket
 import time
 import urllib.request
 import uuid
+import weakref
 
 import pytest
 
@@ -424,3 +426,41 @@ def test_a_warm_acquire_too_big_for_one_write_waits_to_write(devserver, consul_b
             await nothing_left(devserver, k, lock)
 
     asyncio.run(main())
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_loop_dropped_with_a_warm_call_in_flight_is_collected(devserver, dev_only):
+    """A loop dropped unclosed while a warm call is in flight on it (its connection's
+    registration holds the call's future, which holds the loop) is collected with it: the
+    garbage collector sees through the connection (`LoopConn.__traverse__`), and the
+    connection's duplicate is closed."""
+    dev_only("latency fault")
+    loop = asyncio.new_event_loop()
+    c = baton.aio.Client(devserver)
+
+    async def start():
+        _, lock = await after_a_cycle(c, "dropped-loop")
+        latency(devserver, "5s")
+        task = asyncio.ensure_future(lock.acquire(timeout=30))
+        await asyncio.sleep(0)  # the task writes its request
+        hub = baton.aio._hub(asyncio.get_running_loop())
+        (conn,) = [conn for conn in hub.live_conns() if conn.call is not None]
+        return task, weakref.ref(conn), conn.fd, os.fstat(conn.fd).st_ino, weakref.ref(hub)
+
+    try:
+        task, conn, fd, inode, hub = loop.run_until_complete(start())
+        loop_ref = weakref.ref(loop)
+        # Nothing here keeps the loop: only the cycle through the connection's registration.
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
+        del task, loop
+        gc.collect()
+        assert loop_ref() is None, "the loop was kept"
+        assert conn() is None and hub() is None, "the connection or its hub was kept"
+        try:
+            still = os.fstat(fd).st_ino == inode
+        except OSError:
+            still = False
+        assert not still, "the duplicate of the connection is still open"
+    finally:
+        latency(devserver, "0s")
+        c.sync.close()
