@@ -83,14 +83,11 @@ impl Drop for InFlight {
 /// What a guard ([`ConnSlot`], [`InFlight`]) gives back when it drops: one off `key`'s count,
 /// and the entry gone once none are left, so the map holds only what is open. The guard's
 /// taking added one to the entry, so it is there and at least 1 (no underflow).
-fn release<K: Ord, N: Copy + PartialOrd + From<u8> + std::ops::SubAssign>(
-    counts: &Mutex<BTreeMap<K, N>>,
-    key: &K,
-) {
+fn release<K: Ord>(counts: &Mutex<BTreeMap<K, u64>>, key: &K) {
     let mut m = counts.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(n) = m.get_mut(key) {
-        if *n > N::from(1) {
-            *n -= N::from(1);
+        if *n > 1 {
+            *n -= 1;
         } else {
             m.remove(key);
         }
@@ -120,7 +117,7 @@ pub(crate) struct Shared {
     /// See [`RequestCounts::in_flight`].
     in_flight: Mutex<BTreeMap<String, u64>>,
     /// Open connections per client ([`Shared::admit`]; [`ConnSlot`] gives one back).
-    conns: Mutex<BTreeMap<ClientKey, usize>>,
+    conns: Mutex<BTreeMap<ClientKey, u64>>,
     /// The agent's NodeID (stable for the server's life).
     pub node_id: String,
     /// The `?cached` requests the agent cache has answered (keyed by path and query): the
@@ -255,7 +252,8 @@ impl Shared {
     pub fn admit(self: &Arc<Self>, client: ClientKey) -> Option<ConnSlot> {
         let mut m = self.conns.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(client).or_default();
-        if self.cfg.max_conns_per_client > 0 && *n >= self.cfg.max_conns_per_client {
+        let cap = self.cfg.max_conns_per_client as u64;
+        if cap > 0 && *n >= cap {
             return None;
         }
         *n += 1;
@@ -268,7 +266,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .sum()
+            .sum::<u64>() as usize
     }
 
     // ----- fault controls -----

@@ -306,3 +306,26 @@ def ticker():
             t.join()
 
     return run
+
+
+@pytest.fixture
+def count_baton_threads(monkeypatch):
+    """`threads = count_baton_threads()`: from then on, `threads` lists each call `baton.aio`
+    starts on a baton thread (its `_run`, under both modules' names: the recipes' calls in
+    `aio` and the loop's own in `_loop`). A warm call starts none."""
+    import consul_baton._loop as baton_loop
+    import consul_baton.aio as baton_aio
+
+    def start() -> list:
+        started = []
+        real_run = baton_aio._run
+
+        async def counting(start, *args):
+            started.append(start)
+            return await real_run(start, *args)
+
+        monkeypatch.setattr(baton_aio, "_run", counting)
+        monkeypatch.setattr(baton_loop, "_run", counting)
+        return started
+
+    return start

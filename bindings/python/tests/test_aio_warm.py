@@ -68,7 +68,14 @@ async def nothing_left(devserver: str, k: str, lock) -> None:
     await lock.release()
 
 
-def test_warm_calls_need_no_baton_thread(devserver, monkeypatch, consul_before):
+def running_hub():
+    """The running loop's hub (`_loop._LoopHub`)."""
+    hub = baton.aio._hub(asyncio.get_running_loop())
+    assert hub is not None
+    return hub
+
+
+def test_warm_calls_need_no_baton_thread(devserver, count_baton_threads, consul_before):
     """After one cold cycle (which opens the loop connection), acquires and releases run on
     the loop: no call goes to a baton thread, and each holds and releases as a cold one. On a
     Consul before 1.6.2 (which stores txn numbers through a float64; the server says its
@@ -79,16 +86,7 @@ def test_warm_calls_need_no_baton_thread(devserver, monkeypatch, consul_before):
     async def main():
         async with baton.aio.Client(devserver) as c:
             k, lock = await after_a_cycle(c, "cycle")
-            threads = []
-            real_run = baton.aio._run
-
-            async def counting(start, *args):
-                threads.append(start)
-                return await real_run(start, *args)
-
-            # Both modules' names: the recipes' calls (`aio`) and the loop's own (`_loop`).
-            monkeypatch.setattr(baton.aio, "_run", counting)
-            monkeypatch.setattr(baton_loop, "_run", counting)
+            threads = count_baton_threads()
             session = None
             for _ in range(5):
                 assert await lock.acquire(timeout=10)
@@ -190,9 +188,7 @@ def test_a_connection_baton_drops_is_let_go_by_the_loop(devserver):
     the loop's duplicate of it turns readable and the loop lets it go, closing it."""
 
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = baton.aio._hub(loop)
-        assert hub is not None
+        hub = running_hub()
         async with baton.aio.Client(devserver) as c:
             await after_a_cycle(c, "dropped")
             assert len(hub.live_conns()) == 1
@@ -283,9 +279,7 @@ def test_a_loop_out_of_descriptors_takes_the_cold_path(devserver, monkeypatch):
         raise OSError(errno.EMFILE, "Too many open files")
 
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = baton.aio._hub(loop)
-        assert hub is not None
+        hub = running_hub()
         async with baton.aio.Client(devserver) as c:
             k = key("emfile")
             lock = c.lock(k)
@@ -308,9 +302,7 @@ def test_a_warm_call_does_not_keep_the_loop_polling(devserver, dev_only, monkeyp
     monkeypatch.setattr(baton_loop._LoopHub, "SPIN", True)
 
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = baton.aio._hub(loop)
-        assert hub is not None
+        hub = running_hub()
         async with baton.aio.Client(devserver) as c:
             _, lock = await after_a_cycle(c, "no-poll")
             assert await lock.acquire(timeout=10)
@@ -373,7 +365,8 @@ def test_wake_now_steps_the_task_from_a_loop_callback_but_not_from_inside_a_task
     asyncio.run(main())
 
 
-def test_a_warm_acquire_too_big_for_one_write_waits_to_write(devserver, consul_before, monkeypatch):
+def test_a_warm_acquire_too_big_for_one_write_waits_to_write(
+        devserver, consul_before, monkeypatch, count_baton_threads):
     """A warm acquire whose request does not fit the socket's send buffer in one write has the
     loop poll for writing until it is out (`_LoopHub._write_interest`), then for the answer:
     the call settles on the loop (no baton thread), the value arrives whole, and the loop
@@ -391,9 +384,7 @@ def test_a_warm_acquire_too_big_for_one_write_waits_to_write(devserver, consul_b
     monkeypatch.setattr(baton_loop._LoopHub, "_write_interest", spying)
 
     async def main():
-        loop = asyncio.get_running_loop()
-        hub = baton.aio._hub(loop)
-        assert hub is not None
+        hub = running_hub()
         async with baton.aio.Client(devserver) as c:
             k = key("big")
             lock = c.lock(k, value=value)
@@ -406,14 +397,7 @@ def test_a_warm_acquire_too_big_for_one_write_waits_to_write(devserver, consul_b
             (conn,) = hub.live_conns()
             with socket.fromfd(conn.fd, socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-            threads = []
-            real_run = baton_loop._run
-
-            async def counting(start, *args):
-                threads.append(start)
-                return await real_run(start, *args)
-
-            monkeypatch.setattr(baton_loop, "_run", counting)
+            threads = count_baton_threads()
             for _ in range(3):
                 interest.clear()
                 assert await lock.acquire(timeout=10)
@@ -445,7 +429,7 @@ def test_a_loop_dropped_with_a_warm_call_in_flight_is_collected(devserver, dev_o
         # A release: warm on every Consul version (an acquire is from 1.6.2).
         task = asyncio.ensure_future(lock.release())
         await asyncio.sleep(0)  # the task writes its request
-        hub = baton.aio._hub(asyncio.get_running_loop())
+        hub = running_hub()
         (conn,) = [conn for conn in hub.live_conns() if conn.call is not None]
         return task, weakref.ref(conn), conn.fd, os.fstat(conn.fd).st_ino, weakref.ref(hub)
 

@@ -15,7 +15,6 @@ import pytest
 
 import consul_baton as baton
 import consul_baton.aio  # baton.aio
-import consul_baton._loop as baton_loop
 
 from conftest import _devserver_binary
 
@@ -76,7 +75,7 @@ def test_locks_and_semaphores_over_the_socket(server):
     assert sessions(tcp) == [], "sessions left after close"
 
 
-def test_aio_warm_calls_over_the_socket(server, monkeypatch):
+def test_aio_warm_calls_over_the_socket(server, count_baton_threads):
     """After a cold cycle opens the loop connection (to the socket), acquires and releases
     are written and read by the event loop itself: no call goes to a baton thread."""
 
@@ -86,16 +85,7 @@ def test_aio_warm_calls_over_the_socket(server, monkeypatch):
             lock = c.lock(k)
             assert await lock.acquire(timeout=10)
             await lock.release()
-            threads = []
-            real_run = baton.aio._run
-
-            async def counting(start, *args):
-                threads.append(start)
-                return await real_run(start, *args)
-
-            # Both modules' names: the recipes' calls (`aio`) and the loop's own (`_loop`).
-            monkeypatch.setattr(baton.aio, "_run", counting)
-            monkeypatch.setattr(baton_loop, "_run", counting)
+            threads = count_baton_threads()
             for _ in range(3):
                 assert await lock.acquire(timeout=10)
                 await lock.release()
