@@ -7,6 +7,7 @@
 mod agent;
 mod aio;
 mod aio_recipes;
+mod aio_start;
 mod args;
 mod cancel;
 mod detached;

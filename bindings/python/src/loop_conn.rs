@@ -174,7 +174,7 @@ impl LoopConn {
     /// Starts warm `call` on it: `fut` gets `(state, value)` when it has settled (`DONE`) or
     /// needs a baton thread (`RESUME`: its time, loop time `deadline`, ran out; the hub's
     /// timer sees to that). Called from the awaiting task's step, so `fut` is set as usual.
-    fn start(
+    pub(crate) fn start(
         slf: &Bound<'_, Self>,
         call: Py<WarmCall>,
         fut: Py<PyAny>,
@@ -262,7 +262,7 @@ impl LoopConn {
 
 /// Sets `fut`'s result to `value` and runs the step of the task awaiting it at once, in the
 /// loop callback that settled it, instead of in the loop's next turn. `fut` is a warm call's
-/// own (`_loop._warm` awaits it and nobody else sees it), so its one done-callback is that
+/// own (`_loop._warm_outcome` awaits it and nobody else sees it), so its one done-callback is that
 /// task's wake-up. Only from a loop callback: never from inside a task's step.
 ///
 /// The next turn would be a whole pass of the loop (a poll of the selector and the bookkeeping

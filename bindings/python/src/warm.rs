@@ -11,6 +11,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::aio::{any, released, start, start_holding, timeout, Pending};
+use crate::aio_start;
 use crate::recipes::Lock;
 use crate::to_py;
 
@@ -30,7 +31,7 @@ pub(crate) const WRITE: u8 = 1;
 pub(crate) const DONE: u8 = 2;
 pub(crate) const RESUME: u8 = 3;
 
-/// One warm lock call of `baton.aio` (made by `Lock._warm_acquire` / `_warm_release`).
+/// One warm lock call of `baton.aio` (made and started by `Lock._aio_acquire` / `_aio_release`).
 #[pyclass(frozen, module = "consul_baton._native")]
 pub(crate) struct WarmCall {
     state: Mutex<State>,
@@ -118,13 +119,13 @@ impl WarmCall {
     /// connection given the same descriptor number. A connection baton drops is shut down
     /// (the duplicate turns readable).
     #[getter]
-    fn conn_id(&self) -> u64 {
+    pub(crate) fn conn_id(&self) -> u64 {
         self.conn
     }
 
     /// Seconds its request may take before the loop gives it up (`abandon`).
     #[getter]
-    fn time_limit(&self) -> f64 {
+    pub(crate) fn time_limit(&self) -> f64 {
         self.limit
     }
 
@@ -184,19 +185,30 @@ impl WarmCall {
 
 #[pymethods]
 impl Lock {
-    /// A warm acquire for `baton.aio`, or None (then `_start_acquire`). `timeout` is checked
-    /// as `_start_acquire` checks it (a bad one raises).
+    /// `baton.aio`'s acquire, started: a warm one written by the running loop when it can be
+    /// (`aio_start::Started` says what came of it). `timeout` is checked as `_start_acquire`
+    /// checks it (a bad one raises). A RuntimeError outside a running loop.
     #[pyo3(signature = (timeout=None))]
-    fn _warm_acquire(&self, timeout: Option<f64>) -> PyResult<Option<WarmCall>> {
+    fn _aio_acquire<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<aio_start::Started<'py>> {
         self::timeout(timeout)?;
-        Ok(self.warm_acquire())
+        aio_start::start(py, || self.warm_acquire(), timeout)
     }
 
-    /// A warm release for `baton.aio`, or None (then `_start_release`).
-    fn _warm_release(&self) -> Option<WarmCall> {
-        let lock = self.inner.hold();
-        let w = lock.warm_release()?;
-        Some(WarmCall::new(lock, State::Release(Box::new(w))))
+    /// `baton.aio`'s release, started as `_aio_acquire` starts an acquire.
+    fn _aio_release<'py>(&self, py: Python<'py>) -> PyResult<aio_start::Started<'py>> {
+        aio_start::start(
+            py,
+            || {
+                let lock = self.inner.hold();
+                let w = lock.warm_release()?;
+                Some(WarmCall::new(lock, State::Release(Box::new(w))))
+            },
+            None,
+        )
     }
 
     /// Whether the client could make warm calls but has no loop connection open (then

@@ -1,6 +1,7 @@
 """`baton.aio`'s warm path: a lock's acquire and release whose one request the event loop
-writes and reads itself (bindings/python/src/warm.rs, `aio._warm`), and what it leaves when
-its task is cancelled or its time runs out while the request is on its way."""
+writes and reads itself (bindings/python/src/warm.rs, started by bindings/python/src/aio_start.rs),
+and what it leaves when its task is cancelled or its time runs out while the request is on its
+way."""
 
 import asyncio
 import contextvars
@@ -108,6 +109,48 @@ def test_warm_calls_need_no_baton_thread(devserver, count_baton_threads, consul_
                 await lock.release()
 
     asyncio.run(main())
+
+
+class _NoReaders(asyncio.SelectorEventLoop):
+    """A loop that cannot watch a descriptor, as the Windows proactor loop cannot."""
+
+    def add_reader(self, *args):
+        raise NotImplementedError
+
+
+def test_each_loop_run_in_a_thread_gets_its_own_warm_path(
+        devserver, count_baton_threads, consul_before):
+    """The loop a thread last made a warm call on, and its hub, are remembered between calls
+    (natively, `aio_start.rs`): a loop run after another in the same thread, while the other
+    is still alive or after one without readers, never takes the other's. A loop without
+    readers makes every call on a baton thread; the loops around it stay warm."""
+    warm_acquires = not consul_before("1.6.2")
+    threads = count_baton_threads()
+
+    async def cycles(name):
+        async with baton.aio.Client(devserver) as c:
+            k, lock = await after_a_cycle(c, name)
+            threads.clear()
+            for _ in range(3):
+                assert await lock.acquire(timeout=10)
+                assert holder(devserver, k) == lock.sequencer.session
+                await lock.release()
+                assert holder(devserver, k) is None
+            return lock, list(threads)
+
+    def expect_warm(lock, started):
+        assert started == ([] if warm_acquires else [lock.sync._start_acquire] * 3), started
+
+    first, second, no_readers = asyncio.new_event_loop(), asyncio.new_event_loop(), _NoReaders()
+    try:
+        expect_warm(*first.run_until_complete(cycles("first")))
+        expect_warm(*second.run_until_complete(cycles("second")))
+        lock, started = no_readers.run_until_complete(cycles("no-readers"))
+        assert started == [lock.sync._start_acquire, lock.sync._start_release] * 3, started
+        expect_warm(*first.run_until_complete(cycles("first-again")))
+    finally:
+        for loop in (first, second, no_readers):
+            loop.close()
 
 
 def test_a_warm_acquire_cancelled_in_flight_leaves_nothing_held(devserver, dev_only):

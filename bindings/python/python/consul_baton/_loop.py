@@ -319,17 +319,13 @@ async def _run(start: Callable[..., Any], *args: Any) -> Any:
 _DONE, _RESUME = 2, 3
 
 
-async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEventLoop,
-                hub: _LoopHub) -> Any:
-    """Drives a warm lock call (``Lock._warm_acquire`` / ``_warm_release``): the loop writes
-    its one request and reads the answer itself, polling the call's connection (registered
-    once, see ``_Conn``), instead of a baton thread blocking on it and handing the outcome
-    over (that hop is what a loop loses at a real agent's latency: docs/src/performance.md,
-    "The loops' own floors"). Its request is given up (``abandon``) when ``timeout`` or the
-    client's request timeout passes. A call the warm path did not settle goes on on a baton
-    thread, with what is left of ``timeout``. A cancelled await drops the call: what it may
-    have been granted is given back in the background, as a blocking acquire cancelled
-    mid-request does."""
+async def _warm(call: Any, timeout: Optional[float]) -> Any:
+    """Drives a warm lock call whose connection the running loop has not registered yet
+    (``Lock._aio_acquire`` / ``_aio_release`` start every other one themselves): registers
+    it (see ``_Conn``) and starts the call as they do, then awaits it (``_warm_outcome``)."""
+    loop = asyncio.get_running_loop()
+    hub = _hub(loop)
+    assert hub is not None  # the call was made for this loop's hub
     ref = hub.conns.get(call.conn_id)
     conn = ref() if ref is not None else None
     if conn is None:
@@ -349,6 +345,19 @@ async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEvent
     if deadline < hub.timer_at:
         hub._arm(deadline)
     conn.start(call, fut, deadline)
+    return await _warm_outcome(fut, call, conn, begun, timeout)
+
+
+async def _warm_outcome(fut: "asyncio.Future[Any]", call: Any, conn: _Conn, begun: float,
+                        timeout: Optional[float]) -> Any:
+    """Awaits a warm lock call started on ``conn`` at loop time ``begun`` (``fut`` gets what
+    its step says): the loop writes its one request and reads the answer itself, instead of
+    a baton thread blocking on it and handing the outcome over (that hop is what a loop
+    loses at a real agent's latency: docs/src/performance.md, "The loops' own floors"). Its
+    request is given up (``abandon``) when ``timeout`` or the client's request timeout
+    passes. A call the warm path did not settle goes on on a baton thread, with what is left
+    of ``timeout``. A cancelled await drops the call: what it may have been granted is given
+    back in the background, as a blocking acquire cancelled mid-request does."""
     try:
         state, value = await fut
     except asyncio.CancelledError:
@@ -359,8 +368,9 @@ async def _warm(call: Any, timeout: Optional[float], loop: asyncio.AbstractEvent
         return value
     # What is left of the call's time; a deadline already passed stays passed (a zero would
     # mean "try once" and give the rest a whole request timeout).
-    left = None if timeout is None else timeout - (loop.time() - begun)
-    if left is not None:
+    left = None
+    if timeout is not None:
+        left = timeout - (asyncio.get_running_loop().time() - begun)
         left = max(left, 0.0 if timeout == 0 else 1e-6)
     return await _run(call._start_resume, left)
 

@@ -855,7 +855,7 @@ class Hub:
 
 class WarmCall:
     """A lock acquire or release whose one request ``baton.aio``'s event loop writes and reads
-    itself (``Lock._warm_acquire`` / ``_warm_release`` make it; ``baton.aio`` drives it)."""
+    itself (``Lock._aio_acquire`` / ``_aio_release`` make and start it; ``baton.aio`` awaits it)."""
 
     def fileno(self) -> int: ...
     @property

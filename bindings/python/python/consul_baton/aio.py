@@ -52,7 +52,7 @@ __all__ = [
 
 
 from ._loop import (  # noqa: F401 (tests and docs reach them as baton.aio._*)
-    _Conn, _LoopHub, _hub, _hubs, _off_loop, _run, _settle, _warm,
+    _Conn, _LoopHub, _hub, _hubs, _off_loop, _run, _settle, _warm, _warm_outcome,
 )
 
 
@@ -152,22 +152,23 @@ class Lock(_Holding):
         0 tries once)."""
         if timeout is not None and not isinstance(timeout, bool) and timeout == -1:
             timeout = None
-        loop = asyncio.get_running_loop()
-        hub = _hub(loop)
-        warm = self.sync._warm_acquire(timeout) if hub is not None else None
-        if warm is not None:
-            return await _warm(warm, timeout, loop, hub)
+        fut, call, conn, begun = self.sync._aio_acquire(timeout)
+        if fut is not None:
+            return await _warm_outcome(fut, call, conn, begun, timeout)
+        if call is not None:
+            return await _warm(call, timeout)
         held = await _run(self.sync._start_acquire, timeout)
         await self._open_loop_conn()
         return held
 
     async def release(self) -> None:
         """Releases it; ``baton.NotHeldError`` (also a RuntimeError) if not held."""
-        loop = asyncio.get_running_loop()
-        hub = _hub(loop)
-        warm = self.sync._warm_release() if hub is not None else None
-        if warm is not None:
-            await _warm(warm, None, loop, hub)
+        fut, call, conn, begun = self.sync._aio_release()
+        if fut is not None:
+            await _warm_outcome(fut, call, conn, begun, None)
+            return
+        if call is not None:
+            await _warm(call, None)
             return
         await _run(self.sync._start_release)
         await self._open_loop_conn()
