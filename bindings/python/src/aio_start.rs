@@ -1,14 +1,15 @@
 //! The start of `baton.aio`'s warm lock calls in one native step (`Lock._aio_acquire`,
 //! `_aio_release`): find the running loop and its hub, make the warm call, find the loop's
 //! registration of the call's connection, make the future, set the deadline and write the
-//! request. `baton.aio`'s `Lock.acquire` and `release` then only await the future.
+//! request. `baton.aio`'s `Lock.acquire` and `release` then await the future
+//! (`_loop._warm_outcome`).
 //!
 //! Why native: done in Python these were four functions per request on the path from one
 //! answer to the next request (the loop and hub lookups, the warm call's driver, the future
-//! and the deadline), some 15k instructions of an asyncio lock cycle (a cycle with none of
-//! them cost 160.4k against 175.0k, callgrind). What happens seldom stays in Python: a
-//! connection the loop has not registered yet (`_loop._warm` registers it), and the loop's
-//! hub made for a loop seen for the first time (`_loop._hub`).
+//! and the deadline); native, an asyncio lock cycle went from 180.5k to 175.8k instructions
+//! (`make bench-instructions`). What happens seldom stays in Python: a connection the loop has
+//! not registered yet (`_loop._warm` registers it), and the hub of a loop seen for the first
+//! time (`_loop._hub`).
 
 use std::cell::RefCell;
 
