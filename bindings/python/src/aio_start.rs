@@ -112,6 +112,21 @@ pub(crate) fn start<'py>(
     let Some(conn) = conn else {
         return Ok((None, Some(call), None, 0.0));
     };
+    let (fut, begun) = begin(&loop_, &hub, &call, &conn, timeout)?;
+    Ok((Some(fut), Some(call), Some(conn), begun))
+}
+
+/// Starts warm `call` on `conn`, `loop_`'s registration of its connection (`hub` is the
+/// loop's): makes its future, sets its deadline (the hub's timer armed if it is the earliest)
+/// and writes the request. Returns the future and the loop time it began at.
+fn begin<'py>(
+    loop_: &Bound<'py, PyAny>,
+    hub: &Bound<'py, PyAny>,
+    call: &Bound<'py, WarmCall>,
+    conn: &Bound<'py, LoopConn>,
+    timeout: Option<f64>,
+) -> PyResult<(Bound<'py, PyAny>, f64)> {
+    let py = loop_.py();
     let fut = loop_.call_method0(intern!(py, "create_future"))?;
     let mut limit = call.get().time_limit();
     if let Some(t) = timeout {
@@ -125,6 +140,19 @@ pub(crate) fn start<'py>(
     if deadline < timer_at {
         hub.call_method1(intern!(py, "_arm"), (deadline,))?;
     }
-    LoopConn::start(&conn, call.clone().unbind(), fut.clone().unbind(), deadline)?;
-    Ok((Some(fut), Some(call), Some(conn), begun))
+    LoopConn::start(conn, call.clone().unbind(), fut.clone().unbind(), deadline)?;
+    Ok((fut, begun))
+}
+
+/// `begin` for `_loop._warm`, once it has registered the call's connection: `(fut, begun)`.
+#[pyfunction(name = "_warm_begin")]
+#[pyo3(signature = (loop_, hub, call, conn, timeout=None))]
+pub(crate) fn warm_begin<'py>(
+    loop_: &Bound<'py, PyAny>,
+    hub: &Bound<'py, PyAny>,
+    call: &Bound<'py, WarmCall>,
+    conn: &Bound<'py, LoopConn>,
+    timeout: Option<f64>,
+) -> PyResult<(Bound<'py, PyAny>, f64)> {
+    begin(loop_, hub, call, conn, timeout)
 }

@@ -336,15 +336,7 @@ async def _warm(call: Any, timeout: Optional[float]) -> Any:
             # thread, as one given up before it wrote anything (nothing can have been granted).
             call.abandon()
             return await _run(call._start_resume, timeout)
-    fut: "asyncio.Future[Any]" = loop.create_future()
-    limit = call.time_limit
-    if timeout is not None and 0 < timeout < limit:
-        limit = timeout
-    begun = loop.time()
-    deadline = begun + limit
-    if deadline < hub.timer_at:
-        hub._arm(deadline)
-    conn.start(call, fut, deadline)
+    fut, begun = _native._warm_begin(loop, hub, call, conn, timeout)
     return await _warm_outcome(fut, call, conn, begun, timeout)
 
 

@@ -939,6 +939,15 @@ def _wake_now(fut: Any, value: Any, running: Callable[[Any], Any]) -> None:
     None); ``set_result`` alone otherwise. Only from a loop callback."""
     ...
 
+def _warm_begin(loop: Any, hub: Any, call: WarmCall, conn: LoopConn,
+                timeout: Optional[float] = None) -> Tuple[Any, float]:
+    """Starts warm ``call`` on ``conn`` (the loop's registration of its connection, ``hub``
+    the loop's): its future, its deadline (the hub's timer armed if it is the earliest), its
+    request written. Returns the future and the loop time it began at. ``_loop._warm`` calls
+    it once it has registered the connection; ``Lock._aio_acquire`` / ``_aio_release`` do the
+    same in one call."""
+    ...
+
 def _end_idle_threads() -> None:
     """Ends ``baton.aio``'s idle threads (waiting 100 ms at most): called once a client has
     closed, so no baton thread outlives it."""
