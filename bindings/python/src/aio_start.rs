@@ -118,8 +118,11 @@ pub(crate) fn start<'py>(
 
 /// Starts warm `call` on `conn`, `loop_`'s registration of its connection (`hub` is the
 /// loop's): makes its future, sets its deadline (the hub's timer armed if it is the earliest)
-/// and writes the request. Returns the future and the loop time it began at.
-fn begin<'py>(
+/// and writes the request. Returns the future and the loop time it began at. Also
+/// `_native._warm_begin`, for `_loop._warm` once it has registered the connection.
+#[pyfunction(name = "_warm_begin")]
+#[pyo3(signature = (loop_, hub, call, conn, timeout=None))]
+pub(crate) fn begin<'py>(
     loop_: &Bound<'py, PyAny>,
     hub: &Bound<'py, PyAny>,
     call: &Bound<'py, WarmCall>,
@@ -142,17 +145,4 @@ fn begin<'py>(
     }
     LoopConn::start(conn, call.clone().unbind(), fut.clone().unbind(), deadline)?;
     Ok((fut, begun))
-}
-
-/// `begin` for `_loop._warm`, once it has registered the call's connection: `(fut, begun)`.
-#[pyfunction(name = "_warm_begin")]
-#[pyo3(signature = (loop_, hub, call, conn, timeout=None))]
-pub(crate) fn warm_begin<'py>(
-    loop_: &Bound<'py, PyAny>,
-    hub: &Bound<'py, PyAny>,
-    call: &Bound<'py, WarmCall>,
-    conn: &Bound<'py, LoopConn>,
-    timeout: Option<f64>,
-) -> PyResult<(Bound<'py, PyAny>, f64)> {
-    begin(loop_, hub, call, conn, timeout)
 }

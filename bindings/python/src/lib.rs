@@ -578,7 +578,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<warm::WarmCall>()?;
     m.add_class::<loop_conn::LoopConn>()?;
     m.add_function(wrap_pyfunction!(loop_conn::wake_now, m)?)?;
-    m.add_function(wrap_pyfunction!(aio_start::warm_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(aio_start::begin, m)?)?;
     m.add_function(wrap_pyfunction!(aio::_start_call, m)?)?;
     m.add_function(wrap_pyfunction!(aio::_end_idle_threads, m)?)?;
     m.add_function(wrap_pyfunction!(devserver::devserver_main, m)?)?;
