@@ -778,6 +778,24 @@ test('bad arguments: TypeError / RangeError with clear messages', async () => {
   const e = c.election(freshKey('args'))
   await assert.rejects(e.campaign(42), { name: 'TypeError', message: /value must be/ })
   await assert.rejects(e.proclaim({}), { name: 'TypeError' })
+  // Every acquisition answers bad options with a rejected promise, never a throw where it is
+  // called (they are plain functions returning the native call's promise, not async ones).
+  const holdings = [
+    ['lock tryAcquire', () => lock.tryAcquire({ timeoutMs: -1 })],
+    ['semaphore acquire', () => c.semaphore(freshKey('args-sem'), 2).acquire({ timeoutMs: -1 })],
+    ['semaphore tryAcquire', () => c.semaphore(freshKey('args-sem'), 2).tryAcquire({ signal: 1 })],
+    ['read lock acquire', () => c.readLock(freshKey('args-rw')).acquire({ timeoutMs: -1 })],
+    ['write lock tryAcquire', () => c.writeLock(freshKey('args-rw')).tryAcquire({ timeoutMs: -1 })],
+    ['multi-key lock acquire', () => c.multiLock([freshKey('args-m')]).acquire({ timeoutMs: -1 })],
+    ['campaign', () => e.campaign('v', { timeoutMs: -1 })],
+  ]
+  for (const [what, call] of holdings) {
+    let p
+    assert.doesNotThrow(() => {
+      p = call()
+    }, what)
+    await assert.rejects(p, (err) => err instanceof RangeError || err instanceof TypeError, what)
+  }
   assert.throws(() => e.observe({ timeoutMs: -1 }), { name: 'RangeError' })
   await assert.rejects(c.checkSequencer('1:2:s:k'), { name: 'TypeError', message: /must be a Sequencer/ })
   assert.throws(() => Sequencer.parse('x:1:s:k'), { name: 'TypeError', code: 'BATON_INVALID_ARGUMENT', message: /lock index is not a number/ })

@@ -1,33 +1,34 @@
 'use strict'
-// Cancellation: a native waiting call tied to an AbortSignal.
+// Cancellation of a native waiting call through an AbortSignal.
 
 const native = require('./addon.js')
-const spin = require('../spin.js')
-const { translate, abortError } = require('./errors.js')
+const { translate, abortError, outcome, settle } = require('./errors.js')
 
 /**
- * Runs a native waiting call with a cancel token tied to `signal`. Rejects with an AbortError
- * once the native call has returned; a success that raced the abort is undone first.
+ * Runs `start(cancel)`, a native waiting call, and settles as errors.js `settle` does. With a
+ * `signal` (or `token`: the caller keeps the token) the call gets a cancel token, cancelled
+ * when `signal` aborts; it then rejects with an AbortError once the native call has returned,
+ * and a success that raced the abort is undone first with `undo(result)`.
  */
-async function cancellable(signal, start, undo, { token = false } = {}) {
+function cancellable(signal, start, undo, { token = false } = {}) {
+  if (signal || token) return aborting(signal, start, undo)
+  return settle(() => start(undefined))
+}
+
+/** [cancellable] with a cancel token. */
+async function aborting(signal, start, undo) {
   if (signal?.aborted) throw abortError(signal)
-  // Without a signal nothing cancels the call unless the caller keeps the token (`token`).
-  const cancel = signal || token ? new native.NativeCancel() : undefined
+  const cancel = new native.NativeCancel()
   const onAbort = () => cancel.cancel()
   signal?.addEventListener('abort', onAbort, { once: true })
   try {
     let result
-    let began
     try {
-      const pending = start(cancel)
-      began = spin.started()
-      result = await pending
+      result = await outcome(start(cancel))
     } catch (e) {
       const t = translate(e)
       if (signal?.aborted && t?.code === 'BATON_CANCELLED') throw abortError(signal)
       throw t
-    } finally {
-      if (began !== undefined) spin.ended(began)
     }
     if (signal?.aborted) {
       if (undo) {

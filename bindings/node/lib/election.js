@@ -4,7 +4,7 @@
 const { kToken } = require('./symbols.js')
 const { settle, callSync } = require('./errors.js')
 const { toBuffer } = require('./checks.js')
-const { Holdable, kAcquire, kRelease } = require('./holdable.js')
+const { Holdable, kAcquire, kRelease, kWhat, kMissed, kStart } = require('./holdable.js')
 const { Sequencer, Leader } = require('./values.js')
 const { LeaderObserver } = require('./observer.js')
 
@@ -16,8 +16,17 @@ class Election extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.election() to make an Election')
-    super(`leadership of ${JSON.stringify(n.key)}`, n)
+    super(n)
     this.#native = n
+  }
+  get [kWhat]() {
+    return `leadership of ${JSON.stringify(this.key)}`
+  }
+  [kMissed](t) {
+    return `not elected for ${JSON.stringify(this.key)} within ${t} ms`
+  }
+  [kStart](timeoutMs, cancel, value) {
+    return this.#native.campaign(value, timeoutMs, cancel)
   }
   get key() {
     return this.#native.key
@@ -28,12 +37,10 @@ class Election extends Holdable {
    * BATON_TIMEOUT / AbortError; leadership won while aborting is resigned.
    */
   async campaign(value, options) {
-    const v = toBuffer('value', value)
-    const notElected = (t) => `not elected for ${JSON.stringify(this.key)} within ${t} ms`
-    return this[kAcquire]('campaign', options, (t, c) => this.#native.campaign(v, t, c), notElected)
+    return this[kAcquire]('campaign', options, true, toBuffer('value', value))
   }
   /** Steps down (no lock-delay); resolves false if not leader. */
-  async resign() {
+  resign() {
     return this[kRelease]()
   }
   /** Replaces the leader's value, keeping the LockIndex (sequencers stay valid). */

@@ -4,7 +4,7 @@
 
 const { EventEmitter } = require('node:events')
 const { kLost, kClientClosed } = require('./symbols.js')
-const { LostError, settle, timeoutError } = require('./errors.js')
+const { LostError, settle, timeoutError, translate, outcome } = require('./errors.js')
 const { waitOptions } = require('./checks.js')
 const { cancellable } = require('./cancel.js')
 
@@ -43,15 +43,24 @@ function dispatchLost(id, reason) {
   }
 }
 
-// The protected part of Holdable, for its subclasses (symbols: not on the public surface).
+// The protected part of Holdable, for its subclasses (symbols: not on the public surface):
+// kAcquire and kRelease run the lifecycle; a subclass gives kWhat (how a LostError names it),
+// kMissed (the message of an acquisition that timed out) and, to acquire other than with the
+// native `acquire(timeoutMs, cancel)`, kStart.
 const kAcquire = Symbol('baton.acquire')
 const kRelease = Symbol('baton.release')
+const kWhat = Symbol('baton.what')
+const kMissed = Symbol('baton.missed')
+const kStart = Symbol('baton.start')
 
 /**
  * The one holding lifecycle of Lock, Semaphore and Election, over their native object (the
  * addon gives the three the same methods, src/holding.rs: release, abandon, isHeld,
  * lostReason, lostSessionReason, waitLost): the 'lost' event, `lostSignal`, `isHeld()`,
  * `lostReason`, `waitLost()`, the acquisition and the release.
+ *
+ * What a holdable keeps is what every pending acquire costs (`make bench-scale`), so names
+ * and messages are made when asked for, not per object.
  */
 class Holdable extends EventEmitter {
   // The signal of the current holding is made when first asked for: most holdings are never
@@ -60,11 +69,9 @@ class Holdable extends EventEmitter {
   #controller = null
   #holding = false
   #lastReason = 'released'
-  #what
   #native
-  constructor(what, native) {
+  constructor(native) {
     super()
-    this.#what = what
     this.#native = native
   }
 
@@ -76,7 +83,7 @@ class Holdable extends EventEmitter {
   get lostSignal() {
     if (!this.#controller) {
       this.#controller = new AbortController()
-      if (!this.#holding) this.#controller.abort(new LostError(this.#what, this.#lastReason))
+      if (!this.#holding) this.#controller.abort(new LostError(this[kWhat], this.#lastReason))
     }
     return this.#controller.signal
   }
@@ -112,28 +119,52 @@ class Holdable extends EventEmitter {
   }
 
   /**
-   * An acquisition (`name`: 'acquire', 'tryAcquire', 'campaign'): `start(timeoutMs, cancel)`
-   * runs the native wait. An abort that reaches it in time cancels it (the core then holds
-   * nothing); a success that was already on its way when `options.signal` aborted is handed
-   * back with the native `abandon` (see cancellable). With `notAcquired(timeoutMs)` (the
-   * message of a miss) it resolves with this object and rejects with BATON_TIMEOUT at the
-   * timeout; without, it tries once by default and resolves whether held.
+   * An acquisition (`name`: 'acquire', 'tryAcquire', 'campaign'): `this[kStart](timeoutMs,
+   * cancel, arg)` runs the native wait. An abort that reaches it in time cancels it (the core
+   * then holds nothing); a success that was already on its way when `options.signal` aborted is
+   * handed back with the native `abandon` (see cancellable). With `rejects` it resolves with
+   * this object and rejects with BATON_TIMEOUT (`this[kMissed](timeoutMs)`) at the timeout;
+   * without, it tries once by default and resolves whether held.
+   *
+   * Not an async function, and without a signal nothing but the native call's promise and one
+   * reaction on it (errors.js `outcome`) is kept while it waits.
    */
-  async [kAcquire](name, options, start, notAcquired) {
-    const { timeoutMs, signal } = waitOptions(name, options, notAcquired ? undefined : 0)
-    const held = await cancellable(
+  [kAcquire](name, options, rejects, arg) {
+    try {
+      const { timeoutMs, signal } = waitOptions(name, options, rejects ? undefined : 0)
+      if (signal !== undefined) return this.#acquireAborting(signal, timeoutMs, rejects, arg)
+      return outcome(this[kStart](timeoutMs, undefined, arg), (held) =>
+        this.#acquired(held, rejects, timeoutMs),
+      )
+    } catch (e) {
+      return Promise.reject(translate(e))
+    }
+  }
+
+  /** [kAcquire] with a signal: the native wait gets a cancel token the signal fires. */
+  #acquireAborting(signal, timeoutMs, rejects, arg) {
+    return cancellable(
       signal,
-      (c) => start(timeoutMs, c),
+      (c) => this[kStart](timeoutMs, c, arg),
       (h) => h && this.#native.abandon(),
-    )
+    ).then((held) => this.#acquired(held, rejects, timeoutMs))
+  }
+
+  /** The native acquisition (an election overrides it: it campaigns with a value, `arg`). */
+  [kStart](timeoutMs, cancel) {
+    return this.#native.acquire(timeoutMs, cancel)
+  }
+
+  /** What an acquisition resolves with, once the native call answered `held`. */
+  #acquired(held, rejects, timeoutMs) {
     if (held) this._started()
-    if (!notAcquired) return held
-    if (!held) throw timeoutError(notAcquired(timeoutMs))
+    if (!rejects) return held
+    if (!held) throw timeoutError(this[kMissed](timeoutMs))
     return this
   }
 
   /** Gives the holding up (release, resign); resolves false if nothing was held. */
-  async [kRelease]() {
+  [kRelease]() {
     this._ended('released')
     return settle(() => this.#native.release())
   }
@@ -155,7 +186,7 @@ class Holdable extends EventEmitter {
     this.#holding = false
     this.#lastReason = reason
     const c = this.#controller
-    if (c && !c.signal.aborted) c.abort(new LostError(this.#what, reason))
+    if (c && !c.signal.aborted) c.abort(new LostError(this[kWhat], reason))
   }
 
   /**
@@ -178,4 +209,15 @@ class Holdable extends EventEmitter {
   }
 }
 
-module.exports = { holders, freeId, register, dispatchLost, Holdable, kAcquire, kRelease }
+module.exports = {
+  holders,
+  freeId,
+  register,
+  dispatchLost,
+  Holdable,
+  kAcquire,
+  kRelease,
+  kWhat,
+  kMissed,
+  kStart,
+}

@@ -4,7 +4,7 @@
 const { kToken } = require('./symbols.js')
 const { settle } = require('./errors.js')
 const { toBuffer } = require('./checks.js')
-const { Holdable, kAcquire, kRelease } = require('./holdable.js')
+const { Holdable, kAcquire, kRelease, kWhat, kMissed } = require('./holdable.js')
 const { Sequencer } = require('./values.js')
 
 /**
@@ -15,8 +15,14 @@ class Lock extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.lock() to make a Lock')
-    super(`lock ${JSON.stringify(n.key)}`, n)
+    super(n)
     this.#native = n
+  }
+  get [kWhat]() {
+    return `lock ${JSON.stringify(this.key)}`
+  }
+  [kMissed](t) {
+    return `lock ${JSON.stringify(this.key)} not acquired within ${t} ms`
   }
   /** The key. */
   get key() {
@@ -35,16 +41,15 @@ class Lock extends Holdable {
    * `timeoutMs` passes first (BATON_CONNECTION, naming the address, when nothing answered in
    * that time), an AbortError when `signal` aborts.
    */
-  async acquire(options) {
-    const notAcquired = (t) => `lock ${JSON.stringify(this.key)} not acquired within ${t} ms`
-    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
+  acquire(options) {
+    return this[kAcquire]('acquire', options, true)
   }
   /** Like acquire, but resolves false instead of rejecting at the timeout (default 0: try once). */
-  async tryAcquire(options) {
-    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
+  tryAcquire(options) {
+    return this[kAcquire]('tryAcquire', options, false)
   }
   /** Releases the lock (no lock-delay for the next holder); resolves false if it was not held. */
-  async release() {
+  release() {
     return this[kRelease]()
   }
   /** The fencing sequencer of the current holding, or null. */

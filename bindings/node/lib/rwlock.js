@@ -2,7 +2,7 @@
 // Read-write locks and multi-key locks: holdings with the lifecycle of a Lock (lib/holdable.js).
 
 const { kToken } = require('./symbols.js')
-const { Holdable, kAcquire, kRelease } = require('./holdable.js')
+const { Holdable, kAcquire, kRelease, kWhat, kMissed } = require('./holdable.js')
 const { Sequencer } = require('./values.js')
 
 /**
@@ -16,8 +16,14 @@ class RwLock extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.readLock() or client.writeLock() to make a RwLock')
-    super(`${n.mode} lock ${JSON.stringify(n.prefix)}`, n)
+    super(n)
     this.#native = n
+  }
+  get [kWhat]() {
+    return `${this.mode} lock ${JSON.stringify(this.prefix)}`
+  }
+  [kMissed](t) {
+    return `${this[kWhat]} not acquired within ${t} ms`
   }
   /** The prefix (without a trailing '/'). */
   get prefix() {
@@ -37,16 +43,15 @@ class RwLock extends Holdable {
    * deleted: nothing is left queued), an AbortError when `signal` aborts (nothing held),
    * BATON_CONFLICT when a key under the prefix is not a read-write lock contender.
    */
-  async acquire(options) {
-    const notAcquired = (t) => `${this.mode} lock ${JSON.stringify(this.prefix)} not acquired within ${t} ms`
-    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
+  acquire(options) {
+    return this[kAcquire]('acquire', options, true)
   }
   /** Like acquire, but resolves false instead of rejecting at the timeout (default 0: look once). */
-  async tryAcquire(options) {
-    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
+  tryAcquire(options) {
+    return this[kAcquire]('tryAcquire', options, false)
   }
   /** Releases (deletes the contender key); resolves false if it was not held. */
-  async release() {
+  release() {
     return this[kRelease]()
   }
   /**
@@ -69,8 +74,14 @@ class MultiLock extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.multiLock() to make a MultiLock')
-    super(`multi-key lock ${JSON.stringify(n.keys)}`, n)
+    super(n)
     this.#native = n
+  }
+  get [kWhat]() {
+    return `multi-key lock ${JSON.stringify(this.keys)}`
+  }
+  [kMissed](t) {
+    return `${this[kWhat]} not acquired within ${t} ms`
   }
   /** The keys, sorted, duplicates dropped. */
   get keys() {
@@ -84,16 +95,15 @@ class MultiLock extends Holdable {
    * Waits until every key is held and resolves with the lock itself. Never holds part of the
    * set: BATON_TIMEOUT at `timeoutMs`, an AbortError on `signal`, with nothing held.
    */
-  async acquire(options) {
-    const notAcquired = (t) => `multi-key lock ${JSON.stringify(this.keys)} not acquired within ${t} ms`
-    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
+  acquire(options) {
+    return this[kAcquire]('acquire', options, true)
   }
   /** Like acquire, but resolves false instead of rejecting at the timeout (default 0: try once). */
-  async tryAcquire(options) {
-    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
+  tryAcquire(options) {
+    return this[kAcquire]('tryAcquire', options, false)
   }
   /** Releases every key; resolves false if nothing was held. */
-  async release() {
+  release() {
     return this[kRelease]()
   }
   /** The sequencer of the first key's holding, or null. */

@@ -3,7 +3,7 @@
 
 const { kToken } = require('./symbols.js')
 const { settle } = require('./errors.js')
-const { Holdable, kAcquire, kRelease } = require('./holdable.js')
+const { Holdable, kAcquire, kRelease, kWhat, kMissed } = require('./holdable.js')
 
 /**
  * A counting semaphore on a prefix, wire-compatible with Go's `api.Semaphore`. Emits 'lost'
@@ -13,8 +13,14 @@ class Semaphore extends Holdable {
   #native
   constructor(token, n) {
     if (token !== kToken) throw new TypeError('use client.semaphore() to make a Semaphore')
-    super(`semaphore ${JSON.stringify(n.prefix)}`, n)
+    super(n)
     this.#native = n
+  }
+  get [kWhat]() {
+    return `semaphore ${JSON.stringify(this.prefix)}`
+  }
+  [kMissed](t) {
+    return `semaphore ${JSON.stringify(this.prefix)}: no slot within ${t} ms`
   }
   /** The prefix. */
   get prefix() {
@@ -25,16 +31,15 @@ class Semaphore extends Holdable {
     return Number(this.#native.limit)
   }
   /** Waits for a slot and resolves with the semaphore; BATON_TIMEOUT / AbortError as for locks. */
-  async acquire(options) {
-    const notAcquired = (t) => `semaphore ${JSON.stringify(this.prefix)}: no slot within ${t} ms`
-    return this[kAcquire]('acquire', options, (t, c) => this.#native.acquire(t, c), notAcquired)
+  acquire(options) {
+    return this[kAcquire]('acquire', options, true)
   }
   /** Resolves true with a slot, false at the timeout (default 0: try once). */
-  async tryAcquire(options) {
-    return this[kAcquire]('tryAcquire', options, (t, c) => this.#native.acquire(t, c))
+  tryAcquire(options) {
+    return this[kAcquire]('tryAcquire', options, false)
   }
   /** Gives the slot back; resolves false if not held. */
-  async release() {
+  release() {
     return this[kRelease]()
   }
   /** Deletes the coordination key when no live holder remains (Go's `Destroy`). */

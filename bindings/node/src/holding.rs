@@ -38,6 +38,12 @@ pub(crate) fn token_of(cancel: Option<&NativeCancel>) -> baton::CancelToken {
     cancel.map_or_else(baton::CancelToken::new, |c| c.inner.clone())
 }
 
+/// The core token behind `cancel`, if any: an acquire without one makes none (a pending
+/// acquire keeps what it is given, and `make bench-scale` counts it).
+pub(crate) fn token_if(cancel: Option<&NativeCancel>) -> Option<baton::CancelToken> {
+    cancel.map(|c| c.inner.clone())
+}
+
 /// An acquire of `holder` (an election's campaign, its value set) for `timeout`, as a wait that
 /// holds no thread. An acquisition whose token fires returns `BATON_CANCELLED` with nothing
 /// held (the core's guarantee); `then` runs after a success, before the promise settles, on
@@ -47,12 +53,15 @@ pub(crate) fn acquire<'e, H: Contend + Send + Sync>(
     env: &'e Env,
     holder: &Arc<H>,
     timeout: Option<Duration>,
-    token: baton::CancelToken,
+    token: Option<baton::CancelToken>,
     then: fn(&H),
 ) -> Result<Object<'e>> {
     let h = holder.clone();
     crate::driven(env, async move {
-        let held = h.acquire_async_with(timeout, &token).await;
+        let held = match token {
+            Some(token) => h.acquire_async_with(timeout, &token).await,
+            None => h.acquire_async(timeout).await,
+        };
         if matches!(held, Ok(true)) {
             then(&h);
         }
@@ -165,7 +174,7 @@ macro_rules! holding_methods {
                     env,
                     &self.inner,
                     $crate::millis("timeoutMs", timeout_ms)?,
-                    $crate::holding::token_of(cancel),
+                    $crate::holding::token_if(cancel),
                 )
             }
         }

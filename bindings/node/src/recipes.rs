@@ -257,7 +257,7 @@ impl NativeElection {
     ) -> Result<Object<'e>> {
         let t = crate::millis("timeoutMs", timeout_ms)?;
         self.inner.lock().set_value(value.to_vec());
-        holding::acquire(env, &self.inner, t, holding::token_of(cancel), |_| {})
+        holding::acquire(env, &self.inner, t, holding::token_if(cancel), |_| {})
     }
 
     /// Replaces the leader's value, keeping the LockIndex.

@@ -107,7 +107,8 @@ struct Task {
     timer: *mut c_void,
     timeout: Option<Duration>,
     begun: Instant,
-    token: baton::CancelToken,
+    /// The caller's cancel token, if it gave one.
+    token: Option<baton::CancelToken>,
     /// The environment whose clean-up hook ends the call if the environment goes first (a
     /// worker thread terminated with the call in flight); null when no hook is registered.
     env: sys::napi_env,
@@ -127,7 +128,7 @@ fn start<'e>(
     env: &'e Env,
     call: Call,
     timeout: Option<Duration>,
-    token: baton::CancelToken,
+    token: Option<baton::CancelToken>,
 ) -> Result<Object<'e>> {
     let (deferred, promise) = settle::promise(env)?;
     let mut event_loop = ptr::null_mut();
@@ -198,7 +199,10 @@ fn start<'e>(
 unsafe fn step(task: *mut Task, from_loop: bool) {
     // SAFETY: the caller's.
     let t = unsafe { &mut *task };
-    if t.token.is_cancelled() {
+    if t.token
+        .as_ref()
+        .is_some_and(baton::CancelToken::is_cancelled)
+    {
         // SAFETY: the caller's.
         unsafe { give_up(task) };
         return;
@@ -292,10 +296,12 @@ fn run_rest(t: &mut Task, rest: Rest) {
     let rest = match rest {
         Rest::Acquire(r) if !r.maybe_applied() => {
             let lock = r.into_restart();
-            crate::drive_settling(
-                d,
-                async move { lock.acquire_async_with(left, &token).await },
-            );
+            crate::drive_settling(d, async move {
+                match token {
+                    Some(token) => lock.acquire_async_with(left, &token).await,
+                    None => lock.acquire_async(left).await,
+                }
+            });
             return;
         }
         other => other,
@@ -303,7 +309,7 @@ fn run_rest(t: &mut Task, rest: Rest) {
     // If no thread can start, the deferred is dropped unsettled, which rejects it.
     let _ = match rest {
         Rest::Acquire(r) => {
-            crate::run_settling_on(&crate::WAITS, d, move || r.run(left, Some(&token)))
+            crate::run_settling_on(&crate::WAITS, d, move || r.run(left, token.as_ref()))
         }
         Rest::Release(r) => run_settling(d, move || r.run()),
     };
@@ -407,9 +413,9 @@ pub(crate) fn acquire<'e, H: Warm + baton::aio::Contend + Send + Sync>(
     env: &'e Env,
     holder: &std::sync::Arc<H>,
     timeout: Option<Duration>,
-    token: baton::CancelToken,
+    token: Option<baton::CancelToken>,
 ) -> Result<Object<'e>> {
-    if !token.is_cancelled() {
+    if !token.as_ref().is_some_and(baton::CancelToken::is_cancelled) {
         if let Some(w) = holder.warm_acquire() {
             return start(env, Call::Acquire(Box::new(w)), timeout, token);
         }
@@ -423,12 +429,7 @@ pub(crate) fn release<'e, H: Warm + 'static>(
     holder: &std::sync::Arc<H>,
 ) -> Result<Object<'e>> {
     if let Some(w) = holder.warm_release() {
-        return start(
-            env,
-            Call::Release(Box::new(w)),
-            None,
-            baton::CancelToken::new(),
-        );
+        return start(env, Call::Release(Box::new(w)), None, None);
     }
     let h = holder.clone();
     crate::on_thread(env, move || {

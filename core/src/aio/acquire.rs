@@ -54,8 +54,10 @@ pub struct Acquire<'a, H: Contend> {
     /// When to try again regardless of changes (lock-delay, a transient failure).
     retry_at: Option<Instant>,
     pause: Duration,
-    /// The last try's transient failure: the outcome if the deadline passes.
-    last_transient: Option<Error>,
+    /// The last try's transient failure: the outcome if the deadline passes. This and
+    /// `finishing` are boxed: rare, and an error is 120 bytes that every pending acquire
+    /// would carry (`make bench-scale` counts what a pending acquire keeps).
+    last_transient: Option<Box<Error>>,
     /// The run of transient failures, for the warning the blocking calls give too.
     failing: crate::runtime::ride_out::Unavailable,
     changes: Option<Box<dyn Send>>,
@@ -73,7 +75,7 @@ pub struct Acquire<'a, H: Contend> {
     started: Instant,
     /// The call's outcome, held until what refused tries kept is removed (a timed-out
     /// wait resolves with nothing of it left in the queue, as the blocking acquire).
-    finishing: Option<(Call<()>, Result<bool>)>,
+    finishing: Option<Box<(Call<()>, Result<bool>)>>,
 }
 
 impl<H: Contend> std::fmt::Debug for Acquire<'_, H> {
@@ -261,21 +263,21 @@ impl<'a, H: Contend> Acquire<'a, H> {
             },
             None,
         );
-        self.finishing = Some((call, out));
+        self.finishing = Some(Box::new((call, out)));
         self.poll_finishing(cx)
     }
 
     fn poll_finishing(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool>> {
-        let Some((call, _)) = self.finishing.as_mut() else {
+        let Some(finishing) = self.finishing.as_mut() else {
             return Poll::Ready(Err(Error::new(
                 ErrorKind::Conflict,
                 format!("{} polled after it completed", H::WHAT),
             )));
         };
-        if Pin::new(call).poll(cx).is_pending() {
+        if Pin::new(&mut finishing.0).poll(cx).is_pending() {
             return Poll::Pending;
         }
-        let (_, out) = self.finishing.take().expect("checked above");
+        let (_, out) = *self.finishing.take().expect("checked above");
         Poll::Ready(out)
     }
 
@@ -325,7 +327,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
                     .note(core, H::WHAT, &e, self.deadline.is_some());
                 self.retry_at = Some(Instant::now() + self.pause);
                 self.pause = (self.pause * 2).min(MAX_PAUSE);
-                self.last_transient = Some(e);
+                self.last_transient = Some(Box::new(e));
                 None
             }
             Err(e) => Some(Err(e)),
@@ -345,7 +347,7 @@ impl<'a, H: Contend> Acquire<'a, H> {
             return Some(Err(e));
         }
         if self.tried && self.deadline.is_some_and(|d| d <= Instant::now()) {
-            return Some(self.last_transient.take().map_or(Ok(false), Err));
+            return Some(self.last_transient.take().map_or(Ok(false), |e| Err(*e)));
         }
         None
     }

@@ -284,31 +284,66 @@ pub(crate) fn wait_signals(
     session: &Session,
     closing: &CancelToken,
 ) -> Result<Woke> {
-    let never = crossbeam_channel::never();
-    let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
-    let lost = session.cancel_token().receiver();
-    let closed = closing.receiver();
     let mut until = wake;
     if let Some(v) = session.valid_until() {
         until = Some(until.map_or(v, |w| w.min(v)));
     }
+    if until.is_some_and(|u| u <= Instant::now()) {
+        // Nothing to wait for (a try-once that found a sibling's claim): what the wait would
+        // see at once, read without the channels a wait takes from each token. A cancel
+        // token keeps its channel as long as it lives, and a pending async acquire, whose
+        // token outlives every try, would keep one for nothing (`make bench-scale`).
+        return if changes.try_recv().is_ok() {
+            Ok(Woke::Changed)
+        } else if cancel.is_some_and(CancelToken::is_cancelled) {
+            Err(cancelled())
+        } else if session.cancel_token().is_cancelled() {
+            Err(lost(session))
+        } else if closing.is_cancelled() {
+            Err(closed())
+        } else {
+            ticked(session)
+        };
+    }
+    let never = crossbeam_channel::never();
+    let cancel_rx = cancel.map_or_else(|| never.clone(), |c| c.receiver());
+    let lost_rx = session.cancel_token().receiver();
+    let closed_rx = closing.receiver();
     let tick = until.map_or_else(crossbeam_channel::never, crossbeam_channel::at);
     select! {
         recv(changes) -> _ => Ok(Woke::Changed),
-        recv(cancel_rx) -> _ => Err(Error::new(ErrorKind::Cancelled, "lock acquire cancelled")),
-        recv(lost) -> _ => Err(Error::new(
-            ErrorKind::SessionInvalidated,
-            format!("session {} was lost while acquiring the lock", session.id()),
-        )),
-        recv(closed) -> _ => Err(Error::new(ErrorKind::Closed, "the baton client is closed")),
-        recv(tick) -> _ => {
-            if !session.is_valid() {
-                return Err(Error::new(
-                    ErrorKind::SessionInvalidated,
-                    format!("session {} passed its lease deadline while acquiring the lock", session.id()),
-                ));
-            }
-            Ok(Woke::Tick)
-        }
+        recv(cancel_rx) -> _ => Err(cancelled()),
+        recv(lost_rx) -> _ => Err(lost(session)),
+        recv(closed_rx) -> _ => Err(closed()),
+        recv(tick) -> _ => ticked(session),
     }
+}
+
+fn cancelled() -> Error {
+    Error::new(ErrorKind::Cancelled, "lock acquire cancelled")
+}
+
+fn lost(session: &Session) -> Error {
+    Error::new(
+        ErrorKind::SessionInvalidated,
+        format!("session {} was lost while acquiring the lock", session.id()),
+    )
+}
+
+fn closed() -> Error {
+    Error::new(ErrorKind::Closed, "the baton client is closed")
+}
+
+/// A wait's time is up: a tick, unless it was the session's lease deadline.
+fn ticked(session: &Session) -> Result<Woke> {
+    if session.is_valid() {
+        return Ok(Woke::Tick);
+    }
+    Err(Error::new(
+        ErrorKind::SessionInvalidated,
+        format!(
+            "session {} passed its lease deadline while acquiring the lock",
+            session.id()
+        ),
+    ))
 }
