@@ -155,6 +155,27 @@ fn async_lock_cycles_are_made_in_the_futures_own_poll() {
     );
 }
 
+/// The readiness thread starts when a warm call first waits on it, not when a future merely
+/// asks how it would wait: an acquire whose first try cannot be warm (a lock never acquired:
+/// the key is not known free) goes to a step thread and starts no readiness thread. The Python
+/// and Node bindings drive such futures and never wait on it: it was a thread of theirs for
+/// nothing.
+#[test]
+fn an_acquire_that_is_not_warm_starts_no_readiness_thread() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let f = Fixture::start();
+    let c = f.client();
+    let lock = c.lock(&unique("aio-not-warm")).unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        assert!(lock.acquire_async(Some(PATIENCE)).await.unwrap());
+    });
+    assert!(lock.is_held());
+    assert_eq!(count("baton-reactor"), 0, "{:?}", thread_names());
+    assert!(lock.release().unwrap());
+    assert!(c.close_report(PATIENCE).is_complete());
+}
+
 #[test]
 fn a_warm_acquire_ends_early_with_nothing_held() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -22,6 +22,11 @@ use crate::transport::http::Interest;
 pub(crate) enum Readiness {
     /// The client's readiness thread.
     Thread(ReactorHandle),
+    /// The client's readiness thread, not asked for yet: it starts when a call first waits on
+    /// it. A client whose warm calls are all driven elsewhere (the event loops of the Python
+    /// and Node bindings) or answered before they wait never starts it (`make bench-scale`
+    /// counts the threads).
+    Unstarted(Client),
     /// The tokio runtime that polls the future; the readiness thread when the future is polled
     /// elsewhere or that runtime has no I/O (decided when it first waits: a future made
     /// outside the runtime that polls it still waits on that runtime's reactor).
@@ -31,15 +36,18 @@ pub(crate) enum Readiness {
 
 impl Readiness {
     /// The way `client`'s warm calls wait: tokio's reactor when the future is polled inside a
-    /// tokio runtime with I/O (see the module docs), else the readiness thread, started on
-    /// first use; `None` when neither can be had (the client closed, no `epoll` on this
+    /// tokio runtime with I/O (see the module docs), else the readiness thread, started when a
+    /// call first waits; `None` when neither can be had (the client closed, no `epoll` on this
     /// system).
     pub(crate) fn for_client(client: &Client) -> Option<Readiness> {
         #[cfg(all(feature = "tokio", unix))]
         if tokio_wait::wanted(client) {
             return Some(Readiness::Tokio(client.clone()));
         }
-        client.core().reactor().ok().map(Readiness::Thread)
+        if !crate::runtime::reactor::AVAILABLE || client.core().closing.is_cancelled() {
+            return None;
+        }
+        Some(Readiness::Unstarted(client.clone()))
     }
 }
 
@@ -82,6 +90,9 @@ impl SocketWait {
                 return Ok(ready);
             }
             // Not polled inside a tokio runtime with I/O: this call goes on with the thread.
+            self.readiness = Readiness::Unstarted(client.clone());
+        }
+        if let Readiness::Unstarted(client) = &self.readiness {
             let thread = client.core().reactor().map_err(std::io::Error::other)?;
             self.readiness = Readiness::Thread(thread);
         }
@@ -96,6 +107,7 @@ impl SocketWait {
     fn thread(&self) -> Option<&ReactorHandle> {
         match &self.readiness {
             Readiness::Thread(r) => Some(r),
+            Readiness::Unstarted(_) => None,
             #[cfg(all(feature = "tokio", unix))]
             Readiness::Tokio(_) => None,
         }

@@ -28,6 +28,9 @@ use crate::foundations::sync::lock;
 use crate::foundations::threads::Worker;
 use crate::transport::http::Interest;
 
+/// Whether this system has a readiness thread (`reactor_none.rs` says no).
+pub(crate) const AVAILABLE: bool = true;
+
 /// The token of the stop signal (the client closing).
 const STOP: u64 = 0;
 

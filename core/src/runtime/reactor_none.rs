@@ -8,6 +8,9 @@ use crate::foundations::cancel::CancelToken;
 use crate::foundations::threads::Worker;
 use crate::transport::http::Interest;
 
+/// Whether this system has a readiness thread: not here.
+pub(crate) const AVAILABLE: bool = false;
+
 /// Never made here.
 pub(crate) enum Reactor {}
 
