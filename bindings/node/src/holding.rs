@@ -58,15 +58,25 @@ pub(crate) fn acquire<'e, H: Contend + Send + Sync>(
 ) -> Result<Object<'e>> {
     let h = holder.clone();
     crate::driven(env, async move {
-        let held = match token {
-            Some(token) => h.acquire_async_with(timeout, &token).await,
-            None => h.acquire_async(timeout).await,
-        };
+        let held = acquire_with(&*h, timeout, token).await;
         if matches!(held, Ok(true)) {
             then(&h);
         }
         held
     })
+}
+
+/// `holder`'s async acquire, with the caller's cancel token if it gave one (none is made
+/// otherwise: a pending acquire keeps what it is given).
+pub(crate) async fn acquire_with<H: Contend>(
+    holder: &H,
+    timeout: Option<Duration>,
+    token: Option<baton::CancelToken>,
+) -> baton::Result<bool> {
+    match token {
+        Some(token) => holder.acquire_async_with(timeout, &token).await,
+        None => holder.acquire_async(timeout).await,
+    }
 }
 
 /// Resolves with the name of why the current holding ends (at once if not held), as a wait

@@ -17,7 +17,6 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::time::{Duration, Instant};
 
-use baton::aio::AsyncHold;
 use baton::warm::{Interest, ResumeAcquire, ResumeRelease, WarmAcquire, WarmRelease, WarmStep};
 use baton::Hold;
 use napi::bindgen_prelude::Object;
@@ -297,10 +296,7 @@ fn run_rest(t: &mut Task, rest: Rest) {
         Rest::Acquire(r) if !r.maybe_applied() => {
             let lock = r.into_restart();
             crate::drive_settling(d, async move {
-                match token {
-                    Some(token) => lock.acquire_async_with(left, &token).await,
-                    None => lock.acquire_async(left).await,
-                }
+                crate::holding::acquire_with(&lock, left, token).await
             });
             return;
         }
