@@ -293,7 +293,11 @@ pub(crate) fn wait_signals(
         // see at once, read without the channels a wait takes from each token. A cancel
         // token keeps its channel as long as it lives, and a pending async acquire, whose
         // token outlives every try, would keep one for nothing (`make bench-scale`).
-        return if changes.try_recv().is_ok() {
+        // A message or a disconnect, as the select below would take either.
+        return if !matches!(
+            changes.try_recv(),
+            Err(crossbeam_channel::TryRecvError::Empty)
+        ) {
             Ok(Woke::Changed)
         } else if cancel.is_some_and(CancelToken::is_cancelled) {
             Err(cancelled())
